@@ -1,0 +1,74 @@
+"""The ``clanker`` command.
+
+Start-up is lazy: the group knows each subcommand's module and one-line help,
+so ``clanker --help`` and ``clanker --version`` import no provider, no plugin
+and no subcommand module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+from typing import Any, Final
+
+import click
+
+from clanker import __version__
+from clanker.errors import EXIT_INTERNAL
+
+__all__ = ["cli", "main"]
+
+# name -> (module, attribute, one-line help)
+_COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
+    "doctor": ("clanker.cli.doctor", "doctor", "Check every harness and say what to fix."),
+    "harnesses": ("clanker.cli.harnesses", "harnesses", "List harnesses, installed or not."),
+    "launch": ("clanker.cli.launch", "launch", "Run a harness in this terminal."),
+    "models": ("clanker.cli.models", "models", "List the models a harness accepts."),
+    "plugins": ("clanker.cli.plugins", "plugins", "List installed plugins and their hooks."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when invoked."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _COMMANDS:
+            module_name, attribute, _ = _COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module_name), attribute)
+            assert isinstance(command, click.Command)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, _COMMANDS[name][2]) for name in sorted(_COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="clanker")
+def cli() -> None:
+    """Terminal coding agents behind one registry.
+
+    Exit codes are stable and documented in docs/exit-codes.md.
+    """
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Run the CLI; never show a traceback unless CLANKER_DEBUG is set."""
+    if os.environ.get("CLANKER_DEBUG"):
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, format="clanker: %(name)s: %(message)s")
+    try:
+        return cli.main(args=argv, prog_name="clanker", standalone_mode=True)
+    except Exception as exc:  # click already handled its own exceptions
+        if os.environ.get("CLANKER_DEBUG"):
+            traceback.print_exc()
+        click.echo(f"clanker: internal error: {type(exc).__name__}", err=True)
+        sys.exit(EXIT_INTERNAL)

@@ -1,0 +1,5 @@
+"""``python -m clanker.cli``."""
+
+from clanker.cli import main
+
+main()

@@ -1,0 +1,103 @@
+"""What every subcommand shares: harness lookup, error mapping, output."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
+
+import click
+
+from clanker.errors import HarnessCapabilityError
+from clanker.registry import HarnessProvider, Registry, get_registry
+
+__all__ = [
+    "CapabilityFailure",
+    "HarnessArgument",
+    "capability_errors",
+    "echo_json",
+    "echo_table",
+    "json_option",
+    "run_async",
+]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class CapabilityFailure(click.ClickException):
+    """A typed capability failure, shown as its safe message with its exit code."""
+
+    def __init__(self, error: HarnessCapabilityError) -> None:
+        super().__init__(error.message)
+        self.exit_code = error.exit_code
+
+
+@contextmanager
+def capability_errors() -> Iterator[None]:
+    """Turn :class:`HarnessCapabilityError` into a clean CLI failure."""
+    try:
+        yield
+    except HarnessCapabilityError as exc:
+        raise CapabilityFailure(exc) from exc
+
+
+class HarnessArgument(click.ParamType):
+    """A harness id from the command line: the untrusted-string boundary."""
+
+    name = "harness"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> HarnessProvider:
+        if isinstance(value, HarnessProvider):
+            return value
+        registry: Registry = get_registry()
+        provider = registry.find_provider(value)
+        if provider is None:
+            known = ", ".join(registry.ids()) or "none installed"
+            self.fail(f"unknown harness {value!r} (known: {known})", param, ctx)
+        return provider
+
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[click.shell_completion.CompletionItem]:
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(i) for i in get_registry().ids() if i.startswith(incomplete)]
+
+
+def json_option(function: Callable[P, T]) -> Callable[P, T]:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for programs.")(
+        function
+    )
+
+
+def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine``; Ctrl+C cancels it (children are reaped) and exits 130."""
+    try:
+        return asyncio.run(coroutine)
+    except KeyboardInterrupt:
+        raise click.exceptions.Exit(130) from None
+
+
+def echo_json(data: object) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False))
+
+
+def echo_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Print left-aligned columns, sized to their widest cell."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    click.echo(line(headers))
+    for row in rows:
+        click.echo(line(row))
+
+

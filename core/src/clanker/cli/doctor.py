@@ -1,0 +1,82 @@
+"""``clanker doctor``: what is there, what is missing, what is broken, what to do."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import click
+
+from clanker.cli.common import echo_json, json_option, run_async
+from clanker.cli.harnesses import installation_record
+from clanker.execution import LocalTransport
+from clanker.installation import probe_installations
+from clanker.paths import clanker_paths
+from clanker.registry import get_registry
+
+__all__ = ["doctor"]
+
+EXIT_BROKEN = 1
+
+
+def _directory_problem(path: Path) -> str | None:
+    """Say why clanker could not write under ``path``, or ``None`` if it can."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
+
+
+@click.command()
+@json_option
+def doctor(as_json: bool) -> None:
+    """Check every harness and clanker's own directories.
+
+    Exits 1 only when something is broken (a plugin that failed to load, a
+    binary that does not answer, an unwritable directory); a harness that is
+    simply not installed is reported with how to install it.
+    """
+    registry = get_registry()
+    found = run_async(probe_installations(list(registry.providers.values()), LocalTransport()))
+    harness_records = [installation_record(f) for f in found]
+    paths = clanker_paths()
+    directories = {
+        name: {"path": str(path), "problem": _directory_problem(path)}
+        for name, path in (("config", paths.config), ("cache", paths.cache), ("state", paths.state))
+    }
+    problems = [
+        {"plugin": p.name, "reason": p.reason,
+         "distribution": p.distribution.name if p.distribution else None}
+        for p in registry.problems
+    ]
+    broken = (
+        bool(problems)
+        or any(r["error"] for r in harness_records)
+        or any(d["problem"] for d in directories.values())
+    )
+    if as_json:
+        echo_json({"ok": not broken, "harnesses": harness_records, "plugins": problems,
+                   "directories": directories})
+    else:
+        for record in harness_records:
+            if record["error"]:
+                mark, text = "✗", f"{record['name']}: {record['error']['message']}"
+            elif record["installed"]:
+                mark, text = "✓", f"{record['name']} {record['version']} ({record['path']})"
+            else:
+                hint = record["install_hint"] or "see its documentation"
+                mark, text = "-", f"{record['name']}: not installed; to install: {hint}"
+            click.echo(f"{mark} {text}")
+        for problem in problems:
+            click.echo(f"✗ plugin {problem['plugin']}: {problem['reason']}")
+        for name, info in directories.items():
+            if info["problem"]:
+                click.echo(f"✗ {name} directory {info['path']}: {info['problem']}")
+        if not registry.providers and not problems:
+            click.echo("- no harness plugins are installed")
+        click.echo("broken: see the lines marked ✗" if broken else "ok")
+    if broken:
+        raise SystemExit(EXIT_BROKEN)

@@ -1,0 +1,67 @@
+"""``clanker harnesses``: every harness, installed or not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from clanker.cli.common import echo_json, echo_table, json_option, run_async
+from clanker.execution import LocalTransport
+from clanker.installation import Installation, probe_installations
+from clanker.registry import get_registry
+
+__all__ = ["harnesses", "installation_record"]
+
+
+def installation_record(found: Installation) -> dict[str, Any]:
+    """The JSON shape shared by ``harnesses`` and ``doctor``."""
+    descriptor = found.provider.descriptor
+    operations = {}
+    for name in ("resume", "fork"):
+        support = getattr(descriptor, name)
+        operations[name] = (
+            None
+            if support is None
+            else {"support": support.support.value,
+                  "transports": sorted(t.value for t in support.transports)}
+        )
+    return {
+        "id": descriptor.id,
+        "name": descriptor.display_name,
+        "executable": descriptor.executable,
+        "installed": found.installed,
+        "path": found.path,
+        "version": found.version,
+        "error": None if found.error is None else {
+            "kind": found.error.kind.value, "message": found.error.message
+        },
+        "capabilities": sorted(c.value for c in descriptor.capabilities),
+        "operations": operations,
+        "install_hint": descriptor.install_hint,
+    }
+
+
+@click.command()
+@json_option
+def harnesses(as_json: bool) -> None:
+    """List every known harness: installed or not, version, path, capabilities."""
+    providers = list(get_registry().providers.values())
+    found = run_async(probe_installations(providers, LocalTransport()))
+    records = [installation_record(f) for f in found]
+    if as_json:
+        echo_json(records)
+        return
+    rows = []
+    for record in records:
+        if not record["installed"]:
+            state = "not installed"
+        elif record["error"]:
+            state = f"broken ({record['error']['kind']})"
+        else:
+            state = record["version"] or "?"
+        rows.append(
+            [record["id"], record["name"], state, record["path"] or "-",
+             ", ".join(record["capabilities"])]
+        )
+    echo_table(["ID", "NAME", "VERSION", "PATH", "CAPABILITIES"], rows)

@@ -1,0 +1,73 @@
+"""``clanker launch``: run a harness in this terminal, with attachments wired in."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from clanker.cli.common import HarnessArgument, capability_errors
+from clanker.envvars import strip_credentials
+from clanker.launch.attachments import LaunchState, prepare_attachments
+from clanker.launch.foreground import run_foreground
+from clanker.launch.planning import InvalidSessionIdError, plan_launch
+from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
+from clanker.registry import HarnessProvider
+
+__all__ = ["launch"]
+
+
+@click.command(context_settings={"ignore_unknown_options": False})
+@click.argument("harness", type=HarnessArgument())
+@click.option("--model", "-m", metavar="MODEL", help="Model id, as the harness accepts it.")
+@click.option(
+    "--cwd",
+    type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
+    help="Directory to run the harness in (default: the current one).",
+)
+@click.option("--resume", "resume_id", metavar="ID", help="Continue the session with this id.")
+@click.option("--fork", "fork_id", metavar="ID", help="Start a new session from this one.")
+@click.argument("user_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- FLAGS...]")
+def launch(
+    harness: HarnessProvider,
+    model: str | None,
+    cwd: Path | None,
+    resume_id: str | None,
+    fork_id: str | None,
+    user_flags: tuple[str, ...],
+) -> None:
+    """Run HARNESS in this terminal and exit with its exit status.
+
+    Everything after `--` is passed to the harness unchanged and in order.
+    """
+    if resume_id is not None and fork_id is not None:
+        raise click.UsageError("--resume and --fork cannot be combined")
+    operation, session_id = LaunchOperation.FRESH, None
+    if resume_id is not None:
+        operation, session_id = LaunchOperation.RESUME, resume_id
+    elif fork_id is not None:
+        operation, session_id = LaunchOperation.FORK, fork_id
+    directory = str(cwd) if cwd is not None else os.getcwd()
+    try:
+        request = LaunchRequest(
+            operation=operation,
+            model=model,
+            session=SessionTarget(native_id=session_id) if session_id is not None else None,
+            user_flags=user_flags,
+            cwd=directory,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    with capability_errors():
+        try:
+            plan = plan_launch(harness, request)
+        except InvalidSessionIdError as exc:
+            raise click.BadParameter(str(exc), param_hint="--resume/--fork") from exc
+        base = LaunchState(argv=plan.argv, env={**strip_credentials(os.environ), **plan.env})
+        attachments = prepare_attachments(base, steps=())
+        try:
+            status = run_foreground(attachments.state.argv, attachments.state.env, directory)
+        finally:
+            attachments.dispose()
+    raise SystemExit(status)

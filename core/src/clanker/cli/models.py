@@ -1,0 +1,76 @@
+"""``clanker models HARNESS``: the models a harness accepts, from the harness itself."""
+
+from __future__ import annotations
+
+import click
+
+from clanker.cli.common import (
+    CapabilityFailure,
+    HarnessArgument,
+    capability_errors,
+    echo_json,
+    echo_table,
+    json_option,
+    run_async,
+)
+from clanker.execution import LocalTransport
+from clanker.models.service import ModelService
+from clanker.models.types import CatalogSource, ModelCatalog
+from clanker.paths import clanker_paths
+from clanker.registry import HarnessProvider
+
+__all__ = ["models"]
+
+
+def _record(catalog: ModelCatalog) -> dict[str, object]:
+    return {
+        "harness": catalog.harness,
+        "source": catalog.source.value,
+        "stale": catalog.stale,
+        "fetched_at": catalog.fetched_at.isoformat() if catalog.fetched_at else None,
+        "failure": None if catalog.failure is None else {
+            "kind": catalog.failure.kind.value, "message": catalog.failure.message
+        },
+        "models": [
+            {"id": m.id, "label": m.label, "provider": m.provider, "default": m.is_default}
+            for m in catalog.models
+        ],
+    }
+
+
+@click.command()
+@click.argument("harness", type=HarnessArgument())
+@click.option("--refresh", is_flag=True, help="Ask the harness now, ignoring the cache.")
+@json_option
+def models(harness: HarnessProvider, refresh: bool, as_json: bool) -> None:
+    """List the models HARNESS accepts, as its own listing command reports them.
+
+    When listing fails, the last good list (marked stale) or the harness's
+    fallback list is shown and the exit code is the failure's.
+    """
+    transport = LocalTransport()
+    service = ModelService(
+        executor=transport, session_executor=transport, cache_dir=clanker_paths().cache
+    )
+    with capability_errors():
+        catalog = run_async(service.catalog(harness, refresh=refresh))
+    if as_json:
+        echo_json(_record(catalog))
+    elif catalog.models:
+        rows = [
+            [m.id + (" *" if m.is_default else ""), m.label or "", m.provider or ""]
+            for m in catalog.models
+        ]
+        echo_table(["MODEL", "NAME", "PROVIDER"], rows)
+    elif catalog.failure is None:
+        click.echo(f"{harness.descriptor.display_name} lists no models (is it configured?)")
+    if catalog.failure is not None:
+        if catalog.source is CatalogSource.CACHE:
+            note = "showing the last good list"
+        elif catalog.source is CatalogSource.FALLBACK:
+            note = "showing the built-in fallback list"
+        else:
+            note = "no list to show"
+        if not as_json:
+            click.echo(f"clanker: {catalog.failure.message}; {note}", err=True)
+        raise SystemExit(CapabilityFailure(catalog.failure).exit_code)

@@ -1,0 +1,44 @@
+"""``clanker plugins``: which distributions provide which harness hooks."""
+
+from __future__ import annotations
+
+import click
+
+from clanker.cli.common import echo_json, echo_table, json_option
+from clanker.registry import get_registry
+
+__all__ = ["plugins"]
+
+
+@click.command()
+@json_option
+def plugins(as_json: bool) -> None:
+    """List installed harness plugins, their versions and the hooks they implement."""
+    registry = get_registry()
+    loaded = [
+        {
+            "harness": provider.id,
+            "distribution": provider.distribution.name if provider.distribution else None,
+            "version": provider.distribution.version if provider.distribution else None,
+            "hooks": list(provider.hooks),
+        }
+        for provider in registry.providers.values()
+    ]
+    refused = [
+        {
+            "name": problem.name,
+            "distribution": problem.distribution.name if problem.distribution else None,
+            "reason": problem.reason,
+        }
+        for problem in registry.problems
+    ]
+    if as_json:
+        echo_json({"plugins": loaded, "refused": refused})
+        return
+    echo_table(
+        ["HARNESS", "DISTRIBUTION", "VERSION", "HOOKS"],
+        [[p["harness"], p["distribution"] or "-", p["version"] or "-", ", ".join(p["hooks"])]
+         for p in loaded],
+    )
+    for problem in refused:
+        click.echo(f"refused {problem['name']}: {problem['reason']}", err=True)

@@ -1,0 +1,63 @@
+"""JSON that crosses a trust boundary goes through a strict converter.
+
+Stored state, hook payloads, IPC and bridge input are structured with
+``forbid_extra_keys`` and without type coercion: ``"1"`` is not an int, ``1``
+is not a bool, an unknown key is an error. Errors become one readable message.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, TypeVar
+
+import cattrs
+from cattrs.preconf.json import JsonConverter, make_converter
+
+__all__ = ["BoundaryError", "make_boundary_converter", "structure"]
+
+T = TypeVar("T")
+
+
+class BoundaryError(ValueError):
+    """Input at a trust boundary did not match the expected shape."""
+
+
+def _exact(kind: type[Any]) -> Any:
+    def hook(value: object, _: type[Any]) -> Any:
+        # bool is an int subclass; it is never accepted as a number, nor 1 as a bool.
+        if type(value) is not kind and not (kind is float and type(value) is int):
+            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+        return kind(value) if kind is float else value
+
+    return hook
+
+
+def _datetime(value: object, _: type[Any]) -> datetime:
+    if not isinstance(value, str):
+        raise TypeError(f"expected an ISO 8601 string, got {type(value).__name__}")
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        raise ValueError("timestamps must carry a time zone")
+    return parsed
+
+
+def make_boundary_converter() -> JsonConverter:
+    """Return a new strict JSON converter (one per boundary, so hooks never leak)."""
+    converter = make_converter(forbid_extra_keys=True, prefer_attrib_converters=False)
+    for kind in (str, int, float, bool):
+        converter.register_structure_hook(kind, _exact(kind))
+    converter.register_structure_hook(datetime, _datetime)
+    converter.register_unstructure_hook(datetime, datetime.isoformat)
+    return converter
+
+
+def structure(converter: cattrs.Converter, data: object, cls: type[T]) -> T:
+    """Structure ``data`` as ``cls`` or raise :class:`BoundaryError` with readable text."""
+    try:
+        return converter.structure(data, cls)
+    except Exception as exc:
+        if isinstance(exc, cattrs.BaseValidationError):
+            message = "; ".join(cattrs.transform_error(exc))
+        else:
+            message = str(exc)
+        raise BoundaryError(message) from exc

@@ -1,0 +1,129 @@
+"""The one error type of every harness capability, and the CLI's exit codes.
+
+An operational failure is never turned into an absent capability: absence means
+"this harness cannot do that", a :class:`HarnessCapabilityError` means "it can,
+but this attempt failed, and here is the category".
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+__all__ = [
+    "EXIT_CODES",
+    "EXIT_INTERNAL",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "ErrorKind",
+    "HarnessCapabilityError",
+]
+
+
+class ErrorKind(enum.StrEnum):
+    """Why a capability call failed. The values are stable: they appear in ``--json``."""
+
+    UNSUPPORTED = "unsupported"
+    BINARY_UNAVAILABLE = "binary-unavailable"
+    NOT_CONFIGURED = "not-configured"
+    UNAUTHENTICATED = "unauthenticated"
+    COMMAND_FAILED = "command-failed"
+    TIMEOUT = "timeout"
+    OUTPUT_LIMIT = "output-limit"
+    INPUT_LIMIT = "input-limit"
+    ABORTED = "aborted"
+    PARSE_FAILURE = "parse-failure"
+    STORAGE_CHANGED = "storage-changed"
+    TRANSPORT_FAILURE = "transport-failure"
+
+
+# One fixed, safe sentence per kind. Detail is appended by the caller and must
+# itself be safe: never raw vendor stderr, never a credential.
+_MESSAGES: Final[dict[ErrorKind, str]] = {
+    ErrorKind.UNSUPPORTED: "this harness does not support that operation",
+    ErrorKind.BINARY_UNAVAILABLE: "the harness executable was not found",
+    ErrorKind.NOT_CONFIGURED: "the harness is not configured for this",
+    ErrorKind.UNAUTHENTICATED: "the harness is not signed in",
+    ErrorKind.COMMAND_FAILED: "the harness command failed",
+    ErrorKind.TIMEOUT: "the harness command did not finish in time",
+    ErrorKind.OUTPUT_LIMIT: "the harness command produced more output than allowed",
+    ErrorKind.INPUT_LIMIT: "more input than allowed was sent to the harness command",
+    ErrorKind.ABORTED: "the operation was cancelled",
+    ErrorKind.PARSE_FAILURE: "the harness output was not in the expected format",
+    ErrorKind.STORAGE_CHANGED: "the harness storage is not in a format this version understands",
+    ErrorKind.TRANSPORT_FAILURE: "the connection to the harness host failed",
+}
+
+EXIT_OK: Final = 0
+EXIT_INTERNAL: Final = 1
+EXIT_USAGE: Final = 2
+
+# The documented, stable table (docs/exit-codes.md). Never renumber an entry.
+EXIT_CODES: Final[dict[ErrorKind, int]] = {
+    ErrorKind.UNSUPPORTED: 3,
+    ErrorKind.BINARY_UNAVAILABLE: 4,
+    ErrorKind.NOT_CONFIGURED: 5,
+    ErrorKind.UNAUTHENTICATED: 6,
+    ErrorKind.COMMAND_FAILED: 7,
+    ErrorKind.TIMEOUT: 8,
+    ErrorKind.OUTPUT_LIMIT: 9,
+    ErrorKind.INPUT_LIMIT: 10,
+    ErrorKind.PARSE_FAILURE: 11,
+    ErrorKind.STORAGE_CHANGED: 12,
+    ErrorKind.TRANSPORT_FAILURE: 13,
+    ErrorKind.ABORTED: 130,
+}
+
+
+class HarnessCapabilityError(Exception):
+    """A capability call failed, with a category a caller can act on.
+
+    ``detail`` must be safe to show a person (no vendor stderr, no secrets);
+    the original exception is kept as ``__cause__`` for debugging only.
+    ``retry_after`` (seconds) is set when the harness said when to try again.
+    """
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        detail: str | None = None,
+        *,
+        harness: str | None = None,
+        retry_after: float | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        self.kind = ErrorKind(kind)
+        self.detail = detail
+        self.harness = harness
+        self.retry_after = retry_after
+        super().__init__(self.message)
+        if cause is not None:
+            self.__cause__ = cause
+
+    @property
+    def message(self) -> str:
+        """The fixed sentence for the kind, plus the harness and safe detail."""
+        text = _MESSAGES[self.kind]
+        if self.harness:
+            text = f"{self.harness}: {text}"
+        if self.detail:
+            text = f"{text} ({self.detail})"
+        return text
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.kind]
+
+    def with_harness(self, harness: str) -> HarnessCapabilityError:
+        """Return this error attributed to ``harness`` (cause and retry kept)."""
+        if self.harness == harness:
+            return self
+        clone = HarnessCapabilityError(
+            self.kind, self.detail, harness=harness, retry_after=self.retry_after
+        )
+        clone.__cause__ = self.__cause__ if self.__cause__ is not None else self
+        return clone
+
+    def __repr__(self) -> str:
+        kind, detail, harness = self.kind.value, self.detail, self.harness
+        return f"HarnessCapabilityError({kind!r}, {detail!r}, harness={harness!r})"

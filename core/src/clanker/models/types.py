@@ -1,0 +1,59 @@
+"""Model catalog values."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+
+from attrs import field, frozen, validators
+
+from clanker.errors import HarnessCapabilityError
+
+__all__ = ["CatalogSource", "Model", "ModelCatalog"]
+
+
+def _text(_: object, attribute: object, value: str | None) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip() or "\0" in value):
+        raise ValueError(f"{getattr(attribute, 'name', 'value')}: must be non-empty text")
+
+
+@frozen(kw_only=True)
+class Model:
+    """One model a harness can be launched with.
+
+    ``id`` is exactly what the harness's model flag accepts. ``provider`` is
+    set where the harness qualifies models by provider.
+    """
+
+    id: str = field(validator=_text)
+    label: str | None = field(default=None, validator=_text)
+    provider: str | None = field(default=None, validator=_text)
+    is_default: bool = field(default=False, validator=validators.instance_of(bool))
+
+
+class CatalogSource(enum.StrEnum):
+    """Where the models of a catalog came from."""
+
+    LIVE = "live"  # the harness's own listing, just now
+    CACHE = "cache"  # an earlier listing, within (or, on failure, past) its TTL
+    FALLBACK = "fallback"  # the provider's intentional static list
+    NONE = "none"  # nothing usable
+
+
+@frozen(kw_only=True)
+class ModelCatalog:
+    """A model listing plus how trustworthy it is.
+
+    ``failure`` is set when the latest attempt to list failed: the models are
+    then a stale cache or the fallback list, never a silent empty success.
+    """
+
+    harness: str
+    models: tuple[Model, ...] = field(converter=tuple)
+    source: CatalogSource
+    fetched_at: datetime | None = None
+    failure: HarnessCapabilityError | None = field(default=None, eq=False)
+
+    @property
+    def stale(self) -> bool:
+        return self.failure is not None and self.source is CatalogSource.CACHE

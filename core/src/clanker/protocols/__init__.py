@@ -1,0 +1,1 @@
+"""Protocol helpers shared by providers (framing only: no harness semantics)."""

@@ -1,0 +1,70 @@
+"""JSON-per-line request/response over a :class:`~clanker.execution.LineSession`.
+
+Several harnesses speak a JSON-RPC-like protocol over stdio (app servers,
+control protocols, gateways). The provider owns the protocol: what to send,
+which message answers it. This module only frames: it encodes one object per
+line, and reads lines until one matches, skipping unrelated messages up to a
+bound so a chatty server cannot keep us reading forever.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import LineSession
+
+__all__ = ["DEFAULT_MAX_SKIPPED", "read_matching", "send"]
+
+DEFAULT_MAX_SKIPPED: Final = 256
+
+JsonObject = dict[str, Any]
+
+
+async def send(session: LineSession, message: Mapping[str, Any]) -> None:
+    """Write ``message`` as one compact JSON line."""
+    await session.write_line(json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+
+
+async def read_matching(
+    session: LineSession,
+    matches: Callable[[JsonObject], bool],
+    *,
+    harness: str,
+    max_skipped: int = DEFAULT_MAX_SKIPPED,
+    allow_non_json: bool = False,
+) -> JsonObject:
+    """Return the next JSON object for which ``matches`` is true.
+
+    Other JSON objects are skipped, at most ``max_skipped`` of them. A line
+    that is not a JSON object is a ``parse-failure`` unless ``allow_non_json``
+    (some servers print banners on stdout). End of output before a match is
+    ``command-failed``.
+    """
+    skipped = 0
+    while True:
+        line = await session.read_line()
+        if line is None:
+            raise HarnessCapabilityError(
+                ErrorKind.COMMAND_FAILED, "the server ended before answering", harness=harness
+            )
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict):
+            if not allow_non_json:
+                raise HarnessCapabilityError(
+                    ErrorKind.PARSE_FAILURE, "a line that is not a JSON object", harness=harness
+                )
+        elif matches(message):
+            return message
+        skipped += 1
+        if skipped > max_skipped:
+            raise HarnessCapabilityError(
+                ErrorKind.PARSE_FAILURE,
+                f"no answer within {max_skipped} unrelated messages",
+                harness=harness,
+            )

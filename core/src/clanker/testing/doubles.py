@@ -1,0 +1,105 @@
+"""Test doubles for the execution seams.
+
+They replay output a test scripts, typically output captured from the real CLI
+(see ``tests/fixtures``). They stand in for a harness *process*, never for the
+provider code under test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from clanker.errors import HarnessCapabilityError
+from clanker.execution import CommandRequest, CommandResult, SessionExit
+
+__all__ = ["FailingExecutor", "ScriptedExecutor", "ScriptedSession", "ScriptedSessionExecutor"]
+
+
+class ScriptedExecutor:
+    """A one-shot executor answering each request through ``respond``."""
+
+    def __init__(self, respond: Callable[[CommandRequest], CommandResult]) -> None:
+        self.respond = respond
+        self.requests: list[CommandRequest] = []
+
+    @classmethod
+    def returning(cls, stdout: str, stderr: str = "", exit_code: int = 0) -> ScriptedExecutor:
+        return cls(lambda _: CommandResult(stdout, stderr, exit_code))
+
+    async def run(self, request: CommandRequest) -> CommandResult:
+        self.requests.append(request)
+        return self.respond(request)
+
+
+class ScriptedSession:
+    """A stdio session whose stdout is a fixed list of lines.
+
+    With ``reply`` given, each written line may produce more stdout lines
+    (a request/response protocol); otherwise all lines are available at once.
+    """
+
+    def __init__(
+        self,
+        lines: Iterable[str] = (),
+        *,
+        reply: Callable[[str], Sequence[str]] | None = None,
+        exit_code: int = 0,
+        stderr: str = "",
+    ) -> None:
+        self._lines = list(lines)
+        self._reply = reply
+        self._exit = SessionExit(stderr, exit_code)
+        self.written: list[str] = []
+        self.input_closed = False
+        self.disposed = False
+
+    async def write_line(self, line: str) -> None:
+        self.written.append(line)
+        if self._reply is not None:
+            self._lines.extend(self._reply(line))
+
+    async def read_line(self) -> str | None:
+        return self._lines.pop(0) if self._lines else None
+
+    async def close_input(self) -> None:
+        self.input_closed = True
+
+    async def wait(self) -> SessionExit:
+        return self._exit
+
+    async def dispose(self) -> None:
+        self.disposed = True
+
+    async def __aenter__(self) -> ScriptedSession:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.dispose()
+
+
+class ScriptedSessionExecutor:
+    """A session executor that opens the sessions a factory makes."""
+
+    def __init__(self, factory: Callable[[CommandRequest], ScriptedSession]) -> None:
+        self.factory = factory
+        self.requests: list[CommandRequest] = []
+        self.sessions: list[ScriptedSession] = []
+
+    async def open(self, request: CommandRequest) -> ScriptedSession:
+        self.requests.append(request)
+        session = self.factory(request)
+        self.sessions.append(session)
+        return session
+
+
+class FailingExecutor:
+    """Both execution forms, failing with ``error`` (a missing binary, a timeout...)."""
+
+    def __init__(self, error: HarnessCapabilityError) -> None:
+        self.error = error
+
+    async def run(self, request: CommandRequest) -> CommandResult:
+        raise self.error
+
+    async def open(self, request: CommandRequest) -> ScriptedSession:
+        raise self.error

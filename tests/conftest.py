@@ -1,0 +1,27 @@
+"""Suite-wide isolation: no test depends on the machine it runs on."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clanker.envvars import is_credential_variable
+
+
+@pytest.fixture(autouse=True)
+def isolated_clanker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Point CLANKER_HOME at a fresh directory and drop inherited clanker variables."""
+    home = tmp_path_factory.mktemp("clanker-home")
+    saved = dict(os.environ)
+    for name in list(os.environ):
+        if name.upper().startswith("CLANKER_") or is_credential_variable(name):
+            del os.environ[name]
+    os.environ["CLANKER_HOME"] = str(home)
+    try:
+        yield home
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
