@@ -1,0 +1,46 @@
+"""clanker plugin for Hermes Agent (``hermes``, PyPI ``hermes-agent``).
+
+Verified against hermes-agent 0.19.0: see docs/harnesses/hermes.md.
+"""
+
+from __future__ import annotations
+
+from clanker import hookimpl
+from clanker.descriptor import (
+    Capability,
+    HarnessDescriptor,
+    OperationSupport,
+    Support,
+    Transport,
+)
+from clanker.ids import HarnessId
+from clanker_hermes.launch import HermesLaunch
+from clanker_hermes.models import HermesModels
+
+__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models"]
+
+
+@hookimpl
+def clanker_descriptor() -> HarnessDescriptor:
+    return HarnessDescriptor(
+        id=HarnessId("hermes"),
+        display_name="Hermes Agent",
+        executable="hermes",
+        capabilities={Capability.LAUNCH, Capability.MODELS},
+        # `--resume ID` exists; there is no fork on the command line (only
+        # inside a running session). Resume was verified locally only.
+        resume=OperationSupport(Support.NATIVE, {Transport.LOCAL}),
+        fork=None,
+        install_hint="pip install hermes-agent (its TUI also needs node on PATH)",
+        homepage="https://pypi.org/project/hermes-agent/",
+    )
+
+
+@hookimpl
+def clanker_launch() -> HermesLaunch:
+    return HermesLaunch()
+
+
+@hookimpl
+def clanker_models() -> HermesModels:
+    return HermesModels()

@@ -1,0 +1,58 @@
+"""Hermes command lines: ``hermes [-m MODEL [--provider SLUG]] --tui [--resume ID] FLAGS``."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from clanker.execution import CommandRequest, CommandResult
+from clanker.launch.request import LaunchPlan, LaunchRequest
+from clanker.launch.version import parse_version_output
+
+__all__ = ["PROVIDER_SEPARATOR", "HermesLaunch", "split_model"]
+
+# A listed Hermes model is "<provider slug>::<model>": model ids may contain
+# "/" and ":" (openrouter, ollama), provider slugs contain neither, and "::"
+# occurs in no model id Hermes lists. A plain id launches without --provider.
+PROVIDER_SEPARATOR: Final = "::"
+_SLUG: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SESSION_ID: Final = re.compile(r"\d{8}_\d{6}_[0-9a-f]{6}")
+_VERSION: Final = re.compile(r"^Hermes Agent v(\S+) \(", re.MULTILINE)
+
+
+def split_model(model: str) -> tuple[str | None, str]:
+    """Return ``(provider, model)`` for a possibly provider-qualified model."""
+    provider, sep, rest = model.partition(PROVIDER_SEPARATOR)
+    if sep and rest and _SLUG.fullmatch(provider):
+        return provider, rest
+    return None, model
+
+
+class HermesLaunch:
+    """Hermes's launch: the modern TUI (the bare command starts the classic REPL)."""
+
+    def build(self, request: LaunchRequest) -> LaunchPlan:
+        argv = ["hermes"]
+        if request.model is not None:
+            provider, model = split_model(request.model)
+            argv += ["-m", model]
+            if provider is not None:
+                argv += ["--provider", provider]
+        argv.append("--tui")
+        if request.session is not None:  # resume: the descriptor declares no fork
+            argv += ["--resume", request.session.native_id]
+        argv += request.user_flags
+        return LaunchPlan(argv=tuple(argv))
+
+    def validate_session_id(self, raw: str) -> str:
+        # Hermes also resumes by title; clanker resumes by id only, so a
+        # session can never be picked by a lookalike title.
+        if _SESSION_ID.fullmatch(raw) is None:
+            raise ValueError("a Hermes session id looks like 20261130_081830_cec5d8")
+        return raw
+
+    def version_request(self) -> CommandRequest:
+        return CommandRequest(command="hermes", args=("--version",))
+
+    def parse_version(self, result: CommandResult) -> str:
+        return parse_version_output(result, _VERSION, harness="hermes")
