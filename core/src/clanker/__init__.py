@@ -6,11 +6,7 @@ plugin and no third-party module; the registry loads entry points on first use.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
-
-# A library does not print: the CLI decides what to show.
-logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "hookimpl"]

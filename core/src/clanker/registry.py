@@ -13,7 +13,6 @@ capability objects.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sys
 import threading
@@ -25,6 +24,7 @@ import pluggy
 from attrs import field, frozen
 
 from clanker import capabilities, hookspecs
+from clanker._logging import get_logger
 from clanker.descriptor import Capability, HarnessDescriptor
 from clanker.ids import HarnessId, is_harness_id
 
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP: Final = "clanker.harnesses"
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _PROTOCOLS: Final[dict[Capability, type]] = {
     Capability.LAUNCH: capabilities.LaunchCapability,

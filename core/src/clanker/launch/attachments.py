@@ -18,13 +18,13 @@ same reason reports never include exception text.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 from attrs import field, frozen
 
+from clanker._logging import get_logger
 from clanker.envvars import ENV_NAME_PATTERN
 
 __all__ = [
@@ -36,7 +36,7 @@ __all__ = [
     "prepare_attachments",
 ]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 Disposer = Callable[[], None]
 Report = Callable[[str, str], None]
