@@ -182,3 +182,53 @@ def test_signals_aimed_at_the_launcher_reach_the_harness(tmp_path: Path, signum:
     stdout, _ = launcher.communicate(timeout=15)
     assert launcher.returncode == 3
     assert stdout.strip() == f"got {signum}"
+
+
+def test_ctrl_c_in_a_terminal_reaches_the_harness_exactly_once(tmp_path: Path) -> None:
+    """In a real pseudo-terminal, Ctrl+C goes to the whole foreground group; the
+    launcher must not forward it a second time (a second Ctrl+C quits many TUIs)."""
+    import pty
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ready, report = tmp_path / "ready", tmp_path / "report"
+    # The wakeup fd gets one byte per delivery, so two deliveries are counted
+    # even when Python would run its handler only once for both.
+    write_script(bin_dir, "fake-agent", f"""
+        import os, signal, sys, time
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        signal.signal(signal.SIGINT, lambda signum, frame: None)
+        open({str(ready)!r}, "w").close()
+        deadline = time.monotonic() + 20
+        seen = b""
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+            try:
+                seen = os.read(r, 64)
+            except BlockingIOError:
+                pass
+        time.sleep(1.0)  # time for a duplicate to arrive
+        try:
+            seen += os.read(r, 64)
+        except BlockingIOError:
+            pass
+        open({str(report)!r}, "w").write(str(len(seen)))
+        sys.exit(5)
+    """)
+    pid, master = pty.fork()
+    if pid == 0:  # pragma: no cover - the child execs at once
+        os.execve(sys.executable, [sys.executable, "-c", RUNNER], path_with(bin_dir))
+    try:
+        deadline = time.monotonic() + 15
+        while not ready.exists():
+            assert time.monotonic() < deadline, "harness did not start"
+            time.sleep(0.02)
+        os.write(master, b"\x03")  # the terminal's interrupt character
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(master)
+    assert os.waitstatus_to_exitcode(status) == 5
+    assert report.read_text() == "1"
