@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable
+from typing import Any
 
 from attrs import field, frozen, validators
 
@@ -66,15 +68,23 @@ class SessionOperation(enum.StrEnum):
 
 
 _ALL_TRANSPORTS = frozenset(Transport)
+
+
+def _transports(values: Iterable[Transport | str]) -> frozenset[Transport]:
+    return frozenset(Transport(v) for v in values)
+
+
+def _capabilities(values: Iterable[Capability | str]) -> frozenset[Capability]:
+    return frozenset(Capability(v) for v in values)
 _EXECUTABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
 
-def _id_validator(_: object, attribute: object, value: object) -> None:
+def _id_validator(_: object, attribute: object, value: Any) -> None:
     if not is_harness_id(value):
         raise ValueError(f"descriptor.id: {value!r} is not a valid harness id")
 
 
-def _executable_validator(_: object, attribute: object, value: object) -> None:
+def _executable_validator(_: object, attribute: object, value: Any) -> None:
     if not isinstance(value, str) or _EXECUTABLE.fullmatch(value) is None:
         raise ValueError(f"descriptor.executable: {value!r} must be a bare command name")
 
@@ -84,10 +94,7 @@ class OperationSupport:
     """How a resume or fork is supported, and over which transports."""
 
     support: Support = field(converter=Support)
-    transports: frozenset[Transport] = field(
-        default=_ALL_TRANSPORTS,
-        converter=lambda ts: frozenset(Transport(t) for t in ts),
-    )
+    transports: frozenset[Transport] = field(default=_ALL_TRANSPORTS, converter=_transports)
 
     @transports.validator
     def _non_empty(self, attribute: object, value: frozenset[Transport]) -> None:
@@ -106,9 +113,7 @@ class HarnessDescriptor:
     id: HarnessId = field(validator=_id_validator)
     display_name: str = field(validator=validators.min_len(1))
     executable: str = field(validator=_executable_validator)
-    capabilities: frozenset[Capability] = field(
-        converter=lambda cs: frozenset(Capability(c) for c in cs)
-    )
+    capabilities: frozenset[Capability] = field(converter=_capabilities)
     resume: OperationSupport | None = None
     fork: OperationSupport | None = None
     install_hint: str | None = None

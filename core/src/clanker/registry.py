@@ -16,12 +16,13 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Final
 
 import pluggy
 from attrs import field, frozen
+from pluggy import HookImpl, Result
 
 from clanker import capabilities, hookspecs
 from clanker._logging import get_logger
@@ -121,7 +122,8 @@ class HarnessProvider:
 
     def capability(self, capability: Capability) -> object | None:
         """Return the implementation of ``capability``, or ``None``."""
-        return getattr(self, capability.value.replace("-", "_"))
+        implementation: object | None = getattr(self, capability.value.replace("-", "_"))
+        return implementation
 
 
 def _env_list(environ: Mapping[str, str], name: str) -> frozenset[str] | None:
@@ -257,11 +259,13 @@ def _distribution(ep: EntryPoint) -> Distribution | None:
 
 
 def _install_tracer(manager: pluggy.PluginManager) -> None:
-    def before(hook_name: str, impls: list[Any], kwargs: Mapping[str, Any]) -> None:
+    def before(hook_name: str, impls: Sequence[HookImpl], kwargs: Mapping[str, Any]) -> None:
         names = ", ".join(manager.get_name(i.plugin) or "?" for i in impls)
         print(f"clanker: hook {hook_name} -> {names}", file=sys.stderr)
 
-    def after(outcome: Any, hook_name: str, impls: list[Any], kwargs: Mapping[str, Any]) -> None:
+    def after(
+        outcome: Result[Any], hook_name: str, impls: Sequence[HookImpl], kwargs: Mapping[str, Any]
+    ) -> None:
         exc = outcome.exception
         status = f"raised {type(exc).__name__}" if exc else "ok"
         print(f"clanker: hook {hook_name} {status}", file=sys.stderr)
@@ -327,7 +331,7 @@ def _assemble_provider(manager: pluggy.PluginManager, candidate: _Candidate) -> 
         if extra:
             details.append("implemented but not declared: " + ", ".join(extra))
         raise PluginError("descriptor disagrees with hooks (" + "; ".join(details) + ")")
-    objects: dict[str, object] = {}
+    objects: dict[str, Any] = {}
     for capability in sorted(implemented):
         impl = _call_own(manager, candidate.plugin, capability.hook_name)
         if not isinstance(impl, _PROTOCOLS[capability]):

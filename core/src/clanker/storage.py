@@ -47,6 +47,7 @@ def read_json(path: Path, *, max_bytes: int = MAX_STATE_FILE) -> object | None:
     if len(raw) > max_bytes:
         return None
     try:
-        return json.loads(raw)
+        data: object = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
+    return data

@@ -32,7 +32,7 @@ class CapabilityFailure(click.ClickException):
 
     def __init__(self, error: HarnessCapabilityError) -> None:
         super().__init__(error.message)
-        self.exit_code = error.exit_code
+        self.exit_code = error.exit_code  # type: ignore[misc]  # click reads it per instance
 
 
 @contextmanager
@@ -44,7 +44,7 @@ def capability_errors() -> Iterator[None]:
         raise CapabilityFailure(exc) from exc
 
 
-class HarnessArgument(click.ParamType):
+class HarnessArgument(click.ParamType):  # type: ignore[type-arg,unused-ignore]
     """A harness id from the command line: the untrusted-string boundary."""
 
     name = "harness"

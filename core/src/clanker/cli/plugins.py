@@ -37,8 +37,15 @@ def plugins(as_json: bool) -> None:
         return
     echo_table(
         ["HARNESS", "DISTRIBUTION", "VERSION", "HOOKS"],
-        [[p["harness"], p["distribution"] or "-", p["version"] or "-", ", ".join(p["hooks"])]
-         for p in loaded],
+        [
+            [
+                provider.id,
+                provider.distribution.name if provider.distribution else "-",
+                provider.distribution.version if provider.distribution else "-",
+                ", ".join(provider.hooks),
+            ]
+            for provider in registry.providers.values()
+        ],
     )
     for problem in refused:
         click.echo(f"refused {problem['name']}: {problem['reason']}", err=True)

@@ -12,6 +12,7 @@ Providers are handed objects satisfying :class:`CommandExecutor` /
 
 from __future__ import annotations
 
+from types import TracebackType
 from typing import Protocol, runtime_checkable
 
 from clanker.execution.local import LocalTransport
@@ -62,7 +63,12 @@ class LineSession(Protocol):
     async def wait(self) -> SessionExit: ...
     async def dispose(self) -> None: ...
     async def __aenter__(self) -> LineSession: ...
-    async def __aexit__(self, *exc_info: object) -> None: ...
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
 
 
 @runtime_checkable

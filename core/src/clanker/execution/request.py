@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Final
 
@@ -39,6 +39,10 @@ MAX_STDIN: Final = 1024 * 1024
 
 # A bare command name: never a path, never an option, nothing a shell would read.
 _COMMAND: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+
+
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
 
 
 def _check_command(_: object, __: object, value: str) -> None:
@@ -85,7 +89,7 @@ class CommandRequest:
     """
 
     command: str = field(validator=_check_command)
-    args: tuple[str, ...] = field(default=(), converter=tuple, validator=_check_args)
+    args: tuple[str, ...] = field(default=(), converter=_strings, validator=_check_args)
     cwd: str | None = field(default=None, validator=_check_cwd)
     env: Mapping[str, str] = field(default=None, converter=_freeze_env, validator=_check_env)
     stdin: bytes | None = field(default=None)

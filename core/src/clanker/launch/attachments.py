@@ -18,7 +18,7 @@ same reason reports never include exception text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
@@ -43,6 +43,10 @@ Report = Callable[[str, str], None]
 """Called with (step name, phase) when an optional step or a disposer fails."""
 
 
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
 def _freeze(value: Mapping[str, str] | None) -> Mapping[str, str]:
     return MappingProxyType(dict(value or {}))
 
@@ -57,7 +61,7 @@ def _check_env(_: object, __: object, value: Mapping[str, str]) -> None:
 class LaunchState:
     """The argv and complete child environment as composed so far."""
 
-    argv: tuple[str, ...] = field(converter=tuple)
+    argv: tuple[str, ...] = field(converter=_strings)
     env: Mapping[str, str] = field(converter=_freeze)
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
+from typing import Any
 
 from attrs import field, frozen
 
@@ -42,13 +43,17 @@ def split_user_flags(raw: str) -> tuple[str, ...]:
     return tuple(raw.split())
 
 
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
 def _check_flags(_: object, __: object, value: tuple[str, ...]) -> None:
     for index, flag in enumerate(value):
         if not isinstance(flag, str) or not flag or "\0" in flag:
             raise ValueError(f"user_flags[{index}]: must be a non-empty string without NUL")
 
 
-def _check_optional_text(_: object, attribute: object, value: str | None) -> None:
+def _check_optional_text(_: object, attribute: object, value: Any) -> None:
     if value is None:
         return
     name = getattr(attribute, "name", "value")
@@ -77,7 +82,7 @@ class LaunchRequest:
     transport: Transport = field(default=Transport.LOCAL, converter=Transport)
     model: str | None = field(default=None, validator=_check_optional_text)
     session: SessionTarget | None = None
-    user_flags: tuple[str, ...] = field(default=(), converter=tuple, validator=_check_flags)
+    user_flags: tuple[str, ...] = field(default=(), converter=_strings, validator=_check_flags)
     cwd: str | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -103,7 +108,7 @@ def _check_env(_: object, __: object, value: Mapping[str, str]) -> None:
 class LaunchPlan:
     """The exact command a provider built: ``argv[0]`` is the bare executable."""
 
-    argv: tuple[str, ...] = field(converter=tuple)
+    argv: tuple[str, ...] = field(converter=_strings)
     env: Mapping[str, str] = field(default=None, converter=_freeze_env, validator=_check_env)
 
     @argv.validator

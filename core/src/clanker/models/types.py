@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from attrs import field, frozen, validators
 
@@ -12,7 +14,7 @@ from clanker.errors import HarnessCapabilityError
 __all__ = ["CatalogSource", "Model", "ModelCatalog"]
 
 
-def _text(_: object, attribute: object, value: str | None) -> None:
+def _text(_: object, attribute: object, value: Any) -> None:
     if value is not None and (not isinstance(value, str) or not value.strip() or "\0" in value):
         raise ValueError(f"{getattr(attribute, 'name', 'value')}: must be non-empty text")
 
@@ -40,6 +42,10 @@ class CatalogSource(enum.StrEnum):
     NONE = "none"  # nothing usable
 
 
+def _models(values: Iterable[Model]) -> tuple[Model, ...]:
+    return tuple(values)
+
+
 @frozen(kw_only=True)
 class ModelCatalog:
     """A model listing plus how trustworthy it is.
@@ -49,7 +55,7 @@ class ModelCatalog:
     """
 
     harness: str
-    models: tuple[Model, ...] = field(converter=tuple)
+    models: tuple[Model, ...] = field(converter=_models)
     source: CatalogSource
     fetched_at: datetime | None = None
     failure: HarnessCapabilityError | None = field(default=None, eq=False)

@@ -8,6 +8,7 @@ provider code under test.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
 
 from clanker.errors import HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult, SessionExit
@@ -73,7 +74,12 @@ class ScriptedSession:
     async def __aenter__(self) -> ScriptedSession:
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         await self.dispose()
 
 

@@ -16,7 +16,7 @@ def harness_ids() -> st.SearchStrategy[str]:
 
 def _flag() -> st.SearchStrategy[str]:
     plain = st.text(
-        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
+        alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\0"),
         min_size=1,
         max_size=24,
     )
@@ -50,7 +50,7 @@ def model_ids() -> st.SearchStrategy[str]:
 def absolute_paths() -> st.SearchStrategy[str]:
     """Absolute POSIX paths, including spaces and unicode."""
     segment = st.text(
-        alphabet=st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\0"),
+        alphabet=st.characters(blacklist_categories=["Cs", "Cc"], blacklist_characters="/\0"),
         min_size=1,
         max_size=12,
     ).filter(lambda s: s not in (".", ".."))
