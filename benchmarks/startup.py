@@ -67,7 +67,7 @@ def main() -> None:
         f"Python {platform.python_version()}. Date: {datetime.now(UTC):%Y-%m-%d}. "
         f"Median of {args.runs} runs each.",
         "",
-        "| command | median (ms) | × bare interpreter |",
+        "| command | median (ms) | times bare interpreter |",
         "| --- | ---: | ---: |",
     ]
     for name, _ in rows:

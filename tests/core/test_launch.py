@@ -232,3 +232,11 @@ def test_ctrl_c_in_a_terminal_reaches_the_harness_exactly_once(tmp_path: Path) -
         os.close(master)
     assert os.waitstatus_to_exitcode(status) == 5
     assert report.read_text() == "1"
+
+
+def test_the_provider_normalized_session_id_is_what_launches() -> None:
+    p = provider()
+    assert p.launch is not None
+    p.launch.validate_session_id = lambda raw: raw.lower()  # type: ignore[method-assign]
+    plan = plan_launch(p, LaunchRequest(operation="resume", session=SessionTarget(native_id="ABC")))
+    assert plan.argv == ("fake-agent", "resume", "abc")

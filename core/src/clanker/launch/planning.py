@@ -6,6 +6,8 @@ so no caller can ask a provider for something its descriptor does not declare.
 
 from __future__ import annotations
 
+from attrs import evolve
+
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.launch.request import LaunchPlan, LaunchRequest
 from clanker.registry import HarnessProvider
@@ -40,9 +42,11 @@ def plan_launch(provider: HarnessProvider, request: LaunchRequest) -> LaunchPlan
             )
         assert request.session is not None
         try:
-            launch.validate_session_id(request.session.native_id)
+            native_id = launch.validate_session_id(request.session.native_id)
         except ValueError as exc:
             raise InvalidSessionIdError(f"{harness}: {exc}") from exc
+        # The provider may normalize the id (case, say); build with its form.
+        request = evolve(request, session=evolve(request.session, native_id=native_id))
     plan = launch.build(request)
     if plan.argv[0] != provider.descriptor.executable:
         # A provider bug, caught before anything runs.

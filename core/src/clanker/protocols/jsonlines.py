@@ -52,7 +52,7 @@ async def read_matching(
             )
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: absurdly nested input
             message = None
         if not isinstance(message, dict):
             if not allow_non_json:

@@ -1,0 +1,46 @@
+"""JSON-lines framing over a session."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.protocols.jsonlines import read_matching, send
+from clanker.testing import ScriptedSession
+
+
+def read(lines: list[str], **kwargs: object) -> dict[str, object]:
+    session = ScriptedSession(lines)
+    return asyncio.run(read_matching(session, lambda m: m.get("id") == 1, harness="h", **kwargs))  # type: ignore[arg-type]
+
+
+def test_skips_unrelated_messages_and_returns_the_match() -> None:
+    assert read(['{"method":"note"}', '{"id":2}', '{"id":1,"result":3}']) == {"id": 1, "result": 3}
+
+
+@pytest.mark.parametrize(
+    ("lines", "kind"),
+    [
+        ([], ErrorKind.COMMAND_FAILED),
+        (["not json"], ErrorKind.PARSE_FAILURE),
+        (["[1, 2]"], ErrorKind.PARSE_FAILURE),
+        (["[" * 100_000], ErrorKind.PARSE_FAILURE),
+        (['{"id":2}'] * 5, ErrorKind.PARSE_FAILURE),
+    ],
+)
+def test_failures_are_typed(lines: list[str], kind: ErrorKind) -> None:
+    with pytest.raises(HarnessCapabilityError) as caught:
+        read(lines, max_skipped=3)
+    assert caught.value.kind is kind
+
+
+def test_banners_can_be_allowed() -> None:
+    assert read(["Welcome!", '{"id":1}'], allow_non_json=True) == {"id": 1}
+
+
+def test_send_writes_one_compact_line() -> None:
+    session = ScriptedSession()
+    asyncio.run(send(session, {"id": 1, "params": {"text": "ü\nx"}}))
+    assert session.written == ['{"id":1,"params":{"text":"ü\\nx"}}']
