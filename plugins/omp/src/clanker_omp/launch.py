@@ -1,0 +1,59 @@
+"""Oh My Pi command lines: ``omp launch [--model SELECTOR] [--resume S | --fork S] FLAGS``."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from clanker.execution import CommandRequest, CommandResult
+from clanker.launch.request import LaunchOperation, LaunchPlan, LaunchRequest, SessionTarget
+from clanker.launch.version import parse_version_output
+
+__all__ = ["OmpLaunch", "session_argument"]
+
+# omp 18.2.3 mints UUIDv7 ids. Any canonical lowercase UUID is accepted, so
+# sessions of older versions (whose id scheme was not checked) are not refused.
+_SESSION_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_VERSION: Final = re.compile(r"^omp/(\d+\.\d+\.\d+[0-9A-Za-z.+-]*)", re.MULTILINE)
+# `omp --version` takes 1-2 s (bun start-up); a busy host doubles it.
+_VERSION_TIMEOUT: Final = 15.0
+
+
+def session_argument(session: SessionTarget) -> str:
+    """Return what ``--resume`` / ``--fork`` should name: the trusted file when known.
+
+    A bare id is a case-insensitive prefix that omp also matches against file
+    names and then searches in every project; a path names one file.
+    """
+    return session.store_path or session.native_id
+
+
+class OmpLaunch:
+    """omp's launch: ``omp launch`` is the interactive TUI in the current directory."""
+
+    def build(self, request: LaunchRequest) -> LaunchPlan:
+        # `launch` is what bare `omp` runs. Naming it keeps the command a launch:
+        # otherwise omp hoists the first positional that is a subcommand word
+        # (`models`, `update`, ...) out of the user's flags and drops --resume.
+        argv = ["omp", "launch"]
+        if request.model is not None:
+            argv += ["--model", request.model]
+        if request.session is not None:
+            flag = "--fork" if request.operation is LaunchOperation.FORK else "--resume"
+            argv += [flag, session_argument(request.session)]
+        argv += request.user_flags
+        return LaunchPlan(argv=tuple(argv))
+
+    def validate_session_id(self, raw: str) -> str:
+        if _SESSION_ID.fullmatch(raw) is None:
+            raise ValueError(
+                "an Oh My Pi session id is a lowercase UUID such as "
+                "01a22b8c-ca4c-72fc-ac3b-8d1148698ba1"
+            )
+        return raw
+
+    def version_request(self) -> CommandRequest:
+        return CommandRequest(command="omp", args=("--version",), timeout=_VERSION_TIMEOUT)
+
+    def parse_version(self, result: CommandResult) -> str:
+        return parse_version_output(result, _VERSION, harness="omp")

@@ -1,0 +1,59 @@
+"""Pi command lines: ``pi [--model PROVIDER/ID] [--session S | --fork S] FLAGS``."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from clanker.execution import CommandRequest, CommandResult
+from clanker.launch.request import LaunchOperation, LaunchPlan, LaunchRequest, SessionTarget
+from clanker.launch.version import parse_version_output
+
+__all__ = ["PiLaunch", "session_argument"]
+
+# Pi writes UUIDv7 ids since 0.67.1 and random (v4) UUIDs before; both stay
+# resumable, so any canonical lowercase UUID is accepted. Pi matches ids
+# case-sensitively, so an upper-case spelling would never find the session.
+_SESSION_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# `pi --version` prints the bare version; with stdin not a terminal it goes to stderr.
+_VERSION: Final = re.compile(r"^(\d+\.\d+\.\d+[0-9A-Za-z.+-]*)[ \t]*$", re.MULTILINE)
+# Every pi start takes 2-4 s, `--version` included.
+_VERSION_TIMEOUT: Final = 15.0
+
+
+def session_argument(session: SessionTarget) -> str:
+    """Return what ``--session`` / ``--fork`` should name: the trusted file when known.
+
+    A bare id is a prefix that pi also looks up in every other project, and a
+    match there makes pi ask on stdin whether to fork it; a path names one file.
+    """
+    return session.store_path or session.native_id
+
+
+class PiLaunch:
+    """Pi's launch: the bare command is the interactive TUI in the current directory."""
+
+    def build(self, request: LaunchRequest) -> LaunchPlan:
+        argv = ["pi"]
+        if request.model is not None:
+            # Two tokens: pi rejects `--model=...` as an unknown option, and has no `-m`.
+            argv += ["--model", request.model]
+        if request.session is not None:
+            flag = "--fork" if request.operation is LaunchOperation.FORK else "--session"
+            argv += [flag, session_argument(request.session)]
+        # Last, so an unknown user flag can only swallow another user token as its value.
+        argv += request.user_flags
+        return LaunchPlan(argv=tuple(argv))
+
+    def validate_session_id(self, raw: str) -> str:
+        if _SESSION_ID.fullmatch(raw) is None:
+            raise ValueError(
+                "a Pi session id is a lowercase UUID such as 01a22b88-3feb-75b8-aeec-e180f9f7f187"
+            )
+        return raw
+
+    def version_request(self) -> CommandRequest:
+        return CommandRequest(command="pi", args=("--version",), timeout=_VERSION_TIMEOUT)
+
+    def parse_version(self, result: CommandResult) -> str:
+        return parse_version_output(result, _VERSION, harness="pi", include_stderr=True)
