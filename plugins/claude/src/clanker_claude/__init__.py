@@ -1,0 +1,46 @@
+"""clanker plugin for Claude Code (``claude``, npm ``@anthropic-ai/claude-code``).
+
+Verified against Claude Code 2.1.197: see docs/harnesses/claude.md.
+"""
+
+from __future__ import annotations
+
+from clanker import hookimpl
+from clanker.descriptor import (
+    Capability,
+    HarnessDescriptor,
+    OperationSupport,
+    Support,
+    Transport,
+)
+from clanker.ids import HarnessId
+from clanker_claude.launch import ClaudeLaunch
+from clanker_claude.models import ClaudeModels
+
+__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models"]
+
+
+@hookimpl
+def clanker_descriptor() -> HarnessDescriptor:
+    return HarnessDescriptor(
+        id=HarnessId("claude"),
+        display_name="Claude Code",
+        executable="claude",
+        capabilities={Capability.LAUNCH, Capability.MODELS},
+        # `--resume ID` and `--resume ID --fork-session` read the host's own
+        # transcripts, so they work wherever Claude Code runs.
+        resume=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
+        fork=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
+        install_hint="npm install -g @anthropic-ai/claude-code",
+        homepage="https://github.com/anthropics/claude-code",
+    )
+
+
+@hookimpl
+def clanker_launch() -> ClaudeLaunch:
+    return ClaudeLaunch()
+
+
+@hookimpl
+def clanker_models() -> ClaudeModels:
+    return ClaudeModels()

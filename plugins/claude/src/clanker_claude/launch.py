@@ -1,0 +1,62 @@
+"""Claude Code command lines: ``claude [--model MODEL] [--resume ID [--fork-session]] FLAGS``."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Final
+
+from clanker.execution import CommandRequest, CommandResult
+from clanker.launch.request import LaunchOperation, LaunchPlan, LaunchRequest
+from clanker.launch.version import parse_version_output
+
+__all__ = ["ClaudeLaunch"]
+
+# Lowercase only: Claude Code 2.1.197 answers an uppercase copy of an existing
+# id with "No conversation found". `--resume` also takes a title or search
+# term; clanker never passes one, so a lookalike title cannot pick a session.
+_SESSION_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_VERSION: Final = re.compile(r"^(\d+\.\d+\.\d+\S*) \(Claude Code\)$", re.MULTILINE)
+
+
+class ClaudeLaunch:
+    """Claude Code's interactive session; resume and fork are top-level options."""
+
+    def build(self, request: LaunchRequest) -> LaunchPlan:
+        # clanker's options go first: user options such as `--add-dir <dirs...>`
+        # are variadic and would swallow any word that followed them.
+        argv = ["claude"]
+        if request.model is not None:
+            argv += ["--model", request.model]
+        if request.session is not None:
+            argv += ["--resume", self._resume_target(request)]
+            if request.operation is LaunchOperation.FORK:
+                argv.append("--fork-session")
+        argv += request.user_flags
+        return LaunchPlan(argv=tuple(argv))
+
+    @staticmethod
+    def _resume_target(request: LaunchRequest) -> str:
+        assert request.session is not None
+        path = request.session.store_path
+        # By id, Claude only finds sessions of the cwd's project (and its git
+        # worktrees); the transcript path works from any directory. Only an
+        # absolute path: `--resume` takes an optional value, so a word that
+        # starts with "-" would be read as another option.
+        if path is not None and posixpath.isabs(path):
+            return path
+        return request.session.native_id
+
+    def validate_session_id(self, raw: str) -> str:
+        if _SESSION_ID.fullmatch(raw) is None:
+            raise ValueError(
+                "a Claude Code session id is a lowercase UUID such as "
+                "2bd84788-1866-4763-ad83-f2741628502f"
+            )
+        return raw
+
+    def version_request(self) -> CommandRequest:
+        return CommandRequest(command="claude", args=("--version",))
+
+    def parse_version(self, result: CommandResult) -> str:
+        return parse_version_output(result, _VERSION, harness="claude")

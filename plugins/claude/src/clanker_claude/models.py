@@ -1,0 +1,134 @@
+"""Claude Code models, from the stream-json control protocol's ``initialize``.
+
+Claude Code has no models command (``claude models`` would be a prompt), but
+the ``initialize`` control response carries the model picker's list, offline
+and without a model call. It is the list for the current environment and
+account (an API key, ``ANTHROPIC_BASE_URL`` or Bedrock change it), not every
+value ``--model`` accepts: aliases such as ``fable`` work but are not listed.
+
+The probe is isolated the way the spec's usage adapter (and the Agent SDK's
+probe) isolates it: no hooks, no MCP servers, no IDE, no session file. Only
+the one ``initialize`` request is written; never a user message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from clanker.capabilities import ModelsContext
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import CommandRequest
+from clanker.models.types import Model
+from clanker.protocols.jsonlines import read_matching, send
+
+__all__ = ["PROBE_ARGS", "PROBE_ENV", "ClaudeModels", "parse_initialize_response"]
+
+PROBE_ARGS: Final = (
+    "--output-format", "stream-json", "--verbose", "--input-format", "stream-json",
+    "--no-session-persistence",
+    "--settings", '{"disableAllHooks":true}',
+    # `--mcp-config` is variadic: an option, never a bare word, must follow it.
+    "--mcp-config", '{"mcpServers":{}}', "--strict-mcp-config",
+)
+PROBE_ENV: Final = {
+    "ENABLE_CLAUDEAI_MCP_SERVERS": "false",
+    "CLAUDE_CODE_AUTO_CONNECT_IDE": "0",
+    "CLAUDE_CODE_IDE_SKIP_AUTO_INSTALL": "1",
+}
+_REQUEST_ID: Final = "clanker-models"
+# Frames that only a turn produces, and requests that would want an answer
+# (permission, hook, MCP): seeing one means the probe is not what it should be.
+_TURN_FRAMES: Final = frozenset({"assistant", "user", "result", "stream_event"})
+_DEFAULT_VALUE: Final = "default"
+
+
+def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
+    return HarnessCapabilityError(kind, detail, harness="claude")
+
+
+def _text(value: object) -> str | None:
+    """Return ``value`` if it is text a Model field and a command line can carry."""
+    if isinstance(value, str) and value.strip() and value == value.strip() and "\0" not in value:
+        return value
+    return None
+
+
+def _answers_initialize(message: dict[str, Any]) -> bool:
+    kind = message.get("type")
+    if isinstance(kind, str) and (kind in _TURN_FRAMES or kind == "control_request"):
+        # Never answered: nothing is granted, and the probe fails.
+        raise _fail(ErrorKind.COMMAND_FAILED, f"unexpected {kind} frame while listing")
+    response = message.get("response")
+    return (
+        kind == "control_response"
+        and isinstance(response, dict)
+        and response.get("request_id") == _REQUEST_ID
+    )
+
+
+def parse_initialize_response(message: Mapping[str, Any]) -> tuple[Model, ...]:
+    """Turn an ``initialize`` control response into models.
+
+    ``Model.id`` is the entry's ``value`` (what ``--model`` takes). The
+    ``default`` entry stands for Claude Code's own default and is marked so.
+    """
+    response = message.get("response")
+    if not isinstance(response, dict):
+        raise _fail(ErrorKind.PARSE_FAILURE, "a control response without a response object")
+    subtype = response.get("subtype")
+    if subtype == "error":
+        # The error text is Claude's; it never leaves the provider.
+        raise _fail(ErrorKind.COMMAND_FAILED, "initialize was refused")
+    payload = response.get("response")
+    if subtype != "success" or not isinstance(payload, dict):
+        raise _fail(ErrorKind.PARSE_FAILURE, "initialize answered without a result")
+    entries = payload.get("models")
+    if not isinstance(entries, list):
+        raise _fail(ErrorKind.PARSE_FAILURE, "initialize result has no models list")
+    models: dict[str, Model] = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise _fail(ErrorKind.PARSE_FAILURE, "a model entry is not an object")
+        value, name = _text(entry.get("value")), entry.get("displayName")
+        if value is None:
+            raise _fail(ErrorKind.PARSE_FAILURE, "a model entry has no value")
+        if name is not None and not isinstance(name, str):
+            raise _fail(ErrorKind.PARSE_FAILURE, "a model displayName is not text")
+        models.setdefault(value, Model(
+            id=value, label=_text(name), is_default=value == _DEFAULT_VALUE
+        ))
+    return tuple(models.values())
+
+
+class ClaudeModels:
+    """Listing through one isolated control-protocol ``initialize``."""
+
+    cache_ttl = 3600.0
+    fallback: tuple[Model, ...] = ()  # the list depends on provider and account: no guess
+
+    async def discover(self, context: ModelsContext) -> tuple[Model, ...]:
+        if context.session_executor is None:
+            raise _fail(ErrorKind.UNSUPPORTED, "listing needs a stdio session")
+        request = CommandRequest(
+            command="claude",
+            args=PROBE_ARGS,
+            env=PROBE_ENV,
+            timeout=30.0,
+            # One line that also lists the user's commands, agents and skills.
+            max_output_bytes=512 * 1024,
+        )
+        async with await context.session_executor.open(request) as session:
+            await send(session, {
+                "type": "control_request",
+                "request_id": _REQUEST_ID,
+                "request": {"subtype": "initialize"},
+            })
+            response = await read_matching(session, _answers_initialize, harness="claude")
+            models = parse_initialize_response(response)
+            await session.close_input()
+            ended = await session.wait()
+        # A listing counts only once Claude Code has also exited cleanly.
+        if ended.exit_code != 0:
+            raise _fail(ErrorKind.COMMAND_FAILED, f"claude exited {ended.exit_code}")
+        return models

@@ -1,0 +1,46 @@
+"""clanker plugin for Codex CLI (``codex``, npm ``@openai/codex``).
+
+Verified against Codex CLI 0.171.0: see docs/harnesses/codex.md.
+"""
+
+from __future__ import annotations
+
+from clanker import hookimpl
+from clanker.descriptor import (
+    Capability,
+    HarnessDescriptor,
+    OperationSupport,
+    Support,
+    Transport,
+)
+from clanker.ids import HarnessId
+from clanker_codex.launch import CodexLaunch
+from clanker_codex.models import CodexModels
+
+__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models"]
+
+
+@hookimpl
+def clanker_descriptor() -> HarnessDescriptor:
+    return HarnessDescriptor(
+        id=HarnessId("codex"),
+        display_name="Codex CLI",
+        executable="codex",
+        capabilities={Capability.LAUNCH, Capability.MODELS},
+        # `codex resume ID` and `codex fork ID` are native subcommands that
+        # read the host's own rollouts, so they work wherever Codex runs.
+        resume=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
+        fork=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
+        install_hint="npm install -g @openai/codex",
+        homepage="https://github.com/openai/codex",
+    )
+
+
+@hookimpl
+def clanker_launch() -> CodexLaunch:
+    return CodexLaunch()
+
+
+@hookimpl
+def clanker_models() -> CodexModels:
+    return CodexModels()

@@ -1,0 +1,52 @@
+"""Codex command lines: ``codex [-m MODEL] [resume ID | fork ID] FLAGS``."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from clanker.execution import CommandRequest, CommandResult
+from clanker.launch.request import LaunchOperation, LaunchPlan, LaunchRequest
+from clanker.launch.version import parse_version_output
+
+__all__ = ["CodexLaunch"]
+
+# Codex looks sessions up by UUID ignoring case (an uppercase id resumed an
+# existing session in 0.171.0), so both cases pass and nothing is rewritten.
+# Codex also resumes by session name; clanker never does, so a lookalike name
+# can never pick a conversation.
+_SESSION_ID: Final = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+# stdout only: every command may print PATH-alias warnings on stderr.
+_VERSION: Final = re.compile(r"^codex-cli (\d+\.\d+\.\d+\S*)$", re.MULTILINE)
+
+
+class CodexLaunch:
+    """Codex's TUI, fresh or through its ``resume`` / ``fork`` subcommands."""
+
+    def build(self, request: LaunchRequest) -> LaunchPlan:
+        argv = ["codex"]
+        if request.model is not None:
+            # Top level, before the subcommand: a `-m` the user puts after
+            # `resume ID` is a subcommand-level option and wins over ours.
+            argv += ["-m", request.model]
+        if request.session is not None:
+            # Codex resumes by id only; it refuses a rollout path.
+            subcommand = "fork" if request.operation is LaunchOperation.FORK else "resume"
+            argv += [subcommand, request.session.native_id]
+        argv += request.user_flags
+        return LaunchPlan(argv=tuple(argv))
+
+    def validate_session_id(self, raw: str) -> str:
+        if _SESSION_ID.fullmatch(raw) is None:
+            raise ValueError(
+                "a Codex session id is a UUID such as 01a22b86-c7d0-79e0-b3c0-03c56f3ce14a"
+            )
+        return raw
+
+    def version_request(self) -> CommandRequest:
+        return CommandRequest(command="codex", args=("--version",))
+
+    def parse_version(self, result: CommandResult) -> str:
+        return parse_version_output(result, _VERSION, harness="codex")
