@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clanker.converters import BoundaryError, make_boundary_converter, structure
-from clanker.models.types import Model
+from clanker.models.types import Model, model_text
 
 
 @frozen
@@ -45,7 +45,7 @@ def test_round_trip(record: Record) -> None:
 @given(
     model=st.builds(
         Model,
-        id=st.text(min_size=1).filter(lambda s: s.strip() and "\0" not in s),
+        id=st.text(min_size=1).filter(lambda s: model_text(s) is not None),
         label=st.none(),
         provider=st.none(),
         is_default=st.booleans(),

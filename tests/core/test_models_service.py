@@ -176,3 +176,16 @@ def test_no_models_capability_is_unsupported(tmp_path: Path) -> None:
     with pytest.raises(HarnessCapabilityError) as caught:
         asyncio.run(service(ScriptedExecutor.returning(""), tmp_path, Clock()).catalog(bare))
     assert caught.value.kind is ErrorKind.UNSUPPORTED
+
+
+@pytest.mark.parametrize(
+    ("raw", "usable"),
+    [("gpt-6", True), ("anthropic/claude:free", True), ("", False), (" x", False),
+     ("x\n", False), ("a\x1bb", False), ("a\0b", False), (3, False), (None, False)],
+)
+def test_model_text(raw: object, usable: bool) -> None:
+    from clanker.models.types import model_text
+
+    assert (model_text(raw) is not None) is usable
+    if usable:
+        assert model_text(raw) == raw

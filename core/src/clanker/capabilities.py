@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from attrs import frozen
 
+from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandExecutor, CommandRequest, CommandResult, SessionExecutor
 from clanker.launch.request import LaunchPlan, LaunchRequest
 from clanker.models.types import Model
@@ -79,6 +80,14 @@ class ModelsContext:
     executor: CommandExecutor
     session_executor: SessionExecutor | None
     refresh: bool = False
+
+    def require_sessions(self, harness: str) -> SessionExecutor:
+        """Return the session executor, or raise ``unsupported`` where there is none."""
+        if self.session_executor is None:
+            raise HarnessCapabilityError(
+                ErrorKind.UNSUPPORTED, "listing needs a stdio session", harness=harness
+            )
+        return self.session_executor
 
 
 @runtime_checkable

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import unicodedata
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -11,12 +12,29 @@ from attrs import field, frozen, validators
 
 from clanker.errors import HarnessCapabilityError
 
-__all__ = ["CatalogSource", "Model", "ModelCatalog"]
+__all__ = ["CatalogSource", "Model", "ModelCatalog", "model_text"]
+
+
+def model_text(value: object) -> str | None:
+    """Return ``value`` if it can be a model id or label, else ``None``.
+
+    Usable text is a non-empty string without surrounding whitespace or control
+    characters: it must survive a table, a command line and a JSON cache.
+    Parsers use this to turn whatever a harness printed into a yes or no.
+    """
+    if not isinstance(value, str) or not value or value != value.strip():
+        return None
+    if any(unicodedata.category(c) == "Cc" for c in value):
+        return None
+    return value
 
 
 def _text(_: object, attribute: object, value: Any) -> None:
-    if value is not None and (not isinstance(value, str) or not value.strip() or "\0" in value):
-        raise ValueError(f"{getattr(attribute, 'name', 'value')}: must be non-empty text")
+    if value is not None and model_text(value) is None:
+        raise ValueError(
+            f"{getattr(attribute, 'name', 'value')}: must be text without surrounding "
+            "whitespace or control characters"
+        )
 
 
 @frozen(kw_only=True)

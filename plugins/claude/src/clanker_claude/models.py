@@ -19,7 +19,7 @@ from typing import Any, Final
 from clanker.capabilities import ModelsContext
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest
-from clanker.models.types import Model
+from clanker.models.types import Model, model_text
 from clanker.protocols.jsonlines import read_matching, send
 
 __all__ = ["PROBE_ARGS", "PROBE_ENV", "ClaudeModels", "parse_initialize_response"]
@@ -45,13 +45,6 @@ _DEFAULT_VALUE: Final = "default"
 
 def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
     return HarnessCapabilityError(kind, detail, harness="claude")
-
-
-def _text(value: object) -> str | None:
-    """Return ``value`` if it is text a Model field and a command line can carry."""
-    if isinstance(value, str) and value.strip() and value == value.strip() and "\0" not in value:
-        return value
-    return None
 
 
 def _answers_initialize(message: dict[str, Any]) -> bool:
@@ -90,13 +83,13 @@ def parse_initialize_response(message: Mapping[str, Any]) -> tuple[Model, ...]:
     for entry in entries:
         if not isinstance(entry, dict):
             raise _fail(ErrorKind.PARSE_FAILURE, "a model entry is not an object")
-        value, name = _text(entry.get("value")), entry.get("displayName")
+        value, name = model_text(entry.get("value")), entry.get("displayName")
         if value is None:
             raise _fail(ErrorKind.PARSE_FAILURE, "a model entry has no value")
         if name is not None and not isinstance(name, str):
             raise _fail(ErrorKind.PARSE_FAILURE, "a model displayName is not text")
         models.setdefault(value, Model(
-            id=value, label=_text(name), is_default=value == _DEFAULT_VALUE
+            id=value, label=model_text(name), is_default=value == _DEFAULT_VALUE
         ))
     return tuple(models.values())
 
@@ -108,8 +101,6 @@ class ClaudeModels:
     fallback: tuple[Model, ...] = ()  # the list depends on provider and account: no guess
 
     async def discover(self, context: ModelsContext) -> tuple[Model, ...]:
-        if context.session_executor is None:
-            raise _fail(ErrorKind.UNSUPPORTED, "listing needs a stdio session")
         request = CommandRequest(
             command="claude",
             args=PROBE_ARGS,
@@ -118,7 +109,7 @@ class ClaudeModels:
             # One line that also lists the user's commands, agents and skills.
             max_output_bytes=512 * 1024,
         )
-        async with await context.session_executor.open(request) as session:
+        async with await context.require_sessions("claude").open(request) as session:
             await send(session, {
                 "type": "control_request",
                 "request_id": _REQUEST_ID,

@@ -19,7 +19,7 @@ import clanker
 from clanker.capabilities import ModelsContext
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, LineSession
-from clanker.models.types import Model
+from clanker.models.types import Model, model_text
 from clanker.protocols.jsonlines import read_matching, send
 
 __all__ = ["MAX_PAGES", "CodexModels", "parse_initialize_response", "parse_model_list_page"]
@@ -52,13 +52,6 @@ def _result(response: Mapping[str, Any], method: str) -> dict[str, Any]:
     return result
 
 
-def _text(value: object) -> str | None:
-    """Return ``value`` if it is text a Model field and a command line can carry."""
-    if isinstance(value, str) and value.strip() and value == value.strip() and "\0" not in value:
-        return value
-    return None
-
-
 def parse_initialize_response(response: Mapping[str, Any]) -> None:
     """Check an ``initialize`` response; its content (user agent, paths) is not needed."""
     _result(response, "initialize")
@@ -82,7 +75,7 @@ def parse_model_list_page(response: Mapping[str, Any]) -> tuple[tuple[Model, ...
     for entry in data:
         if not isinstance(entry, dict):
             raise _fail(ErrorKind.PARSE_FAILURE, "a model entry is not an object")
-        slug, name = _text(entry.get("model")), entry.get("displayName")
+        slug, name = model_text(entry.get("model")), entry.get("displayName")
         default = entry.get("isDefault")
         if slug is None:
             raise _fail(ErrorKind.PARSE_FAILURE, "a model entry has no model slug")
@@ -90,7 +83,7 @@ def parse_model_list_page(response: Mapping[str, Any]) -> tuple[tuple[Model, ...
             raise _fail(ErrorKind.PARSE_FAILURE, "a model displayName is not text")
         if default is not None and not isinstance(default, bool):
             raise _fail(ErrorKind.PARSE_FAILURE, "a model isDefault is not a boolean")
-        models.append(Model(id=slug, label=_text(name), is_default=default is True))
+        models.append(Model(id=slug, label=model_text(name), is_default=default is True))
     return tuple(models), cursor
 
 
@@ -106,10 +99,8 @@ class CodexModels:
     fallback: tuple[Model, ...] = ()  # a static list would go stale with every release
 
     async def discover(self, context: ModelsContext) -> tuple[Model, ...]:
-        if context.session_executor is None:
-            raise _fail(ErrorKind.UNSUPPORTED, "listing needs a stdio session")
         request = CommandRequest(command="codex", args=("app-server",), timeout=30.0)
-        async with await context.session_executor.open(request) as session:
+        async with await context.require_sessions("codex").open(request) as session:
             await send(session, {
                 "id": _INITIALIZE_ID,
                 "method": "initialize",

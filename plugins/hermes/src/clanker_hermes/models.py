@@ -17,7 +17,7 @@ from typing import Any, Final
 from clanker.capabilities import ModelsContext
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest
-from clanker.models.types import Model
+from clanker.models.types import Model, model_text
 from clanker.protocols.jsonlines import read_matching, send
 from clanker_hermes.launch import PROVIDER_SEPARATOR
 
@@ -99,10 +99,12 @@ def parse_model_options(response: Mapping[str, Any]) -> tuple[Model, ...]:
         slug, names = row.get("slug"), row.get("models")
         if not isinstance(slug, str) or not isinstance(names, list):
             raise _parse_failure("a provider row lacks slug or models")
-        if row.get("authenticated") is False or PROVIDER_SEPARATOR in slug or not slug.strip():
+        if row.get("authenticated") is False or PROVIDER_SEPARATOR in slug:
             continue
+        if model_text(slug) is None:
+            raise _parse_failure("a provider slug is not text")
         for name in names:
-            if not isinstance(name, str) or not name.strip() or "\0" in name:
+            if model_text(name) is None:
                 raise _parse_failure("a model name is not text")
             model_id = f"{slug}{PROVIDER_SEPARATOR}{name}"
             models.setdefault(model_id, Model(
@@ -119,10 +121,6 @@ class HermesModels:
     fallback: tuple[Model, ...] = ()  # any fallback would guess at the user's providers
 
     async def discover(self, context: ModelsContext) -> tuple[Model, ...]:
-        if context.session_executor is None:
-            raise HarnessCapabilityError(
-                ErrorKind.UNSUPPORTED, "listing needs a stdio session", harness="hermes"
-            )
         command, directory = gateway_interpreter(os.environ)
         env = {"HERMES_DISABLE_LAZY_INSTALLS": "1"}  # never pip-install while listing
         if directory is not None:
@@ -137,7 +135,7 @@ class HermesModels:
         params: dict[str, bool] = {"explicit_only": True}
         if context.refresh:
             params["refresh"] = True
-        async with await context.session_executor.open(request) as session:
+        async with await context.require_sessions("hermes").open(request) as session:
             await read_matching(
                 session,
                 lambda m: m.get("method") == "event"

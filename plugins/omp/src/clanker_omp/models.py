@@ -9,13 +9,12 @@ omp refreshes provider catalogs it has not cached (``refresh`` forces that).
 from __future__ import annotations
 
 import json
-import unicodedata
 from typing import Final
 
 from clanker.capabilities import ModelsContext
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest
-from clanker.models.types import Model
+from clanker.models.types import Model, model_text
 
 __all__ = ["OmpModels", "listing_args", "parse_models_json"]
 
@@ -33,15 +32,6 @@ def listing_args(refresh: bool) -> tuple[str, ...]:
 
 def _parse_failure(detail: str) -> HarnessCapabilityError:
     return HarnessCapabilityError(ErrorKind.PARSE_FAILURE, detail, harness="omp")
-
-
-def _text(value: object) -> str | None:
-    """Return ``value`` if it is usable as a model id or label, else ``None``."""
-    if not isinstance(value, str) or not value or value != value.strip():
-        return None
-    if any(unicodedata.category(c) == "Cc" for c in value):
-        return None
-    return value
 
 
 def parse_models_json(stdout: str) -> tuple[Model, ...]:
@@ -64,11 +54,11 @@ def parse_models_json(stdout: str) -> tuple[Model, ...]:
             raise _parse_failure("a model kind is not text")
         if kind != _CHAT:
             continue
-        selector, provider = _text(entry.get("selector")), _text(entry.get("provider"))
+        selector, provider = model_text(entry.get("selector")), model_text(entry.get("provider"))
         if selector is None or provider is None:
             raise _parse_failure("a model entry lacks a selector or provider")
         models.setdefault(
-            selector, Model(id=selector, label=_text(entry.get("name")), provider=provider)
+            selector, Model(id=selector, label=model_text(entry.get("name")), provider=provider)
         )
     return tuple(models.values())
 

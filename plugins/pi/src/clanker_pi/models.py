@@ -9,14 +9,13 @@ and waits for pi's clean exit.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping
 from typing import Any, Final
 
 from clanker.capabilities import ModelsContext
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest
-from clanker.models.types import Model
+from clanker.models.types import Model, model_text
 from clanker.protocols.jsonlines import read_matching, send
 
 __all__ = ["LISTING_ARGS", "PiModels", "parse_available_models"]
@@ -32,15 +31,6 @@ _TIMEOUT: Final = 20.0
 
 def _parse_failure(detail: str) -> HarnessCapabilityError:
     return HarnessCapabilityError(ErrorKind.PARSE_FAILURE, detail, harness="pi")
-
-
-def _text(value: object) -> str | None:
-    """Return ``value`` if it is usable as a model id or label, else ``None``."""
-    if not isinstance(value, str) or not value or value != value.strip():
-        return None
-    if any(unicodedata.category(c) == "Cc" for c in value):
-        return None
-    return value
 
 
 def _answers_request(message: Mapping[str, Any]) -> bool:
@@ -70,12 +60,12 @@ def parse_available_models(response: Mapping[str, Any]) -> tuple[Model, ...]:
     for entry in data["models"]:
         if not isinstance(entry, dict):
             raise _parse_failure("a model entry is not an object")
-        provider, model_id = _text(entry.get("provider")), _text(entry.get("id"))
+        provider, model_id = model_text(entry.get("provider")), model_text(entry.get("id"))
         if provider is None or model_id is None:
             raise _parse_failure("a model entry lacks a provider or id")
         qualified = f"{provider}/{model_id}"
         models.setdefault(
-            qualified, Model(id=qualified, label=_text(entry.get("name")), provider=provider)
+            qualified, Model(id=qualified, label=model_text(entry.get("name")), provider=provider)
         )
     return tuple(models.values())
 
@@ -87,10 +77,6 @@ class PiModels:
     fallback: tuple[Model, ...] = ()  # any fallback would guess at the user's providers
 
     async def discover(self, context: ModelsContext) -> tuple[Model, ...]:
-        if context.session_executor is None:
-            raise HarnessCapabilityError(
-                ErrorKind.UNSUPPORTED, "listing needs a stdio session", harness="pi"
-            )
         request = CommandRequest(
             command="pi",
             args=LISTING_ARGS,
@@ -98,7 +84,7 @@ class PiModels:
             # Full model objects are ~300 bytes each, all on one line.
             max_output_bytes=MAX_OUTPUT,
         )
-        async with await context.session_executor.open(request) as session:
+        async with await context.require_sessions("pi").open(request) as session:
             await send(session, {"id": _REQUEST_ID, "type": _COMMAND})
             try:
                 response = await read_matching(session, _answers_request, harness="pi")
