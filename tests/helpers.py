@@ -3,10 +3,13 @@ executable scripts on a private PATH for real-process tests."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
 import textwrap
+from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 
 from clanker import hookimpl
@@ -23,6 +26,10 @@ from clanker.execution import CommandRequest, CommandResult
 from clanker.ids import HarnessId
 from clanker.launch.request import LaunchPlan, LaunchRequest
 from clanker.models.types import Model
+from clanker.sessions.context import SessionsContext
+from clanker.sessions.files import FileSample, parse_timestamp
+from clanker.sessions.filestore import find_files, scan_files
+from clanker.sessions.types import HarnessSession, SessionScan, clean_text
 
 
 class FakeLaunch:
@@ -135,3 +142,77 @@ def path_with(directory: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{directory}{os.pathsep}{env.get('PATH', '')}"
     return env
+
+
+# -- a fake file-backed sessions provider ------------------------------------------------
+
+
+
+class FakeSessions:
+    """Sessions of ``fake-agent``: ``$FAKE_AGENT_HOME/sessions/<project>/<id>.jsonl``.
+
+    Line 1 is ``{"type":"session","id","cwd","timestamp"}``; later lines are
+    ``{"type":"message","role","text","timestamp"}``. ``parsed`` counts parses.
+    """
+
+    def __init__(self, *, resumes_elsewhere: bool = False) -> None:
+        self.resumes_without_original_directory = resumes_elsewhere
+        self.parsed = 0
+
+    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
+        return (Path(environ["FAKE_AGENT_HOME"]) / "sessions",)
+
+    async def discover(self, context: SessionsContext) -> SessionScan:
+        root = Path(context.environ["FAKE_AGENT_HOME"]) / "sessions"
+        wanted = context.native_id
+        candidates, cut = find_files(
+            root, depth=1,
+            accept_file=lambda name: name.endswith(".jsonl")
+            and (wanted is None or name == f"{wanted}.jsonl"),
+        )
+        return scan_files(context, candidates, self.summarize, cut=cut)
+
+    def summarize(self, sample: FileSample) -> HarnessSession | None:
+        self.parsed += 1
+        objects = list(sample.head_objects())
+        if not objects or objects[0].get("type") != "session":
+            return None
+        header = objects[0]
+        native_id, cwd = header.get("id"), header.get("cwd")
+        created = parse_timestamp(header.get("timestamp"))
+        if not isinstance(native_id, str) or not isinstance(cwd, str) or created is None:
+            return None
+        last = next((parse_timestamp(o.get("timestamp")) for o in sample.tail_objects()), None)
+        first_user = next(
+            (o.get("text") for o in objects[1:] if o.get("role") == "user"), None
+        )
+        return HarnessSession(
+            harness=HarnessId("fake-agent"), native_id=native_id, cwd=cwd,
+            created_at=created, updated_at=last or created, title=clean_text(first_user),
+        )
+
+
+def write_fake_session(
+    home: Path, native_id: str, cwd: str, when: datetime, *, messages: int = 1,
+    project: str = "p",
+) -> Path:
+    path = home / "sessions" / project / f"{native_id}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [{"type": "session", "id": native_id, "cwd": cwd, "timestamp": when.isoformat()}]
+    lines += [
+        {"type": "message", "role": "user", "text": f"task {native_id} #{i}",
+         "timestamp": when.isoformat()}
+        for i in range(messages)
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def make_sessions_plugin(sessions: FakeSessions, harness: str = "fake-agent") -> object:
+    """The fake plugin with launch, models and the given sessions capability."""
+    plugin = make_plugin(
+        harness, capabilities=(Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS),
+        implement=(Capability.LAUNCH, Capability.MODELS),
+    )
+    type(plugin).clanker_sessions = hookimpl(lambda self: sessions)  # type: ignore[attr-defined]
+    return plugin

@@ -11,8 +11,9 @@ services that consume them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from attrs import frozen
 
@@ -20,6 +21,10 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandExecutor, CommandRequest, CommandResult, SessionExecutor
 from clanker.launch.request import LaunchPlan, LaunchRequest
 from clanker.models.types import Model
+
+if TYPE_CHECKING:
+    from clanker.sessions.context import SessionsContext
+    from clanker.sessions.types import SessionScan
 
 __all__ = [
     "AccountsCapability",
@@ -118,12 +123,23 @@ class ModelsCapability(Protocol):
 class SessionsCapability(Protocol):
     """Finds a harness's past conversations in its own store, bounded."""
 
-    async def discover(self, context: Any, workspace: str) -> Sequence[Any]:
-        """Return the sessions whose canonical cwd belongs to ``workspace``."""
+    resumes_without_original_directory: bool
+    """Whether the harness continues a session whose recorded directory is gone
+    (verified per version; ``False`` unless proven)."""
+
+    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
+        """Return the directories the store's files live under (for confinement checks).
+
+        Empty for a harness whose history is only reachable through its own command.
+        """
         ...
 
-    async def find(self, context: Any, native_id: str) -> Any | None:
-        """Re-find one session in trusted storage, or ``None``."""
+    async def discover(self, context: SessionsContext) -> SessionScan:
+        """Summarize the store's sessions within ``context``'s bounds.
+
+        A missing store is an empty scan. Malformed files are counted skips;
+        an unreadable store or a changed schema raises a typed error.
+        """
         ...
 
 

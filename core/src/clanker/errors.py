@@ -13,6 +13,7 @@ from typing import Final
 __all__ = [
     "EXIT_CODES",
     "EXIT_INTERNAL",
+    "EXIT_NOT_FOUND",
     "EXIT_OK",
     "EXIT_USAGE",
     "ErrorKind",
@@ -57,6 +58,7 @@ _MESSAGES: Final[dict[ErrorKind, str]] = {
 EXIT_OK: Final = 0
 EXIT_INTERNAL: Final = 1
 EXIT_USAGE: Final = 2
+EXIT_NOT_FOUND: Final = 14  # a selected session is not (or no longer) in its harness's history
 
 # The documented, stable table (docs/exit-codes.md). Never renumber an entry.
 EXIT_CODES: Final[dict[ErrorKind, int]] = {

@@ -23,10 +23,13 @@ __all__ = ["cli", "main"]
 # name -> (module, attribute, one-line help)
 _COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
     "doctor": ("clanker.cli.doctor", "doctor", "Check every harness and say what to fix."),
+    "fork": ("clanker.cli.resume", "fork", "Start a new conversation from a past one."),
     "harnesses": ("clanker.cli.harnesses", "harnesses", "List harnesses, installed or not."),
     "launch": ("clanker.cli.launch", "launch", "Run a harness in this terminal."),
     "models": ("clanker.cli.models", "models", "List the models a harness accepts."),
     "plugins": ("clanker.cli.plugins", "plugins", "List installed plugins and their hooks."),
+    "resume": ("clanker.cli.resume", "resume", "Continue a past conversation."),
+    "sessions": ("clanker.cli.sessions", "sessions", "List past conversations of every harness."),
 }
 
 

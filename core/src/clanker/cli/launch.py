@@ -15,10 +15,29 @@ from clanker.launch.planning import InvalidSessionIdError, plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider
 
-__all__ = ["launch"]
+__all__ = ["launch", "run_launch"]
 
 
-@click.command(context_settings={"ignore_unknown_options": False})
+def run_launch(provider: HarnessProvider, request: LaunchRequest) -> int:
+    """Plan, attach, run in the foreground and dispose: the one launch path.
+
+    Returns the harness's exit status; failures before it starts raise.
+    """
+    assert request.cwd is not None
+    with capability_errors():
+        try:
+            plan = plan_launch(provider, request)
+        except InvalidSessionIdError as exc:
+            raise click.BadParameter(str(exc), param_hint="session id") from exc
+        base = LaunchState(argv=plan.argv, env={**strip_credentials(os.environ), **plan.env})
+        attachments = prepare_attachments(base, steps=())
+        try:
+            return run_foreground(attachments.state.argv, attachments.state.env, request.cwd)
+        finally:
+            attachments.dispose()
+
+
+@click.command()
 @click.argument("harness", type=HarnessArgument())
 @click.option("--model", "-m", metavar="MODEL", help="Model id, as the harness accepts it.")
 @click.option(
@@ -26,8 +45,10 @@ __all__ = ["launch"]
     type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
     help="Directory to run the harness in (default: the current one).",
 )
-@click.option("--resume", "resume_id", metavar="ID", help="Continue the session with this id.")
-@click.option("--fork", "fork_id", metavar="ID", help="Start a new session from this one.")
+@click.option("--resume", "resume_id", metavar="ID",
+              help="Continue the session with this id (unchecked; see `clanker resume`).")
+@click.option("--fork", "fork_id", metavar="ID",
+              help="Start a new session from this one (unchecked; see `clanker fork`).")
 @click.argument("user_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- FLAGS...]")
 def launch(
     harness: HarnessProvider,
@@ -40,6 +61,8 @@ def launch(
     """Run HARNESS in this terminal and exit with its exit status.
 
     Everything after `--` is passed to the harness unchanged and in order.
+    `--resume`/`--fork` pass a syntactically checked id straight through;
+    `clanker resume` / `clanker fork` first re-find the session in history.
     """
     if resume_id is not None and fork_id is not None:
         raise click.UsageError("--resume and --fork cannot be combined")
@@ -48,26 +71,14 @@ def launch(
         operation, session_id = LaunchOperation.RESUME, resume_id
     elif fork_id is not None:
         operation, session_id = LaunchOperation.FORK, fork_id
-    directory = str(cwd) if cwd is not None else os.getcwd()
     try:
         request = LaunchRequest(
             operation=operation,
             model=model,
             session=SessionTarget(native_id=session_id) if session_id is not None else None,
             user_flags=user_flags,
-            cwd=directory,
+            cwd=str(cwd) if cwd is not None else os.getcwd(),
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
-    with capability_errors():
-        try:
-            plan = plan_launch(harness, request)
-        except InvalidSessionIdError as exc:
-            raise click.BadParameter(str(exc), param_hint="--resume/--fork") from exc
-        base = LaunchState(argv=plan.argv, env={**strip_credentials(os.environ), **plan.env})
-        attachments = prepare_attachments(base, steps=())
-        try:
-            status = run_foreground(attachments.state.argv, attachments.state.env, directory)
-        finally:
-            attachments.dispose()
-    raise SystemExit(status)
+    raise SystemExit(run_launch(harness, request))

@@ -1,0 +1,86 @@
+"""``clanker resume`` / ``clanker fork``: back into any past conversation."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from clanker.cli.common import capability_errors, run_async
+from clanker.cli.launch import run_launch
+from clanker.cli.sessions import session_service
+from clanker.descriptor import SessionOperation
+from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
+from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
+from clanker.registry import get_registry
+from clanker.sessions.selection import (
+    InvalidSelectionError,
+    SessionNotFoundError,
+    resolve_selection,
+)
+
+__all__ = ["fork", "resume"]
+
+
+def _continue(
+    operation: LaunchOperation, selection: str, model: str | None, workspace: Path | None,
+    user_flags: tuple[str, ...],
+) -> None:
+    directory = os.path.abspath(workspace or os.getcwd())
+    with capability_errors():
+        try:
+            found = run_async(resolve_selection(
+                session_service(), get_registry(), selection,
+                operation=SessionOperation(operation.value), workspace=directory,
+            ))
+        except InvalidSelectionError as exc:
+            click.echo(f"clanker: {exc}", err=True)
+            raise SystemExit(EXIT_USAGE) from exc
+        except SessionNotFoundError as exc:
+            click.echo(f"clanker: {exc}", err=True)
+            raise SystemExit(EXIT_NOT_FOUND) from exc
+    if found.notice:
+        click.echo(f"clanker: {found.notice}", err=True)
+    request = LaunchRequest(
+        operation=operation,
+        model=model,
+        session=SessionTarget(
+            native_id=found.session.native_id, store_path=found.session.store_path
+        ),
+        user_flags=user_flags,
+        cwd=found.launch_cwd,
+    )
+    raise SystemExit(run_launch(found.provider, request))
+
+
+_workspace = click.option(
+    "--workspace", type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Where to continue if the session's own directory is gone (default: here).",
+)
+_model = click.option("--model", "-m", metavar="MODEL", help="Model for the continued session.")
+_flags = click.argument("user_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- FLAGS...]")
+
+
+@click.command()
+@click.argument("selection", metavar="HARNESS:ID")
+@_model
+@_workspace
+@_flags
+def resume(
+    selection: str, model: str | None, workspace: Path | None, user_flags: tuple[str, ...]
+) -> None:
+    """Continue a past conversation in its own directory, through its harness."""
+    _continue(LaunchOperation.RESUME, selection, model, workspace, user_flags)
+
+
+@click.command()
+@click.argument("selection", metavar="HARNESS:ID")
+@_model
+@_workspace
+@_flags
+def fork(
+    selection: str, model: str | None, workspace: Path | None, user_flags: tuple[str, ...]
+) -> None:
+    """Start a new conversation from a past one (natively, or emulated where declared)."""
+    _continue(LaunchOperation.FORK, selection, model, workspace, user_flags)

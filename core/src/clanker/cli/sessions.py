@@ -1,0 +1,165 @@
+"""``clanker sessions``: every harness's history in one list; ``show`` for one session."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from clanker.cli.common import (
+    HarnessArgument,
+    capability_errors,
+    echo_json,
+    echo_table,
+    json_option,
+    run_async,
+)
+from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
+from clanker.execution import LocalTransport
+from clanker.paths import clanker_paths
+from clanker.registry import HarnessProvider, get_registry
+from clanker.sessions.context import DEFAULT_STORE_LIMIT
+from clanker.sessions.selection import (
+    InvalidSelectionError,
+    SessionNotFoundError,
+    resolve_selection,
+)
+from clanker.sessions.service import SessionListing, SessionService
+from clanker.sessions.types import HarnessSession
+
+__all__ = ["relative_time", "session_record", "session_service", "sessions"]
+
+
+def session_service() -> SessionService:
+    return SessionService(executor=LocalTransport(), cache_dir=clanker_paths().cache)
+
+
+def relative_time(moment: datetime, now: datetime | None = None) -> str:
+    """``just now``, ``5m ago``, ``3h ago``, ``4d ago``, or the date past a month."""
+    seconds = ((now or datetime.now(UTC)) - moment).total_seconds()
+    if seconds < 60:
+        return "just now"
+    for unit, size in (("m", 60), ("h", 3600), ("d", 86400)):
+        if seconds < size * {"m": 60, "h": 24, "d": 31}[unit]:
+            return f"{int(seconds // size)}{unit} ago"
+    return moment.astimezone().strftime("%Y-%m-%d")
+
+
+def session_record(session: HarnessSession) -> dict[str, Any]:
+    """The JSON shape of one session (``sessions --json``, ``sessions show --json``)."""
+    return {
+        "harness": session.harness,
+        "id": session.native_id,
+        "key": session.key,
+        "title": session.title,
+        "cwd": session.cwd,
+        "created_at": session.created_at.isoformat() if session.created_at else None,
+        "updated_at": session.updated_at.isoformat(),
+        "model": session.model,
+        "message_count": session.message_count,
+        "parent_id": session.parent_id,
+        "store_path": session.store_path,
+    }
+
+
+def _report_scans(listing: SessionListing, limit: int) -> list[str]:
+    notes = []
+    for result in listing.scans:
+        scan = result.scan
+        if scan.error is not None:
+            notes.append(f"{result.harness}: {scan.error.message}")
+        if scan.skipped:
+            notes.append(f"{result.harness}: {scan.skipped} unreadable file(s) skipped")
+        if scan.truncated:
+            notes.append(f"{result.harness}: only the newest {limit} sessions were read "
+                         "(--limit raises the bound)")
+    return notes
+
+
+@click.group(invoke_without_command=True)
+@click.option("--workspace", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="List sessions of this directory (default: the current one).")
+@click.option("--all", "everywhere", is_flag=True, help="List sessions of every directory.")
+@click.option("--harness", "harnesses", type=HarnessArgument(), multiple=True,
+              help="Only this harness (repeatable).")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=DEFAULT_STORE_LIMIT,
+              show_default=True, help="Sessions read per harness store, newest first.")
+@json_option
+@click.pass_context
+def sessions(
+    ctx: click.Context,
+    workspace: Path | None,
+    everywhere: bool,
+    harnesses: tuple[HarnessProvider, ...],
+    limit: int,
+    as_json: bool,
+) -> None:
+    """List past conversations of every harness for this workspace, newest first."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if workspace is not None and everywhere:
+        raise click.UsageError("--workspace and --all cannot be combined")
+    providers = list(harnesses) or list(get_registry().providers.values())
+    directory = None if everywhere else os.path.abspath(workspace or os.getcwd())
+    interactive = sys.stderr.isatty() and not as_json
+    if interactive:
+        click.echo("Reading session history…", err=True, nl=False)
+    listing = run_async(session_service().discover(providers, workspace=directory, limit=limit))
+    if interactive:
+        click.echo("\r\x1b[K", err=True, nl=False)
+    notes = _report_scans(listing, limit)
+    if as_json:
+        echo_json({
+            "workspace": directory,
+            "complete": listing.complete,
+            "sessions": [session_record(s) for s in listing.sessions],
+            "scans": [
+                {"harness": r.harness, "skipped": r.scan.skipped, "truncated": r.scan.truncated,
+                 "error": None if r.scan.error is None else {
+                     "kind": r.scan.error.kind.value, "message": r.scan.error.message}}
+                for r in listing.scans
+            ],
+        })
+    elif listing.sessions:
+        now = datetime.now(UTC)
+        echo_table(
+            ["HARNESS", "UPDATED", "TITLE", "MODEL", "ID"],
+            [[s.harness, relative_time(s.updated_at, now), (s.title or "")[:60], s.model or "",
+              s.native_id] for s in listing.sessions],
+        )
+    else:
+        where = "anywhere" if directory is None else f"for {directory}"
+        click.echo(f"No sessions {where}.")
+    if not as_json:
+        for note in notes:
+            click.echo(f"clanker: {note}", err=True)
+
+
+@sessions.command()
+@click.argument("selection", metavar="HARNESS:ID")
+@json_option
+def show(selection: str, as_json: bool) -> None:
+    """Show one session, re-found in its harness's own history."""
+    service = session_service()
+    with capability_errors():
+        try:
+            found = run_async(resolve_selection(
+                service, get_registry(), selection, operation=None, workspace=os.getcwd()
+            ))
+        except InvalidSelectionError as exc:
+            click.echo(f"clanker: {exc}", err=True)
+            raise SystemExit(EXIT_USAGE) from exc
+        except SessionNotFoundError as exc:
+            click.echo(f"clanker: {exc}", err=True)
+            raise SystemExit(EXIT_NOT_FOUND) from exc
+    record = session_record(found.session)
+    if as_json:
+        echo_json(record)
+        return
+    for name, value in record.items():
+        if value is not None:
+            click.echo(f"{name:>14}: {value}")

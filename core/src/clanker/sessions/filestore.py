@@ -1,0 +1,134 @@
+"""Scanning a directory tree of session files, bounded and incremental.
+
+Providers say where their files are and how to summarize one; this module
+walks, bounds, caches and counts. It never follows a symbolic link (neither a
+linked directory nor a linked file), so discovery cannot leave the store.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Final
+
+from attrs import evolve, frozen
+
+from clanker._logging import get_logger
+from clanker.sessions.cache import MISS
+from clanker.sessions.context import SessionsContext
+from clanker.sessions.files import (
+    DEFAULT_HEAD_BYTES,
+    DEFAULT_TAIL_BYTES,
+    FileSample,
+    read_sample,
+)
+from clanker.sessions.types import HarnessSession, SessionScan
+
+__all__ = ["MAX_ENTRIES", "Candidate", "find_files", "scan_files"]
+
+log = get_logger(__name__)
+
+MAX_ENTRIES: Final = 200_000
+"""Directory entries one walk may visit before it stops (and says it was cut)."""
+
+Summarize = Callable[[FileSample], HarnessSession | None]
+
+
+@frozen
+class Candidate:
+    path: Path
+    stat: os.stat_result
+
+
+def find_files(
+    root: Path,
+    *,
+    depth: int,
+    accept_file: Callable[[str], bool],
+    accept_dir: Callable[[int, str], bool] = lambda level, name: True,
+    max_entries: int = MAX_ENTRIES,
+) -> tuple[list[Candidate], bool]:
+    """Return regular files exactly ``depth`` directories below ``root``.
+
+    ``accept_dir(level, name)`` prunes directories (level 0 is directly under
+    ``root``), ``accept_file(name)`` picks files. Links are never followed. The
+    second value says the walk stopped at ``max_entries``. A missing root is
+    an empty store.
+    """
+    found: list[Candidate] = []
+    visited = 0
+    frontier = [(root, 0)]
+    while frontier:
+        directory, level = frontier.pop()
+        try:
+            entries = os.scandir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        with entries:
+            for entry in entries:
+                visited += 1
+                if visited > max_entries:
+                    return found, True
+                if level < depth:
+                    if entry.is_dir(follow_symlinks=False) and accept_dir(level, entry.name):
+                        frontier.append((Path(entry.path), level + 1))
+                elif entry.is_file(follow_symlinks=False) and accept_file(entry.name):
+                    try:
+                        found.append(Candidate(Path(entry.path), entry.stat(follow_symlinks=False)))
+                    except OSError:
+                        continue  # vanished while we looked
+    return found, False
+
+
+def scan_files(
+    context: SessionsContext,
+    candidates: Iterable[Candidate],
+    summarize: Summarize,
+    *,
+    cut: bool = False,
+    head_bytes: int = DEFAULT_HEAD_BYTES,
+    tail_bytes: int = DEFAULT_TAIL_BYTES,
+) -> SessionScan:
+    """Summarize the newest ``context.limit`` candidates, reusing cached summaries.
+
+    A file that cannot be read or is not a session is a counted skip. The
+    discovery order is newest file first.
+    """
+    ordered = sorted(candidates, key=lambda c: (-c.stat.st_mtime_ns, str(c.path)))
+    truncated = cut or len(ordered) > context.limit
+    sessions: list[HarnessSession] = []
+    skipped = 0
+    for order, candidate in enumerate(ordered[: context.limit]):
+        key = str(candidate.path)
+        cached = context.cache.lookup(key, candidate.stat)
+        if cached is MISS:
+            session = _summarize(candidate, summarize, head_bytes, tail_bytes)
+            context.cache.store(key, candidate.stat, session)
+        else:
+            session = cached  # type: ignore[assignment]
+        if session is None:
+            skipped += 1
+            continue
+        if context.native_id is not None and session.native_id != context.native_id:
+            continue
+        sessions.append(evolve(session, harness=context.harness, store_path=key, order=order))
+    if not context.scopes and context.native_id is None and not truncated:
+        # Only a complete walk of the whole store proves a file is gone.
+        context.cache.forget_unseen()
+    context.cache.save()
+    return SessionScan(sessions=sessions, skipped=skipped, truncated=truncated)
+
+
+def _summarize(
+    candidate: Candidate, summarize: Summarize, head_bytes: int, tail_bytes: int
+) -> HarnessSession | None:
+    try:
+        sample = read_sample(
+            candidate.path, head_bytes=head_bytes, tail_bytes=tail_bytes, stat=candidate.stat
+        )
+        return summarize(sample)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+        # Unreadable, or a shape the parser did not expect: a counted skip.
+        log.debug("skipping %s: %s", candidate.path, type(exc).__name__)
+        return None

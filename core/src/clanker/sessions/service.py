@@ -1,0 +1,158 @@
+"""The shared sessions service: every provider's history, matched to a workspace.
+
+Nothing here knows a harness. Providers run concurrently, each isolated: one
+failing store is reported beside the others' sessions, never instead of them,
+and a scan with any failure is never taken for a complete one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from attrs import evolve, frozen
+
+from clanker._logging import get_logger
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import CommandExecutor
+from clanker.registry import HarnessProvider
+from clanker.sessions.cache import SummaryCache
+from clanker.sessions.context import DEFAULT_STORE_LIMIT, SessionsContext
+from clanker.sessions.scope import canonical, in_scope, workspace_scopes
+from clanker.sessions.types import HarnessSession, SessionScan
+
+__all__ = ["ProviderScan", "SessionListing", "SessionService"]
+
+log = get_logger(__name__)
+
+
+@frozen(kw_only=True)
+class ProviderScan:
+    harness: str
+    scan: SessionScan
+
+
+@frozen(kw_only=True)
+class SessionListing:
+    """Sessions newest first, plus what each provider reported."""
+
+    sessions: tuple[HarnessSession, ...]
+    scans: tuple[ProviderScan, ...]
+
+    @property
+    def complete(self) -> bool:
+        return all(p.scan.complete for p in self.scans)
+
+
+class SessionService:
+    """Discovers sessions through the registry's providers; caches per-file summaries."""
+
+    def __init__(
+        self,
+        *,
+        executor: CommandExecutor,
+        cache_dir: Path | None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self._executor = executor
+        self._cache_dir = cache_dir
+        self._environ = dict(os.environ if environ is None else environ)
+        self._caches: dict[str, SummaryCache] = {}
+
+    async def discover(
+        self,
+        providers: Sequence[HarnessProvider],
+        *,
+        workspace: str | None,
+        limit: int = DEFAULT_STORE_LIMIT,
+    ) -> SessionListing:
+        """List sessions of ``providers`` in ``workspace`` (``None``: everywhere)."""
+        scopes = await workspace_scopes(workspace, self._executor) if workspace else ()
+        return await self._collect(providers, scopes=scopes, native_id=None, limit=limit)
+
+    async def find(self, provider: HarnessProvider, native_id: str) -> HarnessSession | None:
+        """Re-find one session in ``provider``'s own store, whatever its workspace.
+
+        Raises the provider's typed error when its store cannot be read: a
+        selection is never launched on the strength of a failed scan.
+        """
+        listing = await self._collect([provider], scopes=(), native_id=native_id,
+                                      limit=DEFAULT_STORE_LIMIT)
+        [result] = listing.scans
+        matches = [s for s in listing.sessions if s.native_id == native_id]
+        if result.scan.error is not None and not matches:
+            raise result.scan.error
+        if len(matches) > 1:
+            raise HarnessCapabilityError(
+                ErrorKind.STORAGE_CHANGED, f"session {native_id} is recorded more than once",
+                harness=provider.id,
+            )
+        return matches[0] if matches else None
+
+    async def _collect(
+        self,
+        providers: Sequence[HarnessProvider],
+        *,
+        scopes: tuple[str, ...],
+        native_id: str | None,
+        limit: int,
+    ) -> SessionListing:
+        capable = [p for p in providers if p.sessions is not None]
+        scans = await asyncio.gather(
+            *(self._scan(p, scopes=scopes, native_id=native_id, limit=limit) for p in capable)
+        )
+        rank = {p.id: index for index, p in enumerate(capable)}
+        memo: dict[str, str] = {}
+        sessions: list[HarnessSession] = []
+        for provider, scan in zip(capable, scans, strict=True):
+            for session in scan.sessions:
+                cwd = session.cwd
+                if cwd is not None:
+                    cwd = memo.get(cwd) or memo.setdefault(cwd, canonical(cwd))
+                # A session that recorded no directory cannot be excluded: it is
+                # listed everywhere rather than silently lost.
+                if scopes and cwd is not None and not in_scope(cwd, scopes):
+                    continue
+                sessions.append(evolve(session, harness=provider.id, cwd=cwd))
+        sessions.sort(key=lambda s: (-s.updated_at.timestamp(), rank[s.harness], s.order))
+        return SessionListing(
+            sessions=tuple(sessions),
+            scans=tuple(ProviderScan(harness=p.id, scan=s) for p, s in zip(capable, scans,
+                                                                            strict=True)),
+        )
+
+    async def _scan(
+        self,
+        provider: HarnessProvider,
+        *,
+        scopes: tuple[str, ...],
+        native_id: str | None,
+        limit: int,
+    ) -> SessionScan:
+        capability = provider.sessions
+        assert capability is not None
+        context = SessionsContext(
+            harness=provider.id, executor=self._executor, environ=self._environ,
+            cache=self._cache(provider), scopes=scopes, native_id=native_id, limit=limit,
+        )
+        try:
+            return await capability.discover(context)
+        except HarnessCapabilityError as exc:
+            return SessionScan(error=exc.with_harness(provider.id))
+        except Exception as exc:  # one provider's bug must not hide the others' sessions
+            log.warning("sessions provider %s failed: %s", provider.id, type(exc).__name__)
+            return SessionScan(error=HarnessCapabilityError(
+                ErrorKind.PARSE_FAILURE, "the history could not be read", harness=provider.id,
+                cause=exc,
+            ))
+
+    def _cache(self, provider: HarnessProvider) -> SummaryCache:
+        cache = self._caches.get(provider.id)
+        if cache is None:
+            path = None if self._cache_dir is None else (
+                self._cache_dir / "sessions" / f"{provider.id}.json"
+            )
+            cache = self._caches[provider.id] = SummaryCache(provider.id, path)
+        return cache

@@ -1,0 +1,94 @@
+"""Session history values: one past conversation, and one store's scan."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from attrs import field, frozen, validators
+
+from clanker.errors import HarnessCapabilityError
+from clanker.ids import HarnessId
+
+__all__ = ["HarnessSession", "SessionScan", "clean_text"]
+
+_TITLE_LIMIT = 200
+
+
+def clean_text(value: object, *, limit: int = _TITLE_LIMIT) -> str | None:
+    """Return ``value`` as one printable line of at most ``limit`` characters, or ``None``.
+
+    Titles come from whatever a person typed first: newlines and control
+    characters are folded to spaces so a table (and a terminal) stays sane.
+    """
+    if not isinstance(value, str):
+        return None
+    folded = " ".join("".join(c if c.isprintable() else " " for c in value).split())
+    if not folded:
+        return None
+    return folded if len(folded) <= limit else folded[: limit - 1].rstrip() + "…"
+
+
+def _aware(_: object, attribute: Any, value: Any) -> None:
+    if value is not None and value.tzinfo is None:
+        raise ValueError(f"{attribute.name}: timestamps must carry a time zone")
+
+
+def _non_negative(_: object, attribute: Any, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or value < 0):
+        raise ValueError(f"{attribute.name}: must be a count")
+
+
+def _sessions(values: Iterable[HarnessSession]) -> tuple[HarnessSession, ...]:
+    return tuple(values)
+
+
+@frozen(kw_only=True)
+class HarnessSession:
+    """One past conversation, normalized.
+
+    ``cwd`` is canonical (symlinks resolved as far as the path exists) or
+    ``None`` when the harness recorded no directory. ``store_path`` is where
+    it was found: for confinement checks only, never an input to a launch
+    unless clanker itself re-found it. ``order`` is the provider's discovery
+    order, which breaks ties between equal ``updated_at`` values.
+    """
+
+    harness: HarnessId
+    native_id: str = field(validator=validators.min_len(1))
+    updated_at: datetime = field(validator=_aware)
+    title: str | None = None
+    cwd: str | None = None
+    created_at: datetime | None = field(default=None, validator=_aware)
+    model: str | None = None
+    message_count: int | None = field(default=None, validator=_non_negative)
+    parent_id: str | None = None
+    store_path: str | None = None
+    order: int = 0
+
+    @property
+    def key(self) -> str:
+        """``harness:id``, the form the CLI accepts back."""
+        return f"{self.harness}:{self.native_id}"
+
+
+@frozen(kw_only=True)
+class SessionScan:
+    """What one provider found.
+
+    ``skipped`` counts files or rows that could not be read as a session
+    (malformed, truncated, oversized): a typed skip, never a crash.
+    ``truncated`` says the per-store bound cut the scan. ``error`` is set when
+    the store itself failed (unreadable, changed schema): then ``sessions`` is
+    whatever was read before, and the scan is never treated as complete.
+    """
+
+    sessions: tuple[HarnessSession, ...] = field(default=(), converter=_sessions)
+    skipped: int = 0
+    truncated: bool = False
+    error: HarnessCapabilityError | None = field(default=None, eq=False)
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and not self.truncated

@@ -1,0 +1,168 @@
+"""Bounded file reading, timestamps, confinement, directory walks, read-only SQLite."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.sessions.files import confined, parse_timestamp, read_sample
+from clanker.sessions.filestore import find_files
+from clanker.sessions.sqlite import open_readonly, require_columns
+from clanker.sessions.types import clean_text
+
+_files = settings(max_examples=80, deadline=None,
+                  suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@_files
+@given(data=st.binary(max_size=5000), head=st.integers(1, 2048), tail=st.integers(1, 2048))
+def test_any_bytes_never_crash_the_sample(tmp_path: Path, data: bytes, head: int,
+                                          tail: int) -> None:
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(data)
+    sample = read_sample(path, head_bytes=head, tail_bytes=tail)
+    assert sample.size == len(data)
+    assert len(sample.head) <= head
+    assert len(sample.tail) <= tail
+    for line in sample.head_lines() + sample.tail_lines():
+        assert b"\n" not in line
+    list(sample.head_objects())
+    list(sample.tail_objects())
+
+
+@_files
+@given(lines=st.lists(st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+                      min_size=1, max_size=40),
+       head=st.integers(16, 400))
+def test_only_whole_lines_are_ever_parsed(tmp_path: Path, lines: list[dict[str, int]],
+                                          head: int) -> None:
+    import json
+
+    path = tmp_path / "f.jsonl"
+    encoded = [json.dumps(line) for line in lines]
+    path.write_text("".join(e + "\n" for e in encoded))
+    sample = read_sample(path, head_bytes=head, tail_bytes=head)
+    for line in sample.head_lines() + sample.tail_lines():
+        assert line.decode() in encoded
+
+
+def test_a_huge_first_line_yields_no_objects(tmp_path: Path) -> None:
+    path = tmp_path / "f.jsonl"
+    path.write_text('{"a":"' + "x" * 100_000 + '"}\n{"b":1}\n')
+    sample = read_sample(path, head_bytes=1024, tail_bytes=1024)
+    assert list(sample.head_objects()) == []
+    assert list(sample.tail_objects()) == [{"b": 1}]  # the cut line is dropped, not parsed
+
+
+def test_reading_a_link_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.write_text("{}\n")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    with pytest.raises(OSError):
+        read_sample(link)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("2026-11-30T07:42:14.368Z", datetime(2026, 11, 30, 7, 42, 14, 368000, tzinfo=UTC)),
+        ("2026-11-30T08:42:14+01:00", datetime(2026, 11, 30, 7, 42, 14, tzinfo=UTC)),
+        (1796025320, datetime.fromtimestamp(1796025320, UTC)),
+        (1796025320480, datetime.fromtimestamp(1796025320.48, UTC)),
+        (1796025320.48, datetime.fromtimestamp(1796025320.48, UTC)),
+        ("2026-11-30T07:42:14", None),
+        ("yesterday", None),
+        (True, None),
+        (None, None),
+        (10**30, None),
+    ],
+)
+def test_parse_timestamp(raw: object, expected: datetime | None) -> None:
+    assert parse_timestamp(raw) == expected
+
+
+@given(st.text())
+def test_clean_text_is_one_printable_bounded_line(raw: str) -> None:
+    cleaned = clean_text(raw, limit=50)
+    if cleaned is not None:
+        assert cleaned.isprintable()
+        assert len(cleaned) <= 50
+        assert cleaned == cleaned.strip()
+
+
+def test_confinement(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    (root / "p").mkdir(parents=True)
+    inside = root / "p" / "s.jsonl"
+    inside.write_text("{}")
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("{}")
+    (root / "p" / "link.jsonl").symlink_to(outside)
+    assert confined(inside, (root,))
+    assert confined(root / "p" / ".." / "p" / "s.jsonl", (root,))
+    assert not confined(root / ".." / "outside.jsonl", (root,))
+    assert not confined(root / "p" / "link.jsonl", (root,))
+    assert not confined(root / "p" / "missing.jsonl", (root,))
+    assert not confined(root / "p", (root,))
+    assert not confined(inside, (tmp_path / "nonexistent-root",))
+
+
+def test_find_files_depth_filters_and_bound(tmp_path: Path) -> None:
+    for day in ("01", "02"):
+        directory = tmp_path / "2026" / "11" / day
+        directory.mkdir(parents=True)
+        (directory / f"rollout-{day}.jsonl").write_text("{}")
+        (directory / "notes.txt").write_text("")
+    (tmp_path / "2026" / "stray.jsonl").write_text("{}")
+    found, cut = find_files(tmp_path, depth=3, accept_file=lambda n: n.endswith(".jsonl"))
+    assert sorted(c.path.name for c in found) == ["rollout-01.jsonl", "rollout-02.jsonl"]
+    assert not cut
+    pruned, _ = find_files(tmp_path, depth=3, accept_file=lambda n: True,
+                           accept_dir=lambda level, name: level != 2 or name == "02")
+    assert sorted(c.path.name for c in pruned) == ["notes.txt", "rollout-02.jsonl"]
+    _, cut = find_files(tmp_path, depth=3, accept_file=lambda n: True, max_entries=3)
+    assert cut
+    assert find_files(tmp_path / "missing", depth=1, accept_file=lambda n: True) == ([], False)
+
+
+def make_db(path: Path) -> None:
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE conversations (id TEXT, title TEXT, updated REAL)")
+        connection.execute("INSERT INTO conversations VALUES ('c1', 'hello', 1.5)")
+
+
+def test_sqlite_is_read_only_and_schema_checked(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    make_db(db)
+    with open_readonly(db, harness="h") as connection:
+        require_columns(connection, {"conversations": frozenset({"id", "title"})}, harness="h")
+        assert connection.execute("SELECT id FROM conversations").fetchall() == [("c1",)]
+        with pytest.raises(sqlite3.OperationalError):
+            connection.execute("DELETE FROM conversations")
+        with pytest.raises(HarnessCapabilityError) as caught:
+            require_columns(connection, {"conversations": frozenset({"id", "cwd"})}, harness="h")
+        assert caught.value.kind is ErrorKind.STORAGE_CHANGED
+        assert "cwd" in str(caught.value)
+        with pytest.raises(HarnessCapabilityError):
+            require_columns(connection, {"missing_table": frozenset({"id"})}, harness="h")
+
+
+def test_a_corrupt_database_is_storage_changed(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    db.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(HarnessCapabilityError) as caught, open_readonly(db, harness="h") as conn:
+        conn.execute("SELECT * FROM sqlite_master").fetchall()
+    assert caught.value.kind is ErrorKind.STORAGE_CHANGED
+
+
+def test_opening_never_creates_a_database(tmp_path: Path) -> None:
+    with pytest.raises(HarnessCapabilityError), open_readonly(tmp_path / "absent.db", harness="h"):
+        pass
+    assert not (tmp_path / "absent.db").exists()

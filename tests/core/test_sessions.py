@@ -1,0 +1,334 @@
+"""The sessions service, file scanning, cache, selection: with a fake store on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from clanker.descriptor import SessionOperation
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import LocalTransport
+from clanker.ids import HarnessId
+from clanker.registry import HarnessProvider, Registry
+from clanker.sessions.context import SessionsContext
+from clanker.sessions.selection import (
+    InvalidSelectionError,
+    SessionNotFoundError,
+    resolve_selection,
+)
+from clanker.sessions.service import SessionService
+from clanker.sessions.types import SessionScan
+from tests.helpers import FakeSessions, make_sessions_plugin, write_fake_session
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    directory = tmp_path / "agent-home"
+    directory.mkdir()
+    return directory
+
+
+def registry_with(*pairs: tuple[str, FakeSessions]) -> Registry:
+    return Registry.from_plugins({h: make_sessions_plugin(s, h) for h, s in pairs}, environ={})
+
+
+def service(home: Path, cache: Path | None = None) -> SessionService:
+    return SessionService(executor=LocalTransport(), cache_dir=cache,
+                          environ={"FAKE_AGENT_HOME": str(home), "PATH": os.environ["PATH"]})
+
+
+def provider(registry: Registry, harness: str = "fake-agent") -> HarnessProvider:
+    return registry.get_provider(HarnessId(harness))
+
+
+def test_discovers_matches_the_workspace_and_sorts_newest_first(
+    home: Path, tmp_path: Path
+) -> None:
+    work, other = tmp_path / "work", tmp_path / "other"
+    (work / "sub").mkdir(parents=True)
+    other.mkdir()
+    write_fake_session(home, "a1", str(work), T0)
+    write_fake_session(home, "a2", str(work / "sub"), T0 + timedelta(hours=1))
+    write_fake_session(home, "b1", str(other), T0 + timedelta(hours=2))
+    write_fake_session(home, "gone", str(work / "removed-worktree"), T0 - timedelta(days=1))
+    registry = registry_with(("fake-agent", FakeSessions()))
+    listing = asyncio.run(service(home).discover([provider(registry)], workspace=str(work)))
+    assert [s.native_id for s in listing.sessions] == ["a2", "a1", "gone"]
+    assert listing.sessions[0].title == "task a2 #0"
+    assert listing.sessions[0].harness == "fake-agent"
+    assert listing.complete
+    everywhere = asyncio.run(service(home).discover([provider(registry)], workspace=None))
+    assert [s.native_id for s in everywhere.sessions] == ["b1", "a2", "a1", "gone"]
+
+
+def test_a_symlinked_workspace_matches_sessions_recorded_either_way(
+    home: Path, tmp_path: Path
+) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    write_fake_session(home, "via-real", str(real), T0)
+    write_fake_session(home, "via-link", str(link), T0 + timedelta(minutes=1))
+    registry = registry_with(("fake-agent", FakeSessions()))
+    for workspace in (real, link):
+        listing = asyncio.run(
+            service(home).discover([provider(registry)], workspace=str(workspace))
+        )
+        assert {s.native_id for s in listing.sessions} == {"via-real", "via-link"}
+        assert {s.cwd for s in listing.sessions} == {str(real)}
+
+
+def test_git_worktrees_of_the_workspace_count(home: Path, tmp_path: Path) -> None:
+    repo, tree = tmp_path / "repo", tmp_path / "repo-worktrees" / "feature"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=dev", "-c", "user.email=dev@example.com"]
+    subprocess.run([*git, "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    subprocess.run([*git, "-C", str(repo), "worktree", "add", "-q", str(tree)], check=True)
+    write_fake_session(home, "main", str(repo), T0)
+    write_fake_session(home, "tree", str(tree), T0 + timedelta(minutes=1))
+    write_fake_session(home, "elsewhere", str(tmp_path), T0)
+    registry = registry_with(("fake-agent", FakeSessions()))
+    listing = asyncio.run(service(home).discover([provider(registry)], workspace=str(repo)))
+    assert [s.native_id for s in listing.sessions] == ["tree", "main"]
+
+
+def test_equal_timestamps_keep_provider_then_discovery_order(home: Path, tmp_path: Path) -> None:
+    for name in ("x1", "x2", "x3"):
+        write_fake_session(home, name, str(tmp_path), T0)
+    registry = registry_with(("alpha-agent", FakeSessions()), ("beta-agent", FakeSessions()))
+    providers = [provider(registry, "alpha-agent"), provider(registry, "beta-agent")]
+    first = asyncio.run(service(home).discover(providers, workspace=None))
+    again = asyncio.run(service(home).discover(providers, workspace=None))
+    keys = [s.key for s in first.sessions]
+    assert keys == [s.key for s in again.sessions]
+    assert [k.split(":")[0] for k in keys] == ["alpha-agent"] * 3 + ["beta-agent"] * 3
+
+
+def test_malformed_files_are_counted_skips(home: Path, tmp_path: Path) -> None:
+    write_fake_session(home, "ok", str(tmp_path), T0)
+    bad = home / "sessions" / "p"
+    (bad / "empty.jsonl").write_bytes(b"")
+    (bad / "garbage.jsonl").write_bytes(os.urandom(3000))
+    (bad / "wrong-types.jsonl").write_text('{"type":"session","id":3,"cwd":[],"timestamp":"x"}\n')
+    (bad / "huge-line.jsonl").write_text('{"type":"session","id":"' + "h" * 200_000 + '"}\n')
+    (bad / "truncated.jsonl").write_text('{"type":"session","id":"t","cwd":"/x","timest')
+    registry = registry_with(("fake-agent", FakeSessions()))
+    listing = asyncio.run(service(home).discover([provider(registry)], workspace=None))
+    assert [s.native_id for s in listing.sessions] == ["ok"]
+    [result] = listing.scans
+    assert result.scan.skipped == 5
+    assert result.scan.error is None
+
+
+def test_the_store_bound_keeps_the_newest_and_says_so(home: Path, tmp_path: Path) -> None:
+    for index in range(5):
+        path = write_fake_session(home, f"s{index}", str(tmp_path), T0 + timedelta(minutes=index))
+        os.utime(path, (1_800_000_000 + index, 1_800_000_000 + index))
+    registry = registry_with(("fake-agent", FakeSessions()))
+    listing = asyncio.run(service(home).discover([provider(registry)], workspace=None, limit=2))
+    assert [s.native_id for s in listing.sessions] == ["s4", "s3"]
+    assert listing.scans[0].scan.truncated
+    assert not listing.complete
+
+
+def test_a_failing_provider_is_reported_beside_the_others(home: Path, tmp_path: Path) -> None:
+    class Broken(FakeSessions):
+        async def discover(self, context: SessionsContext) -> SessionScan:
+            raise HarnessCapabilityError(ErrorKind.STORAGE_CHANGED, "schema")
+
+    class Crashing(FakeSessions):
+        async def discover(self, context: SessionsContext) -> SessionScan:
+            raise RuntimeError("provider bug")
+
+    write_fake_session(home, "ok", str(tmp_path), T0)
+    registry = registry_with(("broken-agent", Broken()), ("crashy-agent", Crashing()),
+                             ("fake-agent", FakeSessions()))
+    listing = asyncio.run(service(home).discover(list(registry.providers.values()),
+                                                 workspace=None))
+    assert [s.native_id for s in listing.sessions] == ["ok"]
+    errors = {r.harness: r.scan.error for r in listing.scans}
+    assert errors["broken-agent"] is not None
+    assert errors["broken-agent"].kind is ErrorKind.STORAGE_CHANGED
+    assert errors["crashy-agent"] is not None
+    assert errors["crashy-agent"].kind is ErrorKind.PARSE_FAILURE
+    assert errors["fake-agent"] is None
+    assert not listing.complete
+
+
+def test_missing_store_is_empty_not_an_error(tmp_path: Path) -> None:
+    registry = registry_with(("fake-agent", FakeSessions()))
+    listing = asyncio.run(service(tmp_path / "nowhere").discover([provider(registry)],
+                                                                  workspace=None))
+    assert listing.sessions == ()
+    assert listing.complete
+
+
+def test_links_in_the_store_are_never_followed(home: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = write_fake_session(outside, "secret", str(tmp_path), T0)
+    write_fake_session(home, "ok", str(tmp_path), T0)
+    (home / "sessions" / "p" / "link.jsonl").symlink_to(secret)
+    (home / "sessions" / "linked-dir").symlink_to(secret.parent, target_is_directory=True)
+    registry = registry_with(("fake-agent", FakeSessions()))
+    listing = asyncio.run(service(home).discover([provider(registry)], workspace=None))
+    assert [s.native_id for s in listing.sessions] == ["ok"]
+    root = (home / "sessions").resolve()
+    assert all(Path(s.store_path or "").resolve().is_relative_to(root) for s in listing.sessions)
+
+
+# -- the per-file cache ------------------------------------------------------------------------
+
+
+def test_unchanged_files_are_not_parsed_again_and_changed_ones_are(
+    home: Path, tmp_path: Path
+) -> None:
+    fake = FakeSessions()
+    registry = registry_with(("fake-agent", fake))
+    path = write_fake_session(home, "s", str(tmp_path), T0)
+    write_fake_session(home, "t", str(tmp_path), T0)
+    svc = service(home)
+    asyncio.run(svc.discover([provider(registry)], workspace=None))
+    assert fake.parsed == 2
+    asyncio.run(svc.discover([provider(registry)], workspace=None))
+    assert fake.parsed == 2
+    with path.open("a") as handle:
+        handle.write('{"type":"message","role":"user","text":"more",'
+                     f'"timestamp":"{(T0 + timedelta(days=1)).isoformat()}"}}\n')
+    listing = asyncio.run(svc.discover([provider(registry)], workspace=None))
+    assert fake.parsed == 3
+    assert listing.sessions[0].native_id == "s"
+    assert listing.sessions[0].updated_at == T0 + timedelta(days=1)
+
+
+def test_the_disk_cache_survives_processes_and_forgets_deleted_files(
+    home: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    keep = write_fake_session(home, "keep", str(tmp_path), T0)
+    gone = write_fake_session(home, "gone", str(tmp_path), T0)
+    first = FakeSessions()
+    asyncio.run(service(home, cache).discover([provider(registry_with(("fake-agent", first)))],
+                                              workspace=None))
+    gone.unlink()
+    second = FakeSessions()
+    listing = asyncio.run(service(home, cache).discover(
+        [provider(registry_with(("fake-agent", second)))], workspace=None))
+    assert second.parsed == 0
+    assert [s.native_id for s in listing.sessions] == ["keep"]
+    assert listing.sessions[0].store_path == str(keep)
+    assert "gone" not in (cache / "sessions" / "fake-agent.json").read_text()
+
+
+@pytest.mark.parametrize("content", ["{", "[]", '{"version":1,"harness":"fake-agent","entries":7}',
+                                     '{"version":1,"harness":"other","entries":[]}'])
+def test_a_corrupt_cache_is_ignored(home: Path, tmp_path: Path, content: str) -> None:
+    cache = tmp_path / "cache"
+    (cache / "sessions").mkdir(parents=True)
+    (cache / "sessions" / "fake-agent.json").write_text(content)
+    write_fake_session(home, "s", str(tmp_path), T0)
+    fake = FakeSessions()
+    listing = asyncio.run(service(home, cache).discover(
+        [provider(registry_with(("fake-agent", fake)))], workspace=None))
+    assert [s.native_id for s in listing.sessions] == ["s"]
+    assert fake.parsed == 1
+
+
+# -- selection ----------------------------------------------------------------------------------
+
+
+def select(home: Path, registry: Registry, raw: str, op: SessionOperation | None,
+           workspace: Path) -> object:
+    return asyncio.run(resolve_selection(
+        service(home), registry, raw, operation=op, workspace=str(workspace),
+        environ={"FAKE_AGENT_HOME": str(home)},
+    ))
+
+
+def test_selection_refinds_the_session_and_launches_in_its_directory(
+    home: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    write_fake_session(home, "abc", str(work), T0)
+    registry = registry_with(("fake-agent", FakeSessions()))
+    found = select(home, registry, "fake-agent:abc", SessionOperation.RESUME, tmp_path)
+    assert found.session.native_id == "abc"  # type: ignore[attr-defined]
+    assert found.launch_cwd == str(work)  # type: ignore[attr-defined]
+    assert found.notice is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("raw", ["fake-agent", "fake-agent:", "nope:abc", "fake-agent:../x",
+                                 ":abc", "fake-agent:a b"])
+def test_malformed_selections(home: Path, tmp_path: Path, raw: str) -> None:
+    registry = registry_with(("fake-agent", FakeSessions()))
+    with pytest.raises(InvalidSelectionError):
+        select(home, registry, raw, SessionOperation.RESUME, tmp_path)
+
+
+def test_a_session_that_is_gone_is_not_found(home: Path, tmp_path: Path) -> None:
+    registry = registry_with(("fake-agent", FakeSessions()))
+    with pytest.raises(SessionNotFoundError):
+        select(home, registry, "fake-agent:missing", SessionOperation.RESUME, tmp_path)
+
+
+def test_a_removed_directory_follows_the_harness_policy(home: Path, tmp_path: Path) -> None:
+    write_fake_session(home, "abc", str(tmp_path / "removed"), T0)
+    strict = registry_with(("fake-agent", FakeSessions(resumes_elsewhere=False)))
+    with pytest.raises(HarnessCapabilityError) as caught:
+        select(home, strict, "fake-agent:abc", SessionOperation.RESUME, tmp_path)
+    assert caught.value.kind is ErrorKind.UNSUPPORTED
+    assert "no longer exists" in str(caught.value)
+    lenient = registry_with(("fake-agent", FakeSessions(resumes_elsewhere=True)))
+    found = select(home, lenient, "fake-agent:abc", SessionOperation.RESUME, tmp_path)
+    assert found.launch_cwd == str(tmp_path)  # type: ignore[attr-defined]
+    assert "no longer exists" in (found.notice or "")  # type: ignore[attr-defined]
+
+
+def test_unsupported_fork_fails_before_any_scan(home: Path, tmp_path: Path) -> None:
+    fake = FakeSessions()
+    plugin = make_sessions_plugin(fake)
+    registry = Registry.from_plugins({"fake-agent": plugin}, environ={})
+    found_fork = registry.get_provider(HarnessId("fake-agent")).descriptor.fork
+    assert found_fork is not None  # the helper declares a local native fork
+    from attrs import evolve
+
+    no_fork = evolve(registry.get_provider(HarnessId("fake-agent")),
+                     descriptor=evolve(registry.get_provider(HarnessId("fake-agent")).descriptor,
+                                       fork=None))
+    stripped = Registry({HarnessId("fake-agent"): no_fork})
+    with pytest.raises(HarnessCapabilityError) as caught:
+        select(home, stripped, "fake-agent:abc", SessionOperation.FORK, tmp_path)
+    assert caught.value.kind is ErrorKind.UNSUPPORTED
+    assert fake.parsed == 0
+
+
+def test_a_store_path_escaping_the_store_is_refused(home: Path, tmp_path: Path) -> None:
+    class Escaping(FakeSessions):
+        def store_roots(self, environ: object) -> tuple[Path, ...]:
+            return (tmp_path / "elsewhere",)  # the files are not under the declared root
+
+    write_fake_session(home, "abc", str(tmp_path), T0)
+    registry = registry_with(("fake-agent", Escaping()))
+    with pytest.raises(HarnessCapabilityError) as caught:
+        select(home, registry, "fake-agent:abc", SessionOperation.RESUME, tmp_path)
+    assert caught.value.kind is ErrorKind.STORAGE_CHANGED
+
+
+def test_a_store_failure_is_never_treated_as_not_found(home: Path, tmp_path: Path) -> None:
+    class Broken(FakeSessions):
+        async def discover(self, context: SessionsContext) -> SessionScan:
+            raise HarnessCapabilityError(ErrorKind.STORAGE_CHANGED, "schema")
+
+    registry = registry_with(("fake-agent", Broken()))
+    with pytest.raises(HarnessCapabilityError):
+        select(home, registry, "fake-agent:abc", SessionOperation.RESUME, tmp_path)
