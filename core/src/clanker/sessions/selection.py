@@ -55,7 +55,7 @@ def parse_selection(registry: Registry, raw: str) -> tuple[HarnessProvider, str]
     """Split ``HARNESS:ID`` and check both parts (syntax only)."""
     harness, sep, native_id = raw.partition(":")
     if not sep or not native_id:
-        raise InvalidSelectionError("a session is selected as HARNESS:ID, e.g. codex:0199…")
+        raise InvalidSelectionError("a session is selected as HARNESS:ID (see `clanker sessions`)")
     provider = registry.find_provider(harness)
     if provider is None:
         known = ", ".join(registry.ids()) or "none installed"

@@ -1,0 +1,49 @@
+"""clanker plugin for the Antigravity CLI (``agy``).
+
+Written from the spec and public material, never run here (agy is not on npm
+or PyPI): see docs/harnesses/agy.md.
+"""
+
+from __future__ import annotations
+
+from clanker import hookimpl
+from clanker.descriptor import (
+    Capability,
+    HarnessDescriptor,
+    OperationSupport,
+    Support,
+    Transport,
+)
+from clanker.ids import HarnessId
+from clanker_agy.launch import AgyLaunch
+from clanker_agy.models import AgyModels
+
+__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models"]
+
+
+@hookimpl
+def clanker_descriptor() -> HarnessDescriptor:
+    return HarnessDescriptor(
+        id=HarnessId("agy"),
+        display_name="Antigravity CLI",
+        executable="agy",
+        capabilities={Capability.LAUNCH, Capability.MODELS},
+        # `--conversation=ID` resumes wherever agy keeps the conversation. agy
+        # has no fork on the command line (only /fork inside the TUI); as in
+        # the spec, a local fork continues the conversation itself, and over
+        # SSH there is none.
+        resume=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
+        fork=OperationSupport(Support.EMULATED, {Transport.LOCAL}),
+        install_hint="curl -fsSL https://antigravity.google/cli/install.sh | bash",
+        homepage="https://antigravity.google",
+    )
+
+
+@hookimpl
+def clanker_launch() -> AgyLaunch:
+    return AgyLaunch()
+
+
+@hookimpl
+def clanker_models() -> AgyModels:
+    return AgyModels()

@@ -1,0 +1,54 @@
+"""Antigravity command lines: ``agy [--model=ID] [--conversation=UUID] FLAGS``."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from clanker.execution import CommandRequest, CommandResult
+from clanker.launch.request import LaunchPlan, LaunchRequest
+from clanker.launch.version import parse_version_output
+
+__all__ = ["AgyLaunch"]
+
+# A conversation id is a UUID, also the name of its store file
+# (`conversations/<uuid>.db`); clanker passes the canonical lowercase form.
+_SESSION_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# The whole stdout must be one `X.Y.Z` or `vX.Y.Z` line: the spec's usage probe
+# sends `/usage` only to versions it can read exactly, so anything noisier,
+# a prerelease included, is not a version here either.
+_VERSION: Final = re.compile(r"\Av?(\d+\.\d+\.\d+)\n?\Z")
+
+
+class AgyLaunch:
+    """agy's TUI in the working directory; conversations are scoped to it."""
+
+    def build(self, request: LaunchRequest) -> LaunchPlan:
+        # agy parses flags like Go's `flag` package: a value-taking flag given as
+        # two tokens takes the next token whatever it is, so values are bound with "=".
+        argv = ["agy"]
+        if request.model is not None:
+            argv.append(f"--model={request.model}")
+        if request.session is not None:
+            # Resume, and the emulated local fork, which continues the same
+            # conversation: agy has no fork flag.
+            argv.append(f"--conversation={request.session.native_id}")
+        # Last, in order: the first non-flag word ends agy's flag parsing.
+        argv += request.user_flags
+        return LaunchPlan(argv=tuple(argv))
+
+    def validate_session_id(self, raw: str) -> str:
+        normalized = raw.lower() if raw.isascii() else raw
+        if _SESSION_ID.fullmatch(normalized) is None:
+            raise ValueError(
+                "an Antigravity conversation id is a UUID such as "
+                "d6b9f466-8d4d-4b93-adbe-9bdb0b6df587"
+            )
+        return normalized
+
+    def version_request(self) -> CommandRequest:
+        # `-v` is not a version flag in every build ("flag needs an argument").
+        return CommandRequest(command="agy", args=("--version",))
+
+    def parse_version(self, result: CommandResult) -> str:
+        return parse_version_output(result, _VERSION, harness="agy")

@@ -1,0 +1,47 @@
+"""clanker plugin for OpenCode (``opencode``, npm ``opencode-ai``).
+
+Verified against opencode-ai 1.18.33: see docs/harnesses/opencode.md.
+"""
+
+from __future__ import annotations
+
+from clanker import hookimpl
+from clanker.descriptor import (
+    Capability,
+    HarnessDescriptor,
+    OperationSupport,
+    Support,
+    Transport,
+)
+from clanker.ids import HarnessId
+from clanker_opencode.launch import OpenCodeLaunch
+from clanker_opencode.models import OpenCodeModels
+
+__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models"]
+
+
+@hookimpl
+def clanker_descriptor() -> HarnessDescriptor:
+    return HarnessDescriptor(
+        id=HarnessId("opencode"),
+        display_name="OpenCode",
+        executable="opencode",
+        capabilities={Capability.LAUNCH, Capability.MODELS},
+        # `-s ID` and `-s ID --fork` are native and read opencode's own store on
+        # the host it runs on; the spec resumes and forks over SSH as well.
+        # Verified locally.
+        resume=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
+        fork=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
+        install_hint="npm install -g opencode-ai",
+        homepage="https://opencode.ai",
+    )
+
+
+@hookimpl
+def clanker_launch() -> OpenCodeLaunch:
+    return OpenCodeLaunch()
+
+
+@hookimpl
+def clanker_models() -> OpenCodeModels:
+    return OpenCodeModels()

@@ -1,0 +1,54 @@
+"""OpenCode command lines: ``opencode [-m PROVIDER/MODEL] [-s ID [--fork]] FLAGS``."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from clanker.execution import CommandRequest, CommandResult
+from clanker.launch.request import LaunchOperation, LaunchPlan, LaunchRequest
+from clanker.launch.version import parse_version_output
+
+__all__ = ["OpenCodeLaunch"]
+
+# What opencode generates: "ses_", 12 lowercase hex digits (an inverted time
+# stamp), 14 characters of [0-9A-Za-z]. opencode itself only checks the "ses"
+# prefix, and `opencode import` keeps foreign ids; clanker resumes the ids
+# opencode mints, so nothing else ever reaches `-s`.
+_SESSION_ID: Final = re.compile(r"ses_[0-9a-f]{12}[0-9A-Za-z]{14}")
+# stdout is the bare version and nothing else.
+_VERSION: Final = re.compile(r"\A\s*(\d+\.\d+\.\d+[0-9A-Za-z.+-]*)\s*\Z")
+# `opencode --version` takes about 2 s (a 185 MB Bun binary); a busy host doubles it.
+_VERSION_TIMEOUT: Final = 15.0
+
+
+class OpenCodeLaunch:
+    """OpenCode's TUI: the default command, in the working directory clanker starts it in."""
+
+    def build(self, request: LaunchRequest) -> LaunchPlan:
+        # No positional project: opencode resolves a relative one against $PWD,
+        # not against its working directory, and bare `opencode` already uses
+        # that directory. A resumed or forked session runs in the directory
+        # opencode recorded for it, whatever the working directory is.
+        argv = ["opencode"]
+        if request.model is not None:
+            argv += ["-m", request.model]
+        if request.session is not None:
+            # opencode takes an id only, never a path, so store_path is not used.
+            argv += ["-s", request.session.native_id]
+            if request.operation is LaunchOperation.FORK:
+                argv.append("--fork")
+        # Last: one unknown flag makes opencode print its help and exit 1.
+        argv += request.user_flags
+        return LaunchPlan(argv=tuple(argv))
+
+    def validate_session_id(self, raw: str) -> str:
+        if _SESSION_ID.fullmatch(raw) is None:
+            raise ValueError("an OpenCode session id looks like ses_dd477e2caffeRx4w8c0S7Feig0")
+        return raw
+
+    def version_request(self) -> CommandRequest:
+        return CommandRequest(command="opencode", args=("--version",), timeout=_VERSION_TIMEOUT)
+
+    def parse_version(self, result: CommandResult) -> str:
+        return parse_version_output(result, _VERSION, harness="opencode")
