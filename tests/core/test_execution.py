@@ -57,16 +57,18 @@ def test_missing_binary_is_binary_unavailable(bin_dir: Path) -> None:
 def test_timeout_kills_and_reaps_the_whole_group(bin_dir: Path, tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
     write_script(bin_dir, "hang", f"""
-        import subprocess, sys, time
+        import os, subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-        open({str(pidfile)!r}, "w").write(str(child.pid))
+        open({str(pidfile)!r} + ".tmp", "w").write(str(child.pid))
+        os.rename({str(pidfile)!r} + ".tmp", {str(pidfile)!r})
         time.sleep(60)
     """)
     started = time.monotonic()
     with pytest.raises(HarnessCapabilityError) as caught:
-        run(LocalTransport(path_with(bin_dir)), CommandRequest(command="hang", timeout=1.0))
+        # Long enough for a loaded machine to start two interpreters.
+        run(LocalTransport(path_with(bin_dir)), CommandRequest(command="hang", timeout=3.0))
     assert caught.value.kind is ErrorKind.TIMEOUT
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 15
     grandchild = int(pidfile.read_text())
     _assert_gone(grandchild)
 
@@ -139,7 +141,7 @@ def test_cancellation_terminates_and_reaps(bin_dir: Path, tmp_path: Path) -> Non
 
     async def scenario() -> None:
         task = asyncio.create_task(transport.run(CommandRequest(command="slow", timeout=20)))
-        while not pidfile.exists():
+        while not (pidfile.exists() and pidfile.read_text()):  # created, then written
             await asyncio.sleep(0.02)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
