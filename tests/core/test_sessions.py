@@ -332,3 +332,25 @@ def test_a_store_failure_is_never_treated_as_not_found(home: Path, tmp_path: Pat
     registry = registry_with(("fake-agent", Broken()))
     with pytest.raises(HarnessCapabilityError):
         select(home, registry, "fake-agent:abc", SessionOperation.RESUME, tmp_path)
+
+
+def test_refinding_ignores_the_workspace_filter(home: Path, tmp_path: Path) -> None:
+    write_fake_session(home, "abc", str(tmp_path / "elsewhere"), T0)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "here").mkdir()
+    registry = registry_with(("fake-agent", FakeSessions()))
+    found = select(home, registry, "fake-agent:abc", SessionOperation.RESUME, tmp_path / "here")
+    assert found.launch_cwd == str((tmp_path / "elsewhere").resolve())  # type: ignore[attr-defined]
+
+
+def test_a_partial_scan_is_not_complete(home: Path, tmp_path: Path) -> None:
+    class OneProject(FakeSessions):
+        async def discover(self, context: SessionsContext) -> SessionScan:
+            scan = await super().discover(context)
+            return SessionScan(sessions=scan.sessions, partial="lists one project at a time")
+
+    write_fake_session(home, "abc", str(tmp_path), T0)
+    registry = registry_with(("fake-agent", OneProject()))
+    listing = asyncio.run(service(home).discover([provider(registry)], workspace=None))
+    assert [s.native_id for s in listing.sessions] == ["abc"]
+    assert not listing.complete

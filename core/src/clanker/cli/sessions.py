@@ -74,6 +74,8 @@ def _report_scans(listing: SessionListing, limit: int) -> list[str]:
             notes.append(f"{result.harness}: {scan.error.message}")
         if scan.skipped:
             notes.append(f"{result.harness}: {scan.skipped} unreadable file(s) skipped")
+        if scan.partial is not None:
+            notes.append(f"{result.harness}: {scan.partial}")
         if scan.truncated:
             notes.append(f"{result.harness}: only the newest {limit} sessions were read "
                          "(--limit raises the bound)")
@@ -119,6 +121,7 @@ def sessions(
             "sessions": [session_record(s) for s in listing.sessions],
             "scans": [
                 {"harness": r.harness, "skipped": r.scan.skipped, "truncated": r.scan.truncated,
+                 "partial": r.scan.partial,
                  "error": None if r.scan.error is None else {
                      "kind": r.scan.error.kind.value, "message": r.scan.error.message}}
                 for r in listing.scans

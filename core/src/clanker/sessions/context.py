@@ -25,8 +25,10 @@ class SessionsContext:
     provider may use them to skip whole project directories cheaply; the
     service still matches every session's canonical cwd itself, so a scope is
     never authority. ``native_id`` narrows discovery to one session when
-    clanker re-finds a selection before launching it. ``limit`` bounds how
-    many sessions one store contributes (the newest first).
+    clanker re-finds a selection before launching it; then ``scopes`` only say
+    where the caller is (for a harness that lists one project at a time) and
+    must not filter. ``limit`` bounds how many sessions one store contributes
+    (the newest first).
     """
 
     harness: HarnessId

@@ -89,7 +89,7 @@ async def resolve_selection(
     provider, native_id = parse_selection(registry, raw)
     if operation is not None and provider.descriptor.operation(operation) is None:
         raise HarnessCapabilityError(ErrorKind.UNSUPPORTED, operation.value, harness=provider.id)
-    session = await service.find(provider, native_id)
+    session = await service.find(provider, native_id, workspace=workspace)
     if session is None:
         raise SessionNotFoundError(f"{provider.id} has no session {native_id} in its history")
     capability = provider.sessions

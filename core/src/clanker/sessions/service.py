@@ -72,13 +72,18 @@ class SessionService:
         scopes = await workspace_scopes(workspace, self._executor) if workspace else ()
         return await self._collect(providers, scopes=scopes, native_id=None, limit=limit)
 
-    async def find(self, provider: HarnessProvider, native_id: str) -> HarnessSession | None:
-        """Re-find one session in ``provider``'s own store, whatever its workspace.
+    async def find(
+        self, provider: HarnessProvider, native_id: str, *, workspace: str | None = None
+    ) -> HarnessSession | None:
+        """Re-find one session in ``provider``'s own store, whatever its directory.
 
-        Raises the provider's typed error when its store cannot be read: a
-        selection is never launched on the strength of a failed scan.
+        ``workspace`` is where the caller is: a harness that lists one project
+        at a time looks there; it never filters. Raises the provider's typed
+        error when its store cannot be read: a selection is never launched on
+        the strength of a failed scan.
         """
-        listing = await self._collect([provider], scopes=(), native_id=native_id,
+        scopes = await workspace_scopes(workspace, self._executor) if workspace else ()
+        listing = await self._collect([provider], scopes=scopes, native_id=native_id,
                                       limit=DEFAULT_STORE_LIMIT)
         [result] = listing.scans
         matches = [s for s in listing.sessions if s.native_id == native_id]
@@ -113,7 +118,8 @@ class SessionService:
                     cwd = memo.get(cwd) or memo.setdefault(cwd, canonical(cwd))
                 # A session that recorded no directory cannot be excluded: it is
                 # listed everywhere rather than silently lost.
-                if scopes and cwd is not None and not in_scope(cwd, scopes):
+                filtering = scopes and native_id is None
+                if filtering and cwd is not None and not in_scope(cwd, scopes):
                     continue
                 sessions.append(evolve(session, harness=provider.id, cwd=cwd))
         sessions.sort(key=lambda s: (-s.updated_at.timestamp(), rank[s.harness], s.order))

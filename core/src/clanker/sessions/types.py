@@ -79,16 +79,20 @@ class SessionScan:
 
     ``skipped`` counts files or rows that could not be read as a session
     (malformed, truncated, oversized): a typed skip, never a crash.
-    ``truncated`` says the per-store bound cut the scan. ``error`` is set when
-    the store itself failed (unreadable, changed schema): then ``sessions`` is
-    whatever was read before, and the scan is never treated as complete.
+    ``truncated`` says the per-store bound cut the scan. ``partial`` is a safe,
+    human sentence when the store could only be read in part for another
+    reason (a harness that lists one project at a time, say). ``error`` is set
+    when the store itself failed (unreadable, changed schema): then
+    ``sessions`` is whatever was read before. None of these is ever treated as
+    a complete scan.
     """
 
     sessions: tuple[HarnessSession, ...] = field(default=(), converter=_sessions)
     skipped: int = 0
     truncated: bool = False
+    partial: str | None = None
     error: HarnessCapabilityError | None = field(default=None, eq=False)
 
     @property
     def complete(self) -> bool:
-        return self.error is None and not self.truncated
+        return self.error is None and not self.truncated and self.partial is None
