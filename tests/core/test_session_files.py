@@ -166,3 +166,17 @@ def test_opening_never_creates_a_database(tmp_path: Path) -> None:
     with pytest.raises(HarnessCapabilityError), open_readonly(tmp_path / "absent.db", harness="h"):
         pass
     assert not (tmp_path / "absent.db").exists()
+
+
+def test_year_one_east_of_utc_is_no_timestamp() -> None:
+    assert parse_timestamp("0001-01-01T00:00:00+01:00") is None
+
+
+@pytest.mark.parametrize("cwd", ["relative/dir", "/a\0b", "/bad\udcff", ""])
+def test_sessions_refuse_unusable_directories(cwd: str) -> None:
+    from clanker.ids import HarnessId
+    from clanker.sessions.types import HarnessSession
+
+    with pytest.raises(ValueError):
+        HarnessSession(harness=HarnessId("h"), native_id="x", cwd=cwd,
+                       updated_at=datetime(2026, 1, 1, tzinfo=UTC))

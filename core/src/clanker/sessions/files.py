@@ -132,9 +132,9 @@ def parse_timestamp(value: object) -> datetime | None:
             text = text[:-1] + "+00:00"
         try:
             parsed = datetime.fromisoformat(text)
-        except ValueError:
+            return parsed.astimezone(UTC) if parsed.tzinfo is not None else None
+        except (ValueError, OverflowError):  # Overflow: year 1 in a zone east of UTC
             return None
-        return parsed.astimezone(UTC) if parsed.tzinfo is not None else None
     return None
 
 

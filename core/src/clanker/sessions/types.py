@@ -35,6 +35,17 @@ def _aware(_: object, attribute: Any, value: Any) -> None:
         raise ValueError(f"{attribute.name}: timestamps must carry a time zone")
 
 
+def _path(_: object, attribute: Any, value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not value.startswith("/") or "\0" in value:
+        raise ValueError(f"{attribute.name}: must be an absolute path")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{attribute.name}: must be valid text") from None
+
+
 def _non_negative(_: object, attribute: Any, value: Any) -> None:
     if value is not None and (isinstance(value, bool) or value < 0):
         raise ValueError(f"{attribute.name}: must be a count")
@@ -59,7 +70,7 @@ class HarnessSession:
     native_id: str = field(validator=validators.min_len(1))
     updated_at: datetime = field(validator=_aware)
     title: str | None = None
-    cwd: str | None = None
+    cwd: str | None = field(default=None, validator=_path)
     created_at: datetime | None = field(default=None, validator=_aware)
     model: str | None = None
     message_count: int | None = field(default=None, validator=_non_negative)
