@@ -16,8 +16,9 @@ from clanker.descriptor import (
 from clanker.ids import HarnessId
 from clanker_omp.launch import OmpLaunch
 from clanker_omp.models import OmpModels
+from clanker_omp.sessions import OmpSessions
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models"]
+__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
 
 
 @hookimpl
@@ -26,7 +27,7 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("omp"),
         display_name="Oh My Pi",
         executable="omp",
-        capabilities={Capability.LAUNCH, Capability.MODELS},
+        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
         # `--resume` and `--fork` are native (`--fork` is missing from --help
         # but parsed); the spec resumes and forks OMP sessions over SSH as
         # well. Verified locally.
@@ -45,3 +46,8 @@ def clanker_launch() -> OmpLaunch:
 @hookimpl
 def clanker_models() -> OmpModels:
     return OmpModels()
+
+
+@hookimpl
+def clanker_sessions() -> OmpSessions:
+    return OmpSessions()

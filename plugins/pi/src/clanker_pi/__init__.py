@@ -16,8 +16,9 @@ from clanker.descriptor import (
 from clanker.ids import HarnessId
 from clanker_pi.launch import PiLaunch
 from clanker_pi.models import PiModels
+from clanker_pi.sessions import PiSessions
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models"]
+__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
 
 
 @hookimpl
@@ -26,7 +27,7 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("pi"),
         display_name="Pi",
         executable="pi",
-        capabilities={Capability.LAUNCH, Capability.MODELS},
+        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
         # `--session` and `--fork` are native root flags; the spec resumes and
         # forks Pi sessions over SSH as well. Verified locally.
         resume=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
@@ -44,3 +45,8 @@ def clanker_launch() -> PiLaunch:
 @hookimpl
 def clanker_models() -> PiModels:
     return PiModels()
+
+
+@hookimpl
+def clanker_sessions() -> PiSessions:
+    return PiSessions()

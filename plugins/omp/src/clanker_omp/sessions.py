@@ -1,0 +1,533 @@
+"""Oh My Pi's history: JSON Lines session files, read at their head and tail.
+
+Verified against omp 18.2.3 (docs/harnesses/omp.md, "Sessions"). Layout::
+
+    <sessions dir>/<project dir>/<timestamp>_<uuid>.jsonl     (managed)
+    <session dir>/<timestamp>_<uuid>.jsonl                    (explicit, flat)
+
+Line 1 is a fixed 256-byte title slot ``{"type":"title","v":1,"title",...}``
+that omp rewrites in place; line 2 is the header ``{"type":"session","id",
+"timestamp","cwd"[,"parentSession"]}``. Files written by pi or by older omp
+have no slot: their header is line 1. The project directory name only
+pre-filters: it is not reversible, so a session belongs to its header's cwd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import posixpath
+import pwd
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from attrs import frozen
+
+from clanker.ids import HarnessId
+from clanker.sessions.context import SessionsContext
+from clanker.sessions.files import FileSample, parse_timestamp
+from clanker.sessions.filestore import Candidate, find_files, scan_files
+from clanker.sessions.types import HarnessSession, SessionScan, clean_text
+
+__all__ = [
+    "HEAD_BYTES",
+    "TAIL_BYTES",
+    "OmpSessions",
+    "SessionRoot",
+    "agent_dir",
+    "encode_cwd",
+    "parent_from",
+    "profile_name",
+    "project_dir_filter",
+    "session_roots",
+    "sessions_dir",
+    "summarize",
+]
+
+_OMP: Final = HarnessId("omp")
+
+# The slot is 256 bytes; the header after it can carry a long copied `title`,
+# `additionalDirectories` and `previousSessionFiles` (no cap), and the first
+# user message (the fallback title) is normally line 5. 64 KiB holds them all
+# in practice; a header larger than that makes the file a counted skip.
+HEAD_BYTES: Final = 64 * 1024
+# The tail gives the newest message times and the model. omp caps every
+# persisted string at 500 000 characters and moves images to a blob store, but
+# its tools cut output at 50 KB: 128 KiB normally holds the lines after one
+# tool result. When a giant line fills it, the file's mtime stands in.
+TAIL_BYTES: Final = 128 * 1024
+_TEXT_LIMIT: Final = 4096
+_UUID: Final = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+# omp names files `<ISO timestamp>_<session id>.jsonl`; a moved file keeps its
+# name and `--resume <new path>` creates any name.
+_NAMED_BY_ID: Final = re.compile(rf"_({_UUID})\.jsonl\Z")
+_STEM_ID: Final = re.compile(rf"(?:\A|_)({_UUID})\Z")
+_PROFILE: Final = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_RESERVED: Final = re.compile(r"(?:CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9])(?:\..*)?", re.IGNORECASE)
+
+
+@frozen
+class SessionRoot:
+    """A directory of session files: ``nested`` ones hold one directory per project."""
+
+    path: Path
+    nested: bool
+
+
+# -- where the store is ---------------------------------------------------------------------
+
+
+def _home(environ: Mapping[str, str]) -> str | None:
+    # os.homedir() under bun: $HOME, else the password database.
+    home = environ.get("HOME")
+    if home:
+        return home
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir or None
+    except (KeyError, OSError):
+        return None
+
+
+def _join(*parts: str) -> str:
+    # node's path.join: concatenate with "/" (an absolute later part does not
+    # restart the path, unlike os.path.join), then normalize.
+    return posixpath.normpath("/".join(part for part in parts if part))
+
+
+def _absolute(value: str | None) -> str | None:
+    # A relative value resolves against the directory omp was started in,
+    # which clanker cannot know: it is not guessed.
+    if not value or "\x00" in value or not value.startswith("/"):
+        return None
+    return posixpath.normpath(value)
+
+
+def _normalize_profile(raw: str | None) -> str | None:
+    """omp's ``normalizeProfileName``; ``None`` for the default or an invalid name.
+
+    omp refuses to start with an invalid name, so no session is ever written
+    under one; its dir resolver falls back to the default profile.
+    """
+    name = (raw or "").strip()
+    if not name or name == "default" or name in (".", "..") or name.endswith("."):
+        return None
+    if _PROFILE.fullmatch(name) is None or _RESERVED.fullmatch(name) is not None:
+        return None
+    return name
+
+
+def profile_name(environ: Mapping[str, str]) -> str | None:
+    """``$OMP_PROFILE`` when defined (even empty: the default), else ``$PI_PROFILE``.
+
+    ``--profile`` is per invocation and invisible here.
+    """
+    raw = environ["OMP_PROFILE"] if "OMP_PROFILE" in environ else environ.get("PI_PROFILE")
+    return _normalize_profile(raw)
+
+
+def agent_dir(environ: Mapping[str, str]) -> tuple[str, bool] | None:
+    """The agent dir and whether it is the profile's default (which XDG may relocate).
+
+    A named profile uses ``~/<cfg>/profiles/<name>/agent`` and ignores
+    ``$PI_CODING_AGENT_DIR``; otherwise that variable wins (no ``~`` expansion;
+    ignored when it equals the agent dir of a ``$PI_PROFILE`` that
+    ``$OMP_PROFILE`` overrode), else ``~/<cfg>/agent``, ``<cfg>`` being
+    ``$PI_CONFIG_DIR`` or ``.omp``.
+    """
+    home = _home(environ)
+    if home is None:
+        return None
+    config = environ.get("PI_CONFIG_DIR") or ".omp"
+    profile = profile_name(environ)
+    root = _join(home, config, "profiles", profile) if profile else _join(home, config)
+    default = _join(root, "agent")
+    override = None if profile else environ.get("PI_CODING_AGENT_DIR") or None
+    bypassed = _normalize_profile(environ.get("PI_PROFILE"))
+    if override and bypassed and override == _join(home, config, "profiles", bypassed, "agent"):
+        override = None  # inherited from a parent's profile switch, not the user's choice
+    if override is None:
+        return default, True
+    resolved = _absolute(override)
+    if resolved is None:
+        return None
+    return resolved, resolved == default
+
+
+def sessions_dir(environ: Mapping[str, str], *, platform: str = sys.platform) -> Path | None:
+    """Where omp files managed sessions: ``<agent dir>/sessions``, or XDG's.
+
+    On Linux and macOS, when the agent dir is the profile's default and
+    ``$XDG_DATA_HOME/omp`` exists (for a named profile:
+    ``$XDG_DATA_HOME/omp/profiles/<name>``), sessions live in its ``sessions/``
+    (the ``agent/`` level is dropped). omp checks that existence; so does this.
+    """
+    agent = agent_dir(environ)
+    if agent is None:
+        return None
+    path, is_default = agent
+    data_home = _absolute(environ.get("XDG_DATA_HOME"))
+    if is_default and data_home is not None and platform in ("linux", "darwin"):
+        profile = profile_name(environ)
+        app = _join(data_home, "omp", "profiles", profile) if profile else _join(data_home, "omp")
+        if os.path.exists(app):
+            return Path(app) / "sessions"
+    return Path(path) / "sessions"
+
+
+def session_roots(environ: Mapping[str, str], *, platform: str = sys.platform
+                  ) -> tuple[SessionRoot, ...]:
+    """The managed sessions dir and ``$PI_CODING_AGENT_SESSION_DIR`` (flat, absolute only).
+
+    The explicit dir is where omp writes new sessions (``--session-dir`` is
+    per invocation and invisible here); sessions written before stay in the
+    managed dir, so history reads both.
+    """
+    roots: list[SessionRoot] = []
+    managed = sessions_dir(environ, platform=platform)
+    if managed is not None:
+        roots.append(SessionRoot(managed, nested=True))
+    explicit = _absolute(environ.get("PI_CODING_AGENT_SESSION_DIR"))
+    if explicit is not None and Path(explicit) != managed:
+        roots.append(SessionRoot(Path(explicit), nested=False))
+    return tuple(roots)
+
+
+def encode_cwd(relative: str) -> str:
+    """omp's separator rule: every ``/``, ``\\`` and ``:`` becomes ``-``; nothing else changes."""
+    return re.sub(r"[/\\:]", "-", relative)
+
+
+def _contains(outer: str, inner: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
+def project_dir_filter(
+    scopes: Iterable[str], environ: Mapping[str, str]
+) -> Callable[[int, str], bool] | None:
+    """Which project directories can hold sessions of ``scopes`` (``None``: all).
+
+    omp names a project dir from its canonical cwd: ``-<rel>`` under the
+    (canonical) home, ``-tmp-<rel>`` under the temp root, else pi's
+    ``--<abs>--``. Un-migrated stores also hold pi-style names and the hashed
+    ``<scope>-<name>-<sha256>`` names of omp 17.2.5-17.2.8, so every name not
+    starting with ``-`` is kept, and so is everything when a scope contains the
+    home or the temp root (their sessions carry relative names). Siblings that
+    share a prefix are kept too; the service drops them by their cwd.
+    """
+    home = _home(environ)
+    homes = {h for h in (home, home and _real(home)) if h and h.startswith("/")}
+    # os.tmpdir(): $TMPDIR, $TMP, $TEMP, else /tmp. Every candidate counts.
+    temp_values = (environ.get("TMPDIR"), environ.get("TMP"), environ.get("TEMP"), "/tmp")  # noqa: S108
+    temps = {_real(t.rstrip("/") or "/") for t in temp_values if t and t.startswith("/")}
+    temps |= {t.rstrip("/") or "/" for t in temp_values if t and t.startswith("/")}
+    exact: set[str] = set()
+    prefixes: set[str] = set()
+
+    def add(name: str) -> None:
+        exact.add(name)
+        prefixes.add(name if name.endswith("-") else name + "-")
+
+    for given in scopes:
+        if not given.startswith("/"):
+            return None
+        scope = posixpath.normpath(given)
+        if any(_contains(scope, base) for base in homes | temps):
+            return None
+        # The same directory spelled through each spelling of the home: older
+        # omp named directories from the home as $HOME spells it.
+        spellings = {scope}
+        for base in homes:
+            if _contains(base, scope):
+                rest = scope[len(base.rstrip("/")):]
+                spellings |= {other.rstrip("/") + rest for other in homes}
+        for spelling in spellings:
+            add(f"--{encode_cwd(spelling[1:])}--")
+            for base, prefix in [(h, "-") for h in homes] + [(t, "-tmp") for t in temps]:
+                if _contains(base, spelling):
+                    relative = encode_cwd(spelling[len(base.rstrip("/")) + 1:])
+                    if not relative:
+                        add(prefix)
+                    else:
+                        add(prefix + relative if prefix.endswith("-") else f"{prefix}-{relative}")
+    if not exact:
+        return None
+    ordered = tuple(prefixes)
+    return lambda level, name: (
+        not name.startswith("-") or name in exact or name.startswith(ordered)
+    )
+
+
+# -- one file -------------------------------------------------------------------------------
+
+
+def _text(value: object, limit: int = _TEXT_LIMIT) -> str | None:
+    """A string that every later step can hold: non-empty, bounded, no NUL, valid UTF-8."""
+    if not isinstance(value, str) or not value.strip() or len(value) > limit or "\x00" in value:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a "\ud800" escape
+        return None
+    return value
+
+
+def _when(value: object) -> datetime | None:
+    try:
+        return parse_timestamp(value)
+    except (OverflowError, ValueError):  # e.g. year 1 with a positive offset
+        return None
+
+
+def _loads(line: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _message(entry: dict[str, Any]) -> dict[str, Any] | None:
+    if entry.get("type") != "message":
+        return None
+    message = entry.get("message")
+    return message if isinstance(message, dict) else None
+
+
+def _user_text(entry: dict[str, Any]) -> str | None:
+    """The text of a user message: ``content`` as a string, or its text blocks joined."""
+    message = _message(entry)
+    if message is None or message.get("role") != "user":
+        return None
+    content = message.get("content")
+    if isinstance(content, list):
+        parts = [
+            block["text"] for block in content
+            if isinstance(block, dict) and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        ]
+        content = " ".join(parts)
+    return clean_text(content)
+
+
+def _activity(entry: dict[str, Any]) -> datetime | None:
+    """When a message entry was written (``session_exit`` and renames do not count)."""
+    message = _message(entry)
+    if message is None:
+        return None
+    return _when(entry.get("timestamp")) or _when(message.get("timestamp"))
+
+
+def _default_model(entry: dict[str, Any]) -> str | None:
+    """A ``model_change`` of the default role (absent role = default); others are temporary."""
+    if entry.get("type") != "model_change" or entry.get("role", "default") != "default":
+        return None
+    return _text(entry.get("model"), 200)
+
+
+def _assistant_model(entry: dict[str, Any]) -> str | None:
+    message = _message(entry)
+    if message is None or message.get("role") != "assistant":
+        return None
+    return _provider_model(message.get("provider"), message.get("model"))
+
+
+def _provider_model(provider: object, model: object) -> str | None:
+    model_text, provider_text = _text(model, 200), _text(provider, 200)
+    if model_text is None:
+        return None
+    return model_text if provider_text is None else f"{provider_text}/{model_text}"
+
+
+def _newest(pick: Callable[[dict[str, Any]], str | None],
+            *groups: Iterable[dict[str, Any]]) -> str | None:
+    for group in groups:
+        for entry in group:
+            value = pick(entry)
+            if value is not None:
+                return value
+    return None
+
+
+def parent_from(value: object) -> str | None:
+    """The parent's id from ``parentSession``: an id (``--fork``) or a path (``/branch``).
+
+    A value with a separator or a ``.jsonl`` ending is a path; its id is the
+    UUID the file name ends with (none when the name carries no id).
+    """
+    text = _text(value)
+    if text is None:
+        return None
+    if "/" not in text and "\\" not in text and not text.endswith(".jsonl"):
+        return text if text.isprintable() and text == text.strip() else None
+    name = re.split(r"[/\\]", text)[-1]
+    stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+    match = _STEM_ID.search(stem)
+    return match.group(1).lower() if match else None
+
+
+def _updated(sample: FileSample, tail: list[dict[str, Any]],
+             created: datetime | None) -> datetime:
+    stamps = [t for t in map(_activity, tail) if t is not None]
+    if stamps:
+        return max([*stamps, created]) if created is not None else max(stamps)
+    if sample.whole:
+        return created or sample.mtime
+    return sample.mtime  # the tail was one giant line: the last write is the best guess
+
+
+def _count(body: list[dict[str, Any]]) -> int:
+    """``message`` entries, each id once."""
+    seen: set[str] = set()
+    count = 0
+    for entry in body:
+        if _message(entry) is None:
+            continue
+        entry_id = entry.get("id")
+        if isinstance(entry_id, str):
+            if entry_id in seen:
+                continue
+            seen.add(entry_id)
+        count += 1
+    return count
+
+
+def _header(sample: FileSample) -> tuple[dict[str, Any], dict[str, Any] | None, int] | None:
+    """The header, the title slot before it (if any), and how many lines they take."""
+    lines = sample.head_lines()[:2]
+    first = _loads(lines[0]) if lines else None
+    second = _loads(lines[1]) if len(lines) > 1 else None
+    if first is not None and first.get("type") == "session":
+        return first, None, 1  # no slot: written by pi or an older omp
+    if second is not None and second.get("type") == "session":
+        if first is None:
+            return second, None, 2  # a slot caught mid-rewrite: as if there were none
+        if first.get("type") == "title":
+            return second, first, 2
+    return None
+
+
+def summarize(sample: FileSample) -> HarnessSession | None:
+    """Summarize one omp session file; ``None`` when it is not one (a counted skip).
+
+    - Line 1 a title slot: the header must be line 2. Line 1 a header: no slot
+      (pi-format or older omp). Line 1 unreadable but line 2 a header: a slot
+      caught mid-rewrite, treated as no slot.
+    - title: a non-empty slot title; an empty slot means "untitled" (omp then
+      ignores a header ``title`` too), so the first user message; without a
+      slot, the header ``title``, else the first user message.
+    - updated: the newest ``message`` entry in the tail, never before the
+      header's time (a fork copies its parent's messages); with none in reach,
+      the header time for a file read whole, the file's mtime for a larger one.
+      ``session_exit`` and ``title_change`` entries are not activity.
+    - model: the newest ``model_change`` of the default role, else the newest
+      assistant message's ``provider/model``, else a version-1 header's model.
+    - message_count: ``message`` entries, de-duplicated by id, for a file read
+      whole only (``None`` otherwise).
+    - parent_id: ``parentSession`` as an id, or the id in a parent path's name.
+    """
+    found = _header(sample)
+    if found is None:
+        return None
+    header, slot, start = found
+    native_id = _text(header.get("id"), 200)
+    cwd = _text(header.get("cwd"))
+    if native_id is None or not native_id.isprintable() or native_id != native_id.strip():
+        return None
+    if cwd is None or not cwd.startswith("/"):
+        return None  # omp records an absolute cwd
+    created = _when(header.get("timestamp"))
+    body = [e for e in map(_loads, sample.head_lines()[start:]) if e is not None]
+    tail = body if sample.whole else [e for e in map(_loads, sample.tail_lines()) if e is not None]
+    newest_first = tail[::-1]
+    older_first = [] if sample.whole else body[::-1]
+
+    title = clean_text((header if slot is None else slot).get("title"))
+    if title is None:
+        title = next((t for t in map(_user_text, body) if t is not None), None)
+    model = (
+        _newest(_default_model, newest_first, older_first)
+        or _newest(_assistant_model, newest_first, older_first)
+        or _provider_model(header.get("provider"), header.get("modelId"))
+    )
+    return HarnessSession(
+        harness=_OMP, native_id=native_id, updated_at=_updated(sample, tail, created),
+        title=title, cwd=cwd, created_at=created, model=model,
+        message_count=_count(body) if sample.whole else None,
+        parent_id=parent_from(header.get("parentSession")),
+    )
+
+
+# -- the capability -------------------------------------------------------------------------
+
+
+def _accept_file(native_id: str | None) -> Callable[[str], bool]:
+    def accept(name: str) -> bool:
+        # Dot files are omp's locks (`.<name>.jsonl.lock`) and atomic-rewrite
+        # temps (`.<name>.jsonl.<n>.tmp`); `<name>.jsonl.<n>.bak` and the
+        # archive's `.jsonl.gz` do not end in `.jsonl`.
+        if name.startswith(".") or not name.endswith(".jsonl"):
+            return False
+        if native_id is None:
+            return True
+        # Narrow a re-find by the id in the name; a file named otherwise is still read.
+        match = _NAMED_BY_ID.search(name)
+        return match is None or match.group(1) == native_id
+
+    return accept
+
+
+def _every_dir(level: int, name: str) -> bool:
+    return True
+
+
+def _candidates(context: SessionsContext) -> tuple[list[Candidate], bool]:
+    accept_file = _accept_file(context.native_id)
+    accept_dir: Callable[[int, str], bool] = _every_dir
+    if context.native_id is None:  # on a re-find the scopes say where the caller is, no more
+        accept_dir = project_dir_filter(context.scopes, context.environ) or _every_dir
+    found: dict[tuple[int, int], Candidate] = {}
+    cut = False
+    for root in session_roots(context.environ):
+        # Exactly one level of project dirs (flat: none). Sub-agent transcripts
+        # live one level deeper, in a session's artifacts dir, and are not
+        # sessions of their own; the gc archive lies outside the sessions dir.
+        files, root_cut = find_files(
+            root.path, depth=1 if root.nested else 0, accept_file=accept_file,
+            accept_dir=accept_dir,
+        )
+        cut = cut or root_cut
+        for candidate in files:
+            # A session dir inside the managed one would list a file twice.
+            found.setdefault((candidate.stat.st_dev, candidate.stat.st_ino), candidate)
+    return list(found.values()), cut
+
+
+class OmpSessions:
+    """omp's session files, from the managed sessions dir and an explicit session dir."""
+
+    # Verified 2026-11-30 with omp 18.2.3: `omp --resume <path> -p ...` from
+    # another directory loads a session whose recorded cwd is gone and appends
+    # to the same file (by id it refuses). Clanker resumes and forks by the
+    # store path it re-found (launch.session_argument), so True holds for
+    # clanker's argv only.
+    resumes_without_original_directory = True
+
+    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
+        return tuple(root.path for root in session_roots(environ))
+
+    async def discover(self, context: SessionsContext) -> SessionScan:
+        return await asyncio.to_thread(self._discover, context)
+
+    def _discover(self, context: SessionsContext) -> SessionScan:
+        candidates, cut = _candidates(context)
+        return scan_files(context, candidates, summarize, cut=cut,
+                          head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES)

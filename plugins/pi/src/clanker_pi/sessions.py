@@ -1,0 +1,464 @@
+"""Pi's history: JSON Lines session files, read at their head and tail.
+
+Verified against pi 0.73.1 (docs/harnesses/pi.md, "Sessions"). Layout::
+
+    <agentDir>/sessions/--<encoded cwd>--/<timestamp>_<uuid>.jsonl   (default)
+    <session dir>/<timestamp>_<uuid>.jsonl                          (explicit, flat)
+
+Line 1 is the header ``{"type":"session","id","timestamp","cwd"[,"parentSession"]}``;
+every later line is one entry. The directory name only pre-filters: it is not
+reversible (``/a/b-c``, ``/a/b/c`` and ``/a/b:c`` share one), so a session
+belongs to the ``cwd`` its header records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import posixpath
+import pwd
+import re
+import stat
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from attrs import frozen
+
+from clanker.ids import HarnessId
+from clanker.sessions.context import SessionsContext
+from clanker.sessions.files import FileSample, parse_timestamp
+from clanker.sessions.filestore import Candidate, find_files, scan_files
+from clanker.sessions.types import HarnessSession, SessionScan, clean_text
+
+__all__ = [
+    "HEAD_BYTES",
+    "TAIL_BYTES",
+    "PiSessions",
+    "SessionRoot",
+    "agent_dir",
+    "encode_cwd",
+    "parent_from",
+    "project_dir_filter",
+    "session_roots",
+    "settings_session_dir",
+    "summarize",
+]
+
+_PI: Final = HarnessId("pi")
+
+# The header is line 1 and small (< 1 KB unless its paths are huge); the first
+# user message, the fallback title, is normally line 4. 64 KiB holds both
+# unless that message itself is a large paste (then there is no title).
+HEAD_BYTES: Final = 64 * 1024
+# The tail gives the newest timestamps, the name and the model. Pi's tools cut
+# their output at 50 KB, so a tool result is at most ~50 KB plus JSON escaping:
+# 128 KiB still holds the lines after one. An inline image (base64, no cap)
+# can fill it: then the file's mtime stands in for the last activity.
+TAIL_BYTES: Final = 128 * 1024
+# settings.json is a small hand-edited object; anything larger is not read.
+_SETTINGS_BYTES: Final = 1024 * 1024
+_TEXT_LIMIT: Final = 4096
+_UUID: Final = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+# Pi names files `<ISO timestamp>_<session id>.jsonl`; other names exist
+# (`--session <new path>` creates the file at exactly that path).
+_NAMED_BY_ID: Final = re.compile(rf"_({_UUID})\.jsonl\Z")
+_STEM_ID: Final = re.compile(rf"(?:\A|_)({_UUID})\Z")
+
+
+@frozen
+class SessionRoot:
+    """A directory of session files: ``nested`` ones hold one directory per project."""
+
+    path: Path
+    nested: bool
+
+
+# -- where the store is ---------------------------------------------------------------------
+
+
+def _home(environ: Mapping[str, str]) -> str | None:
+    # node's os.homedir(): $HOME, else the password database.
+    home = environ.get("HOME")
+    if home:
+        return home
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir or None
+    except (KeyError, OSError):
+        return None
+
+
+def _expand_tilde(value: str, environ: Mapping[str, str]) -> str | None:
+    """Pi's ``expandTildePath``: only ``~`` and ``~/...``; ``~user`` stays literal."""
+    if value == "~" or value.startswith("~/"):
+        home = _home(environ)
+        return None if home is None else home + value[1:]
+    return value
+
+
+def _absolute(value: str | None) -> Path | None:
+    # A relative value is relative to the directory pi was started in, which
+    # clanker cannot know: it is not guessed.
+    if not value or "\x00" in value or not value.startswith("/"):
+        return None
+    return Path(posixpath.normpath(value))
+
+
+def agent_dir(environ: Mapping[str, str]) -> Path | None:
+    """``$PI_CODING_AGENT_DIR`` (``~`` expanded) if set and non-empty, else ``~/.pi/agent``."""
+    configured = environ.get("PI_CODING_AGENT_DIR")
+    if configured:
+        return _absolute(_expand_tilde(configured, environ))
+    home = _home(environ)
+    return None if home is None else _absolute(posixpath.join(home, ".pi", "agent"))
+
+
+def _read_small(path: Path, limit: int) -> bytes | None:
+    """A regular file's bytes, or ``None`` if it is missing, larger than ``limit``, or no file.
+
+    A link is followed (dotfile managers link settings files), but only a
+    regular file is read: a FIFO there would block the listing forever.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def settings_session_dir(agent: Path, environ: Mapping[str, str]) -> Path | None:
+    """``sessionDir`` from the global ``<agentDir>/settings.json``, if absolute after ``~``.
+
+    One bounded read of one small file. A missing, oversized or malformed file
+    is no setting, exactly as for pi (which then uses its default).
+    """
+    data = _read_small(agent / "settings.json", _SETTINGS_BYTES)
+    if data is None:
+        return None
+    try:
+        settings = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    value = settings.get("sessionDir") if isinstance(settings, dict) else None
+    if not isinstance(value, str) or not value:
+        return None
+    return _absolute(_expand_tilde(value, environ))
+
+
+def session_roots(environ: Mapping[str, str]) -> tuple[SessionRoot, ...]:
+    """Every directory pi may have written sessions to, as clanker can know them.
+
+    Pi writes a new session to the first of: ``--session-dir`` (per
+    invocation: invisible here), ``$PI_CODING_AGENT_SESSION_DIR``, ``sessionDir``
+    in the project's ``.pi/settings.json`` (not read: see the docs), then the
+    global ``settings.json``, else ``<agentDir>/sessions/--<cwd>--/``. Earlier
+    sessions stay where they were written, so history reads all of them.
+    """
+    roots: list[SessionRoot] = []
+    agent = agent_dir(environ)
+    if agent is not None:
+        roots.append(SessionRoot(agent / "sessions", nested=True))
+    configured = environ.get("PI_CODING_AGENT_SESSION_DIR")
+    explicit = _absolute(_expand_tilde(configured, environ)) if configured else None
+    if explicit is not None:
+        roots.append(SessionRoot(explicit, nested=False))
+    from_settings = settings_session_dir(agent, environ) if agent is not None else None
+    if from_settings is not None:
+        roots.append(SessionRoot(from_settings, nested=False))
+    unique: dict[Path, SessionRoot] = {}
+    for root in roots:
+        unique.setdefault(root.path, root)
+    return tuple(unique.values())
+
+
+def encode_cwd(cwd: str) -> str:
+    """Pi's project directory name without its ``--`` wrapping.
+
+    One leading separator dropped, then every ``/``, ``\\`` and ``:`` becomes
+    ``-``; nothing else is escaped.
+    """
+    return re.sub(r"[/\\:]", "-", re.sub(r"\A[/\\]", "", cwd))
+
+
+def project_dir_filter(scopes: Iterable[str]) -> Callable[[int, str], bool] | None:
+    """Which project directories can hold sessions of ``scopes`` (``None``: all).
+
+    Conservative: a session in a directory below a scope lives in a directory
+    whose name starts with the scope's encoding and ``-``, and so do siblings
+    such as ``/a/b-c`` for ``/a/b``; the service drops those by their cwd.
+    """
+    exact: set[str] = set()
+    prefixes: set[str] = set()
+    for scope in scopes:
+        encoded = encode_cwd(scope)
+        if not scope.startswith("/") or not encoded:
+            return None  # a relative scope or "/": every project may match
+        exact.add(f"--{encoded}--")
+        prefixes.add(f"--{encoded}-")
+    if not exact:
+        return None
+    ordered = tuple(prefixes)
+    return lambda level, name: name in exact or name.startswith(ordered)
+
+
+# -- one file -------------------------------------------------------------------------------
+
+
+def _text(value: object, limit: int = _TEXT_LIMIT) -> str | None:
+    """A string that every later step can hold: non-empty, bounded, no NUL, valid UTF-8."""
+    if not isinstance(value, str) or not value.strip() or len(value) > limit or "\x00" in value:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a "\ud800" escape
+        return None
+    return value
+
+
+def _when(value: object) -> datetime | None:
+    try:
+        return parse_timestamp(value)
+    except (OverflowError, ValueError):  # e.g. year 1 with a positive offset
+        return None
+
+
+def _loads(line: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _message(entry: dict[str, Any]) -> dict[str, Any] | None:
+    if entry.get("type") != "message":
+        return None
+    message = entry.get("message")
+    return message if isinstance(message, dict) else None
+
+
+def _user_text(entry: dict[str, Any]) -> str | None:
+    """Pi's picker text: ``content`` as a string, or its text blocks joined by a space."""
+    message = _message(entry)
+    if message is None or message.get("role") != "user":
+        return None
+    content = message.get("content")
+    if isinstance(content, list):
+        parts = [
+            block["text"] for block in content
+            if isinstance(block, dict) and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        ]
+        content = " ".join(parts)
+    return clean_text(content)
+
+
+def _activity(entry: dict[str, Any]) -> datetime | None:
+    """When a user or assistant message happened (pi's own "modified" rule)."""
+    message = _message(entry)
+    if message is None or message.get("role") not in ("user", "assistant"):
+        return None
+    return _when(message.get("timestamp")) or _when(entry.get("timestamp"))
+
+
+def _model(entry: dict[str, Any]) -> str | None:
+    """``provider/model`` from a ``model_change`` or an assistant message."""
+    if entry.get("type") == "model_change":
+        provider, model = entry.get("provider"), entry.get("modelId")
+    else:
+        message = _message(entry)
+        if message is None or message.get("role") != "assistant":
+            return None
+        provider, model = message.get("provider"), message.get("model")
+    model_text, provider_text = _text(model, 200), _text(provider, 200)
+    if model_text is None:
+        return None
+    return model_text if provider_text is None else f"{provider_text}/{model_text}"
+
+
+def _named(entries: Iterable[dict[str, Any]]) -> tuple[bool, str | None]:
+    """The newest ``session_info`` among ``entries`` (newest first): found, and its name.
+
+    An empty or missing name clears an earlier one, as in pi.
+    """
+    for entry in entries:
+        if entry.get("type") == "session_info":
+            return True, clean_text(entry.get("name"))
+    return False, None
+
+
+def parent_from(value: object) -> str | None:
+    """The parent's id from ``parentSession``/``branchedFrom``: the source file's path.
+
+    Pi records the path; the id is the UUID the file name ends with. A path
+    whose name carries no id gives no parent id.
+    """
+    text = _text(value)
+    if text is None:
+        return None
+    name = re.split(r"[/\\]", text)[-1]
+    stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+    match = _STEM_ID.search(stem)
+    return match.group(1).lower() if match else None
+
+
+def _updated(sample: FileSample, tail: list[dict[str, Any]],
+             created: datetime | None) -> datetime:
+    stamps = [t for t in map(_activity, tail) if t is not None]
+    if stamps:
+        return max([*stamps, created]) if created is not None else max(stamps)
+    if sample.whole:
+        return created or sample.mtime
+    return sample.mtime  # the tail was one giant line: the last write is the best guess
+
+
+def _count(body: list[dict[str, Any]]) -> int:
+    """``message`` entries, each id once (a broken tail makes pi re-append them all)."""
+    seen: set[str] = set()
+    count = 0
+    for entry in body:
+        if _message(entry) is None:
+            continue
+        entry_id = entry.get("id")
+        if isinstance(entry_id, str):
+            if entry_id in seen:
+                continue
+            seen.add(entry_id)
+        count += 1
+    return count
+
+
+def _header(sample: FileSample) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """Line 1 if it is a session header, and the entries after it in the head."""
+    head = [_loads(line) for line in sample.head_lines()]
+    if not head or head[0] is None or head[0].get("type") != "session":
+        return None
+    # Later `session` lines are re-appended duplicates, not entries.
+    return head[0], [e for e in head[1:] if e is not None and e.get("type") != "session"]
+
+
+def summarize(sample: FileSample) -> HarnessSession | None:
+    """Summarize one pi session file; ``None`` when it is not one (a counted skip).
+
+    - id, cwd, created: the header on line 1 only. A second ``session`` line
+      later in the file (pi re-appends everything after a broken tail) is
+      ignored, as is any line that does not parse.
+    - title: the newest ``session_info`` name in the tail, else in the head
+      (set by ``/name`` or RPC ``set_session_name``; forks inherit it), else
+      the first user message.
+    - updated: the newest user/assistant message time in the tail, never
+      before the header's time (a fork copies its parent's messages); with no
+      message in reach, the header time for a file read whole, the file's
+      mtime for a larger one.
+    - model: the newest ``model_change`` or assistant message, else the
+      model of a version-1 header.
+    - message_count: every ``message`` entry, de-duplicated by entry id; only
+      for a file read whole (``None`` otherwise: a count of part is no count).
+    """
+    found = _header(sample)
+    if found is None:
+        return None
+    header, body = found
+    native_id = _text(header.get("id"), 200)
+    cwd = _text(header.get("cwd"))
+    if native_id is None or not native_id.isprintable() or native_id != native_id.strip():
+        return None
+    if cwd is None or not cwd.startswith("/"):
+        return None  # pi records process.cwd(), always absolute
+    created = _when(header.get("timestamp"))
+    tail = body if sample.whole else [
+        e for e in map(_loads, sample.tail_lines()) if e is not None and e.get("type") != "session"
+    ]
+    newest_first = tail[::-1]
+    older_first = [] if sample.whole else body[::-1]
+
+    named, title = _named(newest_first)
+    if not named:
+        named, title = _named(older_first)
+    if title is None:
+        title = next((t for t in map(_user_text, body) if t is not None), None)
+
+    model = next((m for m in map(_model, [*newest_first, *older_first]) if m is not None),
+                 None) or _model({"type": "model_change", "provider": header.get("provider"),
+                                  "modelId": header.get("modelId")})
+    parent = header.get("parentSession")
+    if parent is None:
+        parent = header.get("branchedFrom")  # before pi 0.31
+    return HarnessSession(
+        harness=_PI, native_id=native_id, updated_at=_updated(sample, tail, created),
+        title=title, cwd=cwd, created_at=created, model=model,
+        message_count=_count(body) if sample.whole else None, parent_id=parent_from(parent),
+    )
+
+
+# -- the capability -------------------------------------------------------------------------
+
+
+def _accept_file(native_id: str | None) -> Callable[[str], bool]:
+    def accept(name: str) -> bool:
+        if name.startswith(".") or not name.endswith(".jsonl"):
+            return False
+        if native_id is None:
+            return True
+        # Narrow a re-find by the id in the name; a file named otherwise is still read.
+        match = _NAMED_BY_ID.search(name)
+        return match is None or match.group(1) == native_id
+
+    return accept
+
+
+def _every_dir(level: int, name: str) -> bool:
+    return True
+
+
+def _candidates(context: SessionsContext) -> tuple[list[Candidate], bool]:
+    accept_file = _accept_file(context.native_id)
+    accept_dir: Callable[[int, str], bool] = _every_dir
+    if context.native_id is None:  # on a re-find the scopes say where the caller is, no more
+        accept_dir = project_dir_filter(context.scopes) or _every_dir
+    found: dict[tuple[int, int], Candidate] = {}
+    cut = False
+    for root in session_roots(context.environ):
+        if root.nested:
+            files, root_cut = find_files(
+                root.path, depth=1, accept_file=accept_file, accept_dir=accept_dir
+            )
+        else:
+            files, root_cut = find_files(root.path, depth=0, accept_file=accept_file)
+        cut = cut or root_cut
+        for candidate in files:
+            # Two roots may overlap (a session dir inside the default root): one file, one session.
+            found.setdefault((candidate.stat.st_dev, candidate.stat.st_ino), candidate)
+    return list(found.values()), cut
+
+
+class PiSessions:
+    """Pi's session files, from every root clanker can know of."""
+
+    # Verified 2026-11-30 with pi 0.73.1: `pi --session <path> -p ...` from
+    # another directory exits 1 with "Stored session working directory does
+    # not exist" when the recorded cwd is gone (a bare id offers a fork on
+    # stdin instead). Clanker refuses and asks for the directory back.
+    resumes_without_original_directory = False
+
+    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
+        return tuple(root.path for root in session_roots(environ))
+
+    async def discover(self, context: SessionsContext) -> SessionScan:
+        return await asyncio.to_thread(self._discover, context)
+
+    def _discover(self, context: SessionsContext) -> SessionScan:
+        candidates, cut = _candidates(context)
+        return scan_files(context, candidates, summarize, cut=cut,
+                          head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES)
