@@ -216,3 +216,42 @@ def make_sessions_plugin(sessions: FakeSessions, harness: str = "fake-agent") ->
     )
     type(plugin).clanker_sessions = hookimpl(lambda self: sessions)  # type: ignore[attr-defined]
     return plugin
+
+
+# -- a fake commit capability -------------------------------------------------------------
+
+
+
+
+
+class FakeCommit:
+    """``fake-agent write-commit [--model M]``, prompt on stdin, answers one JSON line
+    ``{"status": "completed", "message": ...}`` (a test double's protocol)."""
+
+    def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
+        args = ("write-commit", *(("--model", model) if model else ()))
+        return CommandRequest(command="fake-agent", args=args, stdin=prompt.encode(),
+                              timeout=90, inference=True)
+
+    def parse_output(self, result: CommandResult) -> str:
+        if result.exit_code != 0:
+            raise HarnessCapabilityError(ErrorKind.COMMAND_FAILED, f"exit {result.exit_code}")
+        try:
+            answer = json.loads(result.stdout)
+        except ValueError:
+            raise HarnessCapabilityError(ErrorKind.PARSE_FAILURE, "not JSON") from None
+        if not isinstance(answer, dict) or answer.get("status") != "completed":
+            raise HarnessCapabilityError(ErrorKind.PARSE_FAILURE, "incomplete")
+        message = answer.get("message")
+        if not isinstance(message, str):
+            raise HarnessCapabilityError(ErrorKind.PARSE_FAILURE, "no message")
+        return message
+
+
+def make_commit_plugin() -> object:
+    plugin = make_plugin(
+        capabilities=(Capability.LAUNCH, Capability.MODELS, Capability.COMMIT),
+        implement=(Capability.LAUNCH, Capability.MODELS),
+    )
+    type(plugin).clanker_commit = hookimpl(lambda self: FakeCommit())  # type: ignore[attr-defined]
+    return plugin

@@ -11,8 +11,11 @@ import enum
 from typing import Final
 
 __all__ = [
+    "EXIT_BUSY",
     "EXIT_CODES",
     "EXIT_INTERNAL",
+    "EXIT_NOTHING_TO_COMMIT",
+    "EXIT_NOT_A_REPOSITORY",
     "EXIT_NOT_FOUND",
     "EXIT_OK",
     "EXIT_USAGE",
@@ -59,6 +62,9 @@ EXIT_OK: Final = 0
 EXIT_INTERNAL: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_NOT_FOUND: Final = 14  # a selected session is not (or no longer) in its harness's history
+EXIT_NOT_A_REPOSITORY: Final = 15  # commit-message outside a git work tree
+EXIT_NOTHING_TO_COMMIT: Final = 16  # commit-message with a clean work tree
+EXIT_BUSY: Final = 17  # another commit-message request for the same repository is running
 
 # The documented, stable table (docs/exit-codes.md). Never renumber an entry.
 EXIT_CODES: Final[dict[ErrorKind, int]] = {

@@ -22,6 +22,8 @@ __all__ = ["cli", "main"]
 
 # name -> (module, attribute, one-line help)
 _COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
+    "commit-message": ("clanker.cli.commit", "commit_message",
+                       "Write a commit message for the current change."),
     "doctor": ("clanker.cli.doctor", "doctor", "Check every harness and say what to fix."),
     "fork": ("clanker.cli.resume", "fork", "Start a new conversation from a past one."),
     "harnesses": ("clanker.cli.harnesses", "harnesses", "List harnesses, installed or not."),

@@ -1,0 +1,89 @@
+"""Writing a commit message through a harness: one request per repository at a time."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from attrs import evolve, frozen
+
+from clanker.commit.gitcontext import ChangeContext, collect_changes
+from clanker.commit.message import CommitMessage, Style, normalize_message
+from clanker.commit.prompt import build_prompt
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import INFERENCE_TIMEOUT, MAX_OUTPUT, CommandExecutor
+from clanker.registry import HarnessProvider
+
+__all__ = ["CommitProposal", "CommitService", "RepositoryBusyError"]
+
+
+class RepositoryBusyError(Exception):
+    """Another commit-message request for this repository is still running."""
+
+
+@frozen(kw_only=True)
+class CommitProposal:
+    harness: str
+    model: str | None
+    message: CommitMessage
+    change: ChangeContext
+
+
+class CommitService:
+    """Builds the context, asks the harness, checks the answer."""
+
+    def __init__(self, *, executor: CommandExecutor, lock_dir: Path) -> None:
+        self._executor = executor
+        self._lock_dir = lock_dir
+
+    async def propose(
+        self, provider: HarnessProvider, cwd: str, *, model: str | None, style: Style
+    ) -> CommitProposal:
+        """Return a checked commit message for the change in ``cwd``'s repository.
+
+        Raises ``unsupported`` without a commit capability, the git context
+        errors, :class:`RepositoryBusyError`, and the harness's typed failures.
+        """
+        capability = provider.commit
+        if capability is None:
+            raise HarnessCapabilityError(ErrorKind.UNSUPPORTED, "commit messages",
+                                         harness=provider.id)
+        change = await collect_changes(self._executor, cwd)
+        with self._exclusive(change.root):
+            request = capability.build_invocation(model, build_prompt(change, style))
+            # The service, not the provider, decides where and how long: the
+            # repository root, the inference ceiling, the 1 MiB stream cap.
+            request = evolve(
+                request, cwd=change.root, inference=True,
+                timeout=min(request.timeout, INFERENCE_TIMEOUT) if request.inference
+                else INFERENCE_TIMEOUT,
+                max_output_bytes=MAX_OUTPUT,
+            )
+            result = await self._executor.run(request)
+            try:
+                text = capability.parse_output(result)
+            except HarnessCapabilityError as exc:
+                raise exc.with_harness(provider.id) from exc
+        message = normalize_message(text, style, harness=provider.id)
+        return CommitProposal(harness=provider.id, model=model, message=message, change=change)
+
+    @contextlib.contextmanager
+    def _exclusive(self, root: str) -> Iterator[None]:
+        """Hold this repository's lock; the kernel drops it if the process dies."""
+        self._lock_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        name = hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:32]
+        fd = os.open(self._lock_dir / f"commit-{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RepositoryBusyError(
+                    f"a commit message for {root} is already being written"
+                ) from None
+            yield
+        finally:
+            os.close(fd)
