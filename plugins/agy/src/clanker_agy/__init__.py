@@ -17,8 +17,9 @@ from clanker.descriptor import (
 from clanker.ids import HarnessId
 from clanker_agy.launch import AgyLaunch
 from clanker_agy.models import AgyModels
+from clanker_agy.sessions import AgySessions
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models"]
+__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
 
 
 @hookimpl
@@ -27,7 +28,7 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("agy"),
         display_name="Antigravity CLI",
         executable="agy",
-        capabilities={Capability.LAUNCH, Capability.MODELS},
+        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
         # `--conversation=ID` resumes wherever agy keeps the conversation. agy
         # has no fork on the command line (only /fork inside the TUI); as in
         # the spec, a local fork continues the conversation itself, and over
@@ -47,3 +48,8 @@ def clanker_launch() -> AgyLaunch:
 @hookimpl
 def clanker_models() -> AgyModels:
     return AgyModels()
+
+
+@hookimpl
+def clanker_sessions() -> AgySessions:
+    return AgySessions()

@@ -16,8 +16,9 @@ from clanker.descriptor import (
 from clanker.ids import HarnessId
 from clanker_hermes.launch import HermesLaunch
 from clanker_hermes.models import HermesModels
+from clanker_hermes.sessions import HermesSessions
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models"]
+__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
 
 
 @hookimpl
@@ -26,7 +27,7 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("hermes"),
         display_name="Hermes Agent",
         executable="hermes",
-        capabilities={Capability.LAUNCH, Capability.MODELS},
+        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
         # `--resume ID` exists; there is no fork on the command line (only
         # inside a running session). Resume was verified locally only.
         resume=OperationSupport(Support.NATIVE, {Transport.LOCAL}),
@@ -44,3 +45,8 @@ def clanker_launch() -> HermesLaunch:
 @hookimpl
 def clanker_models() -> HermesModels:
     return HermesModels()
+
+
+@hookimpl
+def clanker_sessions() -> HermesSessions:
+    return HermesSessions()

@@ -16,8 +16,9 @@ from clanker.descriptor import (
 from clanker.ids import HarnessId
 from clanker_opencode.launch import OpenCodeLaunch
 from clanker_opencode.models import OpenCodeModels
+from clanker_opencode.sessions import OpenCodeSessions
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models"]
+__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
 
 
 @hookimpl
@@ -26,7 +27,7 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("opencode"),
         display_name="OpenCode",
         executable="opencode",
-        capabilities={Capability.LAUNCH, Capability.MODELS},
+        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
         # `-s ID` and `-s ID --fork` are native and read opencode's own store on
         # the host it runs on; the spec resumes and forks over SSH as well.
         # Verified locally.
@@ -45,3 +46,8 @@ def clanker_launch() -> OpenCodeLaunch:
 @hookimpl
 def clanker_models() -> OpenCodeModels:
     return OpenCodeModels()
+
+
+@hookimpl
+def clanker_sessions() -> OpenCodeSessions:
+    return OpenCodeSessions()

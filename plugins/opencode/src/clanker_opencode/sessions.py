@@ -1,0 +1,221 @@
+"""OpenCode's history, through its own ``opencode session list --format json``.
+
+Verified against opencode-ai 1.18.33 (docs/harnesses/opencode.md, "Sessions").
+OpenCode keeps its sessions in a SQLite database whose location and version
+it selects itself (``OPENCODE_DB``, release channels, a legacy JSON store);
+the spec makes that storage CLI-owned, so clanker never opens it and only
+reads what the CLI prints.
+
+The CLI lists the root sessions of **one project**: the one its working
+directory resolves to (a git repository, found by its remote, cached id or
+first commit; every directory outside git shares the project ``global``). So
+clanker runs it in the workspace and matches each row's ``directory`` itself;
+a listing without a workspace can only show the project of the directory
+clanker was started in, and says so (``SessionScan.partial``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from attrs import evolve, frozen
+
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import MAX_OUTPUT, MAX_TIMEOUT, CommandRequest
+from clanker.ids import HarnessId
+from clanker.sessions.context import SessionsContext
+from clanker.sessions.types import HarnessSession, SessionScan, clean_text
+from clanker_opencode.launch import OpenCodeLaunch
+
+__all__ = [
+    "LIST_ARGS",
+    "MAX_ROWS",
+    "PARTIAL_WITHOUT_WORKSPACE",
+    "Listing",
+    "OpenCodeSessions",
+    "is_default_title",
+    "list_request",
+    "parse_session_list",
+    "summarize_row",
+]
+
+_OPENCODE: Final = HarnessId("opencode")
+
+MAX_ROWS: Final = 4096
+"""The most sessions one listing may hold (the spec's bound)."""
+
+# One more row than clanker accepts, so that "more than 4096" is visible. The
+# default page is 100 rows; `--max-count` is the only way past it.
+LIST_ARGS: Final = ("session", "list", "--format", "json", "--max-count", str(MAX_ROWS + 1))
+
+# A listing took 2.9-8.8 s on two cores (a Bun binary booting a project
+# instance), whatever the number of rows: the longest bound clanker allows.
+_TIMEOUT: Final = MAX_TIMEOUT
+# About 267 bytes a row pretty-printed (28 KB for 105 rows), so 4097 rows come
+# near 1.1 MB: the executor's 1 MiB cap may stop a listing that long first,
+# which is the same typed output-limit failure.
+_MAX_OUTPUT: Final = MAX_OUTPUT
+
+PARTIAL_WITHOUT_WORKSPACE: Final = (
+    "OpenCode lists only the project of the directory it runs in (one git repository, "
+    "or every directory outside git); list sessions in a workspace to see its OpenCode "
+    "sessions"
+)
+
+# OpenCode's own `isDefaultTitle`: the placeholder a session carries until a
+# model names it. It says nothing a person can use, so it is no title. A
+# fork's "<placeholder> (fork #1)" is not a placeholder to OpenCode either.
+_DEFAULT_TITLE: Final = re.compile(
+    r"(?:New session - |Child session - )\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z"
+)
+_FIELDS: Final = {
+    "id": str, "title": str, "updated": int, "created": int, "directory": str,
+}
+# Epoch milliseconds that datetime can hold (years 1970 to 9999).
+_MAX_MS: Final = 253_402_300_799_999
+_LAUNCH: Final = OpenCodeLaunch()
+
+
+@frozen(kw_only=True)
+class Listing:
+    """One parsed listing: usable rows (CLI order) and rows clanker cannot offer."""
+
+    sessions: tuple[HarnessSession, ...]
+    skipped: int
+
+
+def _parse_failure(detail: str) -> HarnessCapabilityError:
+    return HarnessCapabilityError(ErrorKind.PARSE_FAILURE, detail, harness=_OPENCODE)
+
+
+def list_request(scopes: tuple[str, ...]) -> CommandRequest:
+    """The listing command, run in the workspace (``scopes[0]``, its canonical path).
+
+    Without a workspace it runs where the executor runs commands (this
+    process's directory, locally). The environment is the executor's: it must
+    be the user's own, since ``XDG_DATA_HOME`` and ``OPENCODE_DB`` choose the
+    database.
+    """
+    return CommandRequest(
+        command="opencode", args=LIST_ARGS, cwd=scopes[0] if scopes else None,
+        timeout=_TIMEOUT, max_output_bytes=_MAX_OUTPUT,
+    )
+
+
+def is_default_title(title: str) -> bool:
+    """Whether ``title`` is OpenCode's ``New session - <ISO>`` / ``Child session - <ISO>``."""
+    return _DEFAULT_TITLE.fullmatch(title) is not None
+
+
+def _when(value: int) -> datetime | None:
+    if not 0 <= value <= _MAX_MS:
+        return None
+    return datetime.fromtimestamp(value / 1000, UTC)
+
+
+def summarize_row(row: dict[str, Any]) -> HarnessSession | None:
+    """One well-formed row as a session; ``None`` when clanker cannot offer it.
+
+    - ``id`` must be an id OpenCode mints (``opencode import`` keeps foreign
+      ids, which clanker never passes to ``-s``);
+    - ``title``: ``None`` for OpenCode's placeholder, else one clean line;
+    - ``updated`` / ``created``: epoch milliseconds;
+    - ``directory``: the realpath of the directory the session was created
+      in, absolute; it is the cwd.
+
+    OpenCode's listing has no model, no message count and no parent: a fork is
+    a root session whose only trace of its parent is a title suffix, which is
+    not guessed from.
+    """
+    native_id, directory = row["id"], row["directory"]
+    try:
+        if _LAUNCH.validate_session_id(native_id) != native_id:
+            return None
+    except ValueError:
+        return None
+    if not directory.startswith("/") or "\x00" in directory:
+        return None
+    updated, created = _when(row["updated"]), _when(row["created"])
+    if updated is None or created is None:
+        return None
+    title = None if is_default_title(row["title"]) else clean_text(row["title"])
+    return HarnessSession(harness=_OPENCODE, native_id=native_id, updated_at=updated,
+                          title=title, cwd=directory, created_at=created)
+
+
+def _checked(row: object) -> dict[str, Any]:
+    """The row if it has every field clanker reads, with OpenCode's types."""
+    if not isinstance(row, dict):
+        raise _parse_failure("a session is not a JSON object")
+    for name, kind in _FIELDS.items():
+        value = row.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise _parse_failure(f"a session's {name} is missing or not a {kind.__name__}")
+    return row
+
+
+def parse_session_list(stdout: str) -> Listing:
+    """Turn ``opencode session list --format json`` stdout into sessions.
+
+    OpenCode prints nothing at all (not ``[]``) when there is no session; else
+    one pretty-printed JSON array. More than 4096 rows is ``output-limit``;
+    anything that is not an array of objects with OpenCode's fields and types
+    is ``parse-failure`` (its format changed). Other keys are ignored: they
+    carry nothing clanker shows. A row that is well-formed but cannot be
+    offered (a foreign id, a relative directory, a time out of range) is a
+    counted skip.
+    """
+    if not stdout.strip():
+        return Listing(sessions=(), skipped=0)
+    try:
+        rows = json.loads(stdout)
+    except (ValueError, RecursionError) as exc:
+        raise _parse_failure("the session list is not JSON") from exc
+    if not isinstance(rows, list):
+        raise _parse_failure("the session list is not a JSON array")
+    if len(rows) > MAX_ROWS:
+        raise HarnessCapabilityError(ErrorKind.OUTPUT_LIMIT, f"more than {MAX_ROWS} sessions",
+                                     harness=_OPENCODE)
+    checked = [_checked(row) for row in rows]
+    found = [summarize_row(row) for row in checked]
+    sessions = [s for s in found if s is not None]
+    # OpenCode orders by time_updated alone; ids are minted in descending
+    # order, so among equal times the smaller id is the newer session.
+    sessions.sort(key=lambda s: (-s.updated_at.timestamp(), s.native_id))
+    return Listing(sessions=tuple(sessions), skipped=len(found) - len(sessions))
+
+
+class OpenCodeSessions:
+    """OpenCode's root sessions of the workspace's project, as its CLI lists them."""
+
+    # Verified 2026-11-30 with opencode-ai 1.18.33: `opencode run --session <id>`
+    # from another directory finds the session but exits 1 with "Unexpected
+    # server error" once its recorded directory is gone (realPath ENOENT), and
+    # the TUI opens it only to fail the same way on the first prompt. OpenCode
+    # always runs a session in its recorded directory, so clanker refuses.
+    resumes_without_original_directory = False
+
+    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
+        # No file of OpenCode's is ever read or passed on: nothing to confine.
+        return ()
+
+    async def discover(self, context: SessionsContext) -> SessionScan:
+        result = await context.executor.run(list_request(context.scopes))
+        result.require_success(_OPENCODE)  # stderr is OpenCode's, never shown
+        listing = parse_session_list(result.stdout)
+        sessions = list(listing.sessions)
+        if context.native_id is not None:
+            # A re-find: the one session, wherever the bound would fall.
+            sessions = [s for s in sessions if s.native_id == context.native_id]
+        truncated = len(sessions) > context.limit
+        return SessionScan(
+            sessions=[evolve(s, order=order) for order, s in enumerate(sessions[: context.limit])],
+            skipped=listing.skipped,
+            truncated=truncated,
+            partial=None if context.scopes else PARTIAL_WITHOUT_WORKSPACE,
+        )
