@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -180,3 +181,43 @@ def test_sessions_refuse_unusable_directories(cwd: str) -> None:
     with pytest.raises(ValueError):
         HarnessSession(harness=HarnessId("h"), native_id="x", cwd=cwd,
                        updated_at=datetime(2026, 1, 1, tzinfo=UTC))
+
+
+def test_a_wal_database_in_a_read_only_directory_is_readable(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root can write anywhere; the read-only case cannot be built")
+    store = tmp_path / "ro"
+    store.mkdir()
+    db = store / "store.db"
+    make_db(db)
+    with sqlite3.connect(db) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+    store.chmod(0o500)
+    try:
+        with open_readonly(db, harness="h") as connection:
+            assert connection.execute("SELECT id FROM conversations").fetchall() == [("c1",)]
+    finally:
+        store.chmod(0o700)
+
+
+def test_an_unwritable_directory_opens_the_database_immutable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoever runs the suite (root included), the branch is taken and reads work."""
+    db = tmp_path / "store.db"
+    make_db(db)
+    with sqlite3.connect(db) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+    opened: list[str] = []
+    real_connect = sqlite3.connect
+
+    def spy(uri: str, **kwargs: object) -> sqlite3.Connection:
+        opened.append(uri)
+        return real_connect(uri, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("clanker.sessions.sqlite.os.access", lambda path, mode: False)
+    monkeypatch.setattr("clanker.sessions.sqlite.sqlite3.connect", spy)
+    with open_readonly(db, harness="h") as connection:
+        assert connection.execute("SELECT id FROM conversations").fetchall() == [("c1",)]
+    assert opened[0].endswith("?mode=ro&immutable=1")
+    assert not (tmp_path / "store.db-shm").exists()

@@ -9,6 +9,7 @@ changed schema is a typed ``storage-changed`` error, never a guess.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -23,8 +24,15 @@ _BUSY_TIMEOUT_MS = 2000
 
 @contextlib.contextmanager
 def open_readonly(path: Path, *, harness: str) -> Iterator[sqlite3.Connection]:
-    """Open ``path`` read-only; a missing file is for the caller to check first."""
+    """Open ``path`` read-only; a missing file is for the caller to check first.
+
+    A WAL database needs its ``-shm`` file even to be read. When the directory
+    is not writable (so the harness cannot be writing either), the database is
+    opened as immutable instead, which needs no side files.
+    """
     uri = f"file:{quote(str(path))}?mode=ro"
+    if not os.access(path.parent, os.W_OK) and not Path(f"{path}-shm").exists():
+        uri += "&immutable=1"
     try:
         connection = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
