@@ -211,9 +211,9 @@ def test_an_unwritable_directory_opens_the_database_immutable(
     opened: list[str] = []
     real_connect = sqlite3.connect
 
-    def spy(uri: str, **kwargs: object) -> sqlite3.Connection:
-        opened.append(uri)
-        return real_connect(uri, **kwargs)  # type: ignore[arg-type]
+    def spy(database: str, **kwargs: object) -> sqlite3.Connection:
+        opened.append(database)
+        return real_connect(database, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr("clanker.sessions.sqlite.os.access", lambda path, mode: False)
     monkeypatch.setattr("clanker.sessions.sqlite.sqlite3.connect", spy)
