@@ -354,3 +354,24 @@ def test_a_partial_scan_is_not_complete(home: Path, tmp_path: Path) -> None:
     listing = asyncio.run(service(home).discover([provider(registry)], workspace=None))
     assert [s.native_id for s in listing.sessions] == ["abc"]
     assert not listing.complete
+
+
+def test_context_wants_applies_the_services_rule(tmp_path: Path) -> None:
+    from clanker.sessions.cache import SummaryCache
+
+    (tmp_path / "w" / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "w")
+
+    def context(**fields: object) -> SessionsContext:
+        return SessionsContext(harness=HarnessId("fake-agent"), executor=LocalTransport(),
+                               environ={}, cache=SummaryCache(HarnessId("fake-agent"), None),
+                               **fields)  # type: ignore[arg-type]
+
+    scoped = context(scopes=(str((tmp_path / "w").resolve()),))
+    assert scoped.wants(str(tmp_path / "w" / "sub"))
+    assert scoped.wants(str(tmp_path / "link" / "sub"))
+    assert scoped.wants(None)
+    assert not scoped.wants(str(tmp_path / "elsewhere"))
+    assert context().wants(str(tmp_path / "elsewhere"))
+    refinding = context(scopes=scoped.scopes, native_id="abc")
+    assert refinding.wants(str(tmp_path / "elsewhere"))

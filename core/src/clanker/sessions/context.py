@@ -10,6 +10,7 @@ from attrs import field, frozen
 from clanker.execution import CommandExecutor
 from clanker.ids import HarnessId
 from clanker.sessions.cache import SummaryCache
+from clanker.sessions.scope import canonical, in_scope
 
 __all__ = ["DEFAULT_STORE_LIMIT", "SessionsContext"]
 
@@ -38,6 +39,23 @@ class SessionsContext:
     scopes: tuple[str, ...] = ()
     native_id: str | None = None
     limit: int = field(default=DEFAULT_STORE_LIMIT)
+    _canonical: dict[str, str] = field(factory=dict, init=False, repr=False, eq=False)
+
+    def wants(self, cwd: str | None) -> bool:
+        """Say whether a session recorded in ``cwd`` belongs to this request.
+
+        The service's own matching rule, for a provider that must apply it
+        before its bound (so the newest sessions *of the workspace* are kept):
+        everything when there is no workspace or clanker is re-finding one
+        session; a session without a directory everywhere; otherwise its
+        canonical directory within a scope.
+        """
+        if not self.scopes or self.native_id is not None or cwd is None:
+            return True
+        resolved = self._canonical.get(cwd)
+        if resolved is None:
+            resolved = self._canonical[cwd] = canonical(cwd)
+        return in_scope(resolved, self.scopes)
 
     @limit.validator
     def _positive(self, _: object, value: int) -> None:

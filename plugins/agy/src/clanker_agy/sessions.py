@@ -28,7 +28,6 @@ from attrs import evolve, frozen
 
 from clanker.ids import HarnessId
 from clanker.sessions.context import SessionsContext
-from clanker.sessions.scope import canonical, in_scope
 from clanker.sessions.sqlite import open_readonly, require_columns
 from clanker.sessions.types import HarnessSession, SessionScan, clean_text
 from clanker_agy.launch import AgyLaunch
@@ -303,16 +302,12 @@ class AgySessions:
         conversations = _conversations(directory)
         # Text times of mixed fraction lengths and offsets do not sort as text.
         sessions.sort(key=lambda s: (-s.updated_at.timestamp(), s.native_id))
-        memo: dict[str, str] = {}
         kept: list[HarnessSession] = []
         for session in sessions:
-            if context.native_id is None and context.scopes and session.cwd is not None:
-                # The service's own rule, applied before the bound so the
-                # newest conversations *of the workspace* are the ones kept.
-                cwd = memo.get(session.cwd) or memo.setdefault(session.cwd,
-                                                               canonical(session.cwd))
-                if not in_scope(cwd, context.scopes):
-                    continue
+            # Matched before the bound so the newest conversations *of the
+            # workspace* are the ones kept.
+            if not context.wants(session.cwd):
+                continue
             store_file = None if conversations is None else _conversation_file(
                 conversations, session.native_id)
             if store_file is None:

@@ -33,7 +33,6 @@ from attrs import evolve, frozen
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.ids import HarnessId
 from clanker.sessions.context import SessionsContext
-from clanker.sessions.scope import canonical, in_scope
 from clanker.sessions.sqlite import open_readonly, require_columns
 from clanker.sessions.types import HarnessSession, SessionScan, clean_text
 from clanker_hermes.launch import HermesLaunch
@@ -397,16 +396,12 @@ def _listed(connection: sqlite3.Connection, sql: _Sql,
         yield _Listed(root_id, updated, cwd, end_reason == "compression")
 
 
-def _in_scopes(cwd: object, scopes: tuple[str, ...], memo: dict[str, str]) -> bool:
-    """The service's own rule, applied early: no directory, or one inside a scope.
-
-    Applied before the bound so that the newest sessions *of the workspace*
-    are the ones kept.
-    """
+def _wanted(context: SessionsContext, cwd: object) -> bool:
+    """The service's matching rule, applied before the bound so that the newest
+    sessions *of the workspace* are the ones kept; an unusable directory is
+    judged by the session's summary later."""
     usable, path = _cwd(cwd)
-    if not usable or path is None:
-        return True
-    return in_scope(memo.get(path) or memo.setdefault(path, canonical(path)), scopes)
+    return not usable or context.wants(path)
 
 
 def _scan(db: Path, context: SessionsContext) -> SessionScan:
@@ -421,14 +416,10 @@ def _scan(db: Path, context: SessionsContext) -> SessionScan:
         sessions: list[HarnessSession] = []
         skipped = 0
         truncated = False
-        memo: dict[str, str] = {}
-        filtering = context.native_id is None and bool(context.scopes)
         for listed in _listed(connection, sql, context.native_id):
             # A conversation is its root row unless it was compressed, when the
             # tip (which may record its own directory) decides.
-            if filtering and not listed.compressed and not _in_scopes(
-                listed.cwd, context.scopes, memo
-            ):
+            if not listed.compressed and not _wanted(context, listed.cwd):
                 continue
             root = _row(connection, sql, listed.root_id)
             if context.native_id is not None:
@@ -440,8 +431,7 @@ def _scan(db: Path, context: SessionsContext) -> SessionScan:
             member = root if member_id == listed.root_id else _row(connection, sql, member_id)
             found = None if root is None or member is None else summarize_row(
                 member, root, listed.updated)
-            if filtering and found is not None and not _in_scopes(found.cwd, context.scopes,
-                                                                  memo):
+            if found is not None and not context.wants(found.cwd):
                 continue
             if len(sessions) + skipped >= context.limit:
                 truncated = True
