@@ -30,6 +30,9 @@ from clanker.sessions.context import SessionsContext
 from clanker.sessions.files import FileSample, parse_timestamp
 from clanker.sessions.filestore import find_files, scan_files
 from clanker.sessions.types import HarnessSession, SessionScan, clean_text
+from clanker.usage.capability import UsageContext
+from clanker.usage.policy import RefreshPolicy
+from clanker.usage.types import Measurement, MeasurementKind, Scope, UsageSnapshot
 
 
 class FakeLaunch:
@@ -254,4 +257,45 @@ def make_commit_plugin() -> object:
         implement=(Capability.LAUNCH, Capability.MODELS),
     )
     type(plugin).clanker_commit = hookimpl(lambda self: FakeCommit())  # type: ignore[attr-defined]
+    return plugin
+
+
+# -- a fake usage capability ------------------------------------------------------------
+
+
+
+class FakeUsage:
+    """A probe whose outcomes a test scripts: a snapshot, or an error to raise."""
+
+    def __init__(self, policy: RefreshPolicy | None = None) -> None:
+        self.policy = policy or RefreshPolicy()
+        self.outcomes: list[UsageSnapshot | HarnessCapabilityError] = []
+        self.calls = 0
+        self.delay = 0.0
+
+    async def probe(self, context: UsageContext) -> UsageSnapshot:
+        import asyncio
+
+        self.calls += 1
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, HarnessCapabilityError):
+            raise outcome
+        return outcome
+
+
+def percent_snapshot(used: float, when: datetime, label: str = "Fake · 5 hour") -> UsageSnapshot:
+    return UsageSnapshot(observed_at=when, measurements=(Measurement(
+        kind=MeasurementKind.RATE_LIMIT, unit="percent", label=label,
+        scope=Scope(provider_id="fake-provider"), used=used, remaining=100 - used, limit=100,
+    ),))
+
+
+def make_usage_plugin(usage: FakeUsage, harness: str = "fake-agent") -> object:
+    plugin = make_plugin(
+        harness, capabilities=(Capability.LAUNCH, Capability.MODELS, Capability.USAGE),
+        implement=(Capability.LAUNCH, Capability.MODELS),
+    )
+    type(plugin).clanker_usage = hookimpl(lambda self: usage)  # type: ignore[attr-defined]
     return plugin

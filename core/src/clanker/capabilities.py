@@ -25,6 +25,9 @@ from clanker.models.types import Model
 if TYPE_CHECKING:
     from clanker.sessions.context import SessionsContext
     from clanker.sessions.types import SessionScan
+    from clanker.usage.capability import UsageContext
+    from clanker.usage.policy import RefreshPolicy
+    from clanker.usage.types import UsageSnapshot
 
 __all__ = [
     "AccountsCapability",
@@ -156,8 +159,13 @@ class AttentionCapability(Protocol):
 class UsageCapability(Protocol):
     """Reads remaining quota from the harness's own authenticated interface."""
 
-    async def get(self, context: Any) -> Any:
-        """Return one usage snapshot, or raise a typed failure."""
+    policy: RefreshPolicy
+    """Cache TTL, hard minimum probe interval and failure backoff for this harness."""
+
+    async def probe(self, context: UsageContext) -> UsageSnapshot:
+        """Return one snapshot (possibly with no measurements), or raise a typed failure:
+        ``unauthenticated`` when signed out, ``unsupported`` when the account or version
+        has no quota interface, ``parse-failure`` for unrecognized output."""
         ...
 
 

@@ -32,6 +32,7 @@ _COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
     "plugins": ("clanker.cli.plugins", "plugins", "List installed plugins and their hooks."),
     "resume": ("clanker.cli.resume", "resume", "Continue a past conversation."),
     "sessions": ("clanker.cli.sessions", "sessions", "List past conversations of every harness."),
+    "usage": ("clanker.cli.usage", "usage", "Show every subscription's remaining quota."),
 }
 
 

@@ -1,0 +1,190 @@
+"""``clanker usage``: every subscription's remaining quota, from the harnesses themselves."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from clanker.cli.common import HarnessArgument, echo_json, json_option, run_async
+from clanker.cli.sessions import relative_time
+from clanker.errors import EXIT_CODES, ErrorKind
+from clanker.execution import LocalTransport
+from clanker.paths import clanker_paths
+from clanker.registry import HarnessProvider, get_registry
+from clanker.usage.service import UsageEntry, UsageService, UsageStatus
+from clanker.usage.store import UsageStore
+from clanker.usage.types import Measurement
+
+__all__ = ["format_duration", "usage"]
+
+_BAR = 20
+_LOW = 10.0  # percent remaining at or below which the bar turns amber
+
+# One fixed sentence per failure category: vendor text never reaches the screen.
+_FAILURES = {
+    ErrorKind.UNAUTHENTICATED: "not signed in: sign in with the harness itself",
+    ErrorKind.UNSUPPORTED: "this account or version reports no quota",
+    ErrorKind.BINARY_UNAVAILABLE: "not installed",
+    ErrorKind.TIMEOUT: "the harness did not answer in time",
+    ErrorKind.PARSE_FAILURE: "the harness answered in an unexpected format",
+    ErrorKind.ABORTED: "no reading yet",
+}
+
+
+def format_duration(seconds: float) -> str:
+    """``42m``, ``1h 42m``, ``3d 6h``."""
+    minutes = max(0, int(seconds // 60))
+    days, minutes = divmod(minutes, 1440)
+    hours, minutes = divmod(minutes, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m"
+
+
+def _resets(moment: datetime | None, now: datetime) -> str:
+    if moment is None:
+        return ""
+    seconds = (moment - now).total_seconds()
+    if seconds <= 0:
+        return "reset due"
+    if seconds > 7 * 86400:
+        return "resets " + moment.astimezone().strftime("%b %d")
+    return "resets in " + format_duration(seconds)
+
+
+def _amount(measurement: Measurement) -> tuple[str, float | None]:
+    percent = measurement.remaining_percent
+    if measurement.unit == "percent" and percent is not None:
+        return f"{percent:.0f}% remaining", percent
+    parts = []
+    if measurement.used is not None:
+        limit = f" / {measurement.limit:g}" if measurement.limit is not None else ""
+        parts.append(f"{measurement.used:g}{limit} {measurement.unit} used")
+    if measurement.remaining is not None:
+        parts.append(f"{measurement.remaining:g} {measurement.unit} left")
+    return ", ".join(parts), percent
+
+
+def _bar(percent: float | None) -> str:
+    if percent is None:
+        return ""
+    share = min(max(percent, 0.0), 100.0) / 100
+    filled = round(share * _BAR)
+    bar = "[" + "█" * filled + "░" * (_BAR - filled) + "]"
+    return click.style(bar, fg="yellow") if percent <= _LOW else bar
+
+
+def _render(provider: HarnessProvider, entry: UsageEntry, now: datetime) -> None:
+    name = click.style(provider.descriptor.display_name, bold=True)
+    if entry.status is UsageStatus.NOT_INSTALLED:
+        click.echo(f"{name}  not installed")
+        return
+    if entry.status is UsageStatus.UNSUPPORTED:
+        click.echo(f"{name}  no quota interface")
+        return
+    badge = click.style(" STALE", fg="yellow") if entry.status is UsageStatus.STALE else ""
+    checked = f"checked {relative_time(entry.checked_at, now)}" if entry.checked_at else ""
+    click.echo(f"{name}{badge}  {checked}".rstrip())
+    if entry.snapshot is not None:
+        groups: dict[tuple[str, str | None, str | None], list[Measurement]] = {}
+        for m in entry.snapshot.measurements:
+            key = (m.scope.provider_id, m.scope.plan_label, m.scope.account_label)
+            groups.setdefault(key, []).append(m)
+        for (_, plan, account), measurements in groups.items():
+            who = " · ".join(p for p in (plan, account) if p)
+            if who and len(groups) > 1:
+                click.echo(f"  {who}")
+            for m in measurements:
+                amount, percent = _amount(m)
+                click.echo(f"  {m.label:<28} {amount:<16} {_bar(percent)}  "
+                           f"{_resets(m.resets_at, now)}".rstrip())
+        if not entry.snapshot.measurements:
+            click.echo("  no active usage limits reported")
+    if entry.failure is not None:
+        text = _FAILURES.get(entry.failure.kind, "the reading failed")
+        click.echo(f"  ! {text}")
+
+
+def _record(provider: HarnessProvider, entry: UsageEntry) -> dict[str, Any]:
+    def iso(moment: datetime | None) -> str | None:
+        return moment.isoformat() if moment else None
+
+    measurements = []
+    if entry.snapshot is not None:
+        for m in entry.snapshot.measurements:
+            measurements.append({
+                "kind": m.kind.value, "unit": m.unit, "label": m.label,
+                "used": m.used, "remaining": m.remaining, "limit": m.limit,
+                "remaining_percent": m.remaining_percent, "resets_at": iso(m.resets_at),
+                "period": None if m.period is None else {
+                    "label": m.period.label, "starts_at": iso(m.period.starts_at),
+                    "ends_at": iso(m.period.ends_at)},
+                # account_id is an internal grouping key and is never printed
+                "scope": {"provider": m.scope.provider_id, "account": m.scope.account_label,
+                          "plan": m.scope.plan_label, "model": m.scope.model_id},
+            })
+    return {
+        "harness": provider.id,
+        "status": entry.status.value,
+        "observed_at": iso(entry.snapshot.observed_at) if entry.snapshot else None,
+        "checked_at": iso(entry.checked_at),
+        "next_refresh_at": iso(entry.next_refresh_at),
+        "refreshable_at": iso(entry.refreshable_at),
+        "failure": None if entry.failure is None else {
+            "kind": entry.failure.kind.value,
+            "message": _FAILURES.get(entry.failure.kind, "the reading failed")},
+        "measurements": measurements,
+    }
+
+
+@click.command()
+@click.option("--harness", "harnesses", type=HarnessArgument(), multiple=True,
+              help="Only this harness (repeatable).")
+@click.option("--refresh", is_flag=True,
+              help="Ask again now (still within each harness's hard limits).")
+@json_option
+def usage(harnesses: tuple[HarnessProvider, ...], refresh: bool, as_json: bool) -> None:
+    """Show every subscription's remaining quota, as each harness reports it."""
+    requested = bool(harnesses)
+    providers = list(harnesses) or [
+        p for p in get_registry().providers.values() if p.usage is not None
+    ]
+    transport = LocalTransport()
+    service = UsageService(executor=transport, session_executor=transport,
+                           store=UsageStore(clanker_paths().cache))
+
+    async def collect() -> list[tuple[HarnessProvider, UsageEntry]]:
+        async def one(provider: HarnessProvider) -> tuple[HarnessProvider, UsageEntry]:
+            return provider, await service.read(provider, force=refresh)
+
+        results = []
+        try:
+            for done in asyncio.as_completed([one(p) for p in providers]):
+                provider, entry = await done
+                if not as_json:  # progressive: each block as soon as its probe answers
+                    _render(provider, entry, datetime.now(UTC))
+                results.append((provider, entry))
+        finally:
+            await service.close()
+        order = {p.id: i for i, p in enumerate(providers)}
+        return sorted(results, key=lambda pair: order[pair[0].id])
+
+    results = run_async(collect())
+    if as_json:
+        echo_json([_record(p, e) for p, e in results])
+    codes = [
+        EXIT_CODES[e.failure.kind] for _, e in results
+        if e.failure is not None and e.status in (UsageStatus.FAILED, UsageStatus.STALE)
+    ]
+    if requested:
+        codes += [EXIT_CODES[ErrorKind.BINARY_UNAVAILABLE] for _, e in results
+                  if e.status is UsageStatus.NOT_INSTALLED]
+        codes += [EXIT_CODES[ErrorKind.UNSUPPORTED] for _, e in results
+                  if e.status is UsageStatus.UNSUPPORTED]
+    if codes:
+        raise SystemExit(codes[0])
