@@ -375,3 +375,29 @@ def test_context_wants_applies_the_services_rule(tmp_path: Path) -> None:
     assert context().wants(str(tmp_path / "elsewhere"))
     refinding = context(scopes=scoped.scopes, native_id="abc")
     assert refinding.wants(str(tmp_path / "elsewhere"))
+
+
+def test_hidden_sessions_are_neither_listed_nor_skipped_but_can_be_refound(
+    home: Path, tmp_path: Path
+) -> None:
+    from attrs import evolve
+
+    class Hiding(FakeSessions):
+        def summarize(self, sample):  # type: ignore[no-untyped-def]
+            session = super().summarize(sample)
+            if session is not None and session.native_id.startswith("sub"):
+                return evolve(session, hidden=True)
+            return session
+
+    (tmp_path / "w").mkdir()
+    write_fake_session(home, "main", str(tmp_path / "w"), T0)
+    write_fake_session(home, "sub1", str(tmp_path / "w"), T0)
+    cache = tmp_path / "cache"
+    for _ in range(2):  # the second run answers from the cache, hidden flag included
+        registry = registry_with(("fake-agent", Hiding()))
+        listing = asyncio.run(service(home, cache).discover([provider(registry)],
+                                                           workspace=None))
+        assert [s.native_id for s in listing.sessions] == ["main"]
+        assert listing.scans[0].scan.skipped == 0
+        found = select(home, registry, "fake-agent:sub1", SessionOperation.RESUME, tmp_path)
+        assert found.session.hidden  # type: ignore[attr-defined]

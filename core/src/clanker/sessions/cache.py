@@ -23,7 +23,7 @@ from clanker.storage import read_json, write_json_atomic
 
 __all__ = ["MISS", "SummaryCache"]
 
-_VERSION: Final = 1
+_VERSION: Final = 2
 _MAX_CACHE_FILE: Final = 64 * 1024 * 1024
 MISS: Final = object()
 _converter = make_boundary_converter()
@@ -43,6 +43,7 @@ class _Entry:
     model: str | None
     message_count: int | None
     parent_id: str | None
+    hidden: bool
 
 
 @frozen(kw_only=True)
@@ -104,6 +105,7 @@ class SummaryCache:
                 title=s.title if s else None, cwd=s.cwd if s else None,
                 created_at=s.created_at if s else None, model=s.model if s else None,
                 message_count=s.message_count if s else None, parent_id=s.parent_id if s else None,
+                hidden=s.hidden if s else False,
             ))
         record = _File(version=_VERSION, harness=self._harness, entries=tuple(entries))
         with contextlib.suppress(OSError):
@@ -129,7 +131,7 @@ class SummaryCache:
                         updated_at=entry.updated_at, title=entry.title, cwd=entry.cwd,
                         created_at=entry.created_at, model=entry.model,
                         message_count=entry.message_count, parent_id=entry.parent_id,
-                        store_path=entry.path,
+                        store_path=entry.path, hidden=entry.hidden,
                     )
                 except (ValueError, TypeError):
                     continue  # an entry this version cannot represent is re-parsed

@@ -110,6 +110,8 @@ def scan_files(
         if session is None:
             skipped += 1
             continue
+        if context.native_id is None and session.hidden:
+            continue  # left out on purpose: neither listed nor a skip
         if context.native_id is not None and session.native_id != context.native_id:
             continue
         sessions.append(evolve(session, harness=context.harness, store_path=key, order=order))

@@ -113,6 +113,8 @@ class SessionService:
         sessions: list[HarnessSession] = []
         for provider, scan in zip(capable, scans, strict=True):
             for session in scan.sessions:
+                if session.hidden and native_id is None:
+                    continue  # a provider that lists without scan_files may still mark some
                 cwd = session.cwd
                 if cwd is not None:
                     cwd = memo.get(cwd) or memo.setdefault(cwd, canonical(cwd))

@@ -63,7 +63,10 @@ class HarnessSession:
     ``None`` when the harness recorded no directory. ``store_path`` is where
     it was found: for confinement checks only, never an input to a launch
     unless clanker itself re-found it. ``order`` is the provider's discovery
-    order, which breaks ties between equal ``updated_at`` values.
+    order, which breaks ties between equal ``updated_at`` values. ``hidden``
+    marks a real session that listings leave out on purpose (a sub-agent's
+    transcript, a scripted print-mode run): it is not a skip, and re-finding
+    it by id still works.
     """
 
     harness: HarnessId
@@ -77,6 +80,7 @@ class HarnessSession:
     parent_id: str | None = None
     store_path: str | None = None
     order: int = 0
+    hidden: bool = False
 
     @property
     def key(self) -> str:
