@@ -77,29 +77,50 @@ def test_the_model_goes_before_the_subcommand() -> None:
     assert plan(model="gpt-6.2-astra") == ("codex", "-m", "gpt-6.2-astra")
     session = SessionTarget(native_id=SESSION)
     assert plan(operation="resume", session=session, model="gpt-6.2-astra") == (
-        "codex", "-m", "gpt-6.2-astra", "resume", SESSION
+        "codex", "-m", "gpt-6.2-astra", "-C", "/w", "resume", SESSION
     )
 
 
 def test_resume_and_fork_are_subcommands_followed_by_the_user_flags() -> None:
     session = SessionTarget(native_id=SESSION)
-    assert plan(operation="resume", session=session, user_flags=("-C", "/w")) == (
-        "codex", "resume", SESSION, "-C", "/w"
+    # A user's own -C after the id is a subcommand-level option: it wins over ours.
+    assert plan(operation="resume", session=session, user_flags=("-C", "/x")) == (
+        "codex", "-C", "/w", "resume", SESSION, "-C", "/x"
     )
     assert plan(operation="fork", session=session, user_flags=("--no-daemon",)) == (
-        "codex", "fork", SESSION, "--no-daemon"
+        "codex", "-C", "/w", "fork", SESSION, "--no-daemon"
     )
+
+
+def test_resume_and_fork_name_the_launch_directory_but_a_fresh_launch_does_not() -> None:
+    # Verified 2026-11-30 with 0.171.0 (docs/harnesses/codex.md, "Sessions"): a
+    # TUI resumed outside the session's recorded cwd asks "Working directory ·
+    # resume" and defaults to that directory even when it is gone; with -C
+    # before the subcommand it continues in the given directory, no question.
+    session = SessionTarget(native_id=SESSION)
+    provider = TestCodexContract().provider()
+    for operation in ("resume", "fork"):
+        argv = plan_launch(provider, LaunchRequest(
+            operation=operation, session=session, cwd="/elsewhere/work",  # type: ignore[arg-type]
+        )).argv
+        assert argv == ("codex", "-C", "/elsewhere/work", operation, SESSION)
+    assert plan_launch(provider, LaunchRequest(cwd="/elsewhere/work")).argv == ("codex",)
+    # Without a launch directory there is nothing to pass.
+    assert plan_launch(provider, LaunchRequest(operation="resume", session=session)  # type: ignore[arg-type]
+                       ).argv == ("codex", "resume", SESSION)
 
 
 def test_uppercase_ids_pass_unchanged() -> None:
     session = SessionTarget(native_id=SESSION.upper())
-    assert plan(operation="resume", session=session) == ("codex", "resume", SESSION.upper())
+    assert plan(operation="resume", session=session) == (
+        "codex", "-C", "/w", "resume", SESSION.upper()
+    )
 
 
 def test_a_store_path_is_not_used_because_codex_refuses_paths() -> None:
     rollout = f"/h/.codex/sessions/2026/11/30/rollout-{SESSION}.jsonl"
     session = SessionTarget(native_id=SESSION, store_path=rollout)
-    assert plan(operation="fork", session=session) == ("codex", "fork", SESSION)
+    assert plan(operation="fork", session=session) == ("codex", "-C", "/w", "fork", SESSION)
 
 
 def test_version_from_the_real_output() -> None:

@@ -16,8 +16,9 @@ from clanker.descriptor import (
 from clanker.ids import HarnessId
 from clanker_claude.launch import ClaudeLaunch
 from clanker_claude.models import ClaudeModels
+from clanker_claude.sessions import ClaudeSessions
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models"]
+__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
 
 
 @hookimpl
@@ -26,7 +27,7 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("claude"),
         display_name="Claude Code",
         executable="claude",
-        capabilities={Capability.LAUNCH, Capability.MODELS},
+        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
         # `--resume ID` and `--resume ID --fork-session` read the host's own
         # transcripts, so they work wherever Claude Code runs.
         resume=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
@@ -44,3 +45,8 @@ def clanker_launch() -> ClaudeLaunch:
 @hookimpl
 def clanker_models() -> ClaudeModels:
     return ClaudeModels()
+
+
+@hookimpl
+def clanker_sessions() -> ClaudeSessions:
+    return ClaudeSessions()

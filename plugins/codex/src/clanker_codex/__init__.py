@@ -16,8 +16,9 @@ from clanker.descriptor import (
 from clanker.ids import HarnessId
 from clanker_codex.launch import CodexLaunch
 from clanker_codex.models import CodexModels
+from clanker_codex.sessions import CodexSessions
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models"]
+__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
 
 
 @hookimpl
@@ -26,7 +27,7 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("codex"),
         display_name="Codex CLI",
         executable="codex",
-        capabilities={Capability.LAUNCH, Capability.MODELS},
+        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
         # `codex resume ID` and `codex fork ID` are native subcommands that
         # read the host's own rollouts, so they work wherever Codex runs.
         resume=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
@@ -44,3 +45,8 @@ def clanker_launch() -> CodexLaunch:
 @hookimpl
 def clanker_models() -> CodexModels:
     return CodexModels()
+
+
+@hookimpl
+def clanker_sessions() -> CodexSessions:
+    return CodexSessions()

@@ -1,4 +1,4 @@
-"""Codex command lines: ``codex [-m MODEL] [resume ID | fork ID] FLAGS``."""
+"""Codex command lines: ``codex [-m MODEL] [-C DIR resume ID | -C DIR fork ID] FLAGS``."""
 
 from __future__ import annotations
 
@@ -32,6 +32,12 @@ class CodexLaunch:
             # `resume ID` is a subcommand-level option and wins over ours.
             argv += ["-m", request.model]
         if request.session is not None:
+            if request.cwd is not None:
+                # Without -C, a TUI resumed outside the session's latest cwd
+                # asks which directory to use and defaults to the recorded
+                # one, even when that is gone; with it, Codex continues in the
+                # launch directory. Top level, so a user's -C after the id wins.
+                argv += ["-C", request.cwd]
             # Codex resumes by id only; it refuses a rollout path.
             subcommand = "fork" if request.operation is LaunchOperation.FORK else "resume"
             argv += [subcommand, request.session.native_id]

@@ -1,0 +1,543 @@
+"""Codex's history: rollout files under ``$CODEX_HOME/sessions``, read at their head and tail.
+
+Verified against Codex CLI 0.171.0 (docs/harnesses/codex.md, "Sessions"). Layout::
+
+    $CODEX_HOME/sessions/YYYY/MM/DD/rollout-<local time>-<uuid>.jsonl
+
+Line 1 is ``session_meta`` (id, cwd, source, fork parent); every later line is
+``{"timestamp","ordinal","type","payload"}``. Archived rollouts
+(``$CODEX_HOME/archived_sessions/``) cannot be resumed and are never read;
+sub-agent rollouts sit beside their parents and are not listed.
+
+A listing reads thousands of files, so a file is never decoded line by line:
+byte searches find the few lines that matter and only those are decoded. The
+optional index (``state_5.sqlite``) adds user-given names and titles; the
+rollouts stay the source of truth, and any doubt about the index means it is
+not used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import posixpath
+import pwd
+import re
+import stat
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from attrs import evolve, frozen
+
+from clanker.ids import HarnessId
+from clanker.sessions.context import SessionsContext
+from clanker.sessions.files import FileSample, parse_timestamp
+from clanker.sessions.filestore import find_files, scan_files
+from clanker.sessions.types import HarnessSession, SessionScan, clean_text
+
+__all__ = [
+    "HEAD_BYTES",
+    "INDEX_NAME",
+    "TAIL_BYTES",
+    "CodexSessions",
+    "IndexEntry",
+    "codex_home",
+    "index_path",
+    "read_index",
+    "sessions_dir",
+    "summarize",
+]
+
+_CODEX: Final = HarnessId("codex")
+
+# The first user prompt (the title) is no earlier than line 12: `session_meta`
+# (~27 KB, the model's base instructions), `additional_tools` (~26 KB) and the
+# developer messages (~27 KB + 4-8 KB + ...) come first, so it ends at
+# 100.5 KB in an exec rollout and 107.2 KB in a TUI one (0.171.0). 128 KiB
+# reaches it with ~20 KB to spare for the user's own instructions; past that
+# the file has no title of its own (the index's title may stand in).
+HEAD_BYTES: Final = 128 * 1024
+# The newest `turn_context`/`thread_settings_applied` (2-4 KB each: cwd and
+# model) and the last line's timestamp. A turn's output after its settings is
+# unbounded (tool output, inline images): when 64 KiB holds no settings line,
+# the head's stand in, and the file's mtime when not even a line fits.
+TAIL_BYTES: Final = 64 * 1024
+INDEX_NAME: Final = "state_5.sqlite"
+_CONFIG_BYTES: Final = 1024 * 1024
+_TEXT_LIMIT: Final = 4096
+# A title is at most 200 characters: only this much of a prompt is cleaned.
+_TITLE_SCAN: Final = 4096
+_INDEX_COLUMNS: Final = frozenset({"rollout_path", "name", "title", "archived"})
+# Readers never wait on Codex's writer (WAL), but a checkpoint or a recovery
+# can hold the file briefly; a listing does not wait longer than this for it.
+_INDEX_BUSY_MS: Final = 250
+_UUID: Final = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+# Every rollout line starts with its timestamp (serde writes fields in order),
+# so the newest time is read without decoding a line that may be megabytes.
+_LINE_TIMESTAMP: Final = re.compile(rb'\{"timestamp":"([^"\\]{1,64})"')
+_META: Final = b'"type":"session_meta"'
+_INSTRUCTIONS: Final = b',"base_instructions":'
+_IDENTITY: Final = frozenset({"id", "cwd", "timestamp", "source", "thread_source"})
+_SETTINGS: Final = (b'"type":"turn_context"', b'"type":"thread_settings_applied"')
+# The prompt event: `item_completed` with a `UserMessage` item (0.171.0), or
+# the `user_message` event of legacy (pre-paginated) rollouts.
+_PROMPTS: Final = (b'"type":"UserMessage"', b'"type":"user_message"')
+_NOT_PROMPTS: Final = ("<environment_context>", "<user_instructions>")
+
+
+# -- where the store is ---------------------------------------------------------------------
+
+
+def _home(environ: Mapping[str, str]) -> str | None:
+    # Rust's home_dir: a non-empty $HOME, else the password database.
+    home = environ.get("HOME")
+    if home:
+        return home
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir or None
+    except (KeyError, OSError):
+        return None
+
+
+def _absolute(value: str | None) -> Path | None:
+    # Codex takes a relative CODEX_HOME relative to its own cwd, which clanker
+    # cannot know: it is not guessed.
+    if not value or "\x00" in value or not value.startswith("/"):
+        return None
+    return Path(posixpath.normpath(value))
+
+
+def codex_home(environ: Mapping[str, str]) -> Path | None:
+    """``$CODEX_HOME`` when set and non-empty (an empty value is unset), else ``~/.codex``."""
+    configured = environ.get("CODEX_HOME")
+    if configured:
+        return _absolute(configured)
+    home = _home(environ)
+    return None if home is None else _absolute(posixpath.join(home, ".codex"))
+
+
+def sessions_dir(environ: Mapping[str, str]) -> Path | None:
+    """``<codex home>/sessions``: no flag, config key or XDG variable moves it."""
+    home = codex_home(environ)
+    return None if home is None else home / "sessions"
+
+
+def _read_small(path: Path, limit: int) -> bytes | None:
+    """A regular file's bytes, or ``None`` if missing, larger than ``limit`` or no file."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def index_path(environ: Mapping[str, str]) -> Path | None:
+    """Where ``state_5.sqlite`` lives, or ``None`` when clanker cannot know.
+
+    Codex's order: ``sqlite_home`` in ``config.toml`` (it beat the variable
+    live), then ``$CODEX_SQLITE_HOME``, then the Codex home. A relative value
+    (resolved against Codex's cwd) means "unknown": no index is read rather
+    than possibly the wrong one. A profile's or ``-c`` value is invisible here.
+    """
+    import tomllib  # only when an index is looked for: plugin loading stays lean
+
+    home = codex_home(environ)
+    if home is None:
+        return None
+    data = _read_small(home / "config.toml", _CONFIG_BYTES)
+    configured: object = None
+    if data is not None:
+        try:
+            configured = tomllib.loads(data.decode("utf-8")).get("sqlite_home")
+        except (ValueError, UnicodeDecodeError):
+            configured = None  # Codex refuses to start with it; nothing to follow
+    if configured is None:
+        configured = environ.get("CODEX_SQLITE_HOME") or None
+    if configured is None:
+        return home / INDEX_NAME
+    directory = _absolute(configured) if isinstance(configured, str) else None
+    return None if directory is None else directory / INDEX_NAME
+
+
+# -- one file -------------------------------------------------------------------------------
+
+
+def _text(value: object, limit: int = _TEXT_LIMIT) -> str | None:
+    """A string every later step can hold: non-empty, bounded, no NUL, valid UTF-8."""
+    if not isinstance(value, str) or not value.strip() or len(value) > limit or "\x00" in value:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a "\ud800" escape
+        return None
+    return value
+
+
+def _uuid(value: object) -> str | None:
+    return value if isinstance(value, str) and _UUID.fullmatch(value) else None
+
+
+def _when(value: object) -> datetime | None:
+    try:
+        return parse_timestamp(value)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _decode(data: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+@frozen
+class _Region:
+    """The complete lines of a buffer lie in ``buf[lo:hi]``; a line cut by a read bound does not."""
+
+    buf: bytes
+    lo: int
+    hi: int
+
+
+def _head_region(sample: FileSample, start: int = 0) -> _Region:
+    head = sample.head
+    hi = len(head) if sample.whole else head.rfind(b"\n") + 1
+    return _Region(head, min(start, hi), hi)
+
+
+def _tail_region(sample: FileSample) -> _Region:
+    """The tail's lines, or the head's when the head is the whole file."""
+    if not sample.tail:
+        return _head_region(sample)
+    newline = sample.tail.find(b"\n")  # before it: a line cut by the bound
+    lo = newline + 1 if newline >= 0 else len(sample.tail)
+    return _Region(sample.tail, lo, len(sample.tail))
+
+
+def _lines_with(region: _Region, markers: Sequence[bytes], *,
+                newest_first: bool) -> Iterator[bytes]:
+    """Each complete line of ``region`` that contains one of ``markers``, once."""
+    buf, lo, hi = region.buf, region.lo, region.hi
+    while lo < hi:
+        if newest_first:
+            pos = max(buf.rfind(marker, lo, hi) for marker in markers)
+            if pos < 0:
+                return
+        else:
+            found = [p for p in (buf.find(marker, lo, hi) for marker in markers) if p >= 0]
+            if not found:
+                return
+            pos = min(found)
+        start = max(buf.rfind(b"\n", lo, pos) + 1, lo)
+        end = buf.find(b"\n", pos, region.hi)
+        end = region.hi if end < 0 else end
+        yield buf[start:end]
+        if newest_first:
+            hi = start
+        else:
+            lo = end + 1
+
+
+def _last_line_time(region: _Region) -> datetime | None:
+    """The timestamp that starts the newest line carrying one (no line is decoded)."""
+    buf, pos = region.buf, region.hi
+    while pos > region.lo:
+        newline = buf.rfind(b"\n", region.lo, pos)
+        start = newline + 1 if newline >= 0 else region.lo
+        match = _LINE_TIMESTAMP.match(buf, start, pos)
+        if match is not None:
+            when = _when(match.group(1).decode("ascii", "replace"))
+            if when is not None:
+                return when
+        pos = newline if newline >= 0 else region.lo
+    return None
+
+
+def _meta(sample: FileSample) -> tuple[dict[str, Any], int] | None:
+    """The ``session_meta`` payload on line 1, and where line 2 starts."""
+    head = sample.head
+    end = head.find(b"\n")
+    if end < 0:
+        if not sample.whole:
+            return None  # line 1 is larger than the head: no way to tell what this is
+        end = len(head)
+    line = head[:end]
+    if _META not in line:
+        return None
+    # Nearly all of line 1 is `base_instructions` (~26 KB), which clanker does
+    # not use. Every field it does use comes before it (0.171.0), so the
+    # prefix, closed, is decoded instead; any doubt decodes the whole line.
+    record = None
+    cut = line.find(_INSTRUCTIONS)
+    if cut > 0:
+        record = _decode(line[:cut] + b"}}")
+        payload = None if record is None else record.get("payload")
+        if not isinstance(payload, dict) or not payload.keys() >= _IDENTITY:
+            record = None
+    if record is None:
+        record = _decode(line)
+    if record is None or record.get("type") != "session_meta":
+        return None
+    payload = record.get("payload")
+    return (payload, end + 1) if isinstance(payload, dict) else None
+
+
+def _is_subagent(meta: Mapping[str, Any]) -> bool:
+    """A sub-agent's rollout (review, compact, spawned agents): part of its parent's work."""
+    source = meta.get("source")
+    return (
+        (isinstance(source, dict) and "subagent" in source)
+        or meta.get("thread_source") == "subagent"
+        or meta.get("parent_thread_id") is not None
+    )
+
+
+def _prompt_text(record: dict[str, Any], native_id: str) -> str | None:
+    """The text of this session's own user prompt in ``record``, else ``None``."""
+    payload = record.get("payload")
+    if record.get("type") != "event_msg" or not isinstance(payload, dict):
+        return None
+    kind = payload.get("type")
+    if kind == "item_completed":
+        item = payload.get("item")
+        # A review parent holds its sub-agent's prompt under the child's id.
+        if payload.get("thread_id") != native_id or not isinstance(item, dict):
+            return None
+        content = item.get("content")
+        if item.get("type") != "UserMessage" or not isinstance(content, list):
+            return None
+        text: object = " ".join(
+            part["text"] for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
+        )
+    elif kind == "user_message":
+        text = payload.get("message")
+    else:
+        return None
+    if not isinstance(text, str) or text.lstrip().startswith(_NOT_PROMPTS):
+        return None
+    return clean_text(text[:_TITLE_SCAN])
+
+
+def _title(region: _Region, native_id: str) -> str | None:
+    # One marker at a time: the legacy one is searched only when the current
+    # one gave nothing, so a current file pays for one pass, not two.
+    for marker in _PROMPTS:
+        for line in _lines_with(region, (marker,), newest_first=False):
+            record = _decode(line)
+            text = None if record is None else _prompt_text(record, native_id)
+            if text is not None:
+                return text
+    return None
+
+
+def _settings(record: dict[str, Any], native_id: str) -> dict[str, Any] | None:
+    """The cwd/model carrier of a ``turn_context`` or ``thread_settings_applied`` line."""
+    payload = record.get("payload")
+    if not isinstance(payload, dict):
+        return None
+    if record.get("type") == "turn_context":
+        return payload
+    if record.get("type") == "event_msg" and payload.get("type") == "thread_settings_applied":
+        settings = payload.get("thread_settings")
+        if payload.get("thread_id", native_id) == native_id and isinstance(settings, dict):
+            return settings
+    return None
+
+
+def _latest_settings(regions: Sequence[_Region], native_id: str) -> tuple[str | None, str | None]:
+    """The newest recorded cwd and model, each from the newest line that has it."""
+    cwd: str | None = None
+    model: str | None = None
+    for region in regions:
+        for line in _lines_with(region, _SETTINGS, newest_first=True):
+            record = _decode(line)
+            settings = None if record is None else _settings(record, native_id)
+            if settings is None:
+                continue
+            if cwd is None:
+                found = _text(settings.get("cwd"))
+                cwd = found if found is not None and found.startswith("/") else None
+            if model is None:
+                model = _text(settings.get("model"), 200)
+            if cwd is not None and model is not None:
+                return cwd, model
+    return cwd, model
+
+
+def _classify(sample: FileSample) -> HarnessSession | None:
+    """The session in ``sample`` (hidden when it is a sub-agent's), or ``None``."""
+    found = _meta(sample)
+    if found is None:
+        return None
+    meta, body = found
+    native_id = _uuid(meta.get("id"))
+    first_cwd = _text(meta.get("cwd"))
+    if native_id is None or first_cwd is None or not first_cwd.startswith("/"):
+        return None
+    head = _head_region(sample, body)
+    tail = _tail_region(sample)
+    if tail.buf is head.buf:
+        tail = head  # the whole file is in the head: line 1 is no settings line
+    title = _title(head, native_id)
+    cwd, model = _latest_settings([tail] if tail is head else [tail, head], native_id)
+    created = _when(meta.get("timestamp"))
+    updated = _last_line_time(tail) or sample.mtime
+    if created is not None and updated < created:
+        updated = created
+    parent = _uuid(meta.get("forked_from_id"))
+    return HarnessSession(
+        harness=_CODEX, native_id=native_id, updated_at=updated, title=title,
+        cwd=cwd or first_cwd, created_at=created, model=model,
+        parent_id=parent if parent != native_id else None, hidden=_is_subagent(meta),
+    )
+
+
+def summarize(sample: FileSample) -> HarnessSession | None:
+    """Summarize one rollout; ``None`` when it is not a listed session (a counted skip).
+
+    - id, created, parent: ``session_meta`` (``payload.id``, ``timestamp``,
+      ``forked_from_id``). A sub-agent's rollout (``source`` ``{"subagent":...}``,
+      ``thread_source`` ``subagent`` or a ``parent_thread_id``) is not listed.
+    - cwd and model: the newest ``turn_context`` or ``thread_settings_applied``
+      (a resume appends one with the directory it ran in, even without a
+      message), tail first, then the head; else ``session_meta.cwd``.
+    - title: the first ``item_completed`` ``UserMessage`` of this thread (a
+      review parent holds its sub-agent's), never the ``<environment_context>``
+      message; legacy rollouts' ``user_message`` event. Past the head: none.
+    - updated: the newest line's timestamp in the tail, else the file's
+      mtime; never before ``created``.
+    - message_count: not recorded (a count needs the whole file).
+    """
+    return _classify(sample)
+
+
+# -- the index ------------------------------------------------------------------------------
+
+
+@frozen
+class IndexEntry:
+    """What the index adds to one rollout: a user-given name, the full title, archived."""
+
+    name: str | None
+    title: str | None
+    archived: bool
+
+
+def read_index(path: Path | None, rollouts: Sequence[str]) -> dict[str, IndexEntry]:
+    """The index's entries for ``rollouts`` (absolute paths), keyed by path.
+
+    One read-only query. A missing, unreadable, busy or changed index gives no
+    entries: the rollouts alone are a complete answer.
+    """
+    import sqlite3
+
+    from clanker.errors import HarnessCapabilityError
+    from clanker.sessions.sqlite import open_readonly, require_columns
+
+    if path is None or not rollouts or not path.is_file():
+        return {}
+    query = ("SELECT rollout_path, name, title, archived FROM threads "
+             "WHERE rollout_path IN (SELECT value FROM json_each(?))")
+    try:
+        with open_readonly(path, harness=_CODEX) as connection:
+            connection.execute(f"PRAGMA busy_timeout = {_INDEX_BUSY_MS}")
+            require_columns(connection, {"threads": _INDEX_COLUMNS}, harness=_CODEX)
+            rows = connection.execute(query, (json.dumps(list(rollouts)),)).fetchall()
+    except (HarnessCapabilityError, sqlite3.Error):
+        return {}
+    entries: dict[str, IndexEntry] = {}
+    for rollout, name, title, archived in rows:
+        if isinstance(rollout, str):
+            entries[rollout] = IndexEntry(
+                name=clean_text(name[:_TITLE_SCAN] if isinstance(name, str) else None),
+                title=clean_text(title[:_TITLE_SCAN] if isinstance(title, str) else None),
+                archived=isinstance(archived, int) and archived != 0,
+            )
+    return entries
+
+
+def _enrich(scan: SessionScan, index: Mapping[str, IndexEntry]) -> SessionScan:
+    """Names and titles from the index; sessions it calls archived are not resumable."""
+    if not index:
+        return scan
+    sessions = []
+    for session in scan.sessions:
+        entry = index.get(session.store_path or "")
+        if entry is None:
+            sessions.append(session)
+        elif not entry.archived:
+            sessions.append(evolve(session, title=entry.name or session.title or entry.title))
+    return evolve(scan, sessions=sessions)
+
+
+# -- the capability -------------------------------------------------------------------------
+
+
+def _accept_dir(level: int, name: str) -> bool:
+    # YYYY/MM/DD, as Codex writes them (local time).
+    return name.isascii() and name.isdigit() and len(name) == (4 if level == 0 else 2)
+
+
+def _accept_file(native_id: str | None) -> Callable[[str], bool]:
+    suffix = None if native_id is None else f"-{native_id.lower()}.jsonl"
+
+    def accept(name: str) -> bool:
+        if not name.startswith("rollout-") or not name.endswith(".jsonl"):
+            return False
+        # Codex finds a rollout by the id its name ends with; so does a re-find.
+        return suffix is None or name.lower().endswith(suffix)
+
+    return accept
+
+
+class CodexSessions:
+    """Codex's rollout files, enriched by its index when that can be trusted."""
+
+    # Verified 2026-11-30 with Codex 0.171.0: with the recorded cwd removed,
+    # `codex -C <dir> resume <id>` (the argv clanker builds, -C before the
+    # subcommand) loads the session in <dir> without asking; without -C the
+    # TUI asks and defaults to the missing directory. `codex exec resume <id>`
+    # from elsewhere continues it too.
+    resumes_without_original_directory = True
+
+    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
+        root = sessions_dir(environ)
+        return () if root is None else (root,)
+
+    async def discover(self, context: SessionsContext) -> SessionScan:
+        return await asyncio.to_thread(self._discover, context)
+
+    def _discover(self, context: SessionsContext) -> SessionScan:
+        root = sessions_dir(context.environ)
+        if root is None:
+            return SessionScan()
+        # The index records canonical paths (Codex resolves its home), so the
+        # walk starts from the resolved root and store paths compare equal.
+        # Rollouts carry no cwd in their path, so scopes cannot narrow the walk.
+        candidates, cut = find_files(
+            Path(os.path.realpath(root)), depth=3, accept_dir=_accept_dir,
+            accept_file=_accept_file(context.native_id),
+        )
+        scan = scan_files(context, candidates, summarize, cut=cut,
+                          head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES)
+        index = read_index(index_path(context.environ),
+                           [s.store_path for s in scan.sessions if s.store_path])
+        return _enrich(scan, index)
