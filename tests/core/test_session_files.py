@@ -123,11 +123,11 @@ def test_find_files_depth_filters_and_bound(tmp_path: Path) -> None:
         (directory / "notes.txt").write_text("")
     (tmp_path / "2026" / "stray.jsonl").write_text("{}")
     found, cut = find_files(tmp_path, depth=3, accept_file=lambda n: n.endswith(".jsonl"))
-    assert sorted(c.path.name for c in found) == ["rollout-01.jsonl", "rollout-02.jsonl"]
+    assert sorted(Path(c.path).name for c in found) == ["rollout-01.jsonl", "rollout-02.jsonl"]
     assert not cut
     pruned, _ = find_files(tmp_path, depth=3, accept_file=lambda n: True,
                            accept_dir=lambda level, name: level != 2 or name == "02")
-    assert sorted(c.path.name for c in pruned) == ["notes.txt", "rollout-02.jsonl"]
+    assert sorted(Path(c.path).name for c in pruned) == ["notes.txt", "rollout-02.jsonl"]
     _, cut = find_files(tmp_path, depth=3, accept_file=lambda n: True, max_entries=3)
     assert cut
     assert find_files(tmp_path / "missing", depth=1, accept_file=lambda n: True) == ([], False)

@@ -85,6 +85,12 @@ class SummaryCache:
         self._entries[path] = (_identity(stat), session)
         self._dirty = True
 
+    def refresh(self, path: str, session: HarnessSession) -> None:
+        """Replace a cached summary by an equivalent copy (placement changed), in memory."""
+        entry = self._entries.get(path)
+        if entry is not None:
+            self._entries[path] = (entry[0], session)
+
     def forget_unseen(self) -> None:
         """Drop entries for files not looked up since the last call (deleted sessions)."""
         vanished = self._entries.keys() - self._seen

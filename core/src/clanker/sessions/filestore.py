@@ -37,7 +37,9 @@ Summarize = Callable[[FileSample], HarnessSession | None]
 
 @frozen
 class Candidate:
-    path: Path
+    """A file found by a walk. The path stays a string: a scan makes thousands."""
+
+    path: str
     stat: os.stat_result
 
 
@@ -58,7 +60,7 @@ def find_files(
     """
     found: list[Candidate] = []
     visited = 0
-    frontier = [(root, 0)]
+    frontier: list[tuple[str | Path, int]] = [(root, 0)]
     while frontier:
         directory, level = frontier.pop()
         try:
@@ -72,10 +74,10 @@ def find_files(
                     return found, True
                 if level < depth:
                     if entry.is_dir(follow_symlinks=False) and accept_dir(level, entry.name):
-                        frontier.append((Path(entry.path), level + 1))
+                        frontier.append((entry.path, level + 1))
                 elif entry.is_file(follow_symlinks=False) and accept_file(entry.name):
                     try:
-                        found.append(Candidate(Path(entry.path), entry.stat(follow_symlinks=False)))
+                        found.append(Candidate(entry.path, entry.stat(follow_symlinks=False)))
                     except OSError:
                         continue  # vanished while we looked
     return found, False
@@ -95,12 +97,12 @@ def scan_files(
     A file that cannot be read or is not a session is a counted skip. The
     discovery order is newest file first.
     """
-    ordered = sorted(candidates, key=lambda c: (-c.stat.st_mtime_ns, str(c.path)))
+    ordered = sorted(candidates, key=lambda c: (-c.stat.st_mtime_ns, c.path))
     truncated = cut or len(ordered) > context.limit
     sessions: list[HarnessSession] = []
     skipped = 0
     for order, candidate in enumerate(ordered[: context.limit]):
-        key = str(candidate.path)
+        key = candidate.path
         cached = context.cache.lookup(key, candidate.stat)
         if cached is MISS:
             session = _summarize(candidate, summarize, head_bytes, tail_bytes)
@@ -114,7 +116,11 @@ def scan_files(
             continue  # left out on purpose: neither listed nor a skip
         if context.native_id is not None and session.native_id != context.native_id:
             continue
-        sessions.append(evolve(session, harness=context.harness, store_path=key, order=order))
+        if (session.harness, session.store_path, session.order) != (context.harness, key, order):
+            session = evolve(session, harness=context.harness, store_path=key, order=order)
+            # Kept in memory so an unchanged store costs no copies on the next scan.
+            context.cache.refresh(key, session)
+        sessions.append(session)
     if not context.scopes and context.native_id is None and not truncated:
         # Only a complete walk of the whole store proves a file is gone.
         context.cache.forget_unseen()
@@ -127,7 +133,8 @@ def _summarize(
 ) -> HarnessSession | None:
     try:
         sample = read_sample(
-            candidate.path, head_bytes=head_bytes, tail_bytes=tail_bytes, stat=candidate.stat
+            Path(candidate.path), head_bytes=head_bytes, tail_bytes=tail_bytes,
+            stat=candidate.stat,
         )
         return summarize(sample)
     except (OSError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
