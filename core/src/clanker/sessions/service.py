@@ -123,9 +123,10 @@ class SessionService:
                 filtering = scopes and native_id is None
                 if filtering and cwd is not None and not in_scope(cwd, scopes):
                     continue
+                placed = session
                 if session.harness != provider.id or session.cwd != cwd:
-                    session = evolve(session, harness=provider.id, cwd=cwd)
-                sessions.append(session)
+                    placed = evolve(session, harness=provider.id, cwd=cwd)
+                sessions.append(placed)
         sessions.sort(key=lambda s: (-s.updated_at.timestamp(), rank[s.harness], s.order))
         return SessionListing(
             sessions=tuple(sessions),
