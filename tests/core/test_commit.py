@@ -309,3 +309,14 @@ def test_config_sets_the_default_harness_and_style(
     bad = CliRunner().invoke(cli, ["commit-message"])
     assert bad.exit_code == 2
     assert "harnes" in bad.output
+
+
+def test_an_unusable_model_name_is_a_usage_error(
+    repo: Path, harness: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (repo / "app.py").write_text("print('v2')\n")
+    monkeypatch.chdir(repo)
+    result = CliRunner().invoke(cli, ["commit-message", "--harness", "fake-agent",
+                                      "--model", "bad\x00model"])
+    assert result.exit_code == 2
+    assert "model name" in result.output

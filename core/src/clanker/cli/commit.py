@@ -12,7 +12,12 @@ import click
 from clanker.cli.common import HarnessArgument, capability_errors, echo_json, json_option, run_async
 from clanker.commit.gitcontext import NotARepositoryError, NothingToCommitError
 from clanker.commit.message import Style
-from clanker.commit.service import CommitProposal, CommitService, RepositoryBusyError
+from clanker.commit.service import (
+    CommitProposal,
+    CommitService,
+    InvalidModelError,
+    RepositoryBusyError,
+)
 from clanker.config import ConfigError, load_settings
 from clanker.errors import (
     EXIT_BUSY,
@@ -117,6 +122,8 @@ def commit_message(
             raise _fail(str(exc), EXIT_NOTHING_TO_COMMIT) from exc
         except RepositoryBusyError as exc:
             raise _fail(str(exc), EXIT_BUSY) from exc
+        except InvalidModelError as exc:
+            raise _fail(str(exc), EXIT_USAGE) from exc
     if as_json:
         echo_json(_record(proposal))
     else:

@@ -16,13 +16,18 @@ from clanker.commit.message import CommitMessage, Style, normalize_message
 from clanker.commit.prompt import build_prompt
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, MAX_OUTPUT, CommandExecutor
+from clanker.models.types import model_text
 from clanker.registry import HarnessProvider
 
-__all__ = ["CommitProposal", "CommitService", "RepositoryBusyError"]
+__all__ = ["CommitProposal", "CommitService", "InvalidModelError", "RepositoryBusyError"]
 
 
 class RepositoryBusyError(Exception):
     """Another commit-message request for this repository is still running."""
+
+
+class InvalidModelError(ValueError):
+    """A model name no harness could take (empty, padded, control characters)."""
 
 
 @frozen(kw_only=True)
@@ -48,6 +53,9 @@ class CommitService:
         Raises ``unsupported`` without a commit capability, the git context
         errors, :class:`RepositoryBusyError`, and the harness's typed failures.
         """
+        if model is not None and model_text(model) is None:
+            raise InvalidModelError("a model name is text without surrounding spaces or "
+                                    "control characters")
         capability = provider.commit
         if capability is None:
             raise HarnessCapabilityError(ErrorKind.UNSUPPORTED, "commit messages",

@@ -225,6 +225,36 @@ class HarnessProviderContract:
         with pytest.raises(HarnessCapabilityError):
             provider.launch.parse_version(CommandResult("", "", 0))
 
+    # -- commit ------------------------------------------------------------------------
+
+    @_PROPERTY
+    @given(model=st.none() | model_ids(), prompt=st.text(max_size=200))
+    def test_commit_invocations_are_bounded_inference_with_the_prompt_on_stdin(
+        self, model: str | None, prompt: str
+    ) -> None:
+        provider = self._require(Capability.COMMIT)
+        assert provider.commit is not None
+        request = provider.commit.build_invocation(model, prompt)
+        assert request.command == provider.descriptor.executable
+        assert request.inference
+        assert request.stdin is not None
+        assert prompt.encode() in request.stdin or prompt.strip().encode() in request.stdin
+        if model is not None:
+            assert any(model == arg or arg.endswith("=" + model) for arg in request.args)
+
+    @_PROPERTY
+    @given(stdout=junk_text(), stderr=junk_text(), exit_code=st.integers(-15, 255))
+    def test_commit_output_parsing_fails_typed_never_crashes(
+        self, stdout: str, stderr: str, exit_code: int
+    ) -> None:
+        provider = self._require(Capability.COMMIT)
+        assert provider.commit is not None
+        try:
+            answer = provider.commit.parse_output(CommandResult(stdout, stderr, exit_code))
+        except HarnessCapabilityError:
+            return
+        assert isinstance(answer, str)
+
     # -- models ------------------------------------------------------------------------
 
     def test_model_policy_is_sane(self) -> None:
