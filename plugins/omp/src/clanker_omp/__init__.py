@@ -14,11 +14,20 @@ from clanker.descriptor import (
     Transport,
 )
 from clanker.ids import HarnessId
+from clanker_omp.commit import OmpCommit
 from clanker_omp.launch import OmpLaunch
 from clanker_omp.models import OmpModels
 from clanker_omp.sessions import OmpSessions
+from clanker_omp.usage import OmpUsage
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
+__all__ = [
+    "clanker_commit",
+    "clanker_descriptor",
+    "clanker_launch",
+    "clanker_models",
+    "clanker_sessions",
+    "clanker_usage",
+]
 
 
 @hookimpl
@@ -27,7 +36,10 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("omp"),
         display_name="Oh My Pi",
         executable="omp",
-        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
+        capabilities={
+            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.COMMIT,
+            Capability.USAGE,
+        },
         # `--resume` and `--fork` are native (`--fork` is missing from --help
         # but parsed); the spec resumes and forks OMP sessions over SSH as
         # well. Verified locally.
@@ -51,3 +63,13 @@ def clanker_models() -> OmpModels:
 @hookimpl
 def clanker_sessions() -> OmpSessions:
     return OmpSessions()
+
+
+@hookimpl
+def clanker_commit() -> OmpCommit:
+    return OmpCommit()
+
+
+@hookimpl
+def clanker_usage() -> OmpUsage:
+    return OmpUsage()

@@ -14,11 +14,18 @@ from clanker.descriptor import (
     Transport,
 )
 from clanker.ids import HarnessId
+from clanker_pi.commit import PiCommit
 from clanker_pi.launch import PiLaunch
 from clanker_pi.models import PiModels
 from clanker_pi.sessions import PiSessions
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
+__all__ = [
+    "clanker_commit",
+    "clanker_descriptor",
+    "clanker_launch",
+    "clanker_models",
+    "clanker_sessions",
+]
 
 
 @hookimpl
@@ -27,7 +34,9 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("pi"),
         display_name="Pi",
         executable="pi",
-        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
+        capabilities={
+            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.COMMIT
+        },
         # `--session` and `--fork` are native root flags; the spec resumes and
         # forks Pi sessions over SSH as well. Verified locally.
         resume=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
@@ -50,3 +59,8 @@ def clanker_models() -> PiModels:
 @hookimpl
 def clanker_sessions() -> PiSessions:
     return PiSessions()
+
+
+@hookimpl
+def clanker_commit() -> PiCommit:
+    return PiCommit()

@@ -1,0 +1,217 @@
+"""Pi commit messages: ``pi --print --mode json ...``, the prompt on stdin.
+
+Verified against pi 0.73.1 (docs/harnesses/pi.md, "Commit messages";
+fixtures in tests/fixtures/pi/commit/). Pi's JSON mode prints one event per
+line on stdout: a ``session`` header, then agent events. The answer is the
+last assistant ``message_end``: pi re-prompts after a tool call and retries
+after a failed request, and each attempt ends its own message. JSON mode
+exits 0 even when the turn failed, so the event stream, not the exit code,
+says whether there is an answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
+
+__all__ = ["COMMIT_ARGS", "PiCommit", "parse_commit_stream"]
+
+COMMIT_ARGS: Final = (
+    # Print mode: one prompt, then exit; never the TUI, never a question on
+    # the terminal. No value follows it: pi takes the next token as a prompt
+    # unless it starts with `-`.
+    "--print",
+    # One JSON event per line on stdout (two tokens: `--mode=json` is an
+    # unknown option). Everything else pi prints goes to stderr.
+    "--mode", "json",
+    # An in-memory session: no session file, and no "session found in another
+    # project" question. With it, pi wrote nothing but an empty auth.json.
+    "--no-session",
+    # No tools at all, built-in or extension: the request carries no `tools`,
+    # and a tool call the model makes anyway is answered "Tool ... not found".
+    "--no-tools",
+    # No extensions, skills or prompt templates: nothing loaded from the user's
+    # or the repository's pi directories can run or rewrite the prompt.
+    "--no-extensions",
+    "--no-skills",
+    "--no-prompt-templates",
+    # Without it pi inlines the repository's AGENTS.md / CLAUDE.md into the
+    # system prompt, and a repository could steer its own commit message.
+    "--no-context-files",
+    # No start-up network work (version check, tool downloads, package
+    # installs); the model request itself still goes out.
+    "--offline",
+    # In JSON mode every `message_update` repeats the whole partial message
+    # twice, so stdout grows with the square of the answer: 4,000 characters
+    # of reasoning made 5.1 MB, past clanker's 1 MiB stream cap. A commit
+    # message without reasoning stays far below it (140 characters: 17 KB).
+    # This also overrides a `:<level>` suffix on the model. If a run still
+    # overflows, the executor's output-limit failure stands.
+    "--thinking", "off",
+)
+# pi itself is bounded by its retry policy (3 retries, 2/4/8 s) and the
+# provider's request timeout; clanker's inference ceiling is the backstop.
+_TIMEOUT: Final = INFERENCE_TIMEOUT
+
+_MESSAGE_UPDATE: Final = '{"type":"message_update"'
+
+
+def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
+    return HarnessCapabilityError(kind, detail, harness="pi")
+
+
+def _parse_failure(detail: str) -> HarnessCapabilityError:
+    return _fail(ErrorKind.PARSE_FAILURE, detail)
+
+
+def _is_commentary(block: Mapping[str, Any]) -> bool:
+    """Say whether a text block is an OpenAI Responses "commentary" preamble.
+
+    pi-ai stores the Responses phase in ``textSignature`` as
+    ``{"v":1,"id":...,"phase":"commentary"|"final_answer"}``; commentary is
+    progress talk before the final answer, not the answer.
+    """
+    signature = block.get("textSignature")
+    if not isinstance(signature, str) or not signature.startswith("{"):
+        return False
+    try:
+        parsed = json.loads(signature)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(parsed, dict) and parsed.get("v") == 1 and parsed.get("phase") == "commentary"
+
+
+def _answer_text(message: Mapping[str, Any]) -> str:
+    """Return the text blocks of a completed message, joined as pi's text mode prints them."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        raise _parse_failure("the answer has no content list")
+    texts: list[str] = []
+    kinds: set[str] = set()
+    for block in content:
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise _parse_failure("an answer block is not a typed object")
+        kinds.add(block["type"])
+        if block["type"] != "text":
+            continue  # thinking, tool calls, images: never the answer
+        text = block.get("text")
+        if not isinstance(text, str):
+            raise _parse_failure("a text block has no text")
+        if not _is_commentary(block):
+            texts.append(text)
+    answer = "\n".join(texts)
+    if not answer.strip():
+        if "thinking" in kinds:
+            raise _parse_failure("the answer holds only reasoning, no text")
+        if "toolCall" in kinds:
+            raise _parse_failure("the answer is only a tool call")
+        raise _parse_failure("the answer is empty")
+    try:
+        answer.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _parse_failure("the answer is not valid Unicode text") from None
+    return answer
+
+
+def _events(stdout: str) -> Iterator[dict[str, Any]]:
+    """Yield the typed events after the ``session`` header; skip ``message_update`` unread."""
+    header = False
+    for raw in stdout.split("\n"):  # pi's separator; JSON text may hold U+2028
+        line = raw.strip()
+        if not line or line.startswith(_MESSAGE_UPDATE):
+            continue  # partials: large, racy, never the answer
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: absurdly nested input
+            raise _parse_failure("a line that is not JSON") from None
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            raise _parse_failure("a line that is not a typed event")
+        if header:
+            yield event
+        elif event["type"] == "session":
+            header = True
+        else:
+            raise _parse_failure("the output does not start with a session header")
+    if not header:
+        raise _parse_failure("no output (nothing was sent, or pi stopped before its header)")
+
+
+def _last_answer(stdout: str) -> Mapping[str, Any]:
+    """Return the last assistant ``message_end``'s message, if the run ended after it."""
+    last: Mapping[str, Any] | None = None
+    open_message = False  # an assistant message_start without its message_end yet
+    ended = False  # an agent_end after the last assistant message_end
+    for event in _events(stdout):
+        kind = event["type"]
+        if kind == "agent_end":
+            ended = last is not None
+        elif kind in ("message_start", "message_end"):
+            message = event.get("message")
+            if not isinstance(message, dict):
+                raise _parse_failure(f"{kind} without a message object")
+            if message.get("role") != "assistant":
+                continue  # the prompt, tool results, custom messages
+            open_message = kind == "message_start"
+            if kind == "message_end":
+                last, ended = message, False
+    if open_message:
+        raise _parse_failure("incomplete: the output stops inside an answer")
+    if last is None:
+        raise _parse_failure("no answer: pi ended without an assistant message")
+    if not ended:
+        raise _parse_failure("incomplete: the run did not end after the last answer")
+    return last
+
+
+def parse_commit_stream(stdout: str) -> str:
+    """Return the answer in pi's ``--mode json`` output, or raise a typed failure.
+
+    The answer is the last assistant ``message_end``; it counts only when the
+    run ended after it (an ``agent_end`` follows it, no assistant message is
+    left open) and its ``stopReason`` is ``stop``. Its text blocks are the
+    answer; reasoning, tool calls and the streamed ``message_update``
+    partials are never read. A failed or aborted turn is ``command-failed``;
+    anything else that is not an answer is ``parse-failure``.
+    """
+    last = _last_answer(stdout)
+    stop = last.get("stopReason")
+    if stop in ("error", "aborted"):
+        # errorMessage is provider text (it can quote the request): it stays out.
+        raise _fail(ErrorKind.COMMAND_FAILED, f"the turn ended with stopReason {stop}")
+    if stop == "length":
+        raise _parse_failure("the answer was cut off at the output limit")
+    if stop == "toolUse":
+        raise _parse_failure("the answer is only a tool call")
+    if stop != "stop":
+        raise _parse_failure("the answer has no known stopReason")
+    return _answer_text(last)
+
+
+class PiCommit:
+    """``pi --print --mode json ...`` with the prompt on stdin."""
+
+    def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
+        args = list(COMMIT_ARGS)
+        if model is not None:
+            # Two tokens, last: pi rejects `--model=`, and `--model` takes the
+            # next token whatever it looks like.
+            args += ["--model", model]
+        return CommandRequest(
+            command="pi",
+            args=args,
+            # Read to EOF before the turn starts; the executor writes it all and
+            # closes stdin (a pipe left open makes pi wait silently forever).
+            stdin=prompt.encode("utf-8"),
+            timeout=_TIMEOUT,
+            inference=True,
+        )
+
+    def parse_output(self, result: CommandResult) -> str:
+        if result.exit_code != 0:
+            # 1: no key, unknown model, bad option (before any turn); 143/129: killed.
+            raise _fail(ErrorKind.COMMAND_FAILED, f"exit status {result.exit_code}")
+        return parse_commit_stream(result.stdout)

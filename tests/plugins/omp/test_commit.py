@@ -1,0 +1,573 @@
+"""Oh My Pi commit messages, against omp 18.2.3's ``--print --mode json`` output
+(tests/fixtures/omp/commit)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clanker.commit.message import Style, normalize_message
+from clanker.commit.service import CommitProposal, CommitService
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import INFERENCE_TIMEOUT, CommandResult, LocalTransport
+from clanker.ids import HarnessId
+from clanker.registry import HarnessProvider, Registry
+from clanker.testing.strategies import junk_text
+from clanker_omp.commit import COMMIT_ARGS, MAX_TIME, OmpCommit, parse_commit_stream
+from tests.helpers import write_script
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "omp"
+COMMIT = FIXTURES / "commit"
+ANSWER = (
+    "feat: add retry to the sync client\n\n"
+    "Retry transient network failures with exponential backoff so a\n"
+    "flaky connection no longer aborts a sync."
+)
+STREAMS = sorted(p.name for p in COMMIT.glob("*.stdout.jsonl"))
+# How each captured run exited (tests/fixtures/omp/commit/README.md); 0 when not listed.
+EXIT_CODES = {
+    "json-http-400.stdout.jsonl": 1,
+    "json-no-api-key.stdout.jsonl": 1,
+    "json-refused-port-default-retry-killed.stdout.jsonl": 124,
+    "json-refused-port-retry-disabled.stdout.jsonl": 1,
+    "json-refused-port-max-time-10.stdout.jsonl": 1,
+    "final-argv-refused-port-default-retry.stdout.jsonl": 1,
+    "json-refused-port-sigterm.stdout.jsonl": 143,
+    "stub-toolcall-then-killed.stdout.jsonl": 124,
+}
+
+
+def stream(name: str) -> str:
+    return (COMMIT / name).read_text()
+
+
+def captured(name: str, stderr: str = "") -> CommandResult:
+    return CommandResult(stdout=stream(name), stderr=stderr, exit_code=EXIT_CODES.get(name, 0))
+
+
+def failure(stdout: str, exit_code: int = 0) -> HarnessCapabilityError:
+    with pytest.raises(HarnessCapabilityError) as caught:
+        OmpCommit().parse_output(CommandResult(stdout=stdout, stderr="", exit_code=exit_code))
+    assert caught.value.harness == "omp"
+    return caught.value
+
+
+def lines(*items: object) -> str:
+    return "".join(json.dumps(item) + "\n" for item in items)
+
+
+HEADER = json.loads(stream("stub-success.stdout.jsonl").split("\n", 1)[0])
+
+
+def assistant(stop: str = "stop", *content: dict[str, object]) -> dict[str, object]:
+    return {"role": "assistant", "content": list(content), "stopReason": stop}
+
+
+def run_of(message: dict[str, object], *, agent_end: bool = True,
+           terminal: bool | None = True) -> str:
+    """A minimal run around one assistant message, in omp's event order."""
+    tail: list[dict[str, object]] = [{"type": "turn_end", "message": message}]
+    if agent_end:
+        end: dict[str, object] = {"type": "agent_end", "messages": [message]}
+        if terminal is not None:
+            end["isTerminal"] = terminal
+        tail.append(end)
+    return lines(HEADER, {"type": "agent_start"}, {"type": "turn_start"},
+                 {"type": "message_start", "message": assistant("stop")},
+                 {"type": "message_end", "message": message}, *tail)
+
+
+# -- the invocation ---------------------------------------------------------------------
+
+
+def test_the_invocation_without_a_model() -> None:
+    request = OmpCommit().build_invocation(None, "Write a commit message.\n\nDiff: é\n")
+    assert request.command == "omp"
+    assert request.args == (
+        "--print", "--mode", "json", "--no-session", "--no-tools", "--no-extensions",
+        "--no-skills", "--no-rules", "--no-title", "--max-time", "65",
+    )
+    assert request.args == COMMIT_ARGS
+    assert request.stdin == "Write a commit message.\n\nDiff: é\n".encode()
+    assert request.timeout == INFERENCE_TIMEOUT == 90
+    assert MAX_TIME < INFERENCE_TIMEOUT
+    assert request.inference is True
+    assert dict(request.env) == {}  # no config overlay, no variables
+    assert request.cwd is None  # the service sets the repository root
+    assert not any(arg.startswith("--config") for arg in request.args)
+
+
+@pytest.mark.parametrize("model", ["loopback/probe-model", "opus", "openai/gpt-5.2",
+                                   "--tricky"])
+def test_the_model_is_two_tokens_at_the_end_exactly_as_given(model: str) -> None:
+    request = OmpCommit().build_invocation(model, "p")
+    assert request.args == (*COMMIT_ARGS, "--model", model)
+    assert request.stdin == b"p"
+
+
+# -- the captured streams ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["stub-success.stdout.jsonl",
+                                  "final-argv-stub-success.stdout.jsonl",
+                                  "stub-thinking-then-text.stdout.jsonl",
+                                  "stub-toolcall-then-text.stdout.jsonl",
+                                  "stub-5xx-retried-then-success.stdout.jsonl"])
+def test_the_answer_is_the_text_of_the_last_completed_assistant_message(name: str) -> None:
+    assert parse_commit_stream(stream(name)) == ANSWER
+    assert OmpCommit().parse_output(captured(name, stderr="ignored")) == ANSWER
+
+
+def test_reasoning_and_deltas_are_never_part_of_the_answer() -> None:
+    answer = parse_commit_stream(stream("stub-thinking-then-text.stdout.jsonl"))
+    assert "retry loop" not in answer  # the stub's reasoning sentence
+
+
+def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer() -> None:
+    answer = OmpCommit().parse_output(captured("stub-decorated.stdout.jsonl"))
+    assert answer.startswith("Here's a commit message for your change:\n\n```\n")
+    with pytest.raises(HarnessCapabilityError) as caught:
+        normalize_message(answer, Style.PLAIN, harness="omp")
+    assert caught.value.kind is ErrorKind.PARSE_FAILURE
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "detail"),
+    [
+        # omp re-prompts a thinking-only answer once, then ends with isTerminal false; exit 0
+        ("stub-thinking-only.stdout.jsonl", ErrorKind.PARSE_FAILURE, "only reasoning"),
+        ("stub-length.stdout.jsonl", ErrorKind.PARSE_FAILURE, "cut off"),
+        ("json-empty-stdin.stdout.jsonl", ErrorKind.PARSE_FAILURE, "no answer"),
+        # exit 1, and the stream says why
+        ("json-http-400.stdout.jsonl", ErrorKind.COMMAND_FAILED, "stopReason error, HTTP 400"),
+        ("json-refused-port-retry-disabled.stdout.jsonl", ErrorKind.COMMAND_FAILED,
+         "stopReason error"),
+        ("json-refused-port-max-time-10.stdout.jsonl", ErrorKind.TIMEOUT, "--max-time"),
+        ("final-argv-refused-port-default-retry.stdout.jsonl", ErrorKind.TIMEOUT, "--max-time"),
+        # killed (by the sandbox's timeout or a signal)
+        ("json-refused-port-default-retry-killed.stdout.jsonl", ErrorKind.COMMAND_FAILED,
+         "stopReason aborted"),
+        ("json-refused-port-sigterm.stdout.jsonl", ErrorKind.COMMAND_FAILED, "exit status 143"),
+        ("stub-toolcall-then-killed.stdout.jsonl", ErrorKind.COMMAND_FAILED, "exit status 124"),
+        ("json-no-api-key.stdout.jsonl", ErrorKind.COMMAND_FAILED, "exit status 1"),
+    ],
+)
+def test_runs_without_an_answer_fail_typed(name: str, kind: ErrorKind, detail: str) -> None:
+    stderr = (COMMIT / "json-no-api-key.stderr.tail.txt").read_text()
+    with pytest.raises(HarnessCapabilityError) as caught:
+        OmpCommit().parse_output(captured(name, stderr=stderr))
+    assert caught.value.kind is kind
+    assert caught.value.harness == "omp"
+    assert detail in (caught.value.detail or "")
+    assert "API key" not in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("name", "detail"),
+    [
+        ("stub-toolcall-then-killed.stdout.jsonl", "did not end"),
+        ("json-refused-port-sigterm.stdout.jsonl", "did not end"),
+        ("stub-thinking-only.stdout.jsonl", "only reasoning"),
+    ],
+)
+def test_the_stream_alone_is_judged_the_same_way(name: str, detail: str) -> None:
+    with pytest.raises(HarnessCapabilityError) as caught:
+        parse_commit_stream(stream(name))
+    assert caught.value.kind is ErrorKind.PARSE_FAILURE
+    assert detail in (caught.value.detail or "")
+
+
+def test_provider_text_and_the_saved_request_path_never_reach_the_message() -> None:
+    error = failure(stream("json-http-400.stdout.jsonl"), exit_code=1)
+    assert "stub" not in error.message
+    assert "raw-http-request" not in error.message and ".omp" not in error.message
+
+
+@pytest.mark.parametrize("name", ["json-unknown-model.stderr.txt", "json-no-models.stderr.txt",
+                                  "unknown-flag-no-context-files.stderr.txt",
+                                  "open-stdin-waiting.stderr.txt"])
+def test_empty_stdout_with_a_failed_exit_is_command_failed(name: str) -> None:
+    stderr = (COMMIT / name).read_text()
+    for exit_code in (1, 2, 124):
+        result = CommandResult(stdout="", stderr=stderr, exit_code=exit_code)
+        with pytest.raises(HarnessCapabilityError) as caught:
+            OmpCommit().parse_output(result)
+        assert caught.value.kind is ErrorKind.COMMAND_FAILED
+        assert f"exit status {exit_code}" in caught.value.message
+        assert stderr.strip() not in caught.value.message
+
+
+def test_a_complete_answer_from_a_failed_process_is_not_accepted() -> None:
+    error = failure(stream("stub-success.stdout.jsonl"), exit_code=1)
+    assert error.kind is ErrorKind.COMMAND_FAILED
+
+
+def test_nothing_at_all_is_a_parse_failure() -> None:
+    assert "no output" in (failure("").detail or "")
+    assert "no output" in (failure("\n \n").detail or "")
+
+
+# -- built streams: the rule's edges ----------------------------------------------------
+
+TEXT = {"type": "text", "text": "Fix the upload race"}
+
+
+def test_the_last_agent_end_must_not_say_the_run_continues() -> None:
+    assert parse_commit_stream(run_of(assistant("stop", TEXT))) == "Fix the upload race"
+    assert parse_commit_stream(run_of(assistant("stop", TEXT), terminal=None)) == (
+        "Fix the upload race"
+    )
+    error = failure(run_of(assistant("stop", TEXT), terminal=False))
+    assert error.kind is ErrorKind.PARSE_FAILURE
+    assert "isTerminal false" in (error.detail or "")
+    bad = run_of(assistant("stop", TEXT)).replace('"isTerminal": true', '"isTerminal": "yes"')
+    assert failure(bad).kind is ErrorKind.PARSE_FAILURE
+
+
+def test_text_blocks_are_joined_and_returned_as_given() -> None:
+    message = assistant("stop", {"type": "redactedThinking", "data": "x"},
+                        {"type": "text", "text": "Fix it"},
+                        {"type": "text", "text": "\nBecause.\n"})
+    assert parse_commit_stream(run_of(message)) == "Fix it\n\nBecause.\n"
+
+
+def test_a_commentary_phase_text_block_is_not_the_answer() -> None:
+    commentary = {"type": "text", "text": "Looking at the diff first.",
+                  "textSignature": json.dumps({"v": 1, "id": "msg_1", "phase": "commentary"})}
+    final = {"type": "text", "text": "Fix it",
+             "textSignature": json.dumps({"v": 1, "id": "msg_2", "phase": "final_answer"})}
+    assert parse_commit_stream(run_of(assistant("stop", commentary, final))) == "Fix it"
+    assert "empty" in (failure(run_of(assistant("stop", commentary))).detail or "")
+
+
+@pytest.mark.parametrize(
+    ("content", "detail"),
+    [
+        ([], "empty"),
+        ([{"type": "text", "text": "\n\t "}], "empty"),
+        ([{"type": "thinking", "thinking": "Fix it"}], "only reasoning"),
+        ([{"type": "redactedThinking", "data": "opaque"}], "only reasoning"),
+        ([{"type": "toolCall", "id": "c", "name": "bash", "arguments": {}}], "tool call"),
+    ],
+)
+def test_a_stop_without_answer_text_fails(content: list[dict[str, object]], detail: str) -> None:
+    error = failure(run_of(assistant("stop", *content)))
+    assert error.kind is ErrorKind.PARSE_FAILURE
+    assert detail in (error.detail or "")
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        (assistant("toolUse", TEXT), ErrorKind.PARSE_FAILURE),
+        (assistant("length", TEXT), ErrorKind.PARSE_FAILURE),
+        (assistant("error"), ErrorKind.COMMAND_FAILED),
+        (assistant("aborted"), ErrorKind.COMMAND_FAILED),
+        ({**assistant("aborted"), "errorMessage": "Deadline exceeded"}, ErrorKind.TIMEOUT),
+        ({**assistant("aborted"), "errorMessage": "Request was aborted"},
+         ErrorKind.COMMAND_FAILED),
+        ({**assistant("error"), "errorMessage": "Deadline exceeded"}, ErrorKind.COMMAND_FAILED),
+        ({"role": "assistant", "content": [TEXT]}, ErrorKind.PARSE_FAILURE),
+        ({"role": "assistant", "content": [TEXT], "stopReason": 1}, ErrorKind.PARSE_FAILURE),
+    ],
+)
+def test_only_stop_is_an_answer(message: dict[str, object], kind: ErrorKind) -> None:
+    assert failure(run_of(message)).kind is kind
+
+
+def test_an_http_status_is_shown_only_when_it_is_a_number() -> None:
+    odd = {**assistant("error"), "errorStatus": "400; key=sk-secret"}
+    assert "sk-secret" not in failure(run_of(odd)).message
+    assert "HTTP 429" in failure(run_of({**assistant("error"), "errorStatus": 429})).message
+
+
+def test_an_answer_without_agent_end_is_incomplete() -> None:
+    error = failure(run_of(assistant("stop", TEXT), agent_end=False))
+    assert "did not end" in (error.detail or "")
+
+
+def test_an_assistant_message_left_open_is_incomplete() -> None:
+    text = run_of(assistant("stop", TEXT)) + lines(
+        {"type": "message_start", "message": assistant("stop", TEXT)})
+    assert "inside an answer" in (failure(text).detail or "")
+    only_open = lines(HEADER, {"type": "message_start", "message": assistant("stop", TEXT)},
+                      {"type": "message_update", "assistantMessageEvent": {"type": "text_end"}})
+    assert "inside an answer" in (failure(only_open).detail or "")
+
+
+def test_irc_and_custom_messages_are_not_the_answer() -> None:
+    text = run_of(assistant("stop", TEXT)) + lines(
+        {"type": "irc_message", "message": {"role": "custom", "content": "hi"}},
+        {"type": "message_end", "message": {"role": "custom", "content": "x"}},
+        {"type": "notice", "level": "warning", "message": "Compaction freed too little"},
+    )
+    assert parse_commit_stream(text) == "Fix the upload race"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json\n",
+        '{"type":"agent_start"}\n',  # no session header first
+        lines([1, 2]),
+        lines({"no": "type"}),
+        lines({"type": None}),
+        "[" * 100_000 + "\n",
+        '{"type":"session"' + " " * 2_000_000,
+    ],
+)
+def test_malformed_output_is_a_parse_failure(text: str) -> None:
+    assert failure(text).kind is ErrorKind.PARSE_FAILURE
+
+
+@pytest.mark.parametrize(
+    "message_end",
+    [
+        {"type": "message_end", "message": ["assistant"]},
+        {"type": "message_end"},
+        {"type": "message_end", "message": {"role": "assistant", "content": {"text": "Fix"},
+                                            "stopReason": "stop"}},
+        {"type": "message_end", "message": {"role": "assistant", "content": [{"text": "x"}],
+                                            "stopReason": "stop"}},
+        {"type": "message_end", "message": {"role": "assistant", "stopReason": "stop",
+                                            "content": [{"type": "text", "text": None}]}},
+        {"type": "message_end", "message": {"role": "assistant", "stopReason": "stop",
+                                            "content": [{"type": "text", "text": "\udfff"}]}},
+    ],
+)
+def test_wrong_types_are_a_parse_failure(message_end: dict[str, object]) -> None:
+    text = lines(HEADER, message_end, {"type": "agent_end", "messages": [], "isTerminal": True})
+    assert failure(text).kind is ErrorKind.PARSE_FAILURE
+
+
+# -- properties -------------------------------------------------------------------------
+
+_PROPERTY = settings(max_examples=200, deadline=None,
+                     suppress_health_check=[HealthCheck.too_slow])
+
+
+def _typed_or_answer(text: str, exit_code: int = 0) -> str | None:
+    try:
+        return OmpCommit().parse_output(CommandResult(stdout=text, stderr="", exit_code=exit_code))
+    except HarnessCapabilityError as exc:
+        assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT)
+        assert exc.harness == "omp"
+        return None
+
+
+@_PROPERTY
+@given(name=st.sampled_from(STREAMS), data=st.data())
+def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
+    full = stream(name)
+    cut = data.draw(st.integers(min_value=0, max_value=len(full)))
+    answer = _typed_or_answer(full[:cut])
+    if answer is not None:
+        assert answer == parse_commit_stream(full)
+        assert full[:cut].rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
+    assert _typed_or_answer(full[:cut], exit_code=1) is None
+
+
+@_PROPERTY
+@given(junk=junk_text(), exit_code=st.sampled_from([0, 1, 2, 143]))
+def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
+    assert _typed_or_answer(junk, exit_code) is None
+    _typed_or_answer(stream("stub-success.stdout.jsonl").split("\n", 1)[0] + "\n" + junk)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["type", "message", "role", "content", "stopReason", "text",
+                         "textSignature", "isTerminal", "errorStatus", "errorMessage"]),
+        inner, max_size=5),
+    max_leaves=20,
+)
+
+
+@_PROPERTY
+@given(items=st.lists(_JSON, max_size=8), name=st.sampled_from(STREAMS))
+def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
+    items: list[object], name: str
+) -> None:
+    _typed_or_answer(stream(name) + "".join(json.dumps(item) + "\n" for item in items))
+    _typed_or_answer(lines(HEADER, *items))
+
+
+# -- end to end: the real service, the registry's provider, an omp double -----------------
+
+# Replays omp 18.2.3's captured `--print --mode json` stdout (a fixture file, byte for
+# byte) after reading the prompt from stdin to EOF, as omp does; it records what it got.
+OMP_DOUBLE = """
+    import json, os, sys
+    prompt = sys.stdin.buffer.read()
+    record = os.environ["FAKE_OMP_RECORD"]
+    with open(record + ".stdin", "wb") as f:
+        f.write(prompt)
+    with open(record + ".json", "w") as f:
+        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd()}, f)
+    with open(os.environ["FAKE_OMP_STREAM"], "rb") as f:
+        sys.stdout.buffer.write(f.read())
+    sys.exit(int(os.environ.get("FAKE_OMP_EXIT", "0")))
+"""
+
+GIT = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
+       "-c", "commit.gpgsign=false"]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def repository_state(repo: Path) -> tuple[bytes, str, str]:
+    return ((repo / ".git" / "index").read_bytes(), git(repo, "rev-parse", "HEAD"),
+            git(repo, "status", "--porcelain"))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository with one commit, then staged, unstaged, untracked, binary and linked changes."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "sync.py").write_text("def sync():\n    return fetch()\n")
+    (root / "notes.txt").write_text("first\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "Add the sync client")
+    (root / "sync.py").write_text("def sync():\n    return retry(fetch)\n")
+    git(root, "add", "sync.py")  # staged
+    (root / "notes.txt").write_text("first\nsecond\n")  # unstaged
+    (root / "retry.py").write_text("def retry(f):\n    return f()\n")  # untracked
+    (root / "blob.bin").write_bytes(b"\0\1\2\3" * 64)  # binary
+    (tmp_path / "outside.txt").write_text("outside-secret")
+    (root / "link.txt").symlink_to(tmp_path / "outside.txt")  # a link out of the repository
+    return root
+
+
+@pytest.fixture
+def omp_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write_script(bin_dir, "omp", OMP_DOUBLE)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    record = tmp_path / "record"
+    monkeypatch.setenv("FAKE_OMP_RECORD", str(record))
+    return record
+
+
+def omp_provider() -> HarnessProvider:
+    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "omp"})
+    assert registry.problems == ()
+    return registry.get_provider(HarnessId("omp"))
+
+
+def propose(
+    repo: Path, tmp_path: Path, model: str | None, style: Style = Style.CONVENTIONAL
+) -> CommitProposal:
+    service = CommitService(executor=LocalTransport(), lock_dir=tmp_path / "locks")
+    return asyncio.run(service.propose(omp_provider(), str(repo), model=model, style=style))
+
+
+def test_end_to_end_through_the_commit_service(
+    repo: Path, omp_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_OMP_STREAM", str(COMMIT / "stub-toolcall-then-text.stdout.jsonl"))
+    before = repository_state(repo)
+    proposal = propose(repo, tmp_path, "loopback/probe-model")
+    assert proposal.message.subject == "feat: add retry to the sync client"
+    assert proposal.message.body == (
+        "Retry transient network failures with exponential backoff so a\n"
+        "flaky connection no longer aborts a sync."
+    )
+    assert repository_state(repo) == before
+    seen = json.loads(Path(f"{omp_double}.json").read_text())
+    assert seen["argv"] == [*COMMIT_ARGS, "--model", "loopback/probe-model"]
+    assert seen["cwd"] == str(repo)
+    prompt = Path(f"{omp_double}.stdin").read_bytes().decode()
+    assert "return retry(fetch)" in prompt  # staged
+    assert "+second" in prompt  # unstaged
+    assert "def retry(f):" in prompt  # untracked
+    assert "blob.bin" in prompt and "link.txt" in prompt
+    assert "outside-secret" not in prompt
+
+
+def test_end_to_end_without_a_model_uses_omps_default(
+    repo: Path, omp_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_OMP_STREAM", str(COMMIT / "stub-success.stdout.jsonl"))
+    proposal = propose(repo, tmp_path, None)
+    assert proposal.message.subject == "feat: add retry to the sync client"
+    assert json.loads(Path(f"{omp_double}.json").read_text())["argv"] == list(COMMIT_ARGS)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("stub-decorated.stdout.jsonl", ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
+        ("stub-thinking-only.stdout.jsonl", ErrorKind.PARSE_FAILURE),
+        ("json-http-400.stdout.jsonl", ErrorKind.COMMAND_FAILED),
+        ("json-refused-port-max-time-10.stdout.jsonl", ErrorKind.TIMEOUT),
+    ],
+)
+def test_end_to_end_failures_are_typed_and_change_nothing(
+    repo: Path, omp_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    name: str, kind: ErrorKind,
+) -> None:
+    monkeypatch.setenv("FAKE_OMP_STREAM", str(COMMIT / name))
+    monkeypatch.setenv("FAKE_OMP_EXIT", str(EXIT_CODES.get(name, 0)))
+    before = repository_state(repo)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(repo, tmp_path, None)
+    assert caught.value.kind is kind
+    assert caught.value.harness == "omp"
+    assert repository_state(repo) == before
+
+
+# -- the real CLI, when it is installed ---------------------------------------------------
+
+
+@pytest.fixture
+def refused_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh home whose only omp provider is a refused loopback port, default settings."""
+    home = tmp_path / "home"
+    agent = home / ".omp" / "agent"
+    agent.mkdir(parents=True)
+    shutil.copy(FIXTURES / "loopback-models.yml", agent / "models.yml")
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.setenv(name, str(home / "xdg" / name.lower()))
+    # Pi's variables move omp's state too; this test wants omp's own default.
+    for name in ("PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR", "PI_CONFIG_DIR",
+                 "OMP_PROFILE", "PI_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("omp") is None, reason="omp is not installed")
+def test_real_omp_against_a_refused_provider_stops_at_its_deadline(
+    repo: Path, refused_home: Path, tmp_path: Path
+) -> None:
+    marker = "clanker-commit-marker-4b1e"
+    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
+    before = repository_state(repo)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(repo, tmp_path, "loopback/probe-model")
+    # With default settings omp retries a refused connection for minutes; --max-time
+    # ends the run with an aborted "Deadline exceeded" turn (exit 1) about 75 s after
+    # its session starts. On a slow start clanker's own 90 s kill can come first:
+    # both are a timeout, never a model call and never an answer.
+    assert caught.value.kind is ErrorKind.TIMEOUT
+    assert repository_state(repo) == before
+    assert not (refused_home / ".omp" / "agent" / "sessions").exists()
+    for path in refused_home.rglob("*"):
+        if path.is_file():
+            assert marker.encode() not in path.read_bytes(), path

@@ -1,0 +1,554 @@
+"""Pi commit messages, against pi 0.73.1's ``--print --mode json`` output
+(tests/fixtures/pi/commit)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clanker.commit.message import Style, normalize_message
+from clanker.commit.service import CommitProposal, CommitService
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import INFERENCE_TIMEOUT, CommandResult, LocalTransport
+from clanker.ids import HarnessId
+from clanker.registry import HarnessProvider, Registry
+from clanker.testing.strategies import junk_text
+from clanker_pi.commit import COMMIT_ARGS, PiCommit, parse_commit_stream
+from tests.helpers import write_script
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "pi"
+COMMIT = FIXTURES / "commit"
+ANSWER = (
+    "feat: add retry to the sync client\n\n"
+    "Retry transient network failures with exponential backoff so a\n"
+    "flaky connection no longer aborts a sync."
+)
+STREAMS = sorted(p.name for p in COMMIT.glob("*.stdout.jsonl"))
+
+
+def stream(name: str) -> str:
+    return (COMMIT / name).read_text()
+
+
+def failure(stdout: str, exit_code: int = 0) -> HarnessCapabilityError:
+    with pytest.raises(HarnessCapabilityError) as caught:
+        PiCommit().parse_output(CommandResult(stdout=stdout, stderr="", exit_code=exit_code))
+    assert caught.value.harness == "pi"
+    return caught.value
+
+
+def events(name: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stream(name).splitlines() if line]
+
+
+def lines(*items: object) -> str:
+    return "".join(json.dumps(item) + "\n" for item in items)
+
+
+HEADER = events("stub-success.stdout.jsonl")[0]
+
+
+def assistant(stop: str = "stop", *content: dict[str, object]) -> dict[str, object]:
+    return {"role": "assistant", "content": list(content), "stopReason": stop}
+
+
+def run_of(message: dict[str, object], *, agent_end: bool = True) -> str:
+    """A minimal run around one assistant message, in pi's event order."""
+    tail = [{"type": "turn_end", "message": message}]
+    if agent_end:
+        tail.append({"type": "agent_end", "messages": [message]})
+    return lines(HEADER, {"type": "agent_start"}, {"type": "turn_start"},
+                 {"type": "message_start", "message": assistant("stop")},
+                 {"type": "message_end", "message": message}, *tail)
+
+
+# -- the invocation ---------------------------------------------------------------------
+
+
+def test_the_invocation_without_a_model() -> None:
+    request = PiCommit().build_invocation(None, "Write a commit message.\n\nDiff: é")
+    assert request.command == "pi"
+    assert request.args == (
+        "--print", "--mode", "json", "--no-session", "--no-tools", "--no-extensions",
+        "--no-skills", "--no-prompt-templates", "--no-context-files", "--offline",
+        "--thinking", "off",
+    )
+    assert request.args == COMMIT_ARGS
+    assert request.stdin == "Write a commit message.\n\nDiff: é".encode()
+    assert request.timeout == INFERENCE_TIMEOUT == 90
+    assert request.inference is True
+    assert dict(request.env) == {}
+    assert request.cwd is None  # the service sets the repository root
+
+
+@pytest.mark.parametrize("model", ["loopback/probe-model", "anthropic/claude-sonnet-4-5:high",
+                                   "--tricky", "gpt-4o"])
+def test_the_model_is_two_tokens_at_the_end_exactly_as_given(model: str) -> None:
+    request = PiCommit().build_invocation(model, "p")
+    assert request.args == (*COMMIT_ARGS, "--model", model)
+    assert request.stdin == b"p"
+
+
+def test_print_is_never_followed_by_a_value_pi_would_take_as_a_prompt() -> None:
+    args = PiCommit().build_invocation("m", "p").args
+    assert args[args.index("--print") + 1].startswith("-")
+
+
+# -- the captured streams ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["stub-success.stdout.jsonl",
+                                  "final-argv-stub-success.stdout.jsonl",
+                                  "stub-thinking-then-text.stdout.jsonl",
+                                  "stub-toolcall-then-text.stdout.jsonl",
+                                  "stub-error-retry-then-success.stdout.jsonl"])
+def test_the_answer_is_the_text_of_the_last_completed_assistant_message(name: str) -> None:
+    assert parse_commit_stream(stream(name)) == ANSWER
+    result = CommandResult(stdout=stream(name), stderr="ignored", exit_code=0)
+    assert PiCommit().parse_output(result) == ANSWER
+
+
+def test_reasoning_is_never_part_of_the_answer() -> None:
+    answer = parse_commit_stream(stream("stub-thinking-then-text.stdout.jsonl"))
+    assert "retry loop" not in answer  # the stub's reasoning sentence
+
+
+def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer() -> None:
+    answer = parse_commit_stream(stream("stub-decorated.stdout.jsonl"))
+    assert answer.startswith("Here's a commit message for your change:\n\n```\n")
+    with pytest.raises(HarnessCapabilityError) as caught:
+        normalize_message(answer, Style.PLAIN, harness="pi")
+    assert caught.value.kind is ErrorKind.PARSE_FAILURE
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "detail"),
+    [
+        ("stub-thinking-only.stdout.jsonl", ErrorKind.PARSE_FAILURE, "only reasoning"),
+        ("stub-length.stdout.jsonl", ErrorKind.PARSE_FAILURE, "cut off"),
+        ("stub-toolcall-then-killed.stdout.jsonl", ErrorKind.PARSE_FAILURE, "did not end"),
+        ("json-empty-stdin.stdout.jsonl", ErrorKind.PARSE_FAILURE, "no answer"),
+        ("json-no-api-key.stdout.jsonl", ErrorKind.PARSE_FAILURE, "no answer"),
+        ("json-http-400.stdout.jsonl", ErrorKind.COMMAND_FAILED, "stopReason error"),
+        ("json-refused-port-default-retry.stdout.jsonl", ErrorKind.COMMAND_FAILED, "error"),
+        ("json-refused-port-retry-disabled.stdout.jsonl", ErrorKind.COMMAND_FAILED, "error"),
+        ("built-aborted.stdout.jsonl", ErrorKind.COMMAND_FAILED, "stopReason aborted"),
+    ],
+)
+def test_streams_without_an_answer_fail_typed(name: str, kind: ErrorKind, detail: str) -> None:
+    # pi's JSON mode exits 0 for all of these (the no-key run aside): the stream decides.
+    error = failure(stream(name))
+    assert error.kind is kind
+    assert detail in (error.detail or "")
+
+
+def test_provider_error_text_never_reaches_the_message() -> None:
+    error = failure(stream("json-http-400.stdout.jsonl"))
+    assert "stub" not in error.message and "400" not in error.message
+    assert "Connection error" not in failure(
+        stream("json-refused-port-default-retry.stdout.jsonl")).message
+
+
+@pytest.mark.parametrize(
+    ("name", "exit_code"),
+    [
+        ("json-no-api-key.stdout.jsonl", 1),
+        ("json-no-models.stdout.jsonl", 1),
+        ("json-refused-port-sigterm.stdout.jsonl", 143),
+        ("stub-toolcall-then-killed.stdout.jsonl", 124),
+        ("stub-success.stdout.jsonl", 1),  # even a complete answer: a failed process
+    ],
+)
+def test_a_non_zero_exit_is_command_failed_and_stderr_stays_out(name: str, exit_code: int) -> None:
+    stderr = (FIXTURES / "commit" / "json-no-api-key.stderr.txt").read_text()
+    with pytest.raises(HarnessCapabilityError) as caught:
+        PiCommit().parse_output(CommandResult(stdout=stream(name), stderr=stderr,
+                                              exit_code=exit_code))
+    assert caught.value.kind is ErrorKind.COMMAND_FAILED
+    assert f"exit status {exit_code}" in caught.value.message
+    assert "API key" not in caught.value.message
+
+
+def test_empty_stdout_with_exit_1_is_command_failed() -> None:
+    for name in ("json-unknown-model.stderr.txt", "json-model-equals-form.stderr.txt"):
+        stderr = (COMMIT / name).read_text()
+        result = CommandResult(stdout="", stderr=stderr, exit_code=1)
+        with pytest.raises(HarnessCapabilityError) as caught:
+            PiCommit().parse_output(result)
+        assert caught.value.kind is ErrorKind.COMMAND_FAILED
+        assert stderr.strip() not in caught.value.message
+
+
+def test_nothing_at_all_is_a_parse_failure() -> None:
+    assert "no output" in (failure("").detail or "")
+    assert "no output" in (failure("\n\n").detail or "")
+
+
+# -- built streams: the rule's edges ----------------------------------------------------
+
+TEXT = {"type": "text", "text": "Fix the upload race"}
+
+
+def test_text_blocks_are_joined_as_pi_prints_them() -> None:
+    message = assistant("stop", {"type": "thinking", "thinking": "hmm"},
+                        {"type": "text", "text": "Fix it"}, {"type": "text", "text": "\nBecause."})
+    assert parse_commit_stream(run_of(message)) == "Fix it\n\nBecause."
+
+
+def test_an_answer_is_returned_as_given_not_trimmed() -> None:
+    message = assistant("stop", {"type": "text", "text": "\n  Fix it  \n"})
+    assert parse_commit_stream(run_of(message)) == "\n  Fix it  \n"
+
+
+def test_a_commentary_phase_text_block_is_not_the_answer() -> None:
+    commentary = {"type": "text", "text": "Looking at the diff first.",
+                  "textSignature": json.dumps({"v": 1, "id": "msg_1", "phase": "commentary"})}
+    final = {"type": "text", "text": "Fix it",
+             "textSignature": json.dumps({"v": 1, "id": "msg_2", "phase": "final_answer"})}
+    assert parse_commit_stream(run_of(assistant("stop", commentary, final))) == "Fix it"
+    legacy = {"type": "text", "text": "Fix it", "textSignature": "msg_3"}
+    assert parse_commit_stream(run_of(assistant("stop", legacy))) == "Fix it"
+    broken = {"type": "text", "text": "Fix it", "textSignature": "{not json"}
+    assert parse_commit_stream(run_of(assistant("stop", broken))) == "Fix it"
+    assert "empty" in (failure(run_of(assistant("stop", commentary))).detail or "")
+
+
+@pytest.mark.parametrize(
+    ("content", "detail"),
+    [
+        ([], "empty"),
+        ([{"type": "text", "text": "  \n "}], "empty"),
+        ([{"type": "thinking", "thinking": "Fix it"}], "only reasoning"),
+        ([{"type": "toolCall", "id": "c", "name": "bash", "arguments": {}}], "tool call"),
+        ([{"type": "image", "data": "", "mimeType": "image/png"}], "empty"),
+    ],
+)
+def test_a_stop_without_answer_text_fails(content: list[dict[str, object]], detail: str) -> None:
+    error = failure(run_of(assistant("stop", *content)))
+    assert error.kind is ErrorKind.PARSE_FAILURE
+    assert detail in (error.detail or "")
+
+
+@pytest.mark.parametrize(
+    ("stop", "kind"),
+    [("toolUse", ErrorKind.PARSE_FAILURE), ("length", ErrorKind.PARSE_FAILURE),
+     ("error", ErrorKind.COMMAND_FAILED), ("aborted", ErrorKind.COMMAND_FAILED),
+     ("paused", ErrorKind.PARSE_FAILURE), (None, ErrorKind.PARSE_FAILURE)],
+)
+def test_only_stop_is_an_answer(stop: str | None, kind: ErrorKind) -> None:
+    message = {"role": "assistant", "content": [TEXT], "stopReason": stop}
+    assert failure(run_of(message)).kind is kind
+
+
+def test_an_answer_without_agent_end_is_incomplete() -> None:
+    error = failure(run_of(assistant("stop", TEXT), agent_end=False))
+    assert "did not end" in (error.detail or "")
+
+
+def test_an_assistant_message_left_open_after_the_answer_is_incomplete() -> None:
+    text = run_of(assistant("stop", TEXT)) + lines(
+        {"type": "message_start", "message": assistant("stop")})
+    assert "inside an answer" in (failure(text).detail or "")
+
+
+def test_an_agent_end_before_the_answer_does_not_count() -> None:
+    text = lines(HEADER, {"type": "agent_end", "messages": []},
+                 {"type": "message_start", "message": assistant("stop")},
+                 {"type": "message_end", "message": assistant("stop", TEXT)})
+    assert "did not end" in (failure(text).detail or "")
+
+
+def test_streamed_partials_are_never_read() -> None:
+    update = {"type": "message_update",
+              "message": assistant("stop", {"type": "text", "text": "Partial"}),
+              "assistantMessageEvent": {"type": "text_delta", "delta": "Partial"}}
+    text = lines(HEADER, {"type": "message_start", "message": assistant("stop")}, update)
+    assert "inside an answer" in (failure(text).detail or "")
+    # and a partial whose key order pi does not use is still only a partial
+    reordered = {"assistantMessageEvent": {}, "type": "message_update", "message": "junk"}
+    assert parse_commit_stream(run_of(assistant("stop", TEXT)).replace(
+        "\n", "\n" + json.dumps(reordered) + "\n", 3)) == "Fix the upload race"
+
+
+def test_user_tool_result_and_custom_messages_are_not_the_answer() -> None:
+    text = run_of(assistant("stop", TEXT)) + lines(
+        {"type": "message_start", "message": {"role": "toolResult", "content": []}},
+        {"type": "message_end", "message": {"role": "custom", "content": "x"}},
+    )
+    assert parse_commit_stream(text) == "Fix the upload race"
+
+
+def test_unknown_events_are_ignored() -> None:
+    text = run_of(assistant("stop", TEXT)) + lines(
+        {"type": "compaction_start", "reason": "threshold"}, {"type": "queue_update"})
+    assert parse_commit_stream(text) == "Fix the upload race"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json\n",
+        '{"type":"agent_start"}\n',  # no session header first
+        lines([1, 2]),
+        lines({"no": "type"}),
+        lines({"type": 7}),
+        "[" * 100_000 + "\n",
+        '{"type":"session"' + " " * 2_000_000,
+    ],
+)
+def test_malformed_output_is_a_parse_failure(text: str) -> None:
+    assert failure(text).kind is ErrorKind.PARSE_FAILURE
+
+
+@pytest.mark.parametrize(
+    "message_end",
+    [
+        {"type": "message_end", "message": "text"},
+        {"type": "message_end"},
+        {"type": "message_end", "message": {"role": "assistant", "content": "Fix it",
+                                            "stopReason": "stop"}},
+        {"type": "message_end", "message": {"role": "assistant", "content": [7],
+                                            "stopReason": "stop"}},
+        {"type": "message_end", "message": {"role": "assistant", "stopReason": "stop",
+                                            "content": [{"type": "text", "text": 7}]}},
+        {"type": "message_end", "message": {"role": "assistant", "stopReason": "stop",
+                                            "content": [{"type": "text", "text": "\ud800"}]}},
+    ],
+)
+def test_wrong_types_are_a_parse_failure(message_end: dict[str, object]) -> None:
+    text = lines(HEADER, message_end, {"type": "agent_end", "messages": []})
+    assert failure(text).kind is ErrorKind.PARSE_FAILURE
+
+
+def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
+    message = assistant("stop", {"type": "text", "text": "Fix it\u2028 now"})
+    assert parse_commit_stream(run_of(message)) == "Fix it\u2028 now"
+
+
+# -- properties -------------------------------------------------------------------------
+
+_PROPERTY = settings(max_examples=200, deadline=None,
+                     suppress_health_check=[HealthCheck.too_slow])
+
+
+def _typed_or_answer(text: str) -> str | None:
+    try:
+        return parse_commit_stream(text)
+    except HarnessCapabilityError as exc:
+        assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED)
+        assert exc.harness == "pi"
+        return None
+
+
+@_PROPERTY
+@given(name=st.sampled_from(STREAMS), data=st.data())
+def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
+    full = stream(name)
+    cut = data.draw(st.integers(min_value=0, max_value=len(full)))
+    answer = _typed_or_answer(full[:cut])
+    if answer is not None:
+        # Only a cut after the final agent_end line can still answer, and then fully.
+        assert answer == parse_commit_stream(full)
+        assert full[:cut].rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
+
+
+@_PROPERTY
+@given(junk=junk_text())
+def test_junk_is_a_typed_failure(junk: str) -> None:
+    _typed_or_answer(junk)
+    _typed_or_answer(stream("stub-success.stdout.jsonl").split("\n", 1)[0] + "\n" + junk)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["type", "message", "role", "content", "stopReason", "text",
+                         "textSignature", "isTerminal", "messages"]), inner, max_size=5),
+    max_leaves=20,
+)
+
+
+@_PROPERTY
+@given(items=st.lists(_JSON, max_size=8), name=st.sampled_from(STREAMS))
+def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
+    items: list[object], name: str
+) -> None:
+    text = stream(name) + "".join(json.dumps(item) + "\n" for item in items)
+    _typed_or_answer(text)
+    _typed_or_answer(lines(HEADER, *items))
+
+
+# -- end to end: the real service, the registry's provider, a pi double -------------------
+
+# Replays pi 0.73.1's captured `--print --mode json` stdout (a fixture file, byte for
+# byte) after reading the prompt from stdin to EOF, as pi does; it records what it got.
+PI_DOUBLE = """
+    import json, os, sys
+    prompt = sys.stdin.buffer.read()
+    record = os.environ["FAKE_PI_RECORD"]
+    with open(record + ".stdin", "wb") as f:
+        f.write(prompt)
+    with open(record + ".json", "w") as f:
+        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd()}, f)
+    with open(os.environ["FAKE_PI_STREAM"], "rb") as f:
+        sys.stdout.buffer.write(f.read())
+    sys.exit(int(os.environ.get("FAKE_PI_EXIT", "0")))
+"""
+
+GIT = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
+       "-c", "commit.gpgsign=false"]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def repository_state(repo: Path) -> tuple[bytes, str, str]:
+    return ((repo / ".git" / "index").read_bytes(), git(repo, "rev-parse", "HEAD"),
+            git(repo, "status", "--porcelain"))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository with one commit, then staged, unstaged, untracked, binary and linked changes."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "sync.py").write_text("def sync():\n    return fetch()\n")
+    (root / "notes.txt").write_text("first\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "Add the sync client")
+    (root / "sync.py").write_text("def sync():\n    return retry(fetch)\n")
+    git(root, "add", "sync.py")  # staged
+    (root / "notes.txt").write_text("first\nsecond\n")  # unstaged
+    (root / "retry.py").write_text("def retry(f):\n    return f()\n")  # untracked
+    (root / "blob.bin").write_bytes(b"\0\1\2\3" * 64)  # binary
+    (tmp_path / "outside.txt").write_text("outside-secret")
+    (root / "link.txt").symlink_to(tmp_path / "outside.txt")  # a link out of the repository
+    return root
+
+
+@pytest.fixture
+def pi_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write_script(bin_dir, "pi", PI_DOUBLE)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    record = tmp_path / "record"
+    monkeypatch.setenv("FAKE_PI_RECORD", str(record))
+    return record
+
+
+def pi_provider() -> HarnessProvider:
+    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "pi"})
+    assert registry.problems == ()
+    return registry.get_provider(HarnessId("pi"))
+
+
+def propose(
+    repo: Path, tmp_path: Path, model: str | None, style: Style = Style.CONVENTIONAL
+) -> CommitProposal:
+    service = CommitService(executor=LocalTransport(), lock_dir=tmp_path / "locks")
+    return asyncio.run(service.propose(pi_provider(), str(repo), model=model, style=style))
+
+
+def test_end_to_end_through_the_commit_service(
+    repo: Path, pi_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_PI_STREAM", str(COMMIT / "stub-thinking-then-text.stdout.jsonl"))
+    before = repository_state(repo)
+    proposal = propose(repo, tmp_path, "loopback/probe-model")
+    assert proposal.message.subject == "feat: add retry to the sync client"
+    assert proposal.message.body == (
+        "Retry transient network failures with exponential backoff so a\n"
+        "flaky connection no longer aborts a sync."
+    )
+    assert repository_state(repo) == before
+    seen = json.loads(Path(f"{pi_double}.json").read_text())
+    assert seen["argv"] == [*COMMIT_ARGS, "--model", "loopback/probe-model"]
+    assert seen["cwd"] == str(repo)
+    prompt = Path(f"{pi_double}.stdin").read_bytes().decode()
+    assert "return retry(fetch)" in prompt  # staged
+    assert "+second" in prompt  # unstaged
+    assert "def retry(f):" in prompt  # untracked
+    assert "blob.bin" in prompt and "link.txt" in prompt
+    assert "outside-secret" not in prompt
+
+
+def test_end_to_end_without_a_model_uses_pis_default(
+    repo: Path, pi_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_PI_STREAM", str(COMMIT / "stub-success.stdout.jsonl"))
+    proposal = propose(repo, tmp_path, None)
+    assert proposal.message.subject == "feat: add retry to the sync client"
+    assert json.loads(Path(f"{pi_double}.json").read_text())["argv"] == list(COMMIT_ARGS)
+
+
+@pytest.mark.parametrize(
+    ("name", "exit_code", "kind"),
+    [
+        ("stub-decorated.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
+        ("stub-thinking-only.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
+        ("json-refused-port-retry-disabled.stdout.jsonl", 0, ErrorKind.COMMAND_FAILED),
+        ("json-no-api-key.stdout.jsonl", 1, ErrorKind.COMMAND_FAILED),
+    ],
+)
+def test_end_to_end_failures_are_typed_and_change_nothing(
+    repo: Path, pi_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    name: str, exit_code: int, kind: ErrorKind,
+) -> None:
+    monkeypatch.setenv("FAKE_PI_STREAM", str(COMMIT / name))
+    monkeypatch.setenv("FAKE_PI_EXIT", str(exit_code))
+    before = repository_state(repo)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(repo, tmp_path, None)
+    assert caught.value.kind is kind
+    assert caught.value.harness == "pi"
+    assert repository_state(repo) == before
+
+
+# -- the real CLI, when it is installed ---------------------------------------------------
+
+
+@pytest.fixture
+def refused_agent_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh home whose only pi provider is a refused loopback port (default retries)."""
+    home = tmp_path / "home"
+    agent = home / ".pi" / "agent"
+    agent.mkdir(parents=True)
+    shutil.copy(FIXTURES / "loopback-models.json", agent / "models.json")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.delenv("PI_CODING_AGENT_SESSION_DIR", raising=False)
+    return home
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("pi") is None, reason="pi is not installed")
+def test_real_pi_against_a_refused_provider_is_a_typed_failure_and_keeps_nothing(
+    repo: Path, refused_agent_dir: Path, tmp_path: Path
+) -> None:
+    marker = "clanker-commit-marker-7f3a"
+    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
+    before = repository_state(repo)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(repo, tmp_path, "loopback/probe-model")
+    # pi retries a refused connection three times (about 30 s), then ends the turn
+    # with stopReason error and exits 0: the stream, not the exit code, says so.
+    assert caught.value.kind is ErrorKind.COMMAND_FAILED
+    assert "stopReason error" in caught.value.message
+    assert repository_state(repo) == before
+    agent = refused_agent_dir / ".pi" / "agent"
+    assert not (agent / "sessions").exists()
+    for path in refused_agent_dir.rglob("*"):
+        if path.is_file():
+            assert marker.encode() not in path.read_bytes(), path
