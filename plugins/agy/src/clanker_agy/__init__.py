@@ -18,8 +18,15 @@ from clanker.ids import HarnessId
 from clanker_agy.launch import AgyLaunch
 from clanker_agy.models import AgyModels
 from clanker_agy.sessions import AgySessions
+from clanker_agy.usage import AgyUsage
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
+__all__ = [
+    "clanker_descriptor",
+    "clanker_launch",
+    "clanker_models",
+    "clanker_sessions",
+    "clanker_usage",
+]
 
 
 @hookimpl
@@ -28,7 +35,9 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("agy"),
         display_name="Antigravity CLI",
         executable="agy",
-        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
+        capabilities={
+            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.USAGE
+        },
         # `--conversation=ID` resumes wherever agy keeps the conversation. agy
         # has no fork on the command line (only /fork inside the TUI); as in
         # the spec, a local fork continues the conversation itself, and over
@@ -53,3 +62,8 @@ def clanker_models() -> AgyModels:
 @hookimpl
 def clanker_sessions() -> AgySessions:
     return AgySessions()
+
+
+@hookimpl
+def clanker_usage() -> AgyUsage:
+    return AgyUsage()

@@ -17,8 +17,15 @@ from clanker.ids import HarnessId
 from clanker_hermes.launch import HermesLaunch
 from clanker_hermes.models import HermesModels
 from clanker_hermes.sessions import HermesSessions
+from clanker_hermes.usage import HermesUsage
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
+__all__ = [
+    "clanker_descriptor",
+    "clanker_launch",
+    "clanker_models",
+    "clanker_sessions",
+    "clanker_usage",
+]
 
 
 @hookimpl
@@ -27,7 +34,9 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("hermes"),
         display_name="Hermes Agent",
         executable="hermes",
-        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
+        capabilities={
+            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.USAGE
+        },
         # `--resume ID` exists; there is no fork on the command line (only
         # inside a running session). Resume was verified locally only.
         resume=OperationSupport(Support.NATIVE, {Transport.LOCAL}),
@@ -50,3 +59,8 @@ def clanker_models() -> HermesModels:
 @hookimpl
 def clanker_sessions() -> HermesSessions:
     return HermesSessions()
+
+
+@hookimpl
+def clanker_usage() -> HermesUsage:
+    return HermesUsage()
