@@ -385,3 +385,15 @@ def test_real_hermes_without_credentials_reports_no_reading(
     if "v0.19." in version.stdout:
         assert caught.value.kind is ErrorKind.UNSUPPORTED
         assert caught.value.detail == "this Hermes version has no usage command"
+
+
+def test_a_window_detail_becomes_the_measurement_description() -> None:
+    document = {"provider": "anthropic", "windows": [
+        {"label": "Session", "used_percent": 12, "resets_at": None,
+         "detail": "Resets\nwhen the session ends"},
+        {"label": "Weekly", "used_percent": 3, "resets_at": None, "detail": None},
+    ]}
+    snapshot = parse_hermes_usage(json.dumps(document), completed_at=datetime.now(UTC))
+    assert [m.description for m in snapshot.measurements] == [
+        "Resets when the session ends", None
+    ]

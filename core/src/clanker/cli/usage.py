@@ -125,6 +125,7 @@ def _record(provider: HarnessProvider, entry: UsageEntry) -> dict[str, Any]:
                     "label": m.period.label, "starts_at": iso(m.period.starts_at),
                     "ends_at": iso(m.period.ends_at)},
                 # account_id is an internal grouping key and is never printed
+                "description": m.description,
                 "scope": {"provider": m.scope.provider_id, "account": m.scope.account_label,
                           "plan": m.scope.plan_label, "model": m.scope.model_id},
             })

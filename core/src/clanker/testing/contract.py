@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
+from datetime import timedelta
 from typing import ClassVar
 
 import pytest
@@ -37,7 +39,10 @@ from clanker.testing.doubles import (
     ScriptedSession,
     ScriptedSessionExecutor,
 )
-from clanker.testing.strategies import junk_text, model_ids, user_flags
+from clanker.testing.strategies import json_values, junk_text, model_ids, user_flags
+from clanker.usage.capability import UsageContext
+from clanker.usage.policy import RefreshPolicy
+from clanker.usage.types import UsageSnapshot
 
 __all__ = ["HarnessProviderContract"]
 
@@ -254,6 +259,44 @@ class HarnessProviderContract:
         except HarnessCapabilityError:
             return
         assert isinstance(answer, str)
+
+    # -- usage -------------------------------------------------------------------------
+
+    def test_usage_policy_keeps_a_failure_backoff(self) -> None:
+        provider = self._require(Capability.USAGE)
+        assert provider.usage is not None
+        policy = provider.usage.policy
+        assert isinstance(policy, RefreshPolicy)
+        assert policy.failure_backoff > timedelta(0)
+        assert policy.cache_ttl > timedelta(0)
+
+    @pytest.mark.parametrize("kind", [ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TIMEOUT])
+    def test_usage_execution_failures_stay_typed(self, kind: ErrorKind) -> None:
+        provider = self._require(Capability.USAGE)
+        assert provider.usage is not None
+        failing = FailingExecutor(HarnessCapabilityError(kind))
+        context = UsageContext(executor=failing, session_executor=failing)
+        with pytest.raises(HarnessCapabilityError) as caught:
+            asyncio.run(provider.usage.probe(context))
+        assert caught.value.kind is kind
+
+    @_PROPERTY
+    @given(output=junk_text() | json_values().map(json.dumps), exit_code=st.integers(0, 2))
+    def test_garbage_usage_output_fails_typed_never_crashes(
+        self, output: str, exit_code: int
+    ) -> None:
+        provider = self._require(Capability.USAGE)
+        assert provider.usage is not None
+        executor = ScriptedExecutor.returning(output, exit_code=exit_code)
+        sessions = ScriptedSessionExecutor(
+            lambda _: ScriptedSession(output.splitlines(), exit_code=exit_code)
+        )
+        context = UsageContext(executor=executor, session_executor=sessions)
+        try:
+            snapshot = asyncio.run(provider.usage.probe(context))
+        except HarnessCapabilityError:
+            return
+        assert isinstance(snapshot, UsageSnapshot)
 
     # -- models ------------------------------------------------------------------------
 

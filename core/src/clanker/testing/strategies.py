@@ -6,7 +6,14 @@ import string
 
 from hypothesis import strategies as st
 
-__all__ = ["absolute_paths", "harness_ids", "junk_text", "model_ids", "user_flags"]
+__all__ = [
+    "absolute_paths",
+    "harness_ids",
+    "json_values",
+    "junk_text",
+    "model_ids",
+    "user_flags",
+]
 
 
 def harness_ids() -> st.SearchStrategy[str]:
@@ -64,4 +71,21 @@ def junk_text() -> st.SearchStrategy[str]:
         st.sampled_from(["", "{", "[]", "null", '{"models":', "\x1b[31merror\x1b[0m", "ok\n" * 5]),
         st.builds(lambda s: "{" + s, st.text(max_size=200)),
         st.integers(min_value=0, max_value=10).map(lambda n: "x" * (n * 1000)),
+    )
+
+
+def json_values(max_leaves: int = 12) -> st.SearchStrategy[object]:
+    """Any JSON value: what a changed or broken harness might put where a field was."""
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=30),
+    )
+    return st.recursive(
+        scalars,
+        lambda children: st.lists(children, max_size=4)
+        | st.dictionaries(st.text(max_size=12), children, max_size=4),
+        max_leaves=max_leaves,
     )

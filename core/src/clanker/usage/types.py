@@ -82,6 +82,8 @@ class Measurement:
     limit: float | None = field(default=None, validator=_number)
     period: Period | None = None
     resets_at: datetime | None = field(default=None, validator=_aware)
+    description: str | None = field(default=None, validator=_label)
+    """The source's own explanation of the meter, when it gives one."""
 
     def __attrs_post_init__(self) -> None:
         if self.used is None and self.remaining is None:

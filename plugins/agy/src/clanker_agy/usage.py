@@ -45,6 +45,7 @@ from typing import Any, Final, TypeGuard
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 from clanker.usage.capability import UsageContext
+from clanker.usage.parsing import label_text, offset_timestamp
 from clanker.usage.policy import RefreshPolicy
 from clanker.usage.types import Measurement, MeasurementKind, Period, Scope, UsageSnapshot
 
@@ -71,9 +72,6 @@ TURN_BACKOFF: Final = 3600.0
 _TIMEOUT: Final = 30.0
 _VERSION_TIMEOUT: Final = 10.0
 _VERSION: Final = re.compile(r"v?([0-9]{1,9})\.([0-9]{1,9})\.([0-9]{1,9})(?:\r?\n)?")
-_ISO: Final = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2})"
-)
 _WINDOWS: Final[Mapping[str, tuple[str, timedelta]]] = {
     "5h": ("5 hour", timedelta(hours=5)),
     "weekly": ("weekly", timedelta(days=7)),
@@ -127,20 +125,8 @@ def check_version(result: CommandResult) -> tuple[int, int, int]:
     return major, minor, patch
 
 
-def _text(value: object) -> str | None:
-    if isinstance(value, str) and value.strip() and value.isprintable():
-        return value
-    return None
 
 
-def _timestamp(value: object) -> datetime | None:
-    """An RFC 3339 time with an explicit offset, else ``None`` (never local time)."""
-    if not isinstance(value, str) or _ISO.fullmatch(value) is None:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
-    except (ValueError, OverflowError):
-        return None
 
 
 def _looks_like_envelope(value: object) -> TypeGuard[dict[str, Any]]:
@@ -213,14 +199,14 @@ def _error_texts(envelope: Mapping[str, Any]) -> list[str]:
 
 def _bucket(group: str, bucket: object) -> Measurement | None:
     """One bucket's measurement; ``None`` when it is disabled or has no number."""
-    if not isinstance(bucket, dict) or (name := _text(bucket.get("name"))) is None:
+    if not isinstance(bucket, dict) or (name := label_text(bucket.get("name"))) is None:
         raise ValueError("a bucket has no name")
     enabled, disabled = bucket.get("enabled", True), bucket.get("disabled", False)
     if not isinstance(enabled, bool) or not isinstance(disabled, bool):
         raise ValueError("a bucket's enabled flag is not a boolean")
     if not enabled or disabled:
         return None  # not metered for this tier: never shown as 100 % left
-    resets_at = _timestamp(bucket.get("reset_time"))
+    resets_at = offset_timestamp(bucket.get("reset_time"))
     if "remaining_fraction" in bucket:
         fraction = bucket["remaining_fraction"]
         if fraction is None:
@@ -243,7 +229,7 @@ def _bucket(group: str, bucket: object) -> Measurement | None:
             starts_at = resets_at - known[1]
         except OverflowError:
             starts_at = None
-    period_label = known[0] if known is not None else _text(window)
+    period_label = known[0] if known is not None else label_text(window)
     return Measurement(
         kind=MeasurementKind.RATE_LIMIT,
         unit="percent",
@@ -298,7 +284,7 @@ def parse_agy_usage(stdout: str, *, exit_code: int, completed_at: datetime) -> U
     measurements = []
     malformed = False
     for group in data["groups"]:
-        name = _text(group.get("name")) if isinstance(group, dict) else None
+        name = label_text(group.get("name")) if isinstance(group, dict) else None
         if name is None or not isinstance(group.get("buckets"), list):
             malformed = True
             continue

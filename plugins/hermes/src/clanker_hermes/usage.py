@@ -41,6 +41,8 @@ from typing import Final
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 from clanker.usage.capability import UsageContext
+from clanker.sessions.types import clean_text
+from clanker.usage.parsing import label_text, offset_timestamp
 from clanker.usage.policy import RefreshPolicy
 from clanker.usage.types import Measurement, MeasurementKind, Period, Scope, UsageSnapshot
 
@@ -54,9 +56,6 @@ _ARGPARSE_USAGE_ERROR: Final = 2
 _NO_USAGE_COMMAND: Final = re.compile(r"invalid choice: ['\"]?usage['\"]?(?![\w-])")
 # Python 3.14's argparse may colour its errors (FORCE_COLOR, PYTHON_COLORS).
 _ANSI: Final = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
-_ISO: Final = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2})"
-)
 
 # cache 60 s, hard minimum 60 s, failure backoff 300 s (spec, "Usage adapters"):
 # every call is a live provider request, and exit 1 is often a lasting
@@ -77,20 +76,8 @@ def _parse_failure(detail: str) -> HarnessCapabilityError:
     return HarnessCapabilityError(ErrorKind.PARSE_FAILURE, detail, harness=_HARNESS)
 
 
-def _text(value: object) -> str | None:
-    if isinstance(value, str) and value.strip() and value.isprintable():
-        return value
-    return None
 
 
-def _timestamp(value: object) -> datetime | None:
-    """An ISO 8601 time with an explicit offset, else ``None`` (never local time)."""
-    if not isinstance(value, str) or _ISO.fullmatch(value) is None:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
-    except (ValueError, OverflowError):
-        return None
 
 
 def _used_percent(value: object) -> float | None:
@@ -122,22 +109,22 @@ def parse_hermes_usage(stdout: str, *, completed_at: datetime) -> UsageSnapshot:
         raise _parse_failure("hermes usage --json did not print one JSON document") from exc
     if not isinstance(document, dict) or not isinstance(document.get("windows"), list):
         raise _parse_failure("the document has no windows list")
-    provider = _text(document.get("provider"))
+    provider = label_text(document.get("provider"))
     if provider is None:
         raise _parse_failure("the document names no provider")
     reason = document.get("unavailable_reason")
     if reason is not None and not isinstance(reason, str):
         raise _parse_failure("unavailable_reason is not text")
-    scope = Scope(provider_id=provider, plan_label=_text(document.get("plan")))
+    scope = Scope(provider_id=provider, plan_label=label_text(document.get("plan")))
     measurements = []
     for window in document["windows"]:
-        label = _text(window.get("label")) if isinstance(window, dict) else None
+        label = label_text(window.get("label")) if isinstance(window, dict) else None
         if label is None:
             raise _parse_failure("a window has no label")
         used = _used_percent(window.get("used_percent"))
         if used is None:
             continue  # the provider did not report this window
-        resets_at = _timestamp(window.get("resets_at"))
+        resets_at = offset_timestamp(window.get("resets_at"))
         measurements.append(Measurement(
             kind=MeasurementKind.RATE_LIMIT if resets_at else MeasurementKind.ALLOWANCE,
             unit="percent",
@@ -148,13 +135,15 @@ def parse_hermes_usage(stdout: str, *, completed_at: datetime) -> UsageSnapshot:
             limit=100.0,
             period=Period(label=label),
             resets_at=resets_at,
+            # The spec maps a window's detail to its description (one line, printable).
+            description=clean_text(window.get("detail")),
         ))
     if reason is not None and reason.strip() and not measurements:
         # Free text (an API key where OAuth is needed, ...): only its presence is used.
         raise HarnessCapabilityError(
             ErrorKind.UNSUPPORTED, "the configured provider reports no usage", harness=_HARNESS
         )
-    observed_at = _timestamp(document.get("fetched_at")) or completed_at
+    observed_at = offset_timestamp(document.get("fetched_at")) or completed_at
     return UsageSnapshot(observed_at=observed_at, measurements=measurements)
 
 

@@ -30,7 +30,6 @@ would use.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -38,6 +37,7 @@ from typing import Any, Final
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest
 from clanker.usage.capability import UsageContext
+from clanker.usage.parsing import epoch_milliseconds, finite_number, label_text
 from clanker.usage.policy import RefreshPolicy
 from clanker.usage.types import Measurement, MeasurementKind, Period, Scope, UsageSnapshot
 
@@ -51,8 +51,6 @@ _TIMEOUT: Final = 30.0
 _MAX_OUTPUT: Final = MAX_OUTPUT
 # Epoch milliseconds between 1973 and 5138: a value in seconds (or garbage)
 # is never read as a time.
-_EPOCH_MS_MIN: Final = 10**11
-_EPOCH_MS_MAX: Final = 10**14
 _PERCENT_DIGITS: Final = 4  # removes float noise such as 19.999999999999996
 _ABSOLUTE_DIGITS: Final = 6
 
@@ -80,29 +78,10 @@ def _parse_failure(detail: str) -> HarnessCapabilityError:
     return HarnessCapabilityError(ErrorKind.PARSE_FAILURE, detail, harness=_HARNESS)
 
 
-def _number(value: object) -> float | None:
-    """Return a finite JSON number as a float; booleans, NaN, inf and huge ints are not."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
 
 
-def _text(value: object) -> str | None:
-    """Return printable, non-blank text, else ``None``."""
-    if isinstance(value, str) and value.strip() and value.isprintable():
-        return value
-    return None
 
 
-def _epoch_ms(value: object) -> datetime | None:
-    number = _number(value)
-    if number is None or not _EPOCH_MS_MIN <= number < _EPOCH_MS_MAX:
-        return None
-    return datetime.fromtimestamp(number / 1000, tz=UTC)
 
 
 def _object(value: object) -> Mapping[str, Any]:
@@ -111,15 +90,15 @@ def _object(value: object) -> Mapping[str, Any]:
 
 def _used_fraction(amount: Mapping[str, Any]) -> float | None:
     """omp's own precedence (``resolveUsedFraction``), for percent limits."""
-    used_fraction = _number(amount.get("usedFraction"))
+    used_fraction = finite_number(amount.get("usedFraction"))
     if used_fraction is not None:
         return used_fraction
-    used, limit = _number(amount.get("used")), _number(amount.get("limit"))
+    used, limit = finite_number(amount.get("used")), finite_number(amount.get("limit"))
     if used is not None and limit is not None and limit > 0:
         return used / limit
     if used is not None:
         return used / 100
-    remaining_fraction = _number(amount.get("remainingFraction"))
+    remaining_fraction = finite_number(amount.get("remainingFraction"))
     if remaining_fraction is not None:
         return max(0.0, 1 - remaining_fraction)
     return None
@@ -137,9 +116,9 @@ def _percent(amount: Mapping[str, Any]) -> tuple[float, float, float] | None:
 
 def _absolute(amount: Mapping[str, Any]) -> tuple[float | None, float | None, float | None] | None:
     """Return ``(used, remaining, limit)`` in the limit's own unit, or ``None`` without numbers."""
-    used = _number(amount.get("used"))
-    remaining = _number(amount.get("remaining"))
-    limit = _number(amount.get("limit"))
+    used = finite_number(amount.get("used"))
+    remaining = finite_number(amount.get("remaining"))
+    limit = finite_number(amount.get("limit"))
     if limit is not None and limit < 0:
         raise _Malformed("a negative limit")
     if used is None and limit is not None and remaining is not None:
@@ -156,15 +135,15 @@ def _absolute(amount: Mapping[str, Any]) -> tuple[float | None, float | None, fl
 
 
 def _period(window: Mapping[str, Any]) -> tuple[Period, datetime | None]:
-    resets_at = _epoch_ms(window.get("resetsAt"))
+    resets_at = epoch_milliseconds(window.get("resetsAt"))
     starts_at = None
-    duration = _number(window.get("durationMs"))
+    duration = finite_number(window.get("durationMs"))
     if resets_at is not None and duration is not None and duration > 0:
         try:
             starts_at = resets_at - timedelta(milliseconds=duration)
         except OverflowError:
             starts_at = None
-    period = Period(label=_text(window.get("label")), starts_at=starts_at, ends_at=resets_at)
+    period = Period(label=label_text(window.get("label")), starts_at=starts_at, ends_at=resets_at)
     return period, resets_at
 
 
@@ -174,7 +153,7 @@ def _measurement(
     """Return one limit's measurement, ``None`` when it carries no number."""
     if not isinstance(limit, dict):
         raise _Malformed("a limit is not an object")
-    label, amount = _text(limit.get("label")), limit.get("amount")
+    label, amount = label_text(limit.get("label")), limit.get("amount")
     if label is None or not isinstance(amount, dict):
         raise _Malformed("a limit has no label or amount")
     unit = amount.get("unit")
@@ -182,7 +161,7 @@ def _measurement(
         raise _Malformed("an amount has no unit")
     if unit == "unknown":
         return None  # a number of no stated unit: nothing a person could read
-    if _text(unit) is None:
+    if label_text(unit) is None:
         raise _Malformed("an amount unit is not text")
     values = _percent(amount) if unit == "percent" else _absolute(amount)
     if values is None:
@@ -204,11 +183,11 @@ def _measurement(
         unit=unit,
         label=label,
         scope=Scope(
-            provider_id=_text(scope.get("provider")) or report_provider,
-            account_id=_text(scope.get("accountId")) or _text(metadata.get("accountId")),
-            account_label=_text(metadata.get("email")),
-            plan_label=_text(metadata.get("planType")) or _text(metadata.get("plan")),
-            model_id=_text(scope.get("modelId")),
+            provider_id=label_text(scope.get("provider")) or report_provider,
+            account_id=label_text(scope.get("accountId")) or label_text(metadata.get("accountId")),
+            account_label=label_text(metadata.get("email")),
+            plan_label=label_text(metadata.get("planType")) or label_text(metadata.get("plan")),
+            model_id=label_text(scope.get("modelId")),
         ),
         used=used,
         remaining=remaining,
@@ -236,11 +215,11 @@ def parse_omp_usage(stdout: str, *, completed_at: datetime) -> UsageSnapshot:
     fetched: list[datetime] = []
     malformed = False
     for report in document["reports"]:
-        provider = _text(report.get("provider")) if isinstance(report, dict) else None
+        provider = label_text(report.get("provider")) if isinstance(report, dict) else None
         if provider is None or not isinstance(report.get("limits"), list):
             malformed = True
             continue
-        fetched_at = _epoch_ms(report.get("fetchedAt"))
+        fetched_at = epoch_milliseconds(report.get("fetchedAt"))
         if fetched_at is not None:
             fetched.append(fetched_at)
         metadata = _object(report.get("metadata"))
