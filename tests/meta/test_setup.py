@@ -32,3 +32,20 @@ def test_exit_code_table_is_documented() -> None:
     table = (ROOT / "docs" / "exit-codes.md").read_text()
     for kind, code in EXIT_CODES.items():
         assert re.search(rf"^\| {code} \| `{kind.value}`", table, re.MULTILINE), kind
+
+
+def test_every_command_has_a_user_guide() -> None:
+    from clanker.cli import _COMMANDS
+
+    guides = "\n".join(p.read_text() for p in (ROOT / "docs" / "guide").glob("*.md"))
+    for command in _COMMANDS:
+        assert f"clanker {command}" in guides, f"no guide mentions `clanker {command}`"
+
+
+def test_every_cli_exit_code_constant_is_documented() -> None:
+    from clanker import errors
+
+    table = (ROOT / "docs" / "exit-codes.md").read_text()
+    for name in dir(errors):
+        if name.startswith("EXIT_") and isinstance(getattr(errors, name), int):
+            assert re.search(rf"^\| {getattr(errors, name)} \|", table, re.MULTILINE), name
