@@ -4,57 +4,72 @@ Keyed by path plus (size, mtime, inode): an appended, replaced or rewritten
 file is parsed again, an unchanged one never is. Files that were not sessions
 are remembered too, so a corrupt file costs one parse, not one per listing.
 The disk copy is a cache: unreadable, foreign or corrupt means empty.
+
+The disk format is a list of fixed-position rows rather than objects: a
+listing may load tens of thousands of them, and each row is still checked
+strictly (exact types, no coercion, no extra or missing fields), just without
+a generic converter's per-field cost.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from attrs import frozen
-
-from clanker.converters import BoundaryError, make_boundary_converter, structure
 from clanker.ids import HarnessId
 from clanker.sessions.types import HarnessSession
 from clanker.storage import read_json, write_json_atomic
 
 __all__ = ["MISS", "SummaryCache"]
 
-_VERSION: Final = 2
+_VERSION: Final = 3
 _MAX_CACHE_FILE: Final = 64 * 1024 * 1024
 MISS: Final = object()
-_converter = make_boundary_converter()
+
+_Identity = tuple[int, int, int]
+# path, size, mtime_ns, inode, then either nothing (not a session) or
+# native_id, updated, title, cwd, created, model, message_count, parent_id, hidden
+_SESSION_TYPES: Final = (
+    (str,), (float, int), (str, type(None)), (str, type(None)), (float, int, type(None)),
+    (str, type(None)), (int, type(None)), (str, type(None)), (bool,),
+)
 
 
-@frozen(kw_only=True)
-class _Entry:
-    path: str
-    size: int
-    mtime_ns: int
-    inode: int
-    native_id: str | None
-    updated_at: datetime | None
-    title: str | None
-    cwd: str | None
-    created_at: datetime | None
-    model: str | None
-    message_count: int | None
-    parent_id: str | None
-    hidden: bool
-
-
-@frozen(kw_only=True)
-class _File:
-    version: int
-    harness: str
-    entries: tuple[_Entry, ...]
-
-
-def _identity(stat: os.stat_result) -> tuple[int, int, int]:
+def _identity(stat: os.stat_result) -> _Identity:
     return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+def _row(path: str, identity: _Identity, session: HarnessSession | None) -> list[Any]:
+    row: list[Any] = [path, *identity]
+    if session is not None:
+        row += [
+            session.native_id, session.updated_at.timestamp(), session.title, session.cwd,
+            session.created_at.timestamp() if session.created_at else None, session.model,
+            session.message_count, session.parent_id, session.hidden,
+        ]
+    return row
+
+
+def _exact(value: object, kinds: tuple[type, ...]) -> bool:
+    # `type(...) in` rather than isinstance: True is not an int, 1 is not a bool.
+    return type(value) in kinds
+
+
+def _session(harness: HarnessId, path: str, fields: list[Any]) -> HarnessSession:
+    if len(fields) != len(_SESSION_TYPES) or not all(
+        _exact(v, k) for v, k in zip(fields, _SESSION_TYPES, strict=True)
+    ):
+        raise ValueError("cache row: unexpected shape")
+    native_id, updated, title, cwd, created, model, count, parent, hidden = fields
+    return HarnessSession(
+        harness=harness, native_id=native_id, updated_at=datetime.fromtimestamp(updated, UTC),
+        title=title, cwd=cwd,
+        created_at=None if created is None else datetime.fromtimestamp(created, UTC),
+        model=model, message_count=count, parent_id=parent, store_path=path, hidden=hidden,
+    )
 
 
 class SummaryCache:
@@ -66,7 +81,7 @@ class SummaryCache:
     def __init__(self, harness: HarnessId, path: Path | None) -> None:
         self._harness = harness
         self._path = path
-        self._entries: dict[str, tuple[tuple[int, int, int], HarnessSession | None]] = {}
+        self._entries: dict[str, tuple[_Identity, HarnessSession | None]] = {}
         self._seen: set[str] = set()
         self._dirty = False
         if path is not None:
@@ -103,42 +118,33 @@ class SummaryCache:
         """Write the disk copy if anything changed; a failure costs re-parsing, nothing more."""
         if self._path is None or not self._dirty:
             return
-        entries = []
-        for path, ((size, mtime_ns, inode), s) in self._entries.items():
-            entries.append(_Entry(
-                path=path, size=size, mtime_ns=mtime_ns, inode=inode,
-                native_id=s.native_id if s else None, updated_at=s.updated_at if s else None,
-                title=s.title if s else None, cwd=s.cwd if s else None,
-                created_at=s.created_at if s else None, model=s.model if s else None,
-                message_count=s.message_count if s else None, parent_id=s.parent_id if s else None,
-                hidden=s.hidden if s else False,
-            ))
-        record = _File(version=_VERSION, harness=self._harness, entries=tuple(entries))
+        rows = [_row(path, identity, s) for path, (identity, s) in self._entries.items()]
+        document = {"version": _VERSION, "harness": self._harness, "rows": rows}
         with contextlib.suppress(OSError):
-            write_json_atomic(self._path, _converter.unstructure(record))
+            write_json_atomic(self._path, document)
             self._dirty = False
 
     def _load(self, path: Path) -> None:
         data = read_json(path, max_bytes=_MAX_CACHE_FILE)
-        if data is None:
+        if (
+            not isinstance(data, dict)
+            or data.keys() != {"version", "harness", "rows"}
+            or data["version"] != _VERSION
+            or data["harness"] != self._harness
+            or not isinstance(data["rows"], list)
+        ):
             return
+        entries: dict[str, tuple[_Identity, HarnessSession | None]] = {}
         try:
-            record = structure(_converter, data, _File)
-        except BoundaryError:
-            return
-        if record.version != _VERSION or record.harness != self._harness:
-            return
-        for entry in record.entries:
-            session = None
-            if entry.native_id is not None and entry.updated_at is not None:
-                try:
-                    session = HarnessSession(
-                        harness=self._harness, native_id=entry.native_id,
-                        updated_at=entry.updated_at, title=entry.title, cwd=entry.cwd,
-                        created_at=entry.created_at, model=entry.model,
-                        message_count=entry.message_count, parent_id=entry.parent_id,
-                        store_path=entry.path, hidden=entry.hidden,
-                    )
-                except (ValueError, TypeError):
-                    continue  # an entry this version cannot represent is re-parsed
-            self._entries[entry.path] = ((entry.size, entry.mtime_ns, entry.inode), session)
+            for row in data["rows"]:
+                if not isinstance(row, list) or len(row) < 4:
+                    raise ValueError("cache row: too short")
+                path_text, size, mtime_ns, inode = row[:4]
+                if not (_exact(path_text, (str,)) and _exact(size, (int,))
+                        and _exact(mtime_ns, (int,)) and _exact(inode, (int,))):
+                    raise ValueError("cache row: bad identity")
+                session = None if len(row) == 4 else _session(self._harness, path_text, row[4:])
+                entries[path_text] = ((size, mtime_ns, inode), session)
+        except (ValueError, TypeError, OverflowError, OSError):
+            return  # one bad row makes the whole file suspect: start afresh
+        self._entries = entries

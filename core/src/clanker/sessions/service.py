@@ -34,12 +34,18 @@ class ProviderScan:
     scan: SessionScan
 
 
-@frozen(kw_only=True)
+@frozen(kw_only=True, repr=False)
 class SessionListing:
     """Sessions newest first, plus what each provider reported."""
 
     sessions: tuple[HarnessSession, ...]
     scans: tuple[ProviderScan, ...]
+
+    def __repr__(self) -> str:
+        # Short on purpose: asyncio formats a finished task's result on some
+        # paths (Python 3.11's Runner does, via signal.getsignal), and a full
+        # repr of ten thousand sessions costs half a second.
+        return f"SessionListing(<{len(self.sessions)} sessions>, <{len(self.scans)} scans>)"
 
     @property
     def complete(self) -> bool:

@@ -88,7 +88,7 @@ class HarnessSession:
         return f"{self.harness}:{self.native_id}"
 
 
-@frozen(kw_only=True)
+@frozen(kw_only=True, repr=False)
 class SessionScan:
     """What one provider found.
 
@@ -111,3 +111,7 @@ class SessionScan:
     @property
     def complete(self) -> bool:
         return self.error is None and not self.truncated and self.partial is None
+
+    def __repr__(self) -> str:  # short: see SessionListing.__repr__
+        return (f"SessionScan(<{len(self.sessions)} sessions>, skipped={self.skipped}, "
+                f"truncated={self.truncated}, partial={self.partial!r}, error={self.error!r})")

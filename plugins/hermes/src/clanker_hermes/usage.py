@@ -40,8 +40,8 @@ from typing import Final
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
-from clanker.usage.capability import UsageContext
 from clanker.sessions.types import clean_text
+from clanker.usage.capability import UsageContext
 from clanker.usage.parsing import label_text, offset_timestamp
 from clanker.usage.policy import RefreshPolicy
 from clanker.usage.types import Measurement, MeasurementKind, Period, Scope, UsageSnapshot
