@@ -401,3 +401,32 @@ def test_hidden_sessions_are_neither_listed_nor_skipped_but_can_be_refound(
         assert listing.scans[0].scan.skipped == 0
         found = select(home, registry, "fake-agent:sub1", SessionOperation.RESUME, tmp_path)
         assert found.session.hidden  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("bad_row", [
+    ["/p", True, 1, 1],  # a boolean is not a size
+    ["/p", 1, 1, 1, "id", "2026-11-30", None, None, None, None, None, None, False],  # text time
+    ["/p", 1, 1, 1, "id", 1.0, None, None, None, None, 1.5, None, False],  # fractional count
+    ["/p", 1, 1, 1, "id", 1.0, None, None, None, None, None, None, 0],  # 0 is not False
+    ["/p", 1, 1, 1, "id", 1.0, None, "relative", None, None, None, None, False],  # bad cwd
+    ["/p", 1, 1],  # too short
+])
+def test_a_cache_row_of_the_wrong_shape_discards_the_cache(
+    home: Path, tmp_path: Path, bad_row: list[object]
+) -> None:
+    import json as _json
+
+    cache = tmp_path / "cache"
+    write_fake_session(home, "s", str(tmp_path), T0)
+    fake = FakeSessions()
+    registry = registry_with(("fake-agent", fake))
+    asyncio.run(service(home, cache).discover([provider(registry)], workspace=None))
+    path = cache / "sessions" / "fake-agent.json"
+    document = _json.loads(path.read_text())
+    document["rows"].append(bad_row)
+    path.write_text(_json.dumps(document))
+    again = FakeSessions()
+    listing = asyncio.run(service(home, cache).discover(
+        [provider(registry_with(("fake-agent", again)))], workspace=None))
+    assert [s.native_id for s in listing.sessions] == ["s"]
+    assert again.parsed == 1  # nothing was trusted: the file was parsed again
