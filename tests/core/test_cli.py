@@ -31,7 +31,7 @@ FAKE_AGENT = """
             print("m1\\tModel One\\nm2\\tModel Two")
     else:
         with open(os.environ["FAKE_RECORD"], "w") as handle:
-            json.dump({"argv": args, "cwd": os.getcwd(),
+            json.dump({"argv": args, "cwd": os.getcwd(), "pwd": os.environ.get("PWD"),
                        "env": sorted(k for k in os.environ if k.upper().startswith("CLANKER"))},
                       handle)
         sys.exit(int(os.environ.get("FAKE_EXIT", "0")))
@@ -160,6 +160,7 @@ def test_launch_runs_the_harness_with_flags_and_returns_its_status(
     record = json.loads((tmp_path / "record.json").read_text())
     assert record["argv"] == ["--model", "m1", "resume", "abc123", "--yolo", "-x", "two words"]
     assert record["cwd"] == str(workdir)
+    assert record["pwd"] == str(workdir)
     assert record["env"] == ["CLANKER_HOME"]
 
 

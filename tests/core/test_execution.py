@@ -208,3 +208,13 @@ _NUL_FREE = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blackli
 @given(args=st.lists(_NUL_FREE))
 def test_any_nul_free_argument_is_accepted_verbatim(args: list[str]) -> None:
     assert CommandRequest(command="ok", args=tuple(args)).args == tuple(args)
+
+
+def test_pwd_follows_the_requested_directory(bin_dir: Path, tmp_path: Path) -> None:
+    write_script(bin_dir, "show-pwd", "import os; print(os.environ.get('PWD'))")
+    env = path_with(bin_dir) | {"PWD": "/somewhere/else"}
+    result = run(LocalTransport(env), CommandRequest(command="show-pwd", cwd=str(tmp_path)))
+    assert result.stdout.strip() == str(tmp_path)
+    explicit = run(LocalTransport(env), CommandRequest(command="show-pwd", cwd=str(tmp_path),
+                                                       env={"PWD": ""}))
+    assert explicit.stdout.strip() == ""

@@ -29,7 +29,9 @@ def run_launch(provider: HarnessProvider, request: LaunchRequest) -> int:
             plan = plan_launch(provider, request)
         except InvalidSessionIdError as exc:
             raise click.BadParameter(str(exc), param_hint="session id") from exc
-        base = LaunchState(argv=plan.argv, env={**strip_credentials(os.environ), **plan.env})
+        # PWD as a shell would set it: several harnesses read $PWD, not getcwd().
+        environment = {**strip_credentials(os.environ), "PWD": request.cwd, **plan.env}
+        base = LaunchState(argv=plan.argv, env=environment)
         attachments = prepare_attachments(base, steps=())
         try:
             return run_foreground(attachments.state.argv, attachments.state.env, request.cwd)

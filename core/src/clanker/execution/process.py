@@ -44,6 +44,9 @@ async def spawn(
 ) -> asyncio.subprocess.Process:
     """Start ``request`` with piped output, in a new process group."""
     env = compose_env(base_env, request.env)
+    if request.cwd is not None and "PWD" not in request.env:
+        # As a shell would: Node and Bun CLIs take $PWD, not getcwd(), as their directory.
+        env["PWD"] = request.cwd
     executable = resolve_executable(request.command, env)
     try:
         return await asyncio.create_subprocess_exec(
