@@ -169,6 +169,7 @@ def test_an_empty_models_list_is_a_valid_empty_listing() -> None:
 
 PROBE_ARGV = (
     "claude", "--output-format", "stream-json", "--verbose", "--input-format", "stream-json",
+    "--setting-sources", "user",
     "--no-session-persistence", "--settings", '{"disableAllHooks":true}',
     "--mcp-config", '{"mcpServers":{}}', "--strict-mcp-config",
 )

@@ -14,11 +14,20 @@ from clanker.descriptor import (
     Transport,
 )
 from clanker.ids import HarnessId
+from clanker_claude.commit import ClaudeCommit
 from clanker_claude.launch import ClaudeLaunch
 from clanker_claude.models import ClaudeModels
 from clanker_claude.sessions import ClaudeSessions
+from clanker_claude.usage import ClaudeUsage
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
+__all__ = [
+    "clanker_commit",
+    "clanker_descriptor",
+    "clanker_launch",
+    "clanker_models",
+    "clanker_sessions",
+    "clanker_usage",
+]
 
 
 @hookimpl
@@ -27,7 +36,10 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("claude"),
         display_name="Claude Code",
         executable="claude",
-        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
+        capabilities={
+            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.COMMIT,
+            Capability.USAGE,
+        },
         # `--resume ID` and `--resume ID --fork-session` read the host's own
         # transcripts, so they work wherever Claude Code runs.
         resume=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
@@ -50,3 +62,13 @@ def clanker_models() -> ClaudeModels:
 @hookimpl
 def clanker_sessions() -> ClaudeSessions:
     return ClaudeSessions()
+
+
+@hookimpl
+def clanker_commit() -> ClaudeCommit:
+    return ClaudeCommit()
+
+
+@hookimpl
+def clanker_usage() -> ClaudeUsage:
+    return ClaudeUsage()

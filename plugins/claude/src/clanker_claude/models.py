@@ -13,7 +13,7 @@ the one ``initialize`` request is written; never a user message.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from clanker.capabilities import ModelsContext
@@ -22,20 +22,41 @@ from clanker.execution import CommandRequest
 from clanker.models.types import Model, model_text
 from clanker.protocols.jsonlines import read_matching, send
 
-__all__ = ["PROBE_ARGS", "PROBE_ENV", "ClaudeModels", "parse_initialize_response"]
+__all__ = [
+    "ISOLATION_ARGS",
+    "ISOLATION_ENV",
+    "PROBE_ARGS",
+    "PROBE_ENV",
+    "ClaudeModels",
+    "answers",
+    "parse_initialize_response",
+    "probe_request",
+]
 
-PROBE_ARGS: Final = (
-    "--output-format", "stream-json", "--verbose", "--input-format", "stream-json",
+# The spec's isolation for a Claude Code run clanker starts on its own (this
+# probe, usage, and commit messages): no session file, no hooks, no MCP server,
+# and only the user's own settings. A repository's `.claude/settings.json` is
+# never read: it could otherwise run a command (`apiKeyHelper`) or redirect the
+# run (`env.ANTHROPIC_BASE_URL`) just because clanker was started inside it;
+# print and stream-json modes skip the workspace-trust dialog that would ask.
+ISOLATION_ARGS: Final = (
+    "--setting-sources", "user",
     "--no-session-persistence",
     "--settings", '{"disableAllHooks":true}',
     # `--mcp-config` is variadic: an option, never a bare word, must follow it.
     "--mcp-config", '{"mcpServers":{}}', "--strict-mcp-config",
 )
-PROBE_ENV: Final = {
+ISOLATION_ENV: Final = {
+    # No claude.ai connectors, no IDE connection or extension install.
     "ENABLE_CLAUDEAI_MCP_SERVERS": "false",
     "CLAUDE_CODE_AUTO_CONNECT_IDE": "0",
     "CLAUDE_CODE_IDE_SKIP_AUTO_INSTALL": "1",
 }
+PROBE_ARGS: Final = (
+    "--output-format", "stream-json", "--verbose", "--input-format", "stream-json",
+    *ISOLATION_ARGS,
+)
+PROBE_ENV: Final = ISOLATION_ENV
 _REQUEST_ID: Final = "clanker-models"
 # Frames that only a turn produces, and requests that would want an answer
 # (permission, hook, MCP): seeing one means the probe is not what it should be.
@@ -47,16 +68,38 @@ def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
     return HarnessCapabilityError(kind, detail, harness="claude")
 
 
-def _answers_initialize(message: dict[str, Any]) -> bool:
-    kind = message.get("type")
-    if isinstance(kind, str) and (kind in _TURN_FRAMES or kind == "control_request"):
-        # Never answered: nothing is granted, and the probe fails.
-        raise _fail(ErrorKind.COMMAND_FAILED, f"unexpected {kind} frame while listing")
-    response = message.get("response")
-    return (
-        kind == "control_response"
-        and isinstance(response, dict)
-        and response.get("request_id") == _REQUEST_ID
+def answers(request_id: str, purpose: str) -> Callable[[dict[str, Any]], bool]:
+    """Match the control response to ``request_id``; fail on any sign of a turn.
+
+    Turn frames (``assistant``, ``user``, ``result``, ``stream_event``) and
+    inbound ``control_request`` asks (permission, hook, MCP) are never
+    answered: nothing is granted, and the probe fails. Other frames and
+    responses to other ids are skipped.
+    """
+
+    def matches(message: dict[str, Any]) -> bool:
+        kind = message.get("type")
+        if isinstance(kind, str) and (kind in _TURN_FRAMES or kind == "control_request"):
+            raise _fail(ErrorKind.COMMAND_FAILED, f"unexpected {kind} frame while {purpose}")
+        response = message.get("response")
+        return (
+            kind == "control_response"
+            and isinstance(response, dict)
+            and response.get("request_id") == request_id
+        )
+
+    return matches
+
+
+def probe_request(timeout: float = 30.0) -> CommandRequest:
+    """The isolated control-protocol session every Claude probe runs."""
+    return CommandRequest(
+        command="claude",
+        args=PROBE_ARGS,
+        env=PROBE_ENV,
+        timeout=timeout,
+        # One line that also lists the user's commands, agents and skills.
+        max_output_bytes=512 * 1024,
     )
 
 
@@ -101,21 +144,16 @@ class ClaudeModels:
     fallback: tuple[Model, ...] = ()  # the list depends on provider and account: no guess
 
     async def discover(self, context: ModelsContext) -> tuple[Model, ...]:
-        request = CommandRequest(
-            command="claude",
-            args=PROBE_ARGS,
-            env=PROBE_ENV,
-            timeout=30.0,
-            # One line that also lists the user's commands, agents and skills.
-            max_output_bytes=512 * 1024,
-        )
+        request = probe_request()
         async with await context.require_sessions("claude").open(request) as session:
             await send(session, {
                 "type": "control_request",
                 "request_id": _REQUEST_ID,
                 "request": {"subtype": "initialize"},
             })
-            response = await read_matching(session, _answers_initialize, harness="claude")
+            response = await read_matching(
+                session, answers(_REQUEST_ID, "listing"), harness="claude"
+            )
             models = parse_initialize_response(response)
             await session.close_input()
             ended = await session.wait()

@@ -14,11 +14,20 @@ from clanker.descriptor import (
     Transport,
 )
 from clanker.ids import HarnessId
+from clanker_codex.commit import CodexCommit
 from clanker_codex.launch import CodexLaunch
 from clanker_codex.models import CodexModels
 from clanker_codex.sessions import CodexSessions
+from clanker_codex.usage import CodexUsage
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
+__all__ = [
+    "clanker_commit",
+    "clanker_descriptor",
+    "clanker_launch",
+    "clanker_models",
+    "clanker_sessions",
+    "clanker_usage",
+]
 
 
 @hookimpl
@@ -27,7 +36,10 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("codex"),
         display_name="Codex CLI",
         executable="codex",
-        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
+        capabilities={
+            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.COMMIT,
+            Capability.USAGE,
+        },
         # `codex resume ID` and `codex fork ID` are native subcommands that
         # read the host's own rollouts, so they work wherever Codex runs.
         resume=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
@@ -50,3 +62,13 @@ def clanker_models() -> CodexModels:
 @hookimpl
 def clanker_sessions() -> CodexSessions:
     return CodexSessions()
+
+
+@hookimpl
+def clanker_commit() -> CodexCommit:
+    return CodexCommit()
+
+
+@hookimpl
+def clanker_usage() -> CodexUsage:
+    return CodexUsage()

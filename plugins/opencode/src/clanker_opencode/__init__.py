@@ -14,11 +14,18 @@ from clanker.descriptor import (
     Transport,
 )
 from clanker.ids import HarnessId
+from clanker_opencode.commit import OpenCodeCommit
 from clanker_opencode.launch import OpenCodeLaunch
 from clanker_opencode.models import OpenCodeModels
 from clanker_opencode.sessions import OpenCodeSessions
 
-__all__ = ["clanker_descriptor", "clanker_launch", "clanker_models", "clanker_sessions"]
+__all__ = [
+    "clanker_commit",
+    "clanker_descriptor",
+    "clanker_launch",
+    "clanker_models",
+    "clanker_sessions",
+]
 
 
 @hookimpl
@@ -27,7 +34,9 @@ def clanker_descriptor() -> HarnessDescriptor:
         id=HarnessId("opencode"),
         display_name="OpenCode",
         executable="opencode",
-        capabilities={Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS},
+        capabilities={
+            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.COMMIT
+        },
         # `-s ID` and `-s ID --fork` are native and read opencode's own store on
         # the host it runs on; the spec resumes and forks over SSH as well.
         # Verified locally.
@@ -51,3 +60,8 @@ def clanker_models() -> OpenCodeModels:
 @hookimpl
 def clanker_sessions() -> OpenCodeSessions:
     return OpenCodeSessions()
+
+
+@hookimpl
+def clanker_commit() -> OpenCodeCommit:
+    return OpenCodeCommit()

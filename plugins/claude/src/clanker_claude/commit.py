@@ -1,0 +1,200 @@
+"""Claude Code commit messages: ``claude -p --output-format json ...``, the prompt on stdin.
+
+Verified against Claude Code 2.1.197 (docs/harnesses/claude.md, "Commit
+messages"; fixtures in tests/fixtures/claude/commit/). Print mode with JSON
+output prints exactly one line, one ``result`` object, when the run ends; the
+answer is its ``result`` text. Claude reports most failures (no login, API
+errors, refusals, an answer cut off at the output limit) as ``subtype:
+"success"`` with ``is_error: true``, and a thinking-only answer as a clean
+success with an empty ``result``, so every field of the rule is checked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
+from clanker_claude.models import ISOLATION_ARGS, ISOLATION_ENV
+
+__all__ = ["COMMIT_ARGS", "COMMIT_ENV", "ClaudeCommit", "parse_commit_result"]
+
+COMMIT_ARGS: Final = (
+    # Print mode: one prompt, then exit. It never asks anything (no trust
+    # dialog, no permission prompt: a tool it has not been granted is denied).
+    "-p",
+    # One line, one `result` object, at the end of the run. Never `--verbose`
+    # with it: that prints a JSON array of every message instead.
+    "--output-format", "json",
+    # No built-in tool at all: the request carries `"tools": []`, and a tool
+    # call the model makes anyway is answered "No such tool available". Nothing
+    # after it may name tools again (a later `--tools` wins); `--model` is safe.
+    # The permission modes and allow lists do not do this: in `default` and
+    # `plan` mode a Read (and in `plan` a Bash) ran in the repository.
+    "--tools", "",
+    # Bounds the loop, not the tools: a model that keeps calling the missing
+    # tool stops after one turn (`error_max_turns`) instead of looping.
+    "--max-turns", "1",
+    # No skills. A prompt that starts with `/` is still a local slash command
+    # (no model call, `num_turns` 0, refused below); clanker's prompt never does.
+    "--disable-slash-commands",
+    # Only the user's settings, no session file, no hooks, no MCP server
+    # (project, user, plugin): the same isolation as the models probe. Only the
+    # user's settings also drops the project's CLAUDE.md and CLAUDE.local.md.
+    *ISOLATION_ARGS,
+)
+COMMIT_ENV: Final = {
+    **ISOLATION_ENV,
+    # No CLAUDE.md of any scope (user, project, local, `.claude/rules`) and no
+    # auto-memory: a repository could otherwise steer its own commit message.
+    "CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1",
+    # No attachments: without it every `@path` in the prompt (that is, in the
+    # diff) is read and sent along, files outside the repository included.
+    "CLAUDE_CODE_DISABLE_ATTACHMENTS": "1",
+}
+# Claude retries a failing request 10 times (about 3 minutes against a dead
+# endpoint); clanker's inference ceiling is the bound. Killed, it prints nothing.
+_TIMEOUT: Final = INFERENCE_TIMEOUT
+
+# The result subtypes of Claude Code 2.1.197's schema.
+_SUBTYPES: Final = frozenset({
+    "success", "error_during_execution", "error_max_turns", "error_max_budget_usd",
+    "error_max_structured_output_retries",
+})
+
+
+def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
+    return HarnessCapabilityError(kind, detail, harness="claude")
+
+
+def _parse_failure(detail: str) -> HarnessCapabilityError:
+    return _fail(ErrorKind.PARSE_FAILURE, detail)
+
+
+def _result_object(stdout: str) -> Mapping[str, Any]:
+    text = stdout.strip()
+    if not text:
+        raise _parse_failure("no output (claude printed no result: interrupted, or it "
+                             "stopped before its turn)")
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: absurdly nested input
+        raise _parse_failure("the output is not one JSON object") from None
+    if not isinstance(value, dict):
+        raise _parse_failure("the output is not one JSON object")
+    if value.get("type") != "result":
+        raise _parse_failure("the output is not a result object")
+    return value
+
+
+def _failed_turn(result: Mapping[str, Any], subtype: str) -> HarnessCapabilityError:
+    if subtype == "error_max_turns":
+        return _fail(ErrorKind.COMMAND_FAILED,
+                     "the turn hit --max-turns 1: the model asked for a tool instead of answering")
+    # `result` (or `errors`) is Claude's or the provider's text: it stays out.
+    # An HTTP status is safe to show.
+    status = result.get("api_error_status")
+    parts = [] if subtype == "success" else [subtype]
+    if isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599:
+        parts.append(f"HTTP {status}")
+    said = f" ({', '.join(parts)})" if parts else ""
+    return _fail(ErrorKind.COMMAND_FAILED, f"the turn ended in an error result{said}")
+
+
+def _check_outcome(result: Mapping[str, Any]) -> None:
+    """Raise unless the result says the turn succeeded (``success``, ``is_error: false``)."""
+    subtype, is_error = result.get("subtype"), result.get("is_error")
+    if not isinstance(subtype, str) or subtype not in _SUBTYPES:
+        raise _parse_failure("the result has no known subtype")
+    if not isinstance(is_error, bool):
+        raise _parse_failure("the result has no is_error flag")
+    if is_error or subtype == "error_max_turns":
+        raise _failed_turn(result, subtype)
+    if subtype != "success":
+        raise _parse_failure("an error subtype without is_error")
+
+
+def _check_completed(result: Mapping[str, Any]) -> None:
+    """Raise unless a model turn ran and ended normally."""
+    turns = result.get("num_turns")
+    if not isinstance(turns, int) or isinstance(turns, bool):
+        raise _parse_failure("the result has no turn count")
+    if turns < 1:
+        raise _parse_failure("no model turn: the prompt was taken as a slash command")
+    stop = result.get("stop_reason")
+    if stop == "max_tokens":
+        raise _parse_failure("the answer was cut off at the output limit")
+    if stop == "tool_use":
+        raise _parse_failure("the answer is only a tool call")
+    if stop != "end_turn":
+        raise _parse_failure("the answer did not end normally (stop_reason is not end_turn)")
+    if "terminal_reason" in result and result["terminal_reason"] != "completed":
+        raise _parse_failure("incomplete: the run did not complete (terminal_reason)")
+    if "deferred_tool_use" in result:
+        raise _parse_failure("the answer is a deferred tool call")
+
+
+def parse_commit_result(stdout: str) -> str:
+    """Return the answer in ``claude -p --output-format json``'s output, or raise a typed failure.
+
+    stdout must be exactly one JSON object with ``type: "result"``. An error
+    result (``is_error: true``, whatever the subtype) and ``error_max_turns``
+    are ``command-failed``. The answer counts only as ``subtype: "success"``,
+    ``is_error: false``, at least one model turn, ``stop_reason: "end_turn"``,
+    ``terminal_reason: "completed"`` when present, no ``deferred_tool_use``,
+    and a non-blank ``result``; it is returned as given. Anything else is
+    ``parse-failure``. Thinking, tool calls and streamed text are never read.
+    """
+    result = _result_object(stdout)
+    _check_outcome(result)
+    _check_completed(result)
+    answer = result.get("result")
+    if not isinstance(answer, str):
+        raise _parse_failure("the result has no answer text")
+    if not answer.strip():
+        # Claude's `result` is the last text block: empty when the model gave
+        # only reasoning (even after its own re-ask) or only a tool call.
+        raise _parse_failure("the answer is empty (only reasoning or a tool call)")
+    try:
+        answer.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _parse_failure("the answer is not valid Unicode text") from None
+    return answer
+
+
+class ClaudeCommit:
+    """``claude -p --output-format json ...`` with the prompt on stdin."""
+
+    def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
+        args = list(COMMIT_ARGS)
+        if model is not None:
+            # Two tokens, last: `--model` takes the next token whatever it looks
+            # like (verified: `--model --tools` ran with tools [] and model
+            # "--tools"). Without it, Claude's own default for the account.
+            args += ["--model", model]
+        return CommandRequest(
+            command="claude",
+            args=args,
+            env=COMMIT_ENV,
+            # Claude waits 3 s for the first byte, then reads to EOF; the
+            # executor writes it all at once and closes stdin. No positional
+            # prompt: nothing from the change is ever an argument.
+            stdin=prompt.encode("utf-8"),
+            timeout=_TIMEOUT,
+            inference=True,
+        )
+
+    def parse_output(self, result: CommandResult) -> str:
+        if result.exit_code == 0:
+            # 0 without output is an interrupted run (SIGINT): a failure too.
+            return parse_commit_result(result.stdout)
+        # 1: an error result, or a bad flag or stdin (no output); 143/129: a
+        # signal. An error result says what failed; otherwise the status does.
+        try:
+            parse_commit_result(result.stdout)
+        except HarnessCapabilityError as exc:
+            if exc.kind is ErrorKind.COMMAND_FAILED:
+                raise
+        raise _fail(ErrorKind.COMMAND_FAILED, f"exit status {result.exit_code}")

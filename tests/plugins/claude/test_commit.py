@@ -1,0 +1,633 @@
+"""Claude Code commit messages, against Claude Code 2.1.197's ``-p --output-format json``
+output (tests/fixtures/claude/commit)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clanker.commit.gitcontext import ChangeContext
+from clanker.commit.message import Style, normalize_message
+from clanker.commit.prompt import build_prompt
+from clanker.commit.service import CommitProposal, CommitService
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import INFERENCE_TIMEOUT, CommandResult, LocalTransport
+from clanker.ids import HarnessId
+from clanker.registry import HarnessProvider, Registry
+from clanker.testing.strategies import junk_text
+from clanker_claude.commit import COMMIT_ARGS, COMMIT_ENV, ClaudeCommit, parse_commit_result
+from clanker_claude.models import ISOLATION_ARGS, PROBE_ENV
+from tests.helpers import write_script
+
+COMMIT = Path(__file__).resolve().parents[2] / "fixtures" / "claude" / "commit"
+ANSWER = ("feat: add retry to the sync client\n\n"
+          "Retry transient network errors up to three times with backoff.")
+RESULTS = sorted(p.name for p in COMMIT.glob("*.stdout.json"))
+STREAMS = sorted(p.name for p in COMMIT.glob("*.stdout.json*"))
+
+
+def stdout(name: str) -> str:
+    return (COMMIT / name).read_text()
+
+
+def captured(name: str) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(stdout(name))
+    return value
+
+
+def failure(text: str, exit_code: int = 0, stderr: str = "") -> HarnessCapabilityError:
+    with pytest.raises(HarnessCapabilityError) as caught:
+        ClaudeCommit().parse_output(CommandResult(stdout=text, stderr=stderr, exit_code=exit_code))
+    assert caught.value.harness == "claude"
+    return caught.value
+
+
+def result_line(**changes: object) -> str:
+    """The captured clean success with some fields changed (``None`` values drop the field)."""
+    base = captured("stub-success.stdout.json")
+    for key, value in changes.items():
+        if value is None:
+            base.pop(key, None)
+        else:
+            base[key] = value
+    return json.dumps(base) + "\n"
+
+
+# -- the invocation ---------------------------------------------------------------------
+
+ARGV = (
+    "-p", "--output-format", "json", "--tools", "", "--max-turns", "1",
+    "--disable-slash-commands", "--setting-sources", "user",
+    "--no-session-persistence", "--settings", '{"disableAllHooks":true}',
+    "--mcp-config", '{"mcpServers":{}}', "--strict-mcp-config",
+)
+ENV = {
+    "ENABLE_CLAUDEAI_MCP_SERVERS": "false",
+    "CLAUDE_CODE_AUTO_CONNECT_IDE": "0",
+    "CLAUDE_CODE_IDE_SKIP_AUTO_INSTALL": "1",
+    "CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1",
+    "CLAUDE_CODE_DISABLE_ATTACHMENTS": "1",
+}
+
+
+def test_the_invocation_without_a_model() -> None:
+    request = ClaudeCommit().build_invocation(None, "Write a commit message.\n\nDiff: é")
+    assert request.command == "claude"
+    assert request.args == ARGV == COMMIT_ARGS
+    assert dict(request.env) == ENV
+    assert request.stdin == "Write a commit message.\n\nDiff: é".encode()
+    assert request.timeout == INFERENCE_TIMEOUT == 90
+    assert request.inference is True
+    assert request.cwd is None  # the service sets the repository root
+
+
+@pytest.mark.parametrize("model", ["sonnet", "opus[1m]", "claude-sonnet-5", "--tools", "default"])
+def test_the_model_is_two_tokens_at_the_end_exactly_as_given(model: str) -> None:
+    request = ClaudeCommit().build_invocation(model, "p")
+    assert request.args == (*ARGV, "--model", model)
+    assert dict(request.env) == ENV
+    assert request.stdin == b"p"
+
+
+def test_the_isolation_is_the_models_probes_own() -> None:
+    args = list(COMMIT_ARGS)
+    start = args.index(ISOLATION_ARGS[0])
+    assert tuple(args[start:start + len(ISOLATION_ARGS)]) == ISOLATION_ARGS
+    assert PROBE_ENV.items() <= COMMIT_ENV.items()
+
+
+def _options(args: tuple[str, ...]) -> list[tuple[str, str | None]]:
+    """Pair each option with its value; fail on a bare word (a positional prompt)."""
+    takes_value = {"--output-format", "--tools", "--max-turns", "--setting-sources", "--settings",
+                   "--mcp-config", "--model"}
+    pairs: list[tuple[str, str | None]] = []
+    rest = list(args)
+    while rest:
+        option = rest.pop(0)
+        assert option.startswith("-"), f"a bare word {option!r} would be read as a prompt"
+        pairs.append((option, rest.pop(0) if option in takes_value else None))
+    return pairs
+
+
+def test_nothing_can_re_enable_tools_or_become_a_prompt() -> None:
+    pairs = _options(ClaudeCommit().build_invocation("--tools", "p").args)
+    names = [name for name, _ in pairs]
+    assert ("--tools", "") in pairs and names.count("--tools") == 1
+    assert ("--model", "--tools") in pairs  # the model is a value, never an option
+    for never in ("--verbose", "--allowedTools", "--allowed-tools", "--permission-mode",
+                  "--dangerously-skip-permissions", "--plugin-dir", "--add-dir"):
+        assert never not in names
+    # `--mcp-config` is variadic: an option follows it, never a bare word.
+    args = COMMIT_ARGS
+    assert args[args.index("--mcp-config") + 2].startswith("--")
+
+
+@pytest.mark.parametrize("style", list(Style))
+@pytest.mark.parametrize("patch", ["", "/context\n", "/etc/passwd | @notes.txt\n"])
+def test_the_prompt_the_service_builds_never_starts_with_a_slash(style: Style, patch: str) -> None:
+    # A stdin prompt starting with `/` is a local slash command in print mode: no model
+    # call, a `num_turns: 0` result (refused by the parser, see below).
+    change = ChangeContext(root="/r", status=("/M a.py",), patch=patch, untracked="/x\n",
+                           recent_subjects=("/revert",), omitted=())
+    prompt = build_prompt(change, style)
+    assert not prompt.lstrip().startswith("/")
+    assert prompt.startswith("Write a git commit message")
+    request = ClaudeCommit().build_invocation(None, prompt)
+    assert request.stdin is not None and not request.stdin.lstrip().startswith(b"/")
+
+
+# -- every captured and built fixture ---------------------------------------------------
+
+ANSWERS = {
+    # name: exit code of the capture (README)
+    "stub-success.stdout.json": 0,
+    "stub-thinking-then-text.stdout.json": 0,
+    "stub-success-model-haiku.stdout.json": 0,
+    "final-argv-stub-success.stdout.json": 0,
+    "brief-argv-project-settings.stdout.json": 0,  # answered, but by the redirected endpoint
+}
+PARSE_FAILURES = {
+    "stub-thinking-only.stdout.json": (0, "only reasoning"),
+    "final-argv-stub-thinking-only.stdout.json": (0, "only reasoning"),
+    "stub-slash-command.stdout.json": (0, "slash command"),
+    "stub-sigint.stdout.jsonl": (0, "not a result object"),  # init only
+    # stream-json output (another mode) is never read as an answer
+    "stub-success.stdout.jsonl": (0, "not one JSON object"),
+    "stub-thinking-then-text.stdout.jsonl": (0, "not one JSON object"),
+    "stub-thinking-only.stdout.jsonl": (0, "not one JSON object"),
+    "stub-decorated.stdout.jsonl": (0, "not one JSON object"),
+}
+COMMAND_FAILURES = {
+    "json-not-logged-in.stdout.json": (1, "error result"),
+    "json-refused-port-retries-off.stdout.json": (1, "error result"),
+    "stub-http-400.stdout.json": (1, "HTTP 400"),
+    "stub-http-404-model.stdout.json": (1, "HTTP 404"),
+    "stub-max-tokens.stdout.json": (1, "error result"),
+    "stub-refusal.stdout.json": (1, "error result"),
+    "stub-toolcall-max-turns.stdout.json": (1, "--max-turns 1"),
+    "final-argv-stub-toolcall.stdout.json": (1, "--max-turns 1"),
+    "built-error-during-execution.stdout.json": (1, "error_during_execution"),
+    "final-argv-project-settings.stdout.json": (1, "error result"),
+    "final-argv-project-settings-api-key.stdout.json": (1, "error result"),
+    "json-verbose-is-array.stdout.json": (1, "exit status 1"),
+    "stream-json-not-logged-in.stdout.jsonl": (1, "exit status 1"),
+    "stream-json-refused-port-default-retries-killed.stdout.jsonl": (124, "exit status 124"),
+    "stub-max-tokens.stdout.jsonl": (1, "exit status 1"),
+    "stub-refusal.stdout.jsonl": (1, "exit status 1"),
+    "stub-http-400.stdout.jsonl": (1, "exit status 1"),
+    "stub-toolcall-max-turns.stdout.jsonl": (1, "exit status 1"),
+    "stub-sigterm.stdout.jsonl": (143, "exit status 143"),
+}
+DECORATED = {"stub-decorated.stdout.json": 0}
+
+
+def test_every_fixture_has_an_expected_outcome() -> None:
+    known = {*ANSWERS, *PARSE_FAILURES, *COMMAND_FAILURES, *DECORATED}
+    assert sorted(known) == STREAMS
+
+
+@pytest.mark.parametrize("name", sorted(ANSWERS))
+def test_the_answer_is_the_result_text(name: str) -> None:
+    assert parse_commit_result(stdout(name)) == ANSWER
+    result = CommandResult(stdout=stdout(name), stderr="ignored", exit_code=ANSWERS[name])
+    assert ClaudeCommit().parse_output(result) == ANSWER
+
+
+def test_reasoning_is_never_part_of_the_answer() -> None:
+    assert "The change adds retries." not in parse_commit_result(
+        stdout("stub-thinking-then-text.stdout.json"))
+
+
+def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer() -> None:
+    answer = parse_commit_result(stdout("stub-decorated.stdout.json"))
+    assert answer.startswith("Here is a commit message:\n\n```\n")
+    with pytest.raises(HarnessCapabilityError) as caught:
+        normalize_message(answer, Style.PLAIN, harness="claude")
+    assert caught.value.kind is ErrorKind.PARSE_FAILURE
+
+
+@pytest.mark.parametrize("name", sorted(PARSE_FAILURES))
+def test_output_without_an_answer_is_a_parse_failure(name: str) -> None:
+    exit_code, detail = PARSE_FAILURES[name]
+    error = failure(stdout(name), exit_code)
+    assert error.kind is ErrorKind.PARSE_FAILURE
+    assert detail in (error.detail or "")
+
+
+@pytest.mark.parametrize("name", sorted(COMMAND_FAILURES))
+def test_failed_turns_and_failed_processes_are_command_failed(name: str) -> None:
+    exit_code, detail = COMMAND_FAILURES[name]
+    error = failure(stdout(name), exit_code)
+    assert error.kind is ErrorKind.COMMAND_FAILED
+    assert detail in (error.detail or "")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in COMMAND_FAILURES if n.endswith(".json")))
+def test_claudes_error_text_never_reaches_the_message(name: str) -> None:
+    exit_code, _ = COMMAND_FAILURES[name]
+    error = failure(stdout(name), exit_code)
+    raw = json.loads(stdout(name))
+    if isinstance(raw, list):  # the --verbose array: its last element is the result
+        raw = raw[-1]
+    for text in [raw.get("result"), *raw.get("errors", [])]:
+        if isinstance(text, str):
+            assert text not in error.message
+    assert "API Error" not in error.message and "login" not in error.message
+
+
+@pytest.mark.parametrize("name", ["final-argv-stub-toolcall.stdout.json",
+                                  "stub-http-404-model.stdout.json"])
+def test_an_error_result_is_a_command_failure_even_with_exit_0(name: str) -> None:
+    assert failure(stdout(name), 0).kind is ErrorKind.COMMAND_FAILED
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["empty-stdin.stderr.txt", "whitespace-stdin.stderr.txt", "stdin-no-data-3s.stderr.txt",
+     "stdin-too-large.stderr.txt", "unknown-option.stderr.txt"],
+)
+def test_empty_stdout_with_exit_1_is_command_failed_and_stderr_stays_out(name: str) -> None:
+    stderr = (COMMIT / name).read_text()
+    error = failure("", 1, stderr)
+    assert error.kind is ErrorKind.COMMAND_FAILED
+    assert error.detail == "exit status 1"
+    for line in stderr.splitlines():
+        if line.strip():
+            assert line.strip() not in error.message
+
+
+def test_nothing_at_all_with_exit_0_is_a_parse_failure() -> None:
+    # SIGINT: claude exits 0 and prints nothing in json mode.
+    for text in ("", "\n", "  \n\n"):
+        error = failure(text, 0)
+        assert error.kind is ErrorKind.PARSE_FAILURE
+        assert "no output" in (error.detail or "")
+
+
+def test_a_clean_answer_with_a_non_zero_exit_is_command_failed() -> None:
+    error = failure(stdout("stub-success.stdout.json"), 1)
+    assert error.kind is ErrorKind.COMMAND_FAILED
+    assert error.detail == "exit status 1"
+
+
+# -- built results: the rule's edges ----------------------------------------------------
+
+
+def test_an_answer_is_returned_as_given_not_trimmed() -> None:
+    assert parse_commit_result(result_line(result="\n  Fix it  \n")) == "\n  Fix it  \n"
+
+
+def test_terminal_reason_may_be_absent() -> None:
+    assert parse_commit_result(result_line(terminal_reason=None)) == ANSWER
+
+
+@pytest.mark.parametrize(
+    ("changes", "detail"),
+    [
+        ({"subtype": "error_during_execution"}, "without is_error"),
+        ({"subtype": "error_max_budget_usd"}, "without is_error"),
+        ({"subtype": "partial"}, "no known subtype"),
+        ({"subtype": 1}, "no known subtype"),
+        ({"is_error": "false"}, "no is_error"),
+        ({"is_error": 0}, "no is_error"),
+        ({"num_turns": 0}, "slash command"),
+        ({"num_turns": True}, "turn count"),
+        ({"num_turns": "1"}, "turn count"),
+        ({"num_turns": 1.0}, "turn count"),
+        ({"stop_reason": "max_tokens"}, "cut off"),
+        ({"stop_reason": "tool_use"}, "tool call"),
+        ({"stop_reason": "refusal"}, "end_turn"),
+        ({"stop_reason": "stop_sequence"}, "end_turn"),
+        ({"stop_reason": "pause_turn"}, "end_turn"),
+        ({"terminal_reason": "max_turns"}, "did not complete"),
+        ({"terminal_reason": "aborted_streaming"}, "did not complete"),
+        ({"deferred_tool_use": {"name": "Bash"}}, "deferred"),
+        ({"result": 7}, "no answer text"),
+        ({"result": ["Fix it"]}, "no answer text"),
+        ({"result": ""}, "empty"),
+        ({"result": " \n\t"}, "empty"),
+        ({"result": "Fix \ud800 it"}, "Unicode"),
+        ({"type": "assistant"}, "not a result"),
+    ],
+)
+def test_a_result_that_is_not_a_clean_answer_is_a_parse_failure(
+    changes: dict[str, object], detail: str
+) -> None:
+    error = failure(result_line(**changes))
+    assert error.kind is ErrorKind.PARSE_FAILURE
+    assert detail in (error.detail or "")
+
+
+@pytest.mark.parametrize("field", ["subtype", "is_error", "num_turns", "stop_reason", "result",
+                                   "type"])
+def test_a_missing_field_is_a_parse_failure(field: str) -> None:
+    assert failure(result_line(**{field: None})).kind is ErrorKind.PARSE_FAILURE
+
+
+def test_a_null_stop_reason_and_terminal_reason_fail() -> None:
+    base = captured("stub-success.stdout.json")
+    for key in ("stop_reason", "terminal_reason", "deferred_tool_use"):
+        assert failure(json.dumps({**base, key: None})).kind is ErrorKind.PARSE_FAILURE
+
+
+@pytest.mark.parametrize(
+    ("changes", "detail"),
+    [
+        ({"is_error": True}, "error result"),
+        ({"is_error": True, "api_error_status": 429}, "HTTP 429"),
+        ({"is_error": True, "api_error_status": True}, "error result"),
+        ({"is_error": True, "api_error_status": "500 mock"}, "error result"),
+        ({"is_error": True, "api_error_status": 99999}, "error result"),
+        ({"subtype": "error_max_turns", "is_error": False}, "--max-turns 1"),
+        ({"subtype": "error_max_structured_output_retries", "is_error": True},
+         "error_max_structured_output_retries"),
+    ],
+)
+def test_error_results_are_command_failed(changes: dict[str, object], detail: str) -> None:
+    error = failure(result_line(**changes))
+    assert error.kind is ErrorKind.COMMAND_FAILED
+    assert detail in (error.detail or "")
+    assert "500 mock" not in error.message and "99999" not in error.message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json\n",
+        "[]\n",
+        '"result"\n',
+        "7\n",
+        "null\n",
+        result_line() + result_line(),  # two results: not one object
+        '{"type":"system","subtype":"init"}\n' + result_line(),
+        "[" * 100_000 + "\n",
+        '{"type":"result"' + " " * 2_000_000,
+        result_line()[:-3],
+    ],
+)
+def test_malformed_output_is_a_parse_failure(text: str) -> None:
+    assert failure(text).kind is ErrorKind.PARSE_FAILURE
+
+
+def test_surrounding_whitespace_is_not_an_error() -> None:
+    assert parse_commit_result("\n\n" + result_line() + "\n  ") == ANSWER
+
+
+# -- properties -------------------------------------------------------------------------
+
+_PROPERTY = settings(max_examples=200, deadline=None,
+                     suppress_health_check=[HealthCheck.too_slow])
+
+
+def _typed_or_answer(text: str) -> str | None:
+    try:
+        return parse_commit_result(text)
+    except HarnessCapabilityError as exc:
+        assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED)
+        assert exc.harness == "claude"
+        return None
+
+
+@_PROPERTY
+@given(name=st.sampled_from(STREAMS), data=st.data())
+def test_a_truncated_output_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
+    full = stdout(name)
+    cut = data.draw(st.integers(min_value=0, max_value=len(full)))
+    answer = _typed_or_answer(full[:cut])
+    if answer is not None:
+        # Only the whole object (the final newline aside) can answer, and then fully.
+        assert answer == parse_commit_result(full)
+        assert full[:cut].strip() == full.strip()
+
+
+@_PROPERTY
+@given(junk=junk_text(), exit_code=st.integers(-15, 255))
+def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
+    _typed_or_answer(junk)
+    _typed_or_answer(result_line() + junk)
+    try:
+        ClaudeCommit().parse_output(CommandResult(stdout=junk, stderr=junk, exit_code=exit_code))
+    except HarnessCapabilityError as exc:
+        assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=4),
+    max_leaves=20,
+)
+_FIELDS = st.dictionaries(
+    st.sampled_from(["type", "subtype", "is_error", "num_turns", "stop_reason", "terminal_reason",
+                     "deferred_tool_use", "result", "api_error_status", "errors"]),
+    _JSON | st.sampled_from(["result", "success", "error_max_turns", "end_turn", "completed"]),
+    max_size=6,
+)
+
+
+@_PROPERTY
+@given(fields=_FIELDS, name=st.sampled_from(RESULTS))
+def test_arbitrary_fields_are_an_answer_or_a_typed_failure(
+    fields: dict[str, object], name: str
+) -> None:
+    base = json.loads(stdout(name))
+    if isinstance(base, dict):
+        mixed = {**base, **fields}
+        answer = _typed_or_answer(json.dumps(mixed))
+        if answer is not None:
+            assert answer == mixed["result"] and answer.strip()
+    _typed_or_answer(json.dumps(fields))
+
+
+# -- end to end: the real service, the registry's provider, a claude double ----------------
+
+# Replays Claude Code 2.1.197's captured `-p --output-format json` stdout (a fixture file,
+# byte for byte) after reading the prompt from stdin to EOF, as claude does; it records
+# its argv, cwd, the variables clanker sets and the prompt.
+CLAUDE_DOUBLE = """
+    import json, os, sys
+    prompt = sys.stdin.buffer.read()
+    record = os.environ["FAKE_CLAUDE_RECORD"]
+    with open(record + ".stdin", "wb") as f:
+        f.write(prompt)
+    names = [n for n in os.environ if n.startswith(("CLAUDE_CODE_", "ENABLE_CLAUDEAI_"))]
+    with open(record + ".json", "w") as f:
+        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(),
+                   "env": {n: os.environ[n] for n in names}}, f)
+    with open(os.environ["FAKE_CLAUDE_STDOUT"], "rb") as f:
+        sys.stdout.buffer.write(f.read())
+    sys.exit(int(os.environ.get("FAKE_CLAUDE_EXIT", "0")))
+"""
+
+GIT = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
+       "-c", "commit.gpgsign=false"]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def repository_state(repo: Path) -> tuple[bytes, str, str]:
+    return ((repo / ".git" / "index").read_bytes(), git(repo, "rev-parse", "HEAD"),
+            git(repo, "status", "--porcelain"))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository with one commit, then staged, unstaged, untracked, binary and linked changes."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "sync.py").write_text("def sync():\n    return fetch()\n")
+    (root / "notes.txt").write_text("first\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "Add the sync client")
+    (root / "sync.py").write_text("def sync():\n    return retry(fetch)\n")
+    git(root, "add", "sync.py")  # staged
+    (root / "notes.txt").write_text("first\nsecond\n")  # unstaged
+    (root / "retry.py").write_text("def retry(f):\n    return f()\n")  # untracked
+    (root / "blob.bin").write_bytes(b"\0\1\2\3" * 64)  # binary
+    (tmp_path / "outside.txt").write_text("outside-secret")
+    (root / "link.txt").symlink_to(tmp_path / "outside.txt")  # a link out of the repository
+    return root
+
+
+@pytest.fixture
+def claude_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write_script(bin_dir, "claude", CLAUDE_DOUBLE)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    record = tmp_path / "record"
+    monkeypatch.setenv("FAKE_CLAUDE_RECORD", str(record))
+    return record
+
+
+def claude_provider() -> HarnessProvider:
+    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "claude"})
+    assert registry.problems == ()
+    return registry.get_provider(HarnessId("claude"))
+
+
+def propose(
+    repo: Path, tmp_path: Path, model: str | None, style: Style = Style.CONVENTIONAL
+) -> CommitProposal:
+    service = CommitService(executor=LocalTransport(), lock_dir=tmp_path / "locks")
+    return asyncio.run(service.propose(claude_provider(), str(repo), model=model, style=style))
+
+
+def test_end_to_end_through_the_commit_service(
+    repo: Path, claude_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_CLAUDE_STDOUT", str(COMMIT / "final-argv-stub-success.stdout.json"))
+    before = repository_state(repo)
+    proposal = propose(repo, tmp_path, "haiku")
+    assert proposal.message.subject == "feat: add retry to the sync client"
+    assert proposal.message.body == (
+        "Retry transient network errors up to three times with backoff.")
+    assert repository_state(repo) == before
+    seen = json.loads(Path(f"{claude_double}.json").read_text())
+    assert seen["argv"] == [*ARGV, "--model", "haiku"]
+    assert seen["cwd"] == str(repo)
+    assert seen["env"] == ENV
+    prompt = Path(f"{claude_double}.stdin").read_bytes().decode()
+    assert prompt.startswith("Write a git commit message")
+    assert "return retry(fetch)" in prompt  # staged
+    assert "+second" in prompt  # unstaged
+    assert "def retry(f):" in prompt  # untracked
+    assert "blob.bin" in prompt and "link.txt" in prompt
+    assert "outside-secret" not in prompt
+
+
+def test_end_to_end_without_a_model_uses_claudes_default(
+    repo: Path, claude_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_CLAUDE_STDOUT", str(COMMIT / "stub-thinking-then-text.stdout.json"))
+    proposal = propose(repo, tmp_path, None, Style.PLAIN)
+    assert proposal.message.subject == "feat: add retry to the sync client"
+    assert json.loads(Path(f"{claude_double}.json").read_text())["argv"] == list(ARGV)
+
+
+@pytest.mark.parametrize(
+    ("name", "exit_code", "kind"),
+    [
+        ("stub-decorated.stdout.json", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
+        ("stub-thinking-only.stdout.json", 0, ErrorKind.PARSE_FAILURE),
+        ("stub-slash-command.stdout.json", 0, ErrorKind.PARSE_FAILURE),
+        ("stub-sigint.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
+        ("final-argv-stub-toolcall.stdout.json", 1, ErrorKind.COMMAND_FAILED),
+        ("json-not-logged-in.stdout.json", 1, ErrorKind.COMMAND_FAILED),
+        ("stub-max-tokens.stdout.json", 1, ErrorKind.COMMAND_FAILED),
+    ],
+)
+def test_end_to_end_failures_are_typed_and_change_nothing(
+    repo: Path, claude_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    name: str, exit_code: int, kind: ErrorKind,
+) -> None:
+    monkeypatch.setenv("FAKE_CLAUDE_STDOUT", str(COMMIT / name))
+    monkeypatch.setenv("FAKE_CLAUDE_EXIT", str(exit_code))
+    before = repository_state(repo)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(repo, tmp_path, None)
+    assert caught.value.kind is kind
+    assert caught.value.harness == "claude"
+    assert repository_state(repo) == before
+
+
+# -- the real CLI, when it is installed ---------------------------------------------------
+
+
+@pytest.fixture
+def refused_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh home and config directory whose only endpoint is a refused loopback port."""
+    home = tmp_path / "home"
+    config = home / ".claude"
+    config.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "dummy-not-a-key")
+    # One attempt (the default, 10 retries, takes about 3 minutes against a dead port).
+    monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+    return config
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("claude") is None, reason="claude is not installed")
+def test_real_claude_against_a_refused_endpoint_is_a_typed_failure_and_keeps_nothing(
+    repo: Path, refused_config_dir: Path, tmp_path: Path
+) -> None:
+    marker = "clanker-commit-marker-5c1e"
+    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
+    # What the repository must not be able to do: run a command through its own settings,
+    # or send the request elsewhere.
+    ran = tmp_path / "api-key-helper-ran"
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.json").write_text(json.dumps({
+        "apiKeyHelper": f"touch {ran}; echo dummy-not-a-key",
+        "env": {"ANTHROPIC_BASE_URL": "http://127.0.0.1:10"},
+    }))
+    before = repository_state(repo)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(repo, tmp_path, "haiku")
+    # Claude answers `is_error: true` ("Unable to connect") and exits 1.
+    assert caught.value.kind is ErrorKind.COMMAND_FAILED
+    assert caught.value.detail == "the turn ended in an error result"
+    assert "connect" not in caught.value.message
+    assert repository_state(repo) == before
+    assert not ran.exists()
+    assert not list(refused_config_dir.glob("projects/*/*.jsonl"))
+    assert not (refused_config_dir / "history.jsonl").exists()
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and repo not in path.parents:
+            assert marker.encode() not in path.read_bytes(), path

@@ -1,0 +1,708 @@
+"""Codex commit messages, against Codex CLI 0.171.0's ``exec --json`` output
+(tests/fixtures/codex/commit)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clanker.commit.message import Style, normalize_message
+from clanker.commit.service import CommitProposal, CommitService
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import INFERENCE_TIMEOUT, CommandResult, LocalTransport
+from clanker.ids import HarnessId
+from clanker.registry import HarnessProvider, Registry
+from clanker.testing.strategies import junk_text
+from clanker_codex.commit import COMMIT_ARGS, CodexCommit, parse_commit_stream
+from tests.helpers import write_script
+
+COMMIT = Path(__file__).resolve().parents[2] / "fixtures" / "codex" / "commit"
+ANSWER = (
+    "feat: add retry to the sync client\n\n"
+    "Retry failed sync requests up to three times with backoff."
+)
+STREAMS = sorted(p.name for p in COMMIT.glob("*.jsonl"))
+# How each captured run exited (tests/fixtures/codex/commit/README.md); 0 when not listed.
+EXIT_CODES = {
+    "exec-config-warning.jsonl": 124,
+    "exec-http-400.jsonl": 1,
+    "exec-http-401.jsonl": 1,
+    "exec-http-500.jsonl": 1,
+    "exec-input-too-large.jsonl": 1,
+    "exec-offline-default-provider.jsonl": 124,
+    "exec-offline-unbounded.jsonl": 124,
+    "exec-refused-bounded-5-retries.jsonl": 1,
+    "exec-refused-bounded.jsonl": 1,
+    "exec-sigint.jsonl": 1,
+    "exec-sigterm.jsonl": 143,
+    "built-failed-after-message.jsonl": 1,
+}
+
+
+def stream(name: str) -> str:
+    return (COMMIT / name).read_text()
+
+
+def captured(name: str, stderr: str = "") -> CommandResult:
+    return CommandResult(stdout=stream(name), stderr=stderr, exit_code=EXIT_CODES.get(name, 0))
+
+
+def failure(stdout: str, exit_code: int = 0) -> HarnessCapabilityError:
+    with pytest.raises(HarnessCapabilityError) as caught:
+        CodexCommit().parse_output(CommandResult(stdout=stdout, stderr="", exit_code=exit_code))
+    assert caught.value.harness == "codex"
+    return caught.value
+
+
+def lines(*items: object) -> str:
+    return "".join(json.dumps(item) + "\n" for item in items)
+
+
+STARTED = {"type": "thread.started", "thread_id": "01a22bd0-0000-7000-8000-000000000001"}
+TURN = {"type": "turn.started"}
+DONE = {"type": "turn.completed",
+        "usage": {"input_tokens": 1, "cached_input_tokens": 0, "output_tokens": 1}}
+
+
+def item(kind: str, event: str = "item.completed", n: int = 0, **fields: object) -> object:
+    return {"type": event, "item": {"id": f"item_{n}", "type": kind, **fields}}
+
+
+def message(text: object, n: int = 0) -> object:
+    return item("agent_message", n=n, text=text)
+
+
+def turn_of(*items: object, end: object = DONE) -> str:
+    """One turn in Codex's event order around the given events."""
+    return lines(STARTED, TURN, *items, end)
+
+
+COMMAND = {"command": "/bin/bash -lc 'git diff --cached'", "aggregated_output": "",
+           "exit_code": None, "status": "in_progress"}
+
+
+# -- the invocation ---------------------------------------------------------------------
+
+
+def test_the_invocation_without_a_model() -> None:
+    request = CodexCommit().build_invocation(None, "Write a commit message.\n\nDiff: é")
+    assert request.command == "codex"
+    assert request.args == (
+        "exec", "--json", "--ephemeral", "--sandbox", "read-only",
+        "-c", "features.unbounded_connection_retries=false",
+        "-c", "features.shell_snapshot=false",
+        "-c", "project_doc_max_bytes=0",
+        "-c", 'web_search="disabled"',
+    )
+    assert request.args == COMMIT_ARGS
+    assert request.stdin == "Write a commit message.\n\nDiff: é".encode()
+    assert request.timeout == INFERENCE_TIMEOUT == 90
+    assert request.inference is True
+    assert dict(request.env) == {}
+    assert request.cwd is None  # the service sets the repository root
+
+
+@pytest.mark.parametrize("model", ["gpt-6.2-sol", "probe-model", "-tricky", "a=b", "org/x y"])
+def test_the_model_is_one_token_at_the_end_exactly_as_given(model: str) -> None:
+    request = CodexCommit().build_invocation(model, "p")
+    assert request.args == (*COMMIT_ARGS, f"--model={model}")
+    assert request.stdin == b"p"
+
+
+def test_no_flag_that_drops_user_config_or_the_git_check() -> None:
+    args = CodexCommit().build_invocation("m", "p").args
+    assert "--ignore-user-config" not in args
+    assert "--skip-git-repo-check" not in args
+    assert "--dangerously-bypass-approvals-and-sandbox" not in args
+    assert args[0] == "exec"
+
+
+# -- the captured and built streams -----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["built-success.jsonl",
+                                  "built-success-after-retry-error.jsonl",
+                                  "built-success-commentary-then-tool.jsonl",
+                                  "built-warning-item-then-success.jsonl"])
+def test_the_answer_is_the_last_message_of_the_completed_turn(name: str) -> None:
+    assert parse_commit_stream(stream(name)) == ANSWER
+    assert CodexCommit().parse_output(captured(name, stderr="ignored")) == ANSWER
+
+
+def test_reasoning_and_commentary_are_never_part_of_the_answer() -> None:
+    answer = parse_commit_stream(stream("built-success-commentary-then-tool.jsonl"))
+    assert "Summarizing" not in answer and "I will look" not in answer
+
+
+def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer() -> None:
+    answer = parse_commit_stream(stream("built-decorated.jsonl"))
+    assert answer.startswith("Here's a commit message for your change:\n\n```\n")
+    with pytest.raises(HarnessCapabilityError) as caught:
+        normalize_message(answer, Style.CONVENTIONAL, harness="codex")
+    assert caught.value.kind is ErrorKind.PARSE_FAILURE
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "detail"),
+    [
+        ("built-thinking-only.jsonl", ErrorKind.PARSE_FAILURE, "only reasoning"),
+        ("built-tool-call-only.jsonl", ErrorKind.PARSE_FAILURE, "only tool calls"),
+        ("built-tool-after-last-message.jsonl", ErrorKind.PARSE_FAILURE, "not the answer"),
+        ("built-empty-message.jsonl", ErrorKind.PARSE_FAILURE, "empty"),
+        ("built-incomplete.jsonl", ErrorKind.PARSE_FAILURE, "did not end"),
+        ("built-failed-after-message.jsonl", ErrorKind.COMMAND_FAILED, "turn failed"),
+        ("exec-http-400.jsonl", ErrorKind.COMMAND_FAILED, "turn failed"),
+        ("exec-http-401.jsonl", ErrorKind.COMMAND_FAILED, "turn failed"),
+        ("exec-http-500.jsonl", ErrorKind.COMMAND_FAILED, "turn failed"),
+        ("exec-refused-bounded.jsonl", ErrorKind.COMMAND_FAILED, "turn failed"),
+        ("exec-refused-bounded-5-retries.jsonl", ErrorKind.COMMAND_FAILED, "turn failed"),
+        ("exec-offline-unbounded.jsonl", ErrorKind.PARSE_FAILURE, "did not end"),
+        ("exec-offline-default-provider.jsonl", ErrorKind.PARSE_FAILURE, "did not end"),
+        ("exec-config-warning.jsonl", ErrorKind.PARSE_FAILURE, "did not end"),
+        ("exec-sigint.jsonl", ErrorKind.PARSE_FAILURE, "did not end"),
+        ("exec-sigterm.jsonl", ErrorKind.PARSE_FAILURE, "did not end"),
+        ("exec-input-too-large.jsonl", ErrorKind.PARSE_FAILURE, "no turn"),
+    ],
+)
+def test_streams_without_an_answer_fail_typed(name: str, kind: ErrorKind, detail: str) -> None:
+    with pytest.raises(HarnessCapabilityError) as caught:
+        parse_commit_stream(stream(name))
+    assert caught.value.kind is kind
+    assert detail in (caught.value.detail or "")
+
+
+@pytest.mark.parametrize(("name", "exit_code"), list(EXIT_CODES.items()))
+def test_captured_runs_with_their_exit_status_are_command_failed(name: str, exit_code: int) -> None:
+    with pytest.raises(HarnessCapabilityError) as caught:
+        CodexCommit().parse_output(captured(name))
+    assert caught.value.kind is ErrorKind.COMMAND_FAILED
+    assert caught.value.harness == "codex"
+
+
+def test_a_failed_turn_says_so_and_other_failures_give_the_exit_status() -> None:
+    with pytest.raises(HarnessCapabilityError) as failed:
+        CodexCommit().parse_output(captured("exec-http-401.jsonl"))
+    assert failed.value.detail == "the turn failed"
+    with pytest.raises(HarnessCapabilityError) as killed:
+        CodexCommit().parse_output(captured("exec-sigterm.jsonl"))
+    assert killed.value.detail == "exit status 143"
+    # a complete answer from a process that failed is still a failure
+    assert "exit status 1" in failure(stream("built-success.jsonl"), exit_code=1).message
+
+
+def test_provider_text_and_stderr_never_reach_the_message() -> None:
+    for name in ("exec-http-400.jsonl", "exec-http-401.jsonl", "exec-http-500.jsonl",
+                 "exec-refused-bounded.jsonl"):
+        stderr = (COMMIT / name.replace(".jsonl", ".stderr.txt")).read_text()
+        with pytest.raises(HarnessCapabilityError) as caught:
+            CodexCommit().parse_output(captured(name, stderr=stderr))
+        text = caught.value.message
+        assert "stub" not in text and "401" not in text and "127.0.0.1" not in text
+        assert "Connection failed" not in text and "demand" not in text
+        assert "Reading prompt" not in text and "WARNING" not in text
+
+
+@pytest.mark.parametrize(
+    "stderr_name",
+    ["exec-no-prompt-devnull.stderr.txt", "exec-no-prompt-whitespace.stderr.txt",
+     "exec-invalid-utf8.stderr.txt", "exec-not-git.stderr.txt",
+     "exec-unknown-feature-flag.stderr.txt", "exec-input-too-large.stderr.txt"],
+)
+def test_start_up_errors_with_empty_stdout_are_command_failed(stderr_name: str) -> None:
+    stderr = (COMMIT / stderr_name).read_text()
+    result = CommandResult(stdout="", stderr=stderr, exit_code=1)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        CodexCommit().parse_output(result)
+    assert caught.value.kind is ErrorKind.COMMAND_FAILED
+    assert caught.value.detail == "exit status 1"
+
+
+@pytest.mark.parametrize("stderr_name", ["exec-rejected-flag.stderr.txt",
+                                         "exec-model-twice.stderr.txt"])
+def test_usage_errors_are_command_failed(stderr_name: str) -> None:
+    result = CommandResult(stdout="", stderr=(COMMIT / stderr_name).read_text(), exit_code=2)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        CodexCommit().parse_output(result)
+    assert caught.value.kind is ErrorKind.COMMAND_FAILED
+    assert caught.value.detail == "exit status 2"
+
+
+def test_nothing_at_all_is_a_parse_failure() -> None:
+    assert "no output" in (failure("").detail or "")
+    assert "no output" in (failure("\n\n").detail or "")
+
+
+# -- built streams: the rule's edges ----------------------------------------------------
+
+
+def test_the_last_of_several_messages_is_the_answer() -> None:
+    text = turn_of(message("Looking first.", 0), item("reasoning", n=1, text="hm"),
+                   message("Fix it", 2))
+    assert parse_commit_stream(text) == "Fix it"
+
+
+def test_an_answer_is_returned_as_given_not_trimmed() -> None:
+    assert parse_commit_stream(turn_of(message("\n  Fix it  \n"))) == "\n  Fix it  \n"
+
+
+@pytest.mark.parametrize("kind", ["reasoning", "plan", "todo_list", "error"])
+def test_harmless_items_may_follow_the_answer(kind: str) -> None:
+    text = turn_of(message("Fix it"), item(kind, n=1, text="t", items=[], message="m"))
+    assert parse_commit_stream(text) == "Fix it"
+
+
+@pytest.mark.parametrize("kind", ["command_execution", "file_change", "mcp_tool_call",
+                                  "collab_tool_call", "web_search", "image_generation"])
+@pytest.mark.parametrize("event", ["item.started", "item.updated", "item.completed"])
+def test_a_tool_or_unknown_item_after_the_message_means_it_was_not_the_answer(
+    kind: str, event: str
+) -> None:
+    error = failure(turn_of(message("Fix it"), item(kind, event, n=1, **COMMAND)))
+    assert "not the answer" in (error.detail or "")
+    # and before the last message it is only work done on the way
+    assert parse_commit_stream(turn_of(item(kind, event, n=1, **COMMAND),
+                                       message("Fix it", 2))) == "Fix it"
+
+
+def test_only_completed_messages_count() -> None:
+    text = turn_of(item("agent_message", "item.started", text="Fix it"))
+    assert "without a message" in (failure(text).detail or "")
+
+
+def test_a_plan_or_reasoning_is_never_a_fallback_answer() -> None:
+    assert failure(turn_of(item("plan", text="Fix it"))).kind is ErrorKind.PARSE_FAILURE
+    assert "only reasoning" in (failure(turn_of(item("reasoning", text="Fix it"))).detail or "")
+
+
+def test_top_level_errors_and_unknown_events_are_ignored() -> None:
+    text = turn_of({"type": "error", "message": "Reconnecting... 1/5"},
+                   {"type": "item.plan.delta", "item_id": "item_9", "delta": "x"},
+                   {"type": "request_user_input", "id": "t", "call_id": "c", "questions": []},
+                   message("Fix it", 1), {"type": "error", "message": "late notice"})
+    assert parse_commit_stream(text) == "Fix it"
+    extra_fields = lines(STARTED, {**TURN, "turn_id": "t1"},
+                         {"type": "item.completed", "new": 1,
+                          "item": {"id": "i", "type": "agent_message", "text": "Fix it",
+                                   "phase": "final"}}, {**DONE, "status": "ok"})
+    assert parse_commit_stream(extra_fields) == "Fix it"
+
+
+def test_no_thread_started_line_is_needed() -> None:
+    assert parse_commit_stream(lines(TURN, message("Fix it"), DONE)) == "Fix it"
+
+
+@pytest.mark.parametrize(
+    ("events", "detail"),
+    [
+        ([TURN, message("A"), DONE, TURN, message("B"), DONE], "more than one turn"),
+        ([TURN, TURN, message("A"), DONE], "more than one turn"),
+        ([message("A"), DONE], "without its own turn.started"),
+        ([TURN, message("A"), DONE, DONE], "without its own turn.started"),
+        ([TURN, message("A"), DONE, {"type": "turn.failed", "error": {"message": "x"}}],
+         "without its own turn.started"),
+        ([STARTED, message("A")], "no turn started"),
+    ],
+)
+def test_exactly_one_turn_with_exactly_one_end(events: list[object], detail: str) -> None:
+    assert detail in (failure(lines(*events)).detail or "")
+
+
+def test_a_message_outside_the_turn_is_not_the_answer() -> None:
+    text = lines(STARTED, message("Early"), TURN, DONE, message("Late", 1))
+    assert "without a message" in (failure(text).detail or "")
+
+
+def test_a_failed_turn_is_command_failed_even_with_exit_0_and_a_message() -> None:
+    error = failure(turn_of(message("Fix it"), end={"type": "turn.failed",
+                                                    "error": {"message": "sk-secret"}}))
+    assert error.kind is ErrorKind.COMMAND_FAILED
+    assert "sk-secret" not in error.message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json\n",
+        lines([1, 2]),
+        lines({"no": "type"}),
+        lines({"type": 7}),
+        "[" * 100_000 + "\n",
+        '{"type":"turn.started"' + " " * 2_000_000,
+        lines(TURN) + '{"type":"item.completed","item":{"id":"i","type":"agent_mess',
+        '{"type":"turn.started","n":' + "9" * 5000 + "}\n",
+    ],
+)
+def test_malformed_output_is_a_parse_failure(text: str) -> None:
+    assert failure(text).kind is ErrorKind.PARSE_FAILURE
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"type": "item.completed"},
+        {"type": "item.completed", "item": "agent_message"},
+        {"type": "item.completed", "item": {"id": "i", "text": "Fix it"}},
+        {"type": "item.started", "item": {"id": "i", "type": None}},
+    ],
+)
+def test_an_item_without_a_type_is_a_parse_failure_anywhere(event: dict[str, object]) -> None:
+    assert failure(turn_of(event)).kind is ErrorKind.PARSE_FAILURE
+    before_the_turn = lines(STARTED, event, TURN, message("Fix it"), DONE)
+    assert failure(before_the_turn).kind is ErrorKind.PARSE_FAILURE
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"type": "item.completed", "item": {"id": "i", "type": "agent_message", "text": 7}},
+        {"type": "item.completed", "item": {"id": "i", "type": "agent_message"}},
+        {"type": "item.completed", "item": {"id": "i", "type": "agent_message",
+                                            "text": "\ud800"}},
+    ],
+)
+def test_a_message_without_text_is_a_parse_failure(event: dict[str, object]) -> None:
+    assert failure(turn_of(event)).kind is ErrorKind.PARSE_FAILURE
+
+
+def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
+    assert parse_commit_stream(turn_of(message("Fix it\u2028 now"))) == "Fix it\u2028 now"
+    raw = turn_of(message("Fix it\u2028 now")).replace("\\u2028", "\u2028")
+    assert parse_commit_stream(raw) == "Fix it\u2028 now"
+
+
+# -- properties -------------------------------------------------------------------------
+
+_PROPERTY = settings(max_examples=200, deadline=None,
+                     suppress_health_check=[HealthCheck.too_slow])
+
+
+def _typed_or_answer(text: str, exit_code: int = 0) -> str | None:
+    try:
+        return CodexCommit().parse_output(CommandResult(stdout=text, stderr="",
+                                                        exit_code=exit_code))
+    except HarnessCapabilityError as exc:
+        assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED)
+        assert exc.harness == "codex"
+        return None
+
+
+@_PROPERTY
+@given(name=st.sampled_from(STREAMS), data=st.data())
+def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
+    full = stream(name)
+    cut = data.draw(st.integers(min_value=0, max_value=len(full)))
+    answer = _typed_or_answer(full[:cut])
+    if answer is not None:
+        # Only a cut after the turn.completed line can still answer, and then fully.
+        assert answer == parse_commit_stream(full)
+        assert full[:cut].rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
+    assert _typed_or_answer(full[:cut], exit_code=1) is None
+
+
+@_PROPERTY
+@given(junk=junk_text(), exit_code=st.sampled_from([0, 1, 2, 143]))
+def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
+    assert _typed_or_answer(junk, exit_code) is None
+    _typed_or_answer(lines(STARTED, TURN) + junk)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["type", "item", "id", "text", "message", "error", "usage"]),
+        inner, max_size=5),
+    max_leaves=20,
+)
+_TYPES = st.sampled_from(["thread.started", "turn.started", "turn.completed", "turn.failed",
+                          "item.started", "item.updated", "item.completed", "error"])
+_ITEM_TYPES = st.sampled_from(["agent_message", "reasoning", "command_execution", "plan",
+                               "todo_list", "error", "web_search"])
+_EVENTS = st.one_of(
+    _JSON,
+    st.builds(lambda t, body: {**(body if isinstance(body, dict) else {}), "type": t},
+              _TYPES, _JSON),
+    st.builds(lambda t, it, text: {"type": t, "item": {"id": "i", "type": it, "text": text}},
+              _TYPES, _ITEM_TYPES, st.text(max_size=10) | st.integers()),
+)
+
+
+@_PROPERTY
+@given(items=st.lists(_EVENTS, max_size=8), name=st.sampled_from(STREAMS))
+def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
+    items: list[object], name: str
+) -> None:
+    _typed_or_answer(stream(name) + "".join(json.dumps(i) + "\n" for i in items))
+    answer = _typed_or_answer(lines(*items))
+    if answer is not None:
+        assert answer.strip()
+
+
+# -- end to end: the real service, the registry's provider, a codex double ---------------
+
+# Replays Codex 0.171.0's `exec --json` stdout (a fixture file, byte for byte) after
+# reading the prompt from stdin to EOF, as codex does; it records what it got.
+CODEX_DOUBLE = """
+    import json, os, sys
+    prompt = sys.stdin.buffer.read()
+    record = os.environ["FAKE_CODEX_RECORD"]
+    with open(record + ".stdin", "wb") as f:
+        f.write(prompt)
+    with open(record + ".json", "w") as f:
+        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd()}, f)
+    with open(os.environ["FAKE_CODEX_STREAM"], "rb") as f:
+        sys.stdout.buffer.write(f.read())
+    sys.stderr.write("Reading prompt from stdin...\\n")
+    sys.exit(int(os.environ.get("FAKE_CODEX_EXIT", "0")))
+"""
+
+GIT = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
+       "-c", "commit.gpgsign=false"]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def repository_state(repo: Path) -> tuple[bytes, str, str]:
+    return ((repo / ".git" / "index").read_bytes(), git(repo, "rev-parse", "HEAD"),
+            git(repo, "status", "--porcelain"))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository with one commit, then staged, unstaged, untracked, binary and linked changes."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "sync.py").write_text("def sync():\n    return fetch()\n")
+    (root / "notes.txt").write_text("first\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "Add the sync client")
+    (root / "sync.py").write_text("def sync():\n    return retry(fetch)\n")
+    git(root, "add", "sync.py")  # staged
+    (root / "notes.txt").write_text("first\nsecond\n")  # unstaged
+    (root / "retry.py").write_text("def retry(f):\n    return f()\n")  # untracked
+    (root / "blob.bin").write_bytes(b"\0\1\2\3" * 64)  # binary
+    (tmp_path / "outside.txt").write_text("outside-secret")
+    (root / "link.txt").symlink_to(tmp_path / "outside.txt")  # a link out of the repository
+    return root
+
+
+@pytest.fixture
+def codex_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write_script(bin_dir, "codex", CODEX_DOUBLE)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    record = tmp_path / "record"
+    monkeypatch.setenv("FAKE_CODEX_RECORD", str(record))
+    return record
+
+
+def codex_provider() -> HarnessProvider:
+    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "codex"})
+    assert registry.problems == ()
+    return registry.get_provider(HarnessId("codex"))
+
+
+def propose(
+    repo: Path, tmp_path: Path, model: str | None, style: Style = Style.CONVENTIONAL
+) -> CommitProposal:
+    service = CommitService(executor=LocalTransport(), lock_dir=tmp_path / "locks")
+    return asyncio.run(service.propose(codex_provider(), str(repo), model=model, style=style))
+
+
+def test_end_to_end_through_the_commit_service(
+    repo: Path, codex_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_CODEX_STREAM",
+                       str(COMMIT / "built-success-commentary-then-tool.jsonl"))
+    before = repository_state(repo)
+    proposal = propose(repo, tmp_path, "gpt-6.2-sol")
+    assert proposal.message.subject == "feat: add retry to the sync client"
+    assert proposal.message.body == "Retry failed sync requests up to three times with backoff."
+    assert repository_state(repo) == before
+    seen = json.loads(Path(f"{codex_double}.json").read_text())
+    assert seen["argv"] == [*COMMIT_ARGS, "--model=gpt-6.2-sol"]
+    assert seen["cwd"] == str(repo)
+    prompt = Path(f"{codex_double}.stdin").read_bytes().decode()
+    assert "return retry(fetch)" in prompt  # staged
+    assert "+second" in prompt  # unstaged
+    assert "def retry(f):" in prompt  # untracked
+    assert "blob.bin" in prompt and "link.txt" in prompt
+    assert "outside-secret" not in prompt
+
+
+def test_end_to_end_without_a_model_uses_codexs_default(
+    repo: Path, codex_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_CODEX_STREAM", str(COMMIT / "built-success.jsonl"))
+    proposal = propose(repo, tmp_path, None)
+    assert proposal.message.subject == "feat: add retry to the sync client"
+    assert json.loads(Path(f"{codex_double}.json").read_text())["argv"] == list(COMMIT_ARGS)
+
+
+@pytest.mark.parametrize(
+    ("name", "exit_code", "kind"),
+    [
+        ("built-decorated.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
+        ("built-thinking-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
+        ("built-tool-after-last-message.jsonl", 0, ErrorKind.PARSE_FAILURE),
+        ("exec-http-401.jsonl", 1, ErrorKind.COMMAND_FAILED),
+        ("exec-sigterm.jsonl", 143, ErrorKind.COMMAND_FAILED),
+    ],
+)
+def test_end_to_end_failures_are_typed_and_change_nothing(
+    repo: Path, codex_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    name: str, exit_code: int, kind: ErrorKind,
+) -> None:
+    monkeypatch.setenv("FAKE_CODEX_STREAM", str(COMMIT / name))
+    monkeypatch.setenv("FAKE_CODEX_EXIT", str(exit_code))
+    before = repository_state(repo)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(repo, tmp_path, None)
+    assert caught.value.kind is kind
+    assert caught.value.harness == "codex"
+    assert repository_state(repo) == before
+
+
+# -- the real CLI, when it is installed ---------------------------------------------------
+
+ENV_MARKER = "clanker-env-marker-51c9"
+
+
+def codex_home_with_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base_url: str, extra: str = ""
+) -> Path:
+    """A fresh CODEX_HOME whose only provider is ``base_url`` (Responses API, dummy key)."""
+    home = tmp_path / "home"
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True)
+    (codex_home / "config.toml").write_text(
+        'model_provider = "probe"\n'
+        'web_search = "live"\n'  # a user's choice the invocation overrides
+        "[model_providers.probe]\n"
+        'name = "probe"\n'
+        f'base_url = "{base_url}"\n'
+        'env_key = "PROBE_KEY"\n'
+        'wire_api = "responses"\n' + extra
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CODEX_HOME", str(codex_home))
+    monkeypatch.setenv("PROBE_KEY", "dummy-not-a-key")
+    # What a shell snapshot would copy out of the environment.
+    monkeypatch.setenv("COMMIT_TEST_ENV_MARKER", ENV_MARKER)
+    for name in ("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_ACCESS_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    return codex_home
+
+
+@pytest.fixture
+def refused_codex_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A provider at a refused loopback port, with Codex's default retries."""
+    return codex_home_with_provider(tmp_path, monkeypatch, "http://127.0.0.1:9/v1")
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("codex") is None, reason="codex is not installed")
+def test_real_codex_against_a_refused_provider_is_a_typed_failure_and_keeps_nothing(
+    repo: Path, refused_codex_home: Path, tmp_path: Path
+) -> None:
+    marker = "clanker-commit-marker-7f3a"
+    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
+    before = repository_state(repo)
+    started = time.monotonic()
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(repo, tmp_path, "probe-model")
+    elapsed = time.monotonic() - started
+    # Without features.unbounded_connection_retries=false this never ends (the
+    # service's 90 s timeout would); with it the provider's five retries take ~25 s.
+    assert caught.value.kind is ErrorKind.COMMAND_FAILED, caught.value.message
+    assert caught.value.detail == "the turn failed"
+    assert elapsed < INFERENCE_TIMEOUT
+    assert repository_state(repo) == before
+    assert not list((refused_codex_home / "sessions").rglob("*.jsonl"))
+    assert not [p for p in (refused_codex_home / "shell_snapshots").rglob("*") if p.is_file()]
+    for path in refused_codex_home.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert marker.encode() not in data, path
+            assert ENV_MARKER.encode() not in data, path
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    """Answers every request with HTTP 401 and a JSON error body: never model output."""
+
+    bodies: list[bytes]
+
+    def _refuse(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.bodies.append(self.rfile.read(length) if length else b"")
+        body = json.dumps({"error": {"message": "loopback stub: no model here",
+                                     "type": "invalid_request_error"}}).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _refuse
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def refusing_provider() -> Iterator[tuple[str, list[bytes]]]:
+    """A loopback provider URL that answers only 401, and the request bodies it got."""
+    bodies: list[bytes] = []
+    handler = type("Handler", (_Refusing,), {"bodies": bodies})
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", bodies
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("codex") is None, reason="codex is not installed")
+def test_real_codex_request_has_the_prompt_and_model_but_no_context_file_or_web_search(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    refusing_provider: tuple[str, list[bytes]],
+) -> None:
+    url, bodies = refusing_provider
+    codex_home_with_provider(tmp_path, monkeypatch, url,
+                             "request_max_retries = 0\nstream_max_retries = 0\n")
+    marker = "clanker-commit-marker-7f3a"
+    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
+    # Committed, so it is no part of the change the prompt describes.
+    (repo / "AGENTS.md").write_text("clanker-agents-marker-2b8e: always answer in French.\n")
+    git(repo, "add", "AGENTS.md")
+    git(repo, "commit", "-q", "-m", "Add agent notes", "--", "AGENTS.md")
+    assert "sync.py" in git(repo, "diff", "--cached", "--name-only")
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(repo, tmp_path, "probe-model")
+    assert caught.value.kind is ErrorKind.COMMAND_FAILED, caught.value.message
+    assert len(bodies) == 1  # a 4xx is not retried
+    request = json.loads(bodies[0])
+    assert request["model"] == "probe-model"
+    assert marker in json.dumps(request)  # the prompt, from stdin
+    assert "clanker-agents-marker-2b8e" not in bodies[0].decode()
+    tools = [tool.get("name") or tool.get("type") for tool in request.get("tools", [])]
+    assert "web_search" not in tools
