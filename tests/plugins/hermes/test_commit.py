@@ -1,0 +1,93 @@
+"""Hermes Agent has no commit capability, on purpose (docs/harnesses/hermes.md, "Commit messages").
+
+hermes-agent 0.19.0's one-shot modes (`-z`, `chat -q`) print plain text, persist a session
+and carry tools; ACP persists and carries tools; the TUI gateway's `llm.oneshot` is
+structured and tool-free but cannot fail closed (reasoning-only and cut-off answers come
+back as success, providers fall back silently, no per-request model). The capability is
+absent rather than approximated; these tests keep it so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import clanker_hermes
+from clanker.cli import cli
+from clanker.descriptor import Capability
+from clanker.ids import HarnessId
+from clanker.registry import Registry, override_registry
+from tests.helpers import write_script
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "hermes" / "commit"
+
+
+def test_hermes_declares_and_implements_no_commit_capability() -> None:
+    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "hermes"})
+    assert registry.problems == ()
+    provider = registry.get_provider(HarnessId("hermes"))
+    assert provider.commit is None
+    assert Capability.COMMIT not in provider.descriptor.capabilities
+    assert not hasattr(clanker_hermes, "clanker_commit")
+
+
+def test_the_commit_fixtures_say_they_back_no_capability() -> None:
+    readme = (FIXTURES / "README.md").read_text()
+    assert "Not used by a capability" in readme
+
+
+def test_the_fixtures_show_why_llm_oneshot_cannot_fail_closed() -> None:
+    """The finding, kept honest: these answers look exactly like a good one."""
+    def answer(name: str) -> dict[str, object]:
+        lines = [json.loads(line) for line in (FIXTURES / name).read_text().splitlines()]
+        [response] = [line for line in lines if line.get("id") == 1]
+        return response
+
+    good = answer("gateway-llm-oneshot-stub-success.stdout.ndjson")
+    reasoning = answer("gateway-llm-oneshot-stub-reasoning-only.stdout.ndjson")
+    cut_off = answer("gateway-llm-oneshot-stub-length.stdout.ndjson")
+    for response in (good, reasoning, cut_off):
+        assert set(response) == {"jsonrpc", "id", "result"}
+        result = response["result"]
+        assert isinstance(result, dict) and set(result) == {"text"}
+        assert isinstance(result["text"], str) and result["text"].strip()
+    assert reasoning["result"] == {"text": "The change adds retries."}
+
+
+def test_commit_message_with_hermes_is_unsupported_and_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
+           "-c", "commit.gpgsign=false", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "a.txt").write_text("one\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "One"], check=True)
+    (repo / "a.txt").write_text("two\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ran = tmp_path / "hermes-ran"
+    # Doubles of hermes and of Hermes's interpreter (the gateway's `python -m
+    # tui_gateway.entry`) that only record that they were started: they never should be.
+    record = f"open({str(ran)!r}, 'a').close()\n"
+    write_script(bin_dir, "hermes", record)
+    python = write_script(bin_dir, "hermes-python", record)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("HERMES_PYTHON", str(python))
+    monkeypatch.chdir(repo)
+    with override_registry(Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "hermes"})):
+        result = CliRunner().invoke(cli, ["commit-message", "--harness", "hermes"])
+        with_model = CliRunner().invoke(
+            cli, ["commit-message", "--harness", "hermes", "-m", "probe-model", "--json"])
+    for outcome in (result, with_model):
+        assert outcome.exit_code == 3, outcome.output
+        assert "does not support" in outcome.output
+    assert not ran.exists()
+    assert (repo / "a.txt").read_text() == "two\n"
