@@ -333,6 +333,30 @@ def test_a_giant_last_line_leaves_the_file_time() -> None:
     assert found.updated_at == MTIME
 
 
+def test_long_tool_output_moves_the_time_only_when_it_is_newer() -> None:
+    # A long tool result is decoded only when its opening names a newer time than any
+    # already read; one that does not parse is no activity, whatever it names.
+    tool = entry("message", id="tool2", timestamp="2026-11-30T13:00:00Z",
+                 message={"role": "toolResult", "content": "y" * 5000})
+    data = slot("T") + HEADER + user("ask") + FILLER + user("later", "2026-11-30T11:00:00Z")
+    for tail, hour, minute in [
+        (tool, 13, 0),
+        (tool.replace(b"13:00", b"10:00"), 11, 0),
+        (tool[:3000] + b"\n" + user("last", "2026-11-30T11:30:00Z"), 11, 30),
+    ]:
+        found = summarize(sample_of(data + tail))
+        assert found is not None
+        assert found.updated_at == datetime(2026, 11, 30, hour, minute, tzinfo=UTC)
+
+
+def test_a_long_model_change_in_the_head_is_read() -> None:
+    data = (slot("T") + HEADER + entry("model_change", model="p/early", x="y" * 5000)
+            + FILLER + user("x"))
+    found = summarize(sample_of(data))
+    assert found is not None
+    assert found.model == "p/early"
+
+
 def test_a_header_larger_than_the_head_is_a_skip() -> None:
     huge = entry("session", id=MAIN_ID, cwd="/x", title="t" * HEAD_BYTES)
     assert summarize(sample_of(slot("") + huge + user("ask"))) is None

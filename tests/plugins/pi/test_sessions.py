@@ -273,6 +273,48 @@ def test_a_first_message_larger_than_the_head_gives_no_title() -> None:
     assert found.model == "p/m"
 
 
+LONG = "y" * 5000  # a line of 1 KiB or more is judged by its opening before it is decoded
+
+
+def test_long_lines_that_can_matter_are_read_in_the_tail() -> None:
+    data = (HEADER + user("first", 1) + FILLER + entry("session_info", name="Long name", x=LONG)
+            + entry("message", id="u9", timestamp="2026-11-30T10:00:00Z", message={
+                "role": "user", "content": LONG, "timestamp": 2_000_000_000_000})
+            + entry("message", id="a9", timestamp="2026-11-30T10:00:00Z", message={
+                "role": "assistant", "content": [{"type": "text", "text": LONG}], "provider": "p",
+                "model": "long", "timestamp": 1_900_000_000_000})
+            # Tool output is no activity, however new.
+            + entry("message", id="t9", timestamp="2026-11-30T10:00:00Z", message={
+                "role": "toolResult", "content": LONG, "timestamp": 2_100_000_000_000}))
+    found = summarize(sample_of(data))
+    assert found is not None
+    assert (found.title, found.model) == ("Long name", "p/long")
+    assert found.updated_at == ms(2_000_000_000_000)
+
+
+def test_long_lines_that_can_matter_are_read_in_the_head() -> None:
+    data = (HEADER + entry("model_change", provider="p", modelId="early", x=LONG)
+            + entry("message", id="u1", timestamp="2026-11-30T10:00:00Z", message={
+                "role": "user", "content": "long first ask " + LONG, "timestamp": 1})
+            + entry("session_info", name="Early name", x=LONG) + FILLER + user("x", 2))
+    found = summarize(sample_of(data))
+    assert found is not None
+    assert (found.title, found.model) == ("Early name", "p/early")
+    found = summarize(sample_of(data.replace(b"session_info", b"other_entry")))
+    assert found is not None
+    assert found.title is not None and found.title.startswith("long first ask yyy")
+
+
+def test_an_entry_spelled_unusually_is_still_read() -> None:
+    # Short lines are passed over by the tokens they must spell; JSON may spell them
+    # with escapes, and json.loads takes leading space.
+    escaped = b'{"type":"session_\\u0069nfo","name":"Escaped name"}\n'
+    spaced = b' {"type": "model_change", "provider": "p", "modelId": "spaced"}\n'
+    found = summarize(sample_of(HEADER + user("ask", 1) + FILLER + escaped + spaced))
+    assert found is not None
+    assert (found.title, found.model) == ("Escaped name", "p/spaced")
+
+
 # -- where the store is -------------------------------------------------------------------------
 
 
