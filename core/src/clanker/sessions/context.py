@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final
+import asyncio
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
+from typing import Final, TypeVar
 
 from attrs import field, frozen
 
@@ -13,6 +15,8 @@ from clanker.sessions.cache import SummaryCache
 from clanker.sessions.scope import canonical, in_scope
 
 __all__ = ["DEFAULT_STORE_LIMIT", "SessionsContext"]
+
+_T = TypeVar("_T")
 
 DEFAULT_STORE_LIMIT: Final = 512
 
@@ -39,7 +43,16 @@ class SessionsContext:
     scopes: tuple[str, ...] = ()
     native_id: str | None = None
     limit: int = field(default=DEFAULT_STORE_LIMIT)
+    scan_executor: Executor | None = field(default=None, repr=False, eq=False)
     _canonical: dict[str, str] = field(factory=dict, init=False, repr=False, eq=False)
+
+    async def offload(self, work: Callable[[], _T]) -> _T:
+        """Run blocking file or database work off the event loop.
+
+        The service hands every provider the same small pool: scans are
+        Python-bound, so more threads than cores only add lock contention.
+        """
+        return await asyncio.get_running_loop().run_in_executor(self.scan_executor, work)
 
     def wants(self, cwd: str | None) -> bool:
         """Say whether a session recorded in ``cwd`` belongs to this request.

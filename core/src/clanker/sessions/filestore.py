@@ -61,6 +61,8 @@ def find_files(
     found: list[Candidate] = []
     visited = 0
     frontier: list[tuple[str | Path, int]] = [(root, 0)]
+    # Two loops, one per kind of level, and the cheap name test first: this
+    # loop runs once per file of every store on every listing.
     while frontier:
         directory, level = frontier.pop()
         try:
@@ -68,14 +70,19 @@ def find_files(
         except (FileNotFoundError, NotADirectoryError):
             continue
         with entries:
+            if level < depth:
+                for entry in entries:
+                    visited += 1
+                    if visited > max_entries:
+                        return found, True
+                    if entry.is_dir(follow_symlinks=False) and accept_dir(level, entry.name):
+                        frontier.append((entry.path, level + 1))
+                continue
             for entry in entries:
                 visited += 1
                 if visited > max_entries:
                     return found, True
-                if level < depth:
-                    if entry.is_dir(follow_symlinks=False) and accept_dir(level, entry.name):
-                        frontier.append((entry.path, level + 1))
-                elif entry.is_file(follow_symlinks=False) and accept_file(entry.name):
+                if accept_file(entry.name) and entry.is_file(follow_symlinks=False):
                     try:
                         found.append(Candidate(entry.path, entry.stat(follow_symlinks=False)))
                     except OSError:

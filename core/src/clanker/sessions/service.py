@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from attrs import evolve, frozen
@@ -66,6 +67,9 @@ class SessionService:
         self._cache_dir = cache_dir
         self._environ = dict(os.environ if environ is None else environ)
         self._caches: dict[str, SummaryCache] = {}
+        # One worker: scans are Python-bound and hold the interpreter lock;
+        # several threads only trade it back and forth.
+        self._scans = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clanker-sessions")
 
     async def discover(
         self,
@@ -153,6 +157,7 @@ class SessionService:
         context = SessionsContext(
             harness=provider.id, executor=self._executor, environ=self._environ,
             cache=self._cache(provider), scopes=scopes, native_id=native_id, limit=limit,
+            scan_executor=self._scans,
         )
         try:
             return await capability.discover(context)

@@ -12,7 +12,6 @@ that file exists.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import pwd
@@ -291,7 +290,7 @@ class AgySessions:
         return () if directory is None else (directory,)
 
     async def discover(self, context: SessionsContext) -> SessionScan:
-        return await asyncio.to_thread(self._discover, context)
+        return await context.offload(lambda: self._discover(context))
 
     def _discover(self, context: SessionsContext) -> SessionScan:
         directory = agy_dir(context.environ)

@@ -18,7 +18,6 @@ the same way) and only those are decoded.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import posixpath
@@ -670,7 +669,7 @@ class ClaudeSessions:
         return () if root is None else (root,)
 
     async def discover(self, context: SessionsContext) -> SessionScan:
-        return await asyncio.to_thread(self._discover, context)
+        return await context.offload(lambda: self._discover(context))
 
     def _discover(self, context: SessionsContext) -> SessionScan:
         root = projects_dir(context.environ)

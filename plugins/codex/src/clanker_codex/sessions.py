@@ -18,7 +18,6 @@ not used.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import posixpath
@@ -523,7 +522,7 @@ class CodexSessions:
         return () if root is None else (root,)
 
     async def discover(self, context: SessionsContext) -> SessionScan:
-        return await asyncio.to_thread(self._discover, context)
+        return await context.offload(lambda: self._discover(context))
 
     def _discover(self, context: SessionsContext) -> SessionScan:
         root = sessions_dir(context.environ)

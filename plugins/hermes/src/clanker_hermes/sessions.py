@@ -16,7 +16,6 @@ into a chain of rows is one entry, shown as its newest continuation (the
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import pwd
@@ -463,7 +462,7 @@ class HermesSessions:
         return () if db is None else (db.parent,)
 
     async def discover(self, context: SessionsContext) -> SessionScan:
-        return await asyncio.to_thread(self._discover, context)
+        return await context.offload(lambda: self._discover(context))
 
     def _discover(self, context: SessionsContext) -> SessionScan:
         db = state_db(context.environ)

@@ -14,7 +14,6 @@ pre-filters: it is not reversible, so a session belongs to its header's cwd.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import posixpath
@@ -727,7 +726,7 @@ class OmpSessions:
         return tuple(root.path for root in session_roots(environ))
 
     async def discover(self, context: SessionsContext) -> SessionScan:
-        return await asyncio.to_thread(self._discover, context)
+        return await context.offload(lambda: self._discover(context))
 
     def _discover(self, context: SessionsContext) -> SessionScan:
         candidates, cut = _candidates(context)

@@ -13,7 +13,6 @@ belongs to the ``cwd`` its header records.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import posixpath
@@ -620,7 +619,7 @@ class PiSessions:
         return tuple(root.path for root in session_roots(environ))
 
     async def discover(self, context: SessionsContext) -> SessionScan:
-        return await asyncio.to_thread(self._discover, context)
+        return await context.offload(lambda: self._discover(context))
 
     def _discover(self, context: SessionsContext) -> SessionScan:
         candidates, cut = _candidates(context)
