@@ -7,20 +7,24 @@ fixtures follow the formats the spec and public reports describe.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import clanker_agy
 from clanker.capabilities import ModelsContext
-from clanker.descriptor import Support, Transport
+from clanker.descriptor import Capability, Support, Transport
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult, LocalTransport
 from clanker.launch.planning import InvalidSessionIdError, plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.models.types import Model
 from clanker.testing import HarnessProviderContract, ScriptedExecutor
+from clanker.testing.strategies import model_ids
 from clanker_agy.launch import AgyLaunch
 from clanker_agy.models import FALLBACK, AgyModels, parse_models_listing
 
@@ -45,6 +49,28 @@ class TestAgyContract(HarnessProviderContract):
         f"/home/u/.gemini/antigravity-cli/conversations/{CONVERSATION}.db",
         CONVERSATION.replace("d", "\uff44"),  # fullwidth letters are no hex digits
     )
+
+    # The contract looks for the prompt's bytes in stdin. agy's stdin is the
+    # prompt inside one JSON user line, so a prompt with a quote, a backslash
+    # or a control character is there only escaped; this override checks the
+    # same and more: stdin is exactly one JSON line whose content decodes to
+    # the prompt, unchanged.
+    @settings(max_examples=60, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
+    @given(model=st.none() | model_ids(), prompt=st.text(max_size=200))
+    def test_commit_invocations_are_bounded_inference_with_the_prompt_on_stdin(
+        self, model: str | None, prompt: str
+    ) -> None:
+        provider = self._require(Capability.COMMIT)
+        assert provider.commit is not None
+        request = provider.commit.build_invocation(model, prompt)
+        assert request.command == provider.descriptor.executable
+        assert request.inference
+        assert request.stdin is not None
+        assert request.stdin.endswith(b"\n") and request.stdin.count(b"\n") == 1
+        assert json.loads(request.stdin) == {"event": "user", "message": {"content": prompt}}
+        if model is not None:
+            assert request.args[-1] == f"--model={model}"
 
 
 def fixture(name: str) -> str:

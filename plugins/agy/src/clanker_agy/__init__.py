@@ -15,12 +15,14 @@ from clanker.descriptor import (
     Transport,
 )
 from clanker.ids import HarnessId
+from clanker_agy.commit import AgyCommit
 from clanker_agy.launch import AgyLaunch
 from clanker_agy.models import AgyModels
 from clanker_agy.sessions import AgySessions
 from clanker_agy.usage import AgyUsage
 
 __all__ = [
+    "clanker_commit",
     "clanker_descriptor",
     "clanker_launch",
     "clanker_models",
@@ -36,7 +38,8 @@ def clanker_descriptor() -> HarnessDescriptor:
         display_name="Antigravity CLI",
         executable="agy",
         capabilities={
-            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.USAGE
+            Capability.COMMIT, Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
+            Capability.USAGE,
         },
         # `--conversation=ID` resumes wherever agy keeps the conversation. agy
         # has no fork on the command line (only /fork inside the TUI); as in
@@ -47,6 +50,13 @@ def clanker_descriptor() -> HarnessDescriptor:
         install_hint="curl -fsSL https://antigravity.google/cli/install.sh | bash",
         homepage="https://antigravity.google",
     )
+
+
+@hookimpl
+def clanker_commit() -> AgyCommit:
+    # Not tool-free and not non-persisting: see AgyCommit and
+    # docs/harnesses/agy.md, "Commit messages".
+    return AgyCommit()
 
 
 @hookimpl
