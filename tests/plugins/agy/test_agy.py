@@ -50,15 +50,12 @@ class TestAgyContract(HarnessProviderContract):
         CONVERSATION.replace("d", "\uff44"),  # fullwidth letters are no hex digits
     )
 
-    # The contract looks for the prompt's bytes in stdin. agy's stdin is the
-    # prompt inside one JSON user line, so a prompt with a quote, a backslash
-    # or a control character is there only escaped; this override checks the
-    # same and more: stdin is exactly one JSON line whose content decodes to
-    # the prompt, unchanged.
+    # Beyond the contract (which finds the prompt, escaped, in stdin): stdin is
+    # exactly one JSON line whose content decodes to the prompt, unchanged.
     @settings(max_examples=60, deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
     @given(model=st.none() | model_ids(), prompt=st.text(max_size=200))
-    def test_commit_invocations_are_bounded_inference_with_the_prompt_on_stdin(
+    def test_commit_stdin_is_exactly_one_json_user_message(
         self, model: str | None, prompt: str
     ) -> None:
         provider = self._require(Capability.COMMIT)

@@ -243,7 +243,10 @@ class HarnessProviderContract:
         assert request.command == provider.descriptor.executable
         assert request.inference
         assert request.stdin is not None
-        assert prompt.encode() in request.stdin or prompt.strip().encode() in request.stdin
+        # The prompt rides on stdin as text, or inside a JSON message (escaped).
+        forms = {prompt, prompt.strip(), json.dumps(prompt)[1:-1],
+                 json.dumps(prompt, ensure_ascii=False)[1:-1]}
+        assert any(form.encode() in request.stdin for form in forms)
         if model is not None:
             assert any(model == arg or arg.endswith("=" + model) for arg in request.args)
 
