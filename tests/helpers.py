@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
-import sys
-import textwrap
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +27,7 @@ from clanker.sessions.context import SessionsContext
 from clanker.sessions.files import FileSample, parse_timestamp
 from clanker.sessions.filestore import find_files, scan_files
 from clanker.sessions.types import HarnessSession, SessionScan, clean_text
+from clanker.testing.doubles import write_script as write_script  # re-exported
 from clanker.usage.capability import UsageContext
 from clanker.usage.policy import RefreshPolicy
 from clanker.usage.types import Measurement, MeasurementKind, Scope, UsageSnapshot
@@ -130,14 +128,6 @@ def make_plugin(
     if Capability.MODELS in implement:
         Plugin.clanker_models = hookimpl(lambda self: FakeModels(executable))  # type: ignore[attr-defined]
     return Plugin()
-
-
-def write_script(directory: Path, name: str, body: str) -> Path:
-    """Write an executable Python script ``name`` into ``directory``."""
-    path = directory / name
-    path.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return path
 
 
 def path_with(directory: Path) -> dict[str, str]:

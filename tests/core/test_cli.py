@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 
 from clanker.cli import cli
 from clanker.registry import Registry, override_registry
+from clanker.testing.doubles import prepend_to_path
 from tests.helpers import make_plugin, write_script
 
 FAKE_AGENT = """
@@ -43,7 +44,7 @@ def fake_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     write_script(bin_dir, "fake-agent", FAKE_AGENT)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    prepend_to_path(monkeypatch, bin_dir)
     monkeypatch.setenv("FAKE_RECORD", str(tmp_path / "record.json"))
     return bin_dir
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +13,7 @@ from click.testing import CliRunner
 from clanker.cli import cli
 from clanker.cli.sessions import relative_time
 from clanker.registry import Registry, override_registry
+from clanker.testing.doubles import prepend_to_path
 from tests.core.test_cli import FAKE_AGENT
 from tests.helpers import FakeSessions, make_sessions_plugin, write_fake_session, write_script
 
@@ -26,7 +26,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     write_script(bin_dir, "fake-agent", FAKE_AGENT)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    prepend_to_path(monkeypatch, bin_dir)
     monkeypatch.setenv("FAKE_AGENT_HOME", str(home))
     monkeypatch.setenv("FAKE_RECORD", str(tmp_path / "record.json"))
     registry = Registry.from_plugins({"fake-agent": make_sessions_plugin(FakeSessions())},

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,15 +26,9 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.registry import Registry, override_registry
+from clanker.testing.commit import git, propose
+from clanker.testing.doubles import prepend_to_path
 from tests.helpers import make_commit_plugin, write_script
-
-GIT = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
-       "-c", "commit.gpgsign=false"]
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout
 
 
 @pytest.fixture
@@ -195,7 +187,7 @@ def harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     write_script(bin_dir, "fake-agent", FAKE_COMMIT_AGENT)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    prepend_to_path(monkeypatch, bin_dir)
     monkeypatch.setenv("FAKE_PROMPT", str(tmp_path / "prompt.txt"))
     registry = Registry.from_plugins({"fake-agent": make_commit_plugin()}, environ={})
     with override_registry(registry):
@@ -208,8 +200,7 @@ def test_the_service_asks_the_harness_and_checks_the_answer(
     (repo / "app.py").write_text("print('v2')\n")
     provider = Registry.from_plugins({"fake-agent": make_commit_plugin()}, environ={}) \
         .get_provider(HarnessId("fake-agent"))
-    service = CommitService(executor=LocalTransport(), lock_dir=tmp_path / "locks")
-    proposal = asyncio.run(service.propose(provider, str(repo), model="m1", style=Style.PLAIN))
+    proposal = propose(provider, repo, tmp_path / "locks", "m1", Style.PLAIN)
     assert proposal.message.text == "Update the app\n\nIt prints v2 now."
     assert "print('v2')" in harness.read_text()
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,16 +21,25 @@ from hypothesis import strategies as st
 from clanker.cli import cli
 from clanker.commit.message import Style, normalize_message
 from clanker.commit.prompt import PROMPT_LIMIT
-from clanker.commit.service import CommitProposal, CommitService
 from clanker.descriptor import Capability
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult, LocalTransport
 from clanker.execution.request import MAX_STDIN
-from clanker.ids import HarnessId
-from clanker.registry import HarnessProvider, Registry, override_registry
-from clanker.testing.strategies import junk_text
+from clanker.registry import Registry, override_registry
+from clanker.testing.commit import (
+    ReplayDouble,
+    answer_or_typed_failure,
+    change_repository,
+    commit_failure,
+    install_replay_double,
+    installed_provider,
+    json_lines,
+    propose,
+    repository_state,
+)
+from clanker.testing.doubles import prepend_to_path
+from clanker.testing.strategies import json_values, junk_text, prefixes
 from clanker_agy.commit import COMMIT_ARGS, AgyCommit, commit_stdin, parse_commit_stream
-from tests.helpers import write_script
 
 COMMIT = Path(__file__).resolve().parents[2] / "fixtures" / "agy" / "commit"
 ANSWER = (
@@ -60,15 +67,7 @@ def built(name: str, stderr: str = "") -> CommandResult:
 
 
 def failure(stdout: str, exit_code: int = 0, stderr: str = "") -> HarnessCapabilityError:
-    with pytest.raises(HarnessCapabilityError) as caught:
-        AgyCommit().parse_output(CommandResult(stdout=stdout, stderr=stderr,
-                                               exit_code=exit_code))
-    assert caught.value.harness == "agy"
-    return caught.value
-
-
-def lines(*items: object) -> str:
-    return "".join(json.dumps(item) + "\n" for item in items)
+    return commit_failure(AgyCommit(), "agy", stdout, exit_code, stderr)
 
 
 def init() -> dict[str, object]:
@@ -168,9 +167,7 @@ def test_the_stdin_fixture_in_the_other_reported_form_is_not_what_clanker_sends(
 
 
 def test_agy_declares_and_implements_the_commit_capability() -> None:
-    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "agy"})
-    assert registry.problems == ()
-    provider = registry.get_provider(HarnessId("agy"))
+    provider = installed_provider("agy")
     assert Capability.COMMIT in provider.descriptor.capabilities
     assert isinstance(provider.commit, AgyCommit)
 
@@ -208,7 +205,8 @@ def test_the_answer_is_the_single_results_response() -> None:
 
 
 def test_the_answer_is_never_assembled_from_text_deltas() -> None:
-    out = lines(init(), delta("feat: from the deltas"), result(response="fix: from the result"))
+    out = json_lines(init(), delta("feat: from the deltas"),
+                     result(response="fix: from the result"))
     assert parse_commit_stream(out) == "fix: from the result"
 
 
@@ -260,7 +258,7 @@ def test_provider_text_and_stderr_never_reach_the_message() -> None:
         except HarnessCapabilityError as exc:
             assert quota not in exc.message and "interrupted" not in exc.message
             assert "AGY_ERROR" not in exc.message and "sk-secret" not in exc.message
-    error = failure(lines(init(), result(status="SUCCESS", error="boom sk-secret")))
+    error = failure(json_lines(init(), result(status="SUCCESS", error="boom sk-secret")))
     assert "sk-secret" not in error.message
 
 
@@ -269,7 +267,7 @@ def test_provider_text_and_stderr_never_reach_the_message() -> None:
 
 @pytest.mark.parametrize("status", ["ERROR", "FAILURE", "CANCELLED", "TIMEOUT"])
 def test_a_failed_status_is_command_failed_even_with_a_response_and_exit_0(status: str) -> None:
-    error = failure(lines(init(), result(status=status, response="feat: partial")))
+    error = failure(json_lines(init(), result(status=status, response="feat: partial")))
     assert error.kind is ErrorKind.COMMAND_FAILED
     assert error.detail == f"the turn ended with status {status}"
 
@@ -277,56 +275,56 @@ def test_a_failed_status_is_command_failed_even_with_a_response_and_exit_0(statu
 @pytest.mark.parametrize("status", ["OK", "success", "Success", "", None, 7, ["SUCCESS"],
                                     {"SUCCESS": 1}, _ABSENT])
 def test_only_success_is_a_success(status: object) -> None:
-    error = failure(lines(init(), result(status=status)))
+    error = failure(json_lines(init(), result(status=status)))
     assert error.kind is ErrorKind.PARSE_FAILURE
     assert "status" in (error.detail or "")
 
 
 @pytest.mark.parametrize("error_field", [_ABSENT, None, ""])
 def test_no_error_means_absent_null_or_empty(error_field: object) -> None:
-    assert parse_commit_stream(lines(init(), result(error=error_field))) == "Fix it"
+    assert parse_commit_stream(json_lines(init(), result(error=error_field))) == "Fix it"
 
 
 def test_an_error_beside_success_is_command_failed() -> None:
-    error = failure(lines(init(), result(error="context canceled")))
+    error = failure(json_lines(init(), result(error="context canceled")))
     assert error.kind is ErrorKind.COMMAND_FAILED
     assert "error" in (error.detail or "")
 
 
 @pytest.mark.parametrize("error_field", [7, {"message": "x"}, ["x"], True])
 def test_an_error_that_is_not_text_is_a_parse_failure(error_field: object) -> None:
-    assert failure(lines(init(), result(error=error_field))).kind is ErrorKind.PARSE_FAILURE
+    assert failure(json_lines(init(), result(error=error_field))).kind is ErrorKind.PARSE_FAILURE
 
 
 @pytest.mark.parametrize("denied", [_ABSENT, None, []])
 def test_no_denied_actions_means_absent_null_or_empty(denied: object) -> None:
-    assert parse_commit_stream(lines(init(), result(denied_actions=denied))) == "Fix it"
+    assert parse_commit_stream(json_lines(init(), result(denied_actions=denied))) == "Fix it"
 
 
 @pytest.mark.parametrize("denied", [[{"action": "mcp"}], [{}], ["write_file"], "mcp", {"a": 1},
                                     7, True])
 def test_any_denied_action_fails_even_beside_an_answer(denied: object) -> None:
-    error = failure(lines(init(), result(denied_actions=denied)))
+    error = failure(json_lines(init(), result(denied_actions=denied)))
     assert error.kind is ErrorKind.PARSE_FAILURE
     assert "denied_actions" in (error.detail or "")
 
 
 @pytest.mark.parametrize("response", [_ABSENT, None, 7, ["Fix it"], "", "   \n\t", True])
 def test_an_absent_or_blank_response_is_a_parse_failure(response: object) -> None:
-    error = failure(lines(init(), result(response=response)))
+    error = failure(json_lines(init(), result(response=response)))
     assert error.kind is ErrorKind.PARSE_FAILURE
     assert "response" in (error.detail or "") or "empty" in (error.detail or "")
 
 
 def test_the_answer_is_returned_as_given_not_trimmed() -> None:
     # 1.1.12 answered "ok\n"; the shared normalizer drops what surrounds the message.
-    assert parse_commit_stream(lines(init(), result(response="\n  Fix it  \n"))) == (
+    assert parse_commit_stream(json_lines(init(), result(response="\n  Fix it  \n"))) == (
         "\n  Fix it  \n")
 
 
 def test_a_result_that_is_not_the_last_event_is_a_parse_failure() -> None:
     for after in (delta("more"), {"event": "future_event"}, init()):
-        error = failure(lines(init(), result(), after))
+        error = failure(json_lines(init(), result(), after))
         assert error.kind is ErrorKind.PARSE_FAILURE
         assert "not the last event" in (error.detail or "")
 
@@ -336,11 +334,11 @@ def test_a_result_event_without_a_result_object_is_a_parse_failure(body: object)
     event: dict[str, object] = {"event": "result"}
     if body is not _ABSENT:
         event["result"] = body
-    assert failure(lines(init(), event)).kind is ErrorKind.PARSE_FAILURE
+    assert failure(json_lines(init(), event)).kind is ErrorKind.PARSE_FAILURE
 
 
 def test_unknown_events_and_fields_are_ignored_and_blank_lines_skipped() -> None:
-    out = (lines({"event": "future_event", "x": 1}, init(), {"event": "step_update"})
+    out = (json_lines({"event": "future_event", "x": 1}, init(), {"event": "step_update"})
            + "\n  \r\n"
            + json.dumps({**result(), "extra": True}).replace('"num_turns"', '"k":[],"num_turns"')
            + "\r\n")
@@ -348,15 +346,15 @@ def test_unknown_events_and_fields_are_ignored_and_blank_lines_skipped() -> None
 
 
 def test_a_result_alone_is_enough() -> None:
-    assert parse_commit_stream(lines(result())) == "Fix it"
+    assert parse_commit_stream(json_lines(result())) == "Fix it"
 
 
 def test_a_final_line_without_a_newline_still_counts() -> None:
-    assert parse_commit_stream(lines(init()) + json.dumps(result())) == "Fix it"
+    assert parse_commit_stream(json_lines(init()) + json.dumps(result())) == "Fix it"
 
 
 def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
-    out = lines(init(), result(response="Fix it\u2028 now\x85"))
+    out = json_lines(init(), result(response="Fix it\u2028 now\x85"))
     assert parse_commit_stream(out) == "Fix it\u2028 now\x85"
     raw = out.replace("\\u2028", "\u2028").replace("\\u0085", "\x85")
     assert "\u2028" in raw
@@ -367,15 +365,15 @@ def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
     "out",
     [
         "not json\n",
-        lines(init()) + "Fetching...\n" + lines(result()),
-        lines([1, 2]),
-        lines("result"),
-        lines({"no": "event"}),
-        lines({"event": 7, "result": {"status": "SUCCESS", "response": "x"}}),
-        lines({"event": None}),
+        json_lines(init()) + "Fetching...\n" + json_lines(result()),
+        json_lines([1, 2]),
+        json_lines("result"),
+        json_lines({"no": "event"}),
+        json_lines({"event": 7, "result": {"status": "SUCCESS", "response": "x"}}),
+        json_lines({"event": None}),
         "[" * 100_000 + "\n",
         '{"event":"init"' + " " * 2_000_000,
-        lines(init()) + '{"event":"result","result":{"status":"SUCCESS","response":"Fix',
+        json_lines(init()) + '{"event":"result","result":{"status":"SUCCESS","response":"Fix',
         '{"event":"init","n":' + "9" * 5000 + "}\n",
     ],
 )
@@ -384,7 +382,7 @@ def test_malformed_output_is_a_parse_failure(out: str) -> None:
 
 
 def test_an_answer_with_a_lone_surrogate_is_a_parse_failure() -> None:
-    error = failure(lines(init(), result(response="Fix \ud800 it")))
+    error = failure(json_lines(init(), result(response="Fix \ud800 it")))
     assert error.kind is ErrorKind.PARSE_FAILURE
 
 
@@ -413,7 +411,7 @@ def test_a_start_up_error_with_nothing_on_stdout_is_command_failed(exit_code: in
 
 def test_malformed_input_reported_by_agy_is_its_error_result() -> None:
     # A line agy could not decode: init, then an ERROR result, exit 1 (1.2.14 report).
-    error = failure(lines(init(), result(status="ERROR", response="", error="decode")), 1)
+    error = failure(json_lines(init(), result(status="ERROR", response="", error="decode")), 1)
     assert error.kind is ErrorKind.COMMAND_FAILED
     assert error.detail == "the turn ended with status ERROR"
 
@@ -425,27 +423,21 @@ _PROPERTY = settings(max_examples=200, deadline=None,
 
 
 def _typed_or_answer(out: str, exit_code: int = 0) -> str | None:
-    try:
-        answer = AgyCommit().parse_output(CommandResult(stdout=out, stderr="",
-                                                        exit_code=exit_code))
-    except HarnessCapabilityError as exc:
-        assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED)
-        assert exc.harness == "agy"
-        return None
-    assert isinstance(answer, str) and answer.strip()
+    answer = answer_or_typed_failure(AgyCommit(), "agy", out, exit_code)
+    assert answer is None or answer.strip()
     return answer
 
 
-def _check_prefix(full: str, cut: int) -> None:
-    answer = _typed_or_answer(full[:cut])
+def _check_prefix(full: str, cut: str) -> None:
+    answer = _typed_or_answer(cut)
     if answer is not None:
         # Only a cut right after a whole SUCCESS result line can answer, and then with
         # that result's whole response (a two-turn stream cut after its first turn is
         # indistinguishable from one turn).
-        last = full[:cut].rstrip("\n").rsplit("\n", 1)[-1]
+        last = cut.rstrip("\n").rsplit("\n", 1)[-1]
         assert last in full.split("\n")
         assert answer == json.loads(last)["result"]["response"]
-    assert _typed_or_answer(full[:cut], exit_code=1) is None
+    assert _typed_or_answer(cut, exit_code=1) is None
 
 
 @pytest.mark.parametrize("name", STREAMS)
@@ -454,32 +446,28 @@ def test_a_stream_cut_at_or_next_to_any_line_end_fails_or_gives_a_whole_answer(n
     ends = [i for i, c in enumerate(full) if c == "\n"]
     for end in ends:
         for cut in (end - 1, end, end + 1):
-            _check_prefix(full, cut)
+            _check_prefix(full, full[:cut])
 
 
 @_PROPERTY
 @given(name=st.sampled_from(STREAMS), data=st.data())
 def test_a_truncated_stream_fails_or_gives_a_whole_answer(name: str, data: st.DataObject) -> None:
     full = stream(name)
-    _check_prefix(full, data.draw(st.integers(min_value=0, max_value=len(full))))
+    _check_prefix(full, data.draw(prefixes([full])))
 
 
 @_PROPERTY
 @given(junk=junk_text(), exit_code=st.sampled_from([0, 1, 2, 3, 143]))
 def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
     assert _typed_or_answer(junk, exit_code) is None
-    _typed_or_answer(lines(init()) + junk)
+    _typed_or_answer(json_lines(init()) + junk)
     _typed_or_answer(stream("synthetic-success.stdout.jsonl") + junk)
 
 
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["event", "result", "status", "response", "error", "denied_actions",
-                         "step_update", "text_delta", "init"]),
-        inner, max_size=5),
-    max_leaves=20,
-)
+# Any JSON value, NaN and the infinities included, with the format's own keys.
+_JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
+    "event", "result", "status", "response", "error", "denied_actions", "step_update",
+    "text_delta", "init"]))
 _EVENTS = st.one_of(
     _JSON,
     st.builds(lambda kind, body: {"event": kind, "result": body, "step_update": body},
@@ -498,8 +486,8 @@ _EVENTS = st.one_of(
 def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
     items: list[object], name: str
 ) -> None:
-    _typed_or_answer(stream(name) + "".join(json.dumps(i) + "\n" for i in items))
-    _typed_or_answer(lines(*items))
+    _typed_or_answer(stream(name) + json_lines(*items))
+    _typed_or_answer(json_lines(*items))
 
 
 # -- end to end: the real service, the registry's provider, an agy double ---------------
@@ -508,100 +496,50 @@ def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
 # DOCUMENTATION, NOT CAPTURED (no agy could be installed here; the formats are the ones
 # tests/fixtures/agy/commit/README.md cites). Like agy it reads NDJSON turns from stdin until
 # EOF; a line that is not a JSON object with a top-level `event` gets `init` and an `ERROR`
-# result, exit 1 (as reported for 1.2.14). Otherwise it replays a fixture stream byte for byte
-# as that turn's output. It records its argv, working directory and the stdin it was given.
-AGY_DOUBLE = """
-    import json, os, sys
-    raw = sys.stdin.buffer.read()
-    record = os.environ["FAKE_AGY_RECORD"]
-    with open(record + ".stdin", "wb") as f:
-        f.write(raw)
-    with open(record + ".json", "w") as f:
-        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd()}, f)
-    init = {"event": "init", "conversation_id": "00000000-0000-4000-8000-0000000000e1",
-            "init": {"cwd": os.getcwd(), "permission_mode": "request-review", "tools": []}}
-    for line in raw.decode("utf-8").split("\\n"):
-        if not line.strip():
-            continue
-        try:
-            turn = json.loads(line)
-        except ValueError:
-            turn = None
-        if not isinstance(turn, dict) or "event" not in turn:
-            error = {"event": "result", "result": {
-                "conversation_id": init["conversation_id"], "status": "ERROR", "response": "",
-                "duration_seconds": 0, "num_turns": 0, "usage": {}, "error": "bad input"}}
-            sys.stdout.write(json.dumps(init) + "\\n" + json.dumps(error) + "\\n")
-            sys.exit(1)
-    with open(os.environ["FAKE_AGY_STREAM"], "rb") as f:
-        sys.stdout.buffer.write(f.read())
-    sys.exit(int(os.environ.get("FAKE_AGY_EXIT", "0")))
+# result, exit 1 (as reported for 1.2.14): that is agy's own, so it is this double's
+# stdin_check. Otherwise it replays a fixture stream byte for byte as that turn's output.
+# It records its argv, working directory and the stdin it was given.
+AGY_REFUSES_A_LINE_WITHOUT_AN_EVENT = """
+init = {"event": "init", "conversation_id": "00000000-0000-4000-8000-0000000000e1",
+        "init": {"cwd": os.getcwd(), "permission_mode": "request-review", "tools": []}}
+for line in stdin.decode("utf-8").split("\\n"):
+    if not line.strip():
+        continue
+    try:
+        turn = json.loads(line)
+    except ValueError:
+        turn = None
+    if not isinstance(turn, dict) or "event" not in turn:
+        error = {"event": "result", "result": {
+            "conversation_id": init["conversation_id"], "status": "ERROR", "response": "",
+            "duration_seconds": 0, "num_turns": 0, "usage": {}, "error": "bad input"}}
+        sys.stdout.write(json.dumps(init) + "\\n" + json.dumps(error) + "\\n")
+        sys.exit(1)
 """
 
-GIT = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
-       "-c", "commit.gpgsign=false"]
 
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout
-
-
-def repository_state(repo: Path) -> tuple[bytes, str, str]:
-    return ((repo / ".git" / "index").read_bytes(), git(repo, "rev-parse", "HEAD"),
-            git(repo, "status", "--porcelain"))
+@pytest.fixture
+def agy_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
+    double = install_replay_double(tmp_path / "bin", "agy",
+                                   stdin_check=AGY_REFUSES_A_LINE_WITHOUT_AN_EVENT)
+    prepend_to_path(monkeypatch, double.path.parent)
+    return double
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A repository with one commit, then staged, unstaged, untracked, binary and linked changes."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q")
-    (root / "sync.py").write_text("def sync():\n    return fetch()\n")
-    (root / "notes.txt").write_text("first\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "Add the sync client")
-    (root / "sync.py").write_text('def sync():\n    return retry(fetch, note="a \\"b\\"")\n')
-    git(root, "add", "sync.py")  # staged
-    (root / "notes.txt").write_text("first\nsecond\n")  # unstaged
-    (root / "retry.py").write_text("def retry(f, note):\n    return f()\n")  # untracked
-    (root / "blob.bin").write_bytes(b"\0\1\2\3" * 64)  # binary
-    (tmp_path / "outside.txt").write_text("outside-secret")
-    (root / "link.txt").symlink_to(tmp_path / "outside.txt")  # a link out of the repository
-    return root
-
-
-@pytest.fixture
-def agy_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir, "agy", AGY_DOUBLE)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    record = tmp_path / "record"
-    monkeypatch.setenv("FAKE_AGY_RECORD", str(record))
-    return record
-
-
-def agy_provider() -> HarnessProvider:
-    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "agy"})
-    assert registry.problems == ()
-    return registry.get_provider(HarnessId("agy"))
-
-
-def propose(
-    repo: Path, tmp_path: Path, model: str | None, style: Style = Style.CONVENTIONAL
-) -> CommitProposal:
-    service = CommitService(executor=LocalTransport(), lock_dir=tmp_path / "locks")
-    return asyncio.run(service.propose(agy_provider(), str(repo), model=model, style=style))
+    """The shared change, with quotes in the staged line that must reach agy intact."""
+    return change_repository(
+        tmp_path, staged='def sync():\n    return retry(fetch, note="a \\"b\\"")\n',
+        untracked="def retry(f, note):\n    return f()\n")
 
 
 def test_end_to_end_through_the_commit_service(
-    repo: Path, agy_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, agy_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_AGY_STREAM", str(COMMIT / "synthetic-success.stdout.jsonl"))
+    agy_double.replay(monkeypatch, COMMIT / "synthetic-success.stdout.jsonl")
     before = repository_state(repo)
-    proposal = propose(repo, tmp_path, "gemini-3.8-flash-high")
+    proposal = propose(installed_provider("agy"), repo, tmp_path / "locks", "gemini-3.8-flash-high")
     assert proposal.message.subject == "feat: add retry to the sync client"
     assert proposal.message.body == (
         "Retry transient network failures with exponential backoff so a\n"
@@ -609,10 +547,10 @@ def test_end_to_end_through_the_commit_service(
     )
     assert proposal.harness == "agy" and proposal.model == "gemini-3.8-flash-high"
     assert repository_state(repo) == before
-    seen = json.loads(Path(f"{agy_double}.json").read_text())
+    seen = agy_double.call()
     assert seen["argv"] == [*COMMIT_ARGS, "--model=gemini-3.8-flash-high"]
     assert seen["cwd"] == str(repo)
-    stdin = Path(f"{agy_double}.stdin").read_bytes()
+    stdin = agy_double.stdin()
     assert stdin.count(b"\n") == 1 and stdin.endswith(b"\n")  # one turn, then EOF
     turn = json.loads(stdin)
     assert set(turn) == {"event", "message"} and turn["event"] == "user"
@@ -626,13 +564,13 @@ def test_end_to_end_through_the_commit_service(
 
 
 def test_end_to_end_without_a_model_uses_agys_default(
-    repo: Path, agy_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, agy_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_AGY_STREAM", str(COMMIT / "synthetic-success.stdout.jsonl"))
+    agy_double.replay(monkeypatch, COMMIT / "synthetic-success.stdout.jsonl")
     before = repository_state(repo)
-    proposal = propose(repo, tmp_path, None)
+    proposal = propose(installed_provider("agy"), repo, tmp_path / "locks", None)
     assert proposal.message.subject == "feat: add retry to the sync client"
-    assert json.loads(Path(f"{agy_double}.json").read_text())["argv"] == list(COMMIT_ARGS)
+    assert agy_double.call()["argv"] == list(COMMIT_ARGS)
     assert repository_state(repo) == before
 
 
@@ -650,14 +588,13 @@ def test_end_to_end_without_a_model_uses_agys_default(
     ],
 )
 def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, agy_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    repo: Path, agy_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     name: str, exit_code: int, kind: ErrorKind,
 ) -> None:
-    monkeypatch.setenv("FAKE_AGY_STREAM", str(COMMIT / name))
-    monkeypatch.setenv("FAKE_AGY_EXIT", str(exit_code))
+    agy_double.replay(monkeypatch, COMMIT / name, exit_code)
     before = repository_state(repo)
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(repo, tmp_path, None)
+        propose(installed_provider("agy"), repo, tmp_path / "locks", None)
     assert caught.value.kind is kind
     assert caught.value.harness == "agy"
     assert repository_state(repo) == before
@@ -665,11 +602,11 @@ def test_end_to_end_failures_are_typed_and_change_nothing(
 
 @pytest.mark.parametrize("stdin", [b"not json\n", b'{"message":{"content":"x"}}\n'])
 def test_a_stdin_agy_would_refuse_ends_in_its_error_result_and_a_typed_failure(
-    agy_double: Path, monkeypatch: pytest.MonkeyPatch, stdin: bytes
+    agy_double: ReplayDouble, monkeypatch: pytest.MonkeyPatch, stdin: bytes
 ) -> None:
     # The double's guard, so the end-to-end runs above mean something: a line
     # without a top-level `event` is an ERROR result and exit 1, as reported.
-    monkeypatch.setenv("FAKE_AGY_STREAM", str(COMMIT / "synthetic-success.stdout.jsonl"))
+    agy_double.replay(monkeypatch, COMMIT / "synthetic-success.stdout.jsonl")
     request = CommandRequest(command="agy", args=COMMIT_ARGS, stdin=stdin, timeout=10)
     done = asyncio.run(LocalTransport().run(request))
     assert done.exit_code == 1
@@ -680,9 +617,9 @@ def test_a_stdin_agy_would_refuse_ends_in_its_error_result_and_a_typed_failure(
 
 
 def test_clanker_commit_message_with_agy_prints_the_message(
-    repo: Path, agy_double: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, agy_double: ReplayDouble, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_AGY_STREAM", str(COMMIT / "synthetic-success.stdout.jsonl"))
+    agy_double.replay(monkeypatch, COMMIT / "synthetic-success.stdout.jsonl")
     monkeypatch.chdir(repo)
     before = repository_state(repo)
     with override_registry(Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "agy"})):
@@ -690,6 +627,5 @@ def test_clanker_commit_message_with_agy_prints_the_message(
                                           "--model", "gemini-3.1-pro-low"])
     assert result.exit_code == 0, result.output
     assert result.output.startswith("feat: add retry to the sync client\n")
-    assert json.loads(Path(f"{agy_double}.json").read_text())["argv"][-1] == (
-        "--model=gemini-3.1-pro-low")
+    assert agy_double.call()["argv"][-1] == "--model=gemini-3.1-pro-low"
     assert repository_state(repo) == before

@@ -38,6 +38,7 @@ from clanker.sessions.files import confined
 from clanker.sessions.selection import SessionNotFoundError, resolve_selection
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
+from clanker.testing.strategies import prefixes
 from clanker_agy.sessions import (
     REQUIRED_COLUMNS,
     AgySessions,
@@ -504,7 +505,7 @@ def test_a_truncated_or_garbage_index_fails_typed(data: st.DataObject) -> None:
         built = build(Path(directory) / "src")
         whole = (built / "conversation_summaries.db").read_bytes()
         target = build(Path(directory), conversations=True) / "conversation_summaries.db"
-        for content in (whole[: data.draw(st.integers(0, len(whole)))],
+        for content in (data.draw(prefixes([whole])),
                         data.draw(st.binary(max_size=256))):
             for suffix in ("-wal", "-shm"):
                 Path(f"{target}{suffix}").unlink(missing_ok=True)

@@ -28,7 +28,12 @@ from clanker.execution import MAX_TIMEOUT, CommandRequest, CommandResult, LocalT
 from clanker.ids import HarnessId
 from clanker.registry import Registry
 from clanker.testing import FailingExecutor, ScriptedExecutor
-from clanker.testing.strategies import junk_text
+from clanker.testing.strategies import (
+    documents_with_values_replaced,
+    json_values,
+    junk_text,
+    prefixes,
+)
 from clanker.usage.capability import UsageContext
 from clanker.usage.types import Measurement, UsageSnapshot
 from clanker_agy.usage import (
@@ -561,12 +566,8 @@ REAL_OUTPUTS = [fixture(name) for name in (
     SUCCESS, "usage-json-success-no-enabled-field.pretty.json",
     "usage-stdout-noise-then-envelope.txt", "usage-json-error-auth-required.json",
 )]
-JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                max_size=3),
-    max_leaves=8,
-)
+# Any JSON value, NaN and the infinities included.
+JSON_VALUES = json_values(max_leaves=8, floats=st.floats())
 
 
 def typed_or_snapshot(stdout: str, exit_code: int = 0) -> None:
@@ -595,22 +596,9 @@ def test_junk_versions_are_never_accepted_by_accident(stdout: str) -> None:
 
 
 @PROPERTY
-@given(source=st.sampled_from(REAL_OUTPUTS), data=st.data())
-def test_truncated_real_output_never_raises_anything_but_a_typed_failure(
-    source: str, data: st.DataObject
-) -> None:
-    typed_or_snapshot(source[: data.draw(st.integers(0, len(source)))])
-
-
-def _paths(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    found = [path]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found += _paths(item, (*path, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found += _paths(item, (*path, index))
-    return found
+@given(cut=prefixes(REAL_OUTPUTS))
+def test_truncated_real_output_never_raises_anything_but_a_typed_failure(cut: str) -> None:
+    typed_or_snapshot(cut)
 
 
 @PROPERTY
@@ -618,11 +606,6 @@ def _paths(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, .
 def test_any_value_replaced_anywhere_never_raises_anything_but_a_typed_failure(
     source: str, data: st.DataObject
 ) -> None:
-    document = json.loads(source)
-    for _ in range(data.draw(st.integers(1, 3))):
-        path = data.draw(st.sampled_from(_paths(document)[1:]))
-        parent: Any = document
-        for key in path[:-1]:
-            parent = parent[key]
-        parent[path[-1]] = data.draw(JSON_VALUES)
+    document: Any = data.draw(
+        documents_with_values_replaced(json.loads(source), JSON_VALUES))
     typed_or_snapshot(json.dumps(document))

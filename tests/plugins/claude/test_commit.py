@@ -3,11 +3,8 @@ output (tests/fixtures/claude/commit)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +15,21 @@ from hypothesis import strategies as st
 from clanker.commit.gitcontext import ChangeContext
 from clanker.commit.message import Style, normalize_message
 from clanker.commit.prompt import build_prompt
-from clanker.commit.service import CommitProposal, CommitService
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import INFERENCE_TIMEOUT, CommandResult, LocalTransport
-from clanker.ids import HarnessId
-from clanker.registry import HarnessProvider, Registry
-from clanker.testing.strategies import junk_text
+from clanker.execution import INFERENCE_TIMEOUT, CommandResult
+from clanker.testing.commit import (
+    ReplayDouble,
+    change_repository,
+    commit_failure,
+    install_replay_double,
+    installed_provider,
+    propose,
+    repository_state,
+)
+from clanker.testing.doubles import prepend_to_path
+from clanker.testing.strategies import json_values, junk_text, prefixes
 from clanker_claude.commit import COMMIT_ARGS, COMMIT_ENV, ClaudeCommit, parse_commit_result
 from clanker_claude.models import ISOLATION_ARGS, PROBE_ENV
-from tests.helpers import write_script
 
 COMMIT = Path(__file__).resolve().parents[2] / "fixtures" / "claude" / "commit"
 ANSWER = ("feat: add retry to the sync client\n\n"
@@ -45,10 +48,7 @@ def captured(name: str) -> dict[str, Any]:
 
 
 def failure(text: str, exit_code: int = 0, stderr: str = "") -> HarnessCapabilityError:
-    with pytest.raises(HarnessCapabilityError) as caught:
-        ClaudeCommit().parse_output(CommandResult(stdout=text, stderr=stderr, exit_code=exit_code))
-    assert caught.value.harness == "claude"
-    return caught.value
+    return commit_failure(ClaudeCommit(), "claude", text, exit_code, stderr)
 
 
 def result_line(**changes: object) -> str:
@@ -401,12 +401,12 @@ def _typed_or_answer(text: str) -> str | None:
 @given(name=st.sampled_from(STREAMS), data=st.data())
 def test_a_truncated_output_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
     full = stdout(name)
-    cut = data.draw(st.integers(min_value=0, max_value=len(full)))
-    answer = _typed_or_answer(full[:cut])
+    cut = data.draw(prefixes([full]))
+    answer = _typed_or_answer(cut)
     if answer is not None:
         # Only the whole object (the final newline aside) can answer, and then fully.
         assert answer == parse_commit_result(full)
-        assert full[:cut].strip() == full.strip()
+        assert cut.strip() == full.strip()
 
 
 @_PROPERTY
@@ -420,12 +420,7 @@ def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
         assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED)
 
 
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                max_size=4),
-    max_leaves=20,
-)
+_JSON = json_values(max_leaves=20, floats=st.floats())  # NaN and the infinities too
 _FIELDS = st.dictionaries(
     st.sampled_from(["type", "subtype", "is_error", "num_turns", "stop_reason", "terminal_reason",
                      "deferred_tool_use", "result", "api_error_status", "errors"]),
@@ -453,94 +448,34 @@ def test_arbitrary_fields_are_an_answer_or_a_typed_failure(
 # Replays Claude Code 2.1.197's captured `-p --output-format json` stdout (a fixture file,
 # byte for byte) after reading the prompt from stdin to EOF, as claude does; it records
 # its argv, cwd, the variables clanker sets and the prompt.
-CLAUDE_DOUBLE = """
-    import json, os, sys
-    prompt = sys.stdin.buffer.read()
-    record = os.environ["FAKE_CLAUDE_RECORD"]
-    with open(record + ".stdin", "wb") as f:
-        f.write(prompt)
-    names = [n for n in os.environ if n.startswith(("CLAUDE_CODE_", "ENABLE_CLAUDEAI_"))]
-    with open(record + ".json", "w") as f:
-        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(),
-                   "env": {n: os.environ[n] for n in names}}, f)
-    with open(os.environ["FAKE_CLAUDE_STDOUT"], "rb") as f:
-        sys.stdout.buffer.write(f.read())
-    sys.exit(int(os.environ.get("FAKE_CLAUDE_EXIT", "0")))
-"""
-
-GIT = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
-       "-c", "commit.gpgsign=false"]
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout
-
-
-def repository_state(repo: Path) -> tuple[bytes, str, str]:
-    return ((repo / ".git" / "index").read_bytes(), git(repo, "rev-parse", "HEAD"),
-            git(repo, "status", "--porcelain"))
+@pytest.fixture
+def claude_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
+    double = install_replay_double(tmp_path / "bin", "claude",
+                                   record_env=("CLAUDE_CODE_*", "ENABLE_CLAUDEAI_*"))
+    prepend_to_path(monkeypatch, double.path.parent)
+    return double
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A repository with one commit, then staged, unstaged, untracked, binary and linked changes."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q")
-    (root / "sync.py").write_text("def sync():\n    return fetch()\n")
-    (root / "notes.txt").write_text("first\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "Add the sync client")
-    (root / "sync.py").write_text("def sync():\n    return retry(fetch)\n")
-    git(root, "add", "sync.py")  # staged
-    (root / "notes.txt").write_text("first\nsecond\n")  # unstaged
-    (root / "retry.py").write_text("def retry(f):\n    return f()\n")  # untracked
-    (root / "blob.bin").write_bytes(b"\0\1\2\3" * 64)  # binary
-    (tmp_path / "outside.txt").write_text("outside-secret")
-    (root / "link.txt").symlink_to(tmp_path / "outside.txt")  # a link out of the repository
-    return root
-
-
-@pytest.fixture
-def claude_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir, "claude", CLAUDE_DOUBLE)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    record = tmp_path / "record"
-    monkeypatch.setenv("FAKE_CLAUDE_RECORD", str(record))
-    return record
-
-
-def claude_provider() -> HarnessProvider:
-    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "claude"})
-    assert registry.problems == ()
-    return registry.get_provider(HarnessId("claude"))
-
-
-def propose(
-    repo: Path, tmp_path: Path, model: str | None, style: Style = Style.CONVENTIONAL
-) -> CommitProposal:
-    service = CommitService(executor=LocalTransport(), lock_dir=tmp_path / "locks")
-    return asyncio.run(service.propose(claude_provider(), str(repo), model=model, style=style))
+    return change_repository(tmp_path)
 
 
 def test_end_to_end_through_the_commit_service(
-    repo: Path, claude_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, claude_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_CLAUDE_STDOUT", str(COMMIT / "final-argv-stub-success.stdout.json"))
+    claude_double.replay(monkeypatch, COMMIT / "final-argv-stub-success.stdout.json")
     before = repository_state(repo)
-    proposal = propose(repo, tmp_path, "haiku")
+    proposal = propose(installed_provider("claude"), repo, tmp_path / "locks", "haiku")
     assert proposal.message.subject == "feat: add retry to the sync client"
     assert proposal.message.body == (
         "Retry transient network errors up to three times with backoff.")
     assert repository_state(repo) == before
-    seen = json.loads(Path(f"{claude_double}.json").read_text())
+    seen = claude_double.call()
     assert seen["argv"] == [*ARGV, "--model", "haiku"]
     assert seen["cwd"] == str(repo)
     assert seen["env"] == ENV
-    prompt = Path(f"{claude_double}.stdin").read_bytes().decode()
+    prompt = claude_double.stdin().decode()
     assert prompt.startswith("Write a git commit message")
     assert "return retry(fetch)" in prompt  # staged
     assert "+second" in prompt  # unstaged
@@ -550,12 +485,12 @@ def test_end_to_end_through_the_commit_service(
 
 
 def test_end_to_end_without_a_model_uses_claudes_default(
-    repo: Path, claude_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, claude_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_CLAUDE_STDOUT", str(COMMIT / "stub-thinking-then-text.stdout.json"))
-    proposal = propose(repo, tmp_path, None, Style.PLAIN)
+    claude_double.replay(monkeypatch, COMMIT / "stub-thinking-then-text.stdout.json")
+    proposal = propose(installed_provider("claude"), repo, tmp_path / "locks", None, Style.PLAIN)
     assert proposal.message.subject == "feat: add retry to the sync client"
-    assert json.loads(Path(f"{claude_double}.json").read_text())["argv"] == list(ARGV)
+    assert claude_double.call()["argv"] == list(ARGV)
 
 
 @pytest.mark.parametrize(
@@ -571,14 +506,13 @@ def test_end_to_end_without_a_model_uses_claudes_default(
     ],
 )
 def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, claude_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    repo: Path, claude_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     name: str, exit_code: int, kind: ErrorKind,
 ) -> None:
-    monkeypatch.setenv("FAKE_CLAUDE_STDOUT", str(COMMIT / name))
-    monkeypatch.setenv("FAKE_CLAUDE_EXIT", str(exit_code))
+    claude_double.replay(monkeypatch, COMMIT / name, exit_code)
     before = repository_state(repo)
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(repo, tmp_path, None)
+        propose(installed_provider("claude"), repo, tmp_path / "locks", None)
     assert caught.value.kind is kind
     assert caught.value.harness == "claude"
     assert repository_state(repo) == before
@@ -619,7 +553,7 @@ def test_real_claude_against_a_refused_endpoint_is_a_typed_failure_and_keeps_not
     }))
     before = repository_state(repo)
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(repo, tmp_path, "haiku")
+        propose(installed_provider("claude"), repo, tmp_path / "locks", "haiku")
     # Claude answers `is_error: true` ("Unable to connect") and exits 1.
     assert caught.value.kind is ErrorKind.COMMAND_FAILED
     assert caught.value.detail == "the turn ended in an error result"

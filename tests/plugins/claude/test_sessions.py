@@ -34,6 +34,8 @@ from clanker.sessions.files import FileSample, confined, read_sample
 from clanker.sessions.selection import Selection, resolve_selection
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
+from clanker.testing.sessions import check_session_types, sample_of_bytes
+from clanker.testing.strategies import json_values, prefixes
 from clanker_claude.sessions import (
     HEAD_BYTES,
     TAIL_BYTES,
@@ -75,11 +77,8 @@ SID = "11111111-2222-4333-8444-555555555555"
 def sample_of(data: bytes, *, head: int = HEAD_BYTES, tail: int = TAIL_BYTES,
               name: str = f"{SID}.jsonl", mtime: datetime = OLD) -> FileSample:
     """What read_sample would see of ``data``, without a file."""
-    rest = b""
-    if len(data) > head:
-        rest = data[max(len(data) - tail, head):]
-    return FileSample(path=Path("/p/-w") / name, size=len(data), mtime=mtime, head=data[:head],
-                      tail=rest)
+    return sample_of_bytes(data, head_bytes=head, tail_bytes=tail, path=Path("/p/-w") / name,
+                           mtime=mtime)
 
 
 def iso(value: str) -> datetime:
@@ -602,21 +601,7 @@ _PROPERTY = settings(max_examples=150, deadline=None,
 
 def check_types(found: HarnessSession | None) -> None:
     """Whatever parse returns is what the types promise, and survives the service."""
-    if found is None:
-        return
-    assert found.harness == "claude"
-    assert isinstance(found.native_id, str) and found.native_id.strip()
-    assert isinstance(found.updated_at, datetime) and found.updated_at.tzinfo is not None
-    assert found.created_at is None or (
-        isinstance(found.created_at, datetime) and found.created_at.tzinfo is not None)
-    for text in (found.title, found.model, found.parent_id):
-        assert text is None or (isinstance(text, str) and text)
-    assert found.title is None or (len(found.title) <= 200 and found.title.isprintable())
-    assert found.cwd is not None and found.cwd.startswith("/") and "\x00" not in found.cwd
-    for text in (found.native_id, found.cwd, found.title, found.model, found.parent_id):
-        if text is not None:
-            text.encode("utf-8")
-    Path(found.cwd).resolve(strict=False)
+    check_session_types(found, "claude")
 
 
 def check(data: FileSample) -> None:
@@ -636,10 +621,10 @@ def test_arbitrary_bytes_never_raise(data: bytes, head: int, tail: int) -> None:
 def test_every_prefix_of_a_real_transcript_is_a_session_or_a_skip(data: st.DataObject) -> None:
     path = transcript(data.draw(st.sampled_from([row[0] for row in CAPTURED])))
     raw = path.read_bytes()
-    cut = data.draw(st.integers(0, len(raw)))
+    cut = data.draw(prefixes([raw]))
     head = data.draw(st.sampled_from([64, 700, 4096, HEAD_BYTES]))
     tail = data.draw(st.sampled_from([64, 900, TAIL_BYTES]))
-    check(sample_of(raw[:cut], head=head, tail=tail, name=path.name))
+    check(sample_of(cut, head=head, tail=tail, name=path.name))
 
 
 def test_every_line_boundary_prefix_of_a_real_transcript() -> None:
@@ -652,12 +637,7 @@ def test_every_line_boundary_prefix_of_a_real_transcript() -> None:
             assert found.session.native_id == D
 
 
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                 max_size=4),
-    max_leaves=12,
-)
+_json = json_values(floats=st.floats())  # NaN and the infinities too
 _field = st.one_of(_json, st.sampled_from([
     "", " ", "\x00", "/a\x00b", "\ud800", "/\udcff", "relative", SID, "<synthetic>",
     "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", 1e308, -1, 2**70,

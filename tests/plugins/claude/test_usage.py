@@ -31,7 +31,12 @@ from clanker.execution import MAX_TIMEOUT, LocalTransport
 from clanker.ids import HarnessId
 from clanker.registry import Registry
 from clanker.testing import FailingExecutor, ScriptedSession, ScriptedSessionExecutor
-from clanker.testing.strategies import junk_text
+from clanker.testing.strategies import (
+    documents_with_values_replaced,
+    json_values,
+    junk_text,
+    prefixes,
+)
 from clanker.usage.capability import UsageContext
 from clanker.usage.types import Measurement, UsageSnapshot
 from clanker_claude.models import PROBE_ARGS, PROBE_ENV, probe_request
@@ -562,12 +567,8 @@ REAL_OUTPUTS = [fixture(name) for name in (
     *READINGS, "control-usage-signed-out-out.jsonl", "control-usage-bedrock-out.jsonl",
     "control-usage-subscriber-usage-429-out.jsonl",
 )]
-JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                max_size=3),
-    max_leaves=8,
-)
+# Any JSON value, NaN and the infinities included.
+JSON_VALUES = json_values(max_leaves=8, floats=st.floats())
 
 
 def typed_or_snapshot(text: str) -> None:
@@ -585,22 +586,9 @@ def test_junk_never_raises_anything_but_a_typed_failure(text: str) -> None:
 
 
 @PROPERTY
-@given(source=st.sampled_from(REAL_OUTPUTS), data=st.data())
-def test_truncated_real_output_never_raises_anything_but_a_typed_failure(
-    source: str, data: st.DataObject
-) -> None:
-    typed_or_snapshot(source[: data.draw(st.integers(0, len(source)))])
-
-
-def _paths(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    found = [path]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found += _paths(item, (*path, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found += _paths(item, (*path, index))
-    return found
+@given(cut=prefixes(REAL_OUTPUTS))
+def test_truncated_real_output_never_raises_anything_but_a_typed_failure(cut: str) -> None:
+    typed_or_snapshot(cut)
 
 
 @PROPERTY
@@ -610,13 +598,8 @@ def test_any_value_replaced_anywhere_never_raises_anything_but_a_typed_failure(
 ) -> None:
     init = response_to(source, "clanker-init")
     init["response"]["response"] = {"account": init["response"]["response"]["account"]}
-    messages = [init, response_to(source, "clanker-usage")]
-    for _ in range(data.draw(st.integers(1, 3))):
-        path = data.draw(st.sampled_from(_paths(messages)[1:]))
-        parent: Any = messages
-        for key in path[:-1]:
-            parent = parent[key]
-        parent[path[-1]] = data.draw(JSON_VALUES)
+    messages: Any = data.draw(
+        documents_with_values_replaced([init, response_to(source, "clanker-usage")], JSON_VALUES))
     typed_or_snapshot("\n".join(json.dumps(m) for m in messages))
 
 

@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -19,14 +16,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clanker.commit.message import Style, normalize_message
-from clanker.commit.service import CommitProposal, CommitService
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import INFERENCE_TIMEOUT, CommandResult, LocalTransport
-from clanker.ids import HarnessId
-from clanker.registry import HarnessProvider, Registry
-from clanker.testing.strategies import junk_text
+from clanker.execution import INFERENCE_TIMEOUT, CommandResult
+from clanker.testing.commit import (
+    ReplayDouble,
+    answer_or_typed_failure,
+    change_repository,
+    commit_failure,
+    git,
+    install_replay_double,
+    installed_provider,
+    json_lines,
+    propose,
+    repository_state,
+)
+from clanker.testing.doubles import prepend_to_path
+from clanker.testing.strategies import json_values, junk_text, prefixes
 from clanker_codex.commit import COMMIT_ARGS, CodexCommit, parse_commit_stream
-from tests.helpers import write_script
 
 COMMIT = Path(__file__).resolve().parents[2] / "fixtures" / "codex" / "commit"
 ANSWER = (
@@ -60,14 +66,7 @@ def captured(name: str, stderr: str = "") -> CommandResult:
 
 
 def failure(stdout: str, exit_code: int = 0) -> HarnessCapabilityError:
-    with pytest.raises(HarnessCapabilityError) as caught:
-        CodexCommit().parse_output(CommandResult(stdout=stdout, stderr="", exit_code=exit_code))
-    assert caught.value.harness == "codex"
-    return caught.value
-
-
-def lines(*items: object) -> str:
-    return "".join(json.dumps(item) + "\n" for item in items)
+    return commit_failure(CodexCommit(), "codex", stdout, exit_code)
 
 
 STARTED = {"type": "thread.started", "thread_id": "01a22bd0-0000-7000-8000-000000000001"}
@@ -86,7 +85,7 @@ def message(text: object, n: int = 0) -> object:
 
 def turn_of(*items: object, end: object = DONE) -> str:
     """One turn in Codex's event order around the given events."""
-    return lines(STARTED, TURN, *items, end)
+    return json_lines(STARTED, TURN, *items, end)
 
 
 COMMAND = {"command": "/bin/bash -lc 'git diff --cached'", "aggregated_output": "",
@@ -292,15 +291,15 @@ def test_top_level_errors_and_unknown_events_are_ignored() -> None:
                    {"type": "request_user_input", "id": "t", "call_id": "c", "questions": []},
                    message("Fix it", 1), {"type": "error", "message": "late notice"})
     assert parse_commit_stream(text) == "Fix it"
-    extra_fields = lines(STARTED, {**TURN, "turn_id": "t1"},
-                         {"type": "item.completed", "new": 1,
-                          "item": {"id": "i", "type": "agent_message", "text": "Fix it",
-                                   "phase": "final"}}, {**DONE, "status": "ok"})
+    extra_fields = json_lines(STARTED, {**TURN, "turn_id": "t1"},
+                              {"type": "item.completed", "new": 1,
+                               "item": {"id": "i", "type": "agent_message", "text": "Fix it",
+                                        "phase": "final"}}, {**DONE, "status": "ok"})
     assert parse_commit_stream(extra_fields) == "Fix it"
 
 
 def test_no_thread_started_line_is_needed() -> None:
-    assert parse_commit_stream(lines(TURN, message("Fix it"), DONE)) == "Fix it"
+    assert parse_commit_stream(json_lines(TURN, message("Fix it"), DONE)) == "Fix it"
 
 
 @pytest.mark.parametrize(
@@ -316,11 +315,11 @@ def test_no_thread_started_line_is_needed() -> None:
     ],
 )
 def test_exactly_one_turn_with_exactly_one_end(events: list[object], detail: str) -> None:
-    assert detail in (failure(lines(*events)).detail or "")
+    assert detail in (failure(json_lines(*events)).detail or "")
 
 
 def test_a_message_outside_the_turn_is_not_the_answer() -> None:
-    text = lines(STARTED, message("Early"), TURN, DONE, message("Late", 1))
+    text = json_lines(STARTED, message("Early"), TURN, DONE, message("Late", 1))
     assert "without a message" in (failure(text).detail or "")
 
 
@@ -335,12 +334,12 @@ def test_a_failed_turn_is_command_failed_even_with_exit_0_and_a_message() -> Non
     "text",
     [
         "not json\n",
-        lines([1, 2]),
-        lines({"no": "type"}),
-        lines({"type": 7}),
+        json_lines([1, 2]),
+        json_lines({"no": "type"}),
+        json_lines({"type": 7}),
         "[" * 100_000 + "\n",
         '{"type":"turn.started"' + " " * 2_000_000,
-        lines(TURN) + '{"type":"item.completed","item":{"id":"i","type":"agent_mess',
+        json_lines(TURN) + '{"type":"item.completed","item":{"id":"i","type":"agent_mess',
         '{"type":"turn.started","n":' + "9" * 5000 + "}\n",
     ],
 )
@@ -359,7 +358,7 @@ def test_malformed_output_is_a_parse_failure(text: str) -> None:
 )
 def test_an_item_without_a_type_is_a_parse_failure_anywhere(event: dict[str, object]) -> None:
     assert failure(turn_of(event)).kind is ErrorKind.PARSE_FAILURE
-    before_the_turn = lines(STARTED, event, TURN, message("Fix it"), DONE)
+    before_the_turn = json_lines(STARTED, event, TURN, message("Fix it"), DONE)
     assert failure(before_the_turn).kind is ErrorKind.PARSE_FAILURE
 
 
@@ -389,42 +388,32 @@ _PROPERTY = settings(max_examples=200, deadline=None,
 
 
 def _typed_or_answer(text: str, exit_code: int = 0) -> str | None:
-    try:
-        return CodexCommit().parse_output(CommandResult(stdout=text, stderr="",
-                                                        exit_code=exit_code))
-    except HarnessCapabilityError as exc:
-        assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED)
-        assert exc.harness == "codex"
-        return None
+    return answer_or_typed_failure(CodexCommit(), "codex", text, exit_code)
 
 
 @_PROPERTY
 @given(name=st.sampled_from(STREAMS), data=st.data())
 def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
     full = stream(name)
-    cut = data.draw(st.integers(min_value=0, max_value=len(full)))
-    answer = _typed_or_answer(full[:cut])
+    cut = data.draw(prefixes([full]))
+    answer = _typed_or_answer(cut)
     if answer is not None:
         # Only a cut after the turn.completed line can still answer, and then fully.
         assert answer == parse_commit_stream(full)
-        assert full[:cut].rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
-    assert _typed_or_answer(full[:cut], exit_code=1) is None
+        assert cut.rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
+    assert _typed_or_answer(cut, exit_code=1) is None
 
 
 @_PROPERTY
 @given(junk=junk_text(), exit_code=st.sampled_from([0, 1, 2, 143]))
 def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
     assert _typed_or_answer(junk, exit_code) is None
-    _typed_or_answer(lines(STARTED, TURN) + junk)
+    _typed_or_answer(json_lines(STARTED, TURN) + junk)
 
 
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["type", "item", "id", "text", "message", "error", "usage"]),
-        inner, max_size=5),
-    max_leaves=20,
-)
+# Any JSON value, NaN and the infinities included, with the format's own keys.
+_JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
+    "type", "item", "id", "text", "message", "error", "usage"]))
 _TYPES = st.sampled_from(["thread.started", "turn.started", "turn.completed", "turn.failed",
                           "item.started", "item.updated", "item.completed", "error"])
 _ITEM_TYPES = st.sampled_from(["agent_message", "reasoning", "command_execution", "plan",
@@ -443,8 +432,8 @@ _EVENTS = st.one_of(
 def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
     items: list[object], name: str
 ) -> None:
-    _typed_or_answer(stream(name) + "".join(json.dumps(i) + "\n" for i in items))
-    answer = _typed_or_answer(lines(*items))
+    _typed_or_answer(stream(name) + json_lines(*items))
+    answer = _typed_or_answer(json_lines(*items))
     if answer is not None:
         assert answer.strip()
 
@@ -452,93 +441,33 @@ def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
 # -- end to end: the real service, the registry's provider, a codex double ---------------
 
 # Replays Codex 0.171.0's `exec --json` stdout (a fixture file, byte for byte) after
-# reading the prompt from stdin to EOF, as codex does; it records what it got.
-CODEX_DOUBLE = """
-    import json, os, sys
-    prompt = sys.stdin.buffer.read()
-    record = os.environ["FAKE_CODEX_RECORD"]
-    with open(record + ".stdin", "wb") as f:
-        f.write(prompt)
-    with open(record + ".json", "w") as f:
-        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd()}, f)
-    with open(os.environ["FAKE_CODEX_STREAM"], "rb") as f:
-        sys.stdout.buffer.write(f.read())
-    sys.stderr.write("Reading prompt from stdin...\\n")
-    sys.exit(int(os.environ.get("FAKE_CODEX_EXIT", "0")))
-"""
-
-GIT = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
-       "-c", "commit.gpgsign=false"]
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout
-
-
-def repository_state(repo: Path) -> tuple[bytes, str, str]:
-    return ((repo / ".git" / "index").read_bytes(), git(repo, "rev-parse", "HEAD"),
-            git(repo, "status", "--porcelain"))
+# reading the prompt from stdin to EOF, as codex does, and says so on stderr as codex does.
+@pytest.fixture
+def codex_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
+    double = install_replay_double(tmp_path / "bin", "codex",
+                                   stderr="Reading prompt from stdin...\n")
+    prepend_to_path(monkeypatch, double.path.parent)
+    return double
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A repository with one commit, then staged, unstaged, untracked, binary and linked changes."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q")
-    (root / "sync.py").write_text("def sync():\n    return fetch()\n")
-    (root / "notes.txt").write_text("first\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "Add the sync client")
-    (root / "sync.py").write_text("def sync():\n    return retry(fetch)\n")
-    git(root, "add", "sync.py")  # staged
-    (root / "notes.txt").write_text("first\nsecond\n")  # unstaged
-    (root / "retry.py").write_text("def retry(f):\n    return f()\n")  # untracked
-    (root / "blob.bin").write_bytes(b"\0\1\2\3" * 64)  # binary
-    (tmp_path / "outside.txt").write_text("outside-secret")
-    (root / "link.txt").symlink_to(tmp_path / "outside.txt")  # a link out of the repository
-    return root
-
-
-@pytest.fixture
-def codex_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir, "codex", CODEX_DOUBLE)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    record = tmp_path / "record"
-    monkeypatch.setenv("FAKE_CODEX_RECORD", str(record))
-    return record
-
-
-def codex_provider() -> HarnessProvider:
-    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "codex"})
-    assert registry.problems == ()
-    return registry.get_provider(HarnessId("codex"))
-
-
-def propose(
-    repo: Path, tmp_path: Path, model: str | None, style: Style = Style.CONVENTIONAL
-) -> CommitProposal:
-    service = CommitService(executor=LocalTransport(), lock_dir=tmp_path / "locks")
-    return asyncio.run(service.propose(codex_provider(), str(repo), model=model, style=style))
+    return change_repository(tmp_path)
 
 
 def test_end_to_end_through_the_commit_service(
-    repo: Path, codex_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, codex_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_CODEX_STREAM",
-                       str(COMMIT / "built-success-commentary-then-tool.jsonl"))
+    codex_double.replay(monkeypatch, COMMIT / "built-success-commentary-then-tool.jsonl")
     before = repository_state(repo)
-    proposal = propose(repo, tmp_path, "gpt-6.2-sol")
+    proposal = propose(installed_provider("codex"), repo, tmp_path / "locks", "gpt-6.2-sol")
     assert proposal.message.subject == "feat: add retry to the sync client"
     assert proposal.message.body == "Retry failed sync requests up to three times with backoff."
     assert repository_state(repo) == before
-    seen = json.loads(Path(f"{codex_double}.json").read_text())
+    seen = codex_double.call()
     assert seen["argv"] == [*COMMIT_ARGS, "--model=gpt-6.2-sol"]
     assert seen["cwd"] == str(repo)
-    prompt = Path(f"{codex_double}.stdin").read_bytes().decode()
+    prompt = codex_double.stdin().decode()
     assert "return retry(fetch)" in prompt  # staged
     assert "+second" in prompt  # unstaged
     assert "def retry(f):" in prompt  # untracked
@@ -547,12 +476,12 @@ def test_end_to_end_through_the_commit_service(
 
 
 def test_end_to_end_without_a_model_uses_codexs_default(
-    repo: Path, codex_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, codex_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_CODEX_STREAM", str(COMMIT / "built-success.jsonl"))
-    proposal = propose(repo, tmp_path, None)
+    codex_double.replay(monkeypatch, COMMIT / "built-success.jsonl")
+    proposal = propose(installed_provider("codex"), repo, tmp_path / "locks", None)
     assert proposal.message.subject == "feat: add retry to the sync client"
-    assert json.loads(Path(f"{codex_double}.json").read_text())["argv"] == list(COMMIT_ARGS)
+    assert codex_double.call()["argv"] == list(COMMIT_ARGS)
 
 
 @pytest.mark.parametrize(
@@ -566,14 +495,13 @@ def test_end_to_end_without_a_model_uses_codexs_default(
     ],
 )
 def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, codex_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    repo: Path, codex_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     name: str, exit_code: int, kind: ErrorKind,
 ) -> None:
-    monkeypatch.setenv("FAKE_CODEX_STREAM", str(COMMIT / name))
-    monkeypatch.setenv("FAKE_CODEX_EXIT", str(exit_code))
+    codex_double.replay(monkeypatch, COMMIT / name, exit_code)
     before = repository_state(repo)
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(repo, tmp_path, None)
+        propose(installed_provider("codex"), repo, tmp_path / "locks", None)
     assert caught.value.kind is kind
     assert caught.value.harness == "codex"
     assert repository_state(repo) == before
@@ -626,7 +554,7 @@ def test_real_codex_against_a_refused_provider_is_a_typed_failure_and_keeps_noth
     before = repository_state(repo)
     started = time.monotonic()
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(repo, tmp_path, "probe-model")
+        propose(installed_provider("codex"), repo, tmp_path / "locks", "probe-model")
     elapsed = time.monotonic() - started
     # Without features.unbounded_connection_retries=false this never ends (the
     # service's 90 s timeout would); with it the provider's five retries take ~25 s.
@@ -697,7 +625,7 @@ def test_real_codex_request_has_the_prompt_and_model_but_no_context_file_or_web_
     git(repo, "commit", "-q", "-m", "Add agent notes", "--", "AGENTS.md")
     assert "sync.py" in git(repo, "diff", "--cached", "--name-only")
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(repo, tmp_path, "probe-model")
+        propose(installed_provider("codex"), repo, tmp_path / "locks", "probe-model")
     assert caught.value.kind is ErrorKind.COMMAND_FAILED, caught.value.message
     assert len(bodies) == 1  # a 4xx is not retried
     request = json.loads(bodies[0])

@@ -28,7 +28,12 @@ from clanker.execution import MAX_TIMEOUT, LocalTransport
 from clanker.ids import HarnessId
 from clanker.registry import Registry
 from clanker.testing import FailingExecutor, ScriptedSession, ScriptedSessionExecutor
-from clanker.testing.strategies import junk_text
+from clanker.testing.strategies import (
+    documents_with_values_replaced,
+    json_values,
+    junk_text,
+    prefixes,
+)
 from clanker.usage.capability import UsageContext
 from clanker.usage.types import Measurement, UsageSnapshot
 from clanker_codex.usage import (
@@ -650,12 +655,8 @@ REAL_OUTPUTS = [fixture(name) for name in (
     *READINGS, "app-server-signed-out-out.jsonl", "app-server-api-key-out.jsonl",
     "app-server-chatgpt-backend-decode-error-out.jsonl",
 )]
-JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                max_size=3),
-    max_leaves=8,
-)
+# Any JSON value, NaN and the infinities included.
+JSON_VALUES = json_values(max_leaves=8, floats=st.floats())
 
 
 def typed_or_snapshot(text: str) -> None:
@@ -673,22 +674,9 @@ def test_junk_never_raises_anything_but_a_typed_failure(text: str) -> None:
 
 
 @PROPERTY
-@given(source=st.sampled_from(REAL_OUTPUTS), data=st.data())
-def test_truncated_real_output_never_raises_anything_but_a_typed_failure(
-    source: str, data: st.DataObject
-) -> None:
-    typed_or_snapshot(source[: data.draw(st.integers(0, len(source)))])
-
-
-def _paths(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    found = [path]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found += _paths(item, (*path, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found += _paths(item, (*path, index))
-    return found
+@given(cut=prefixes(REAL_OUTPUTS))
+def test_truncated_real_output_never_raises_anything_but_a_typed_failure(cut: str) -> None:
+    typed_or_snapshot(cut)
 
 
 @PROPERTY
@@ -696,13 +684,8 @@ def _paths(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, .
 def test_any_value_replaced_anywhere_never_raises_anything_but_a_typed_failure(
     source: str, data: st.DataObject
 ) -> None:
-    document = answer_to(source, 3)
-    for _ in range(data.draw(st.integers(1, 3))):
-        path = data.draw(st.sampled_from(_paths(document)[1:]))
-        parent: Any = document
-        for key in path[:-1]:
-            parent = parent[key]
-        parent[path[-1]] = data.draw(JSON_VALUES)
+    document: Any = data.draw(
+        documents_with_values_replaced(answer_to(source, 3), JSON_VALUES))
     try:
         result = limits_result(document, CHATGPT, retried=True)
         assert result is not None

@@ -10,8 +10,6 @@ absent rather than approximated; these tests keep it so.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,17 +18,16 @@ from click.testing import CliRunner
 import clanker_hermes
 from clanker.cli import cli
 from clanker.descriptor import Capability
-from clanker.ids import HarnessId
 from clanker.registry import Registry, override_registry
+from clanker.testing.commit import git, installed_provider
+from clanker.testing.doubles import prepend_to_path
 from tests.helpers import write_script
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "hermes" / "commit"
 
 
 def test_hermes_declares_and_implements_no_commit_capability() -> None:
-    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "hermes"})
-    assert registry.problems == ()
-    provider = registry.get_provider(HarnessId("hermes"))
+    provider = installed_provider("hermes")
     assert provider.commit is None
     assert Capability.COMMIT not in provider.descriptor.capabilities
     assert not hasattr(clanker_hermes, "clanker_commit")
@@ -64,12 +61,10 @@ def test_commit_message_with_hermes_is_unsupported_and_runs_nothing(
 ) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
-    git = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
-           "-c", "commit.gpgsign=false", "-C", str(repo)]
-    subprocess.run([*git, "init", "-q"], check=True)
+    git(repo, "init", "-q")
     (repo / "a.txt").write_text("one\n")
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "One"], check=True)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "One")
     (repo / "a.txt").write_text("two\n")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -79,7 +74,7 @@ def test_commit_message_with_hermes_is_unsupported_and_runs_nothing(
     record = f"open({str(ran)!r}, 'a').close()\n"
     write_script(bin_dir, "hermes", record)
     python = write_script(bin_dir, "hermes-python", record)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    prepend_to_path(monkeypatch, bin_dir)
     monkeypatch.setenv("HERMES_PYTHON", str(python))
     monkeypatch.chdir(repo)
     with override_registry(Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "hermes"})):

@@ -38,6 +38,7 @@ from clanker.sessions.context import SessionsContext
 from clanker.sessions.selection import SessionNotFoundError, resolve_selection
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
+from clanker.testing.strategies import prefixes
 from clanker_hermes.models import gateway_interpreter
 from clanker_hermes.sessions import (
     REQUIRED_COLUMNS,
@@ -631,11 +632,11 @@ def test_a_truncated_or_garbage_database_fails_typed(data: st.DataObject) -> Non
     with tempfile.TemporaryDirectory() as directory:
         db = build(Path(directory) / "src.db")
         whole = db.read_bytes()
-        cut = data.draw(st.integers(0, len(whole)))
+        cut = data.draw(prefixes([whole]))
         garbage = data.draw(st.binary(max_size=256))
         target = Path(directory) / ".hermes" / "state.db"
         target.parent.mkdir()
-        for content in (whole[:cut], garbage):
+        for content in (cut, garbage):
             target.write_bytes(content)
             found = scan_or_failure({"HOME": directory})
             if isinstance(found, HarnessCapabilityError):

@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,14 +12,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clanker.commit.message import Style, normalize_message
-from clanker.commit.service import CommitProposal, CommitService
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import INFERENCE_TIMEOUT, CommandResult, LocalTransport
-from clanker.ids import HarnessId
-from clanker.registry import HarnessProvider, Registry
-from clanker.testing.strategies import junk_text
+from clanker.execution import INFERENCE_TIMEOUT, CommandResult
+from clanker.testing.commit import (
+    ReplayDouble,
+    answer_or_typed_failure,
+    change_repository,
+    commit_failure,
+    install_replay_double,
+    installed_provider,
+    json_lines,
+    propose,
+    repository_state,
+)
+from clanker.testing.doubles import prepend_to_path
+from clanker.testing.strategies import json_values, junk_text, prefixes
 from clanker_omp.commit import COMMIT_ARGS, MAX_TIME, OmpCommit, parse_commit_stream
-from tests.helpers import write_script
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "omp"
 COMMIT = FIXTURES / "commit"
@@ -54,14 +59,7 @@ def captured(name: str, stderr: str = "") -> CommandResult:
 
 
 def failure(stdout: str, exit_code: int = 0) -> HarnessCapabilityError:
-    with pytest.raises(HarnessCapabilityError) as caught:
-        OmpCommit().parse_output(CommandResult(stdout=stdout, stderr="", exit_code=exit_code))
-    assert caught.value.harness == "omp"
-    return caught.value
-
-
-def lines(*items: object) -> str:
-    return "".join(json.dumps(item) + "\n" for item in items)
+    return commit_failure(OmpCommit(), "omp", stdout, exit_code)
 
 
 HEADER = json.loads(stream("stub-success.stdout.jsonl").split("\n", 1)[0])
@@ -80,9 +78,9 @@ def run_of(message: dict[str, object], *, agent_end: bool = True,
         if terminal is not None:
             end["isTerminal"] = terminal
         tail.append(end)
-    return lines(HEADER, {"type": "agent_start"}, {"type": "turn_start"},
-                 {"type": "message_start", "message": assistant("stop")},
-                 {"type": "message_end", "message": message}, *tail)
+    return json_lines(HEADER, {"type": "agent_start"}, {"type": "turn_start"},
+                      {"type": "message_start", "message": assistant("stop")},
+                      {"type": "message_end", "message": message}, *tail)
 
 
 # -- the invocation ---------------------------------------------------------------------
@@ -295,16 +293,17 @@ def test_an_answer_without_agent_end_is_incomplete() -> None:
 
 
 def test_an_assistant_message_left_open_is_incomplete() -> None:
-    text = run_of(assistant("stop", TEXT)) + lines(
+    text = run_of(assistant("stop", TEXT)) + json_lines(
         {"type": "message_start", "message": assistant("stop", TEXT)})
     assert "inside an answer" in (failure(text).detail or "")
-    only_open = lines(HEADER, {"type": "message_start", "message": assistant("stop", TEXT)},
-                      {"type": "message_update", "assistantMessageEvent": {"type": "text_end"}})
+    only_open = json_lines(
+        HEADER, {"type": "message_start", "message": assistant("stop", TEXT)},
+        {"type": "message_update", "assistantMessageEvent": {"type": "text_end"}})
     assert "inside an answer" in (failure(only_open).detail or "")
 
 
 def test_irc_and_custom_messages_are_not_the_answer() -> None:
-    text = run_of(assistant("stop", TEXT)) + lines(
+    text = run_of(assistant("stop", TEXT)) + json_lines(
         {"type": "irc_message", "message": {"role": "custom", "content": "hi"}},
         {"type": "message_end", "message": {"role": "custom", "content": "x"}},
         {"type": "notice", "level": "warning", "message": "Compaction freed too little"},
@@ -317,9 +316,9 @@ def test_irc_and_custom_messages_are_not_the_answer() -> None:
     [
         "not json\n",
         '{"type":"agent_start"}\n',  # no session header first
-        lines([1, 2]),
-        lines({"no": "type"}),
-        lines({"type": None}),
+        json_lines([1, 2]),
+        json_lines({"no": "type"}),
+        json_lines({"type": None}),
         "[" * 100_000 + "\n",
         '{"type":"session"' + " " * 2_000_000,
     ],
@@ -344,7 +343,8 @@ def test_malformed_output_is_a_parse_failure(text: str) -> None:
     ],
 )
 def test_wrong_types_are_a_parse_failure(message_end: dict[str, object]) -> None:
-    text = lines(HEADER, message_end, {"type": "agent_end", "messages": [], "isTerminal": True})
+    text = json_lines(HEADER, message_end,
+                      {"type": "agent_end", "messages": [], "isTerminal": True})
     assert failure(text).kind is ErrorKind.PARSE_FAILURE
 
 
@@ -355,24 +355,21 @@ _PROPERTY = settings(max_examples=200, deadline=None,
 
 
 def _typed_or_answer(text: str, exit_code: int = 0) -> str | None:
-    try:
-        return OmpCommit().parse_output(CommandResult(stdout=text, stderr="", exit_code=exit_code))
-    except HarnessCapabilityError as exc:
-        assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT)
-        assert exc.harness == "omp"
-        return None
+    return answer_or_typed_failure(
+        OmpCommit(), "omp", text, exit_code,
+        kinds=(ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT))
 
 
 @_PROPERTY
 @given(name=st.sampled_from(STREAMS), data=st.data())
 def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
     full = stream(name)
-    cut = data.draw(st.integers(min_value=0, max_value=len(full)))
-    answer = _typed_or_answer(full[:cut])
+    cut = data.draw(prefixes([full]))
+    answer = _typed_or_answer(cut)
     if answer is not None:
         assert answer == parse_commit_stream(full)
-        assert full[:cut].rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
-    assert _typed_or_answer(full[:cut], exit_code=1) is None
+        assert cut.rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
+    assert _typed_or_answer(cut, exit_code=1) is None
 
 
 @_PROPERTY
@@ -382,14 +379,10 @@ def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
     _typed_or_answer(stream("stub-success.stdout.jsonl").split("\n", 1)[0] + "\n" + junk)
 
 
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["type", "message", "role", "content", "stopReason", "text",
-                         "textSignature", "isTerminal", "errorStatus", "errorMessage"]),
-        inner, max_size=5),
-    max_leaves=20,
-)
+# Any JSON value, NaN and the infinities included, with the format's own keys.
+_JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
+    "type", "message", "role", "content", "stopReason", "text", "textSignature", "isTerminal",
+    "errorStatus", "errorMessage"]))
 
 
 @_PROPERTY
@@ -397,101 +390,42 @@ _JSON = st.recursive(
 def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
     items: list[object], name: str
 ) -> None:
-    _typed_or_answer(stream(name) + "".join(json.dumps(item) + "\n" for item in items))
-    _typed_or_answer(lines(HEADER, *items))
+    _typed_or_answer(stream(name) + json_lines(*items))
+    _typed_or_answer(json_lines(HEADER, *items))
 
 
 # -- end to end: the real service, the registry's provider, an omp double -----------------
 
 # Replays omp 18.2.3's captured `--print --mode json` stdout (a fixture file, byte for
 # byte) after reading the prompt from stdin to EOF, as omp does; it records what it got.
-OMP_DOUBLE = """
-    import json, os, sys
-    prompt = sys.stdin.buffer.read()
-    record = os.environ["FAKE_OMP_RECORD"]
-    with open(record + ".stdin", "wb") as f:
-        f.write(prompt)
-    with open(record + ".json", "w") as f:
-        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd()}, f)
-    with open(os.environ["FAKE_OMP_STREAM"], "rb") as f:
-        sys.stdout.buffer.write(f.read())
-    sys.exit(int(os.environ.get("FAKE_OMP_EXIT", "0")))
-"""
-
-GIT = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
-       "-c", "commit.gpgsign=false"]
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout
-
-
-def repository_state(repo: Path) -> tuple[bytes, str, str]:
-    return ((repo / ".git" / "index").read_bytes(), git(repo, "rev-parse", "HEAD"),
-            git(repo, "status", "--porcelain"))
+@pytest.fixture
+def omp_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
+    double = install_replay_double(tmp_path / "bin", "omp")
+    prepend_to_path(monkeypatch, double.path.parent)
+    return double
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A repository with one commit, then staged, unstaged, untracked, binary and linked changes."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q")
-    (root / "sync.py").write_text("def sync():\n    return fetch()\n")
-    (root / "notes.txt").write_text("first\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "Add the sync client")
-    (root / "sync.py").write_text("def sync():\n    return retry(fetch)\n")
-    git(root, "add", "sync.py")  # staged
-    (root / "notes.txt").write_text("first\nsecond\n")  # unstaged
-    (root / "retry.py").write_text("def retry(f):\n    return f()\n")  # untracked
-    (root / "blob.bin").write_bytes(b"\0\1\2\3" * 64)  # binary
-    (tmp_path / "outside.txt").write_text("outside-secret")
-    (root / "link.txt").symlink_to(tmp_path / "outside.txt")  # a link out of the repository
-    return root
-
-
-@pytest.fixture
-def omp_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir, "omp", OMP_DOUBLE)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    record = tmp_path / "record"
-    monkeypatch.setenv("FAKE_OMP_RECORD", str(record))
-    return record
-
-
-def omp_provider() -> HarnessProvider:
-    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "omp"})
-    assert registry.problems == ()
-    return registry.get_provider(HarnessId("omp"))
-
-
-def propose(
-    repo: Path, tmp_path: Path, model: str | None, style: Style = Style.CONVENTIONAL
-) -> CommitProposal:
-    service = CommitService(executor=LocalTransport(), lock_dir=tmp_path / "locks")
-    return asyncio.run(service.propose(omp_provider(), str(repo), model=model, style=style))
+    return change_repository(tmp_path)
 
 
 def test_end_to_end_through_the_commit_service(
-    repo: Path, omp_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, omp_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_OMP_STREAM", str(COMMIT / "stub-toolcall-then-text.stdout.jsonl"))
+    omp_double.replay(monkeypatch, COMMIT / "stub-toolcall-then-text.stdout.jsonl")
     before = repository_state(repo)
-    proposal = propose(repo, tmp_path, "loopback/probe-model")
+    proposal = propose(installed_provider("omp"), repo, tmp_path / "locks", "loopback/probe-model")
     assert proposal.message.subject == "feat: add retry to the sync client"
     assert proposal.message.body == (
         "Retry transient network failures with exponential backoff so a\n"
         "flaky connection no longer aborts a sync."
     )
     assert repository_state(repo) == before
-    seen = json.loads(Path(f"{omp_double}.json").read_text())
+    seen = omp_double.call()
     assert seen["argv"] == [*COMMIT_ARGS, "--model", "loopback/probe-model"]
     assert seen["cwd"] == str(repo)
-    prompt = Path(f"{omp_double}.stdin").read_bytes().decode()
+    prompt = omp_double.stdin().decode()
     assert "return retry(fetch)" in prompt  # staged
     assert "+second" in prompt  # unstaged
     assert "def retry(f):" in prompt  # untracked
@@ -500,12 +434,12 @@ def test_end_to_end_through_the_commit_service(
 
 
 def test_end_to_end_without_a_model_uses_omps_default(
-    repo: Path, omp_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, omp_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_OMP_STREAM", str(COMMIT / "stub-success.stdout.jsonl"))
-    proposal = propose(repo, tmp_path, None)
+    omp_double.replay(monkeypatch, COMMIT / "stub-success.stdout.jsonl")
+    proposal = propose(installed_provider("omp"), repo, tmp_path / "locks", None)
     assert proposal.message.subject == "feat: add retry to the sync client"
-    assert json.loads(Path(f"{omp_double}.json").read_text())["argv"] == list(COMMIT_ARGS)
+    assert omp_double.call()["argv"] == list(COMMIT_ARGS)
 
 
 @pytest.mark.parametrize(
@@ -518,14 +452,13 @@ def test_end_to_end_without_a_model_uses_omps_default(
     ],
 )
 def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, omp_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    repo: Path, omp_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     name: str, kind: ErrorKind,
 ) -> None:
-    monkeypatch.setenv("FAKE_OMP_STREAM", str(COMMIT / name))
-    monkeypatch.setenv("FAKE_OMP_EXIT", str(EXIT_CODES.get(name, 0)))
+    omp_double.replay(monkeypatch, COMMIT / name, EXIT_CODES.get(name, 0))
     before = repository_state(repo)
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(repo, tmp_path, None)
+        propose(installed_provider("omp"), repo, tmp_path / "locks", None)
     assert caught.value.kind is kind
     assert caught.value.harness == "omp"
     assert repository_state(repo) == before
@@ -560,7 +493,7 @@ def test_real_omp_against_a_refused_provider_stops_at_its_deadline(
     (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
     before = repository_state(repo)
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(repo, tmp_path, "loopback/probe-model")
+        propose(installed_provider("omp"), repo, tmp_path / "locks", "loopback/probe-model")
     # With default settings omp retries a refused connection for minutes; --max-time
     # ends the run with an aborted "Deadline exceeded" turn (exit 1) about 75 s after
     # its session starts. On a slow start clanker's own 90 s kill can come first:

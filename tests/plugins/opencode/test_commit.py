@@ -3,11 +3,8 @@ output (tests/fixtures/opencode/commit)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -19,12 +16,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clanker.commit.message import Style, normalize_message
-from clanker.commit.service import CommitProposal, CommitService
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import INFERENCE_TIMEOUT, CommandResult, LocalTransport
-from clanker.ids import HarnessId
-from clanker.registry import HarnessProvider, Registry
-from clanker.testing.strategies import junk_text
+from clanker.execution import INFERENCE_TIMEOUT, CommandResult
+from clanker.testing.commit import (
+    ReplayDouble,
+    answer_or_typed_failure,
+    change_repository,
+    commit_failure,
+    git,
+    install_replay_double,
+    installed_provider,
+    json_lines,
+    propose,
+    repository_state,
+)
+from clanker.testing.doubles import prepend_to_path
+from clanker.testing.strategies import json_values, junk_text, prefixes
 from clanker_opencode.commit import (
     COMMIT_ARGS,
     COMMIT_CONFIG,
@@ -32,7 +39,6 @@ from clanker_opencode.commit import (
     OpenCodeCommit,
     parse_commit_stream,
 )
-from tests.helpers import write_script
 
 COMMIT = Path(__file__).resolve().parents[2] / "fixtures" / "opencode" / "commit"
 ANSWER = (
@@ -62,15 +68,7 @@ def captured(name: str, stderr: str = "") -> CommandResult:
 
 
 def failure(stdout: str, exit_code: int = 0) -> HarnessCapabilityError:
-    with pytest.raises(HarnessCapabilityError) as caught:
-        OpenCodeCommit().parse_output(CommandResult(stdout=stdout, stderr="",
-                                                    exit_code=exit_code))
-    assert caught.value.harness == "opencode"
-    return caught.value
-
-
-def lines(*items: object) -> str:
-    return "".join(json.dumps(item) + "\n" for item in items)
+    return commit_failure(OpenCodeCommit(), "opencode", stdout, exit_code)
 
 
 SESSION = "ses_dd40000000ffeAAAAAAAAAAAAA"
@@ -258,38 +256,38 @@ def test_nothing_at_all_is_a_parse_failure() -> None:
 
 
 def test_several_text_parts_of_the_last_step_are_joined_as_given() -> None:
-    out = lines(start(), text("Fix it", "prt_1"), reasoning(), text("\n\nBecause.", "prt_2"),
-                text("   ", "prt_3"), finish())
+    out = json_lines(start(), text("Fix it", "prt_1"), reasoning(), text("\n\nBecause.", "prt_2"),
+                     text("   ", "prt_3"), finish())
     assert parse_commit_stream(out) == "Fix it\n\n\nBecause."
 
 
 def test_an_answer_is_returned_as_given_not_trimmed() -> None:
-    assert parse_commit_stream(lines(start(), text("\n  Fix it  \n"), finish())) == (
+    assert parse_commit_stream(json_lines(start(), text("\n  Fix it  \n"), finish())) == (
         "\n  Fix it  \n")
 
 
 def test_a_text_part_printed_again_keeps_its_place_and_its_last_version() -> None:
-    out = lines(start(), text("Fi", "prt_1"), text("Because.", "prt_2"),
-                text("Fix it", "prt_1"), finish())
+    out = json_lines(start(), text("Fi", "prt_1"), text("Because.", "prt_2"),
+                     text("Fix it", "prt_1"), finish())
     assert parse_commit_stream(out) == "Fix it\nBecause."
 
 
 def test_synthetic_and_ignored_parts_are_not_the_answer() -> None:
-    out = lines(start(), text("note", "prt_1", synthetic=True),
-                text("hidden", "prt_2", ignored=True), text("Fix it", "prt_3"), finish())
+    out = json_lines(start(), text("note", "prt_1", synthetic=True),
+                     text("hidden", "prt_2", ignored=True), text("Fix it", "prt_3"), finish())
     assert parse_commit_stream(out) == "Fix it"
-    only = lines(start(), text("note", synthetic=True), finish())
+    only = json_lines(start(), text("note", synthetic=True), finish())
     assert "empty" in (failure(only).detail or "")
 
 
 def test_a_retried_step_that_never_finished_is_dropped() -> None:
-    out = lines(start("prt_a"), text("Fix the", "prt_1"), start("prt_b"),
-                text("Fix it", "prt_2"), finish())
+    out = json_lines(start("prt_a"), text("Fix the", "prt_1"), start("prt_b"),
+                     text("Fix it", "prt_2"), finish())
     assert parse_commit_stream(out) == "Fix it"
 
 
 def test_the_same_step_start_printed_again_keeps_its_texts() -> None:
-    out = lines(start("prt_a"), text("Fix it"), start("prt_a"), finish())
+    out = json_lines(start("prt_a"), text("Fix it"), start("prt_a"), finish())
     assert parse_commit_stream(out) == "Fix it"
 
 
@@ -307,7 +305,7 @@ def test_the_same_step_start_printed_again_keeps_its_texts() -> None:
     ],
 )
 def test_only_stop_is_an_answer(reason: object, kind: ErrorKind, detail: str) -> None:
-    error_ = failure(lines(start(), text("Fix it"), finish(reason)))
+    error_ = failure(json_lines(start(), text("Fix it"), finish(reason)))
     assert error_.kind is kind
     assert detail in (error_.detail or "")
     assert "sk" not in (error_.detail or "")
@@ -315,8 +313,8 @@ def test_only_stop_is_an_answer(reason: object, kind: ErrorKind, detail: str) ->
 
 def test_an_earlier_stop_does_not_count_when_a_later_step_is_open_or_not_stopped() -> None:
     first = [start("prt_a"), text("Fix it", "prt_1"), finish("stop", "prt_f1")]
-    assert "did not finish" in (failure(lines(*first, start("prt_b"))).detail or "")
-    later = lines(*first, start("prt_b"), tool(), finish("tool-calls", "prt_f2"))
+    assert "did not finish" in (failure(json_lines(*first, start("prt_b"))).detail or "")
+    later = json_lines(*first, start("prt_b"), tool(), finish("tool-calls", "prt_f2"))
     assert "tool call" in (failure(later).detail or "")
 
 
@@ -330,17 +328,17 @@ def test_an_earlier_stop_does_not_count_when_a_later_step_is_open_or_not_stopped
     ],
 )
 def test_text_or_a_finish_outside_a_step_is_a_parse_failure(events: list[object]) -> None:
-    assert "outside a step" in (failure(lines(*events)).detail or "")
+    assert "outside a step" in (failure(json_lines(*events)).detail or "")
 
 
 def test_reasoning_and_tool_parts_outside_a_step_are_ignored() -> None:
-    out = lines(tool(), reasoning(), start(), text("Fix it"), finish(), tool("prt_u2"))
+    out = json_lines(tool(), reasoning(), start(), text("Fix it"), finish(), tool("prt_u2"))
     assert parse_commit_stream(out) == "Fix it"
 
 
 def test_any_error_event_is_command_failed_even_with_exit_0_and_an_answer() -> None:
-    for out in (lines(start(), text("Fix it"), finish(), error()),
-                lines(error(), start(), text("Fix it"), finish())):
+    for out in (json_lines(start(), text("Fix it"), finish(), error()),
+                json_lines(error(), start(), text("Fix it"), finish())):
         error_ = failure(out)
         assert error_.kind is ErrorKind.COMMAND_FAILED
         assert "sk-secret" not in error_.message
@@ -361,15 +359,15 @@ def test_any_error_event_is_command_failed_even_with_exit_0_and_an_answer() -> N
     ],
 )
 def test_the_error_is_named_safely(event_: dict[str, object], detail: str) -> None:
-    error_ = failure(lines(event_))
+    error_ = failure(json_lines(event_))
     assert error_.kind is ErrorKind.COMMAND_FAILED
     assert (error_.detail or "").endswith(detail)
     assert "sk-secret" not in error_.message
 
 
 def test_unknown_events_and_fields_are_ignored() -> None:
-    out = lines({"type": "session_status", "status": "busy"}, start(),
-                {**text("Fix it"), "extra": 1}, {"type": "patch", "part": "x"}, finish())
+    out = json_lines({"type": "session_status", "status": "busy"}, start(),
+                     {**text("Fix it"), "extra": 1}, {"type": "patch", "part": "x"}, finish())
     assert parse_commit_stream(out) == "Fix it"
 
 
@@ -377,12 +375,12 @@ def test_unknown_events_and_fields_are_ignored() -> None:
     "out",
     [
         "not json\n",
-        lines([1, 2]),
-        lines({"no": "type"}),
-        lines({"type": 7}),
+        json_lines([1, 2]),
+        json_lines({"no": "type"}),
+        json_lines({"type": 7}),
         "[" * 100_000 + "\n",
         '{"type":"step_start"' + " " * 2_000_000,
-        lines(start()) + '{"type":"text","part":{"id":"p","text":"Fix',
+        json_lines(start()) + '{"type":"text","part":{"id":"p","text":"Fix',
         '{"type":"step_start","n":' + "9" * 5000 + "}\n",
     ],
 )
@@ -405,13 +403,13 @@ def test_malformed_output_is_a_parse_failure(out: str) -> None:
     ],
 )
 def test_wrong_types_are_a_parse_failure(bad: dict[str, object]) -> None:
-    out = lines(start(), bad, finish()) if bad["type"] == "text" else lines(
+    out = json_lines(start(), bad, finish()) if bad["type"] == "text" else json_lines(
         start(), text("Fix it"), bad, finish())
     assert failure(out).kind is ErrorKind.PARSE_FAILURE
 
 
 def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
-    out = lines(start(), text("Fix it\u2028 now"), finish())
+    out = json_lines(start(), text("Fix it\u2028 now"), finish())
     assert parse_commit_stream(out) == "Fix it\u2028 now"
     assert parse_commit_stream(out.replace("\\u2028", "\u2028")) == "Fix it\u2028 now"
 
@@ -423,43 +421,32 @@ _PROPERTY = settings(max_examples=200, deadline=None,
 
 
 def _typed_or_answer(out: str, exit_code: int = 0) -> str | None:
-    try:
-        return OpenCodeCommit().parse_output(CommandResult(stdout=out, stderr="",
-                                                           exit_code=exit_code))
-    except HarnessCapabilityError as exc:
-        assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED)
-        assert exc.harness == "opencode"
-        return None
+    return answer_or_typed_failure(OpenCodeCommit(), "opencode", out, exit_code)
 
 
 @_PROPERTY
 @given(name=st.sampled_from(STREAMS), data=st.data())
 def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
     full = stream(name)
-    cut = data.draw(st.integers(min_value=0, max_value=len(full)))
-    answer = _typed_or_answer(full[:cut])
+    cut = data.draw(prefixes([full]))
+    answer = _typed_or_answer(cut)
     if answer is not None:
         # Only a cut after the final step_finish line can still answer, and then fully.
         assert answer == parse_commit_stream(full)
-        assert full[:cut].rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
-    assert _typed_or_answer(full[:cut], exit_code=1) is None
+        assert cut.rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
+    assert _typed_or_answer(cut, exit_code=1) is None
 
 
 @_PROPERTY
 @given(junk=junk_text(), exit_code=st.sampled_from([0, 1, 2, 143]))
 def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
     assert _typed_or_answer(junk, exit_code) is None
-    _typed_or_answer(lines(start()) + junk)
+    _typed_or_answer(json_lines(start()) + junk)
 
 
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["type", "part", "id", "text", "reason", "error", "name", "data",
-                         "synthetic", "ignored"]),
-        inner, max_size=5),
-    max_leaves=20,
-)
+# Any JSON value, NaN and the infinities included, with the format's own keys.
+_JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
+    "type", "part", "id", "text", "reason", "error", "name", "data", "synthetic", "ignored"]))
 _TYPES = st.sampled_from(["step_start", "text", "step_finish", "reasoning", "tool_use", "error"])
 _EVENTS = st.one_of(
     _JSON,
@@ -476,8 +463,8 @@ _EVENTS = st.one_of(
 def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
     items: list[object], name: str
 ) -> None:
-    _typed_or_answer(stream(name) + "".join(json.dumps(i) + "\n" for i in items))
-    answer = _typed_or_answer(lines(*items))
+    _typed_or_answer(stream(name) + json_lines(*items))
+    answer = _typed_or_answer(json_lines(*items))
     if answer is not None:
         assert answer.strip()
 
@@ -485,101 +472,40 @@ def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
 # -- end to end: the real service, the registry's provider, an opencode double -----------
 
 # Replays opencode 1.18.33's `run --format json` stdout (a fixture file, byte for byte)
-# after reading the prompt from stdin to EOF, as opencode does; it records what it got,
-# including the two variables clanker sets.
-OPENCODE_DOUBLE = """
-    import json, os, sys
-    prompt = sys.stdin.buffer.read()
-    record = os.environ["FAKE_OPENCODE_RECORD"]
-    with open(record + ".stdin", "wb") as f:
-        f.write(prompt)
-    with open(record + ".json", "w") as f:
-        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(),
-                   "config": os.environ.get("OPENCODE_CONFIG_CONTENT"),
-                   "db": os.environ.get("OPENCODE_DB"), "pwd": os.environ.get("PWD"),
-                   "project": os.environ.get("OPENCODE_DISABLE_PROJECT_CONFIG")}, f)
-    with open(os.environ["FAKE_OPENCODE_STREAM"], "rb") as f:
-        sys.stdout.buffer.write(f.read())
-    sys.exit(int(os.environ.get("FAKE_OPENCODE_EXIT", "0")))
-"""
-
-GIT = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
-       "-c", "commit.gpgsign=false"]
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout
-
-
-def repository_state(repo: Path) -> tuple[bytes, str, str]:
-    return ((repo / ".git" / "index").read_bytes(), git(repo, "rev-parse", "HEAD"),
-            git(repo, "status", "--porcelain"))
+# after reading the prompt from stdin to EOF, as opencode does; it records, besides, the
+# variables clanker sets and PWD.
+@pytest.fixture
+def opencode_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
+    double = install_replay_double(tmp_path / "bin", "opencode", record_env=(
+        "OPENCODE_CONFIG_CONTENT", "OPENCODE_DB", "PWD", "OPENCODE_DISABLE_PROJECT_CONFIG"))
+    prepend_to_path(monkeypatch, double.path.parent)
+    # A user's own value is replaced for this one run.
+    monkeypatch.setenv("OPENCODE_CONFIG_CONTENT", '{"permission":"allow"}')
+    return double
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A repository with one commit, then staged, unstaged, untracked, binary and linked changes."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q")
-    (root / "sync.py").write_text("def sync():\n    return fetch()\n")
-    (root / "notes.txt").write_text("first\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "Add the sync client")
-    (root / "sync.py").write_text("def sync():\n    return retry(fetch)\n")
-    git(root, "add", "sync.py")  # staged
-    (root / "notes.txt").write_text("first\nsecond\n")  # unstaged
-    (root / "retry.py").write_text("def retry(f):\n    return f()\n")  # untracked
-    (root / "blob.bin").write_bytes(b"\0\1\2\3" * 64)  # binary
-    (tmp_path / "outside.txt").write_text("outside-secret")
-    (root / "link.txt").symlink_to(tmp_path / "outside.txt")  # a link out of the repository
-    return root
-
-
-@pytest.fixture
-def opencode_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir, "opencode", OPENCODE_DOUBLE)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    # A user's own value is replaced for this one run.
-    monkeypatch.setenv("OPENCODE_CONFIG_CONTENT", '{"permission":"allow"}')
-    record = tmp_path / "record"
-    monkeypatch.setenv("FAKE_OPENCODE_RECORD", str(record))
-    return record
-
-
-def opencode_provider() -> HarnessProvider:
-    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "opencode"})
-    assert registry.problems == ()
-    return registry.get_provider(HarnessId("opencode"))
-
-
-def propose(
-    repo: Path, tmp_path: Path, model: str | None, style: Style = Style.CONVENTIONAL
-) -> CommitProposal:
-    service = CommitService(executor=LocalTransport(), lock_dir=tmp_path / "locks")
-    return asyncio.run(service.propose(opencode_provider(), str(repo), model=model, style=style))
+    return change_repository(tmp_path)
 
 
 def test_end_to_end_through_the_commit_service(
-    repo: Path, opencode_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, opencode_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_OPENCODE_STREAM", str(COMMIT / "built-success-multi-step.jsonl"))
+    opencode_double.replay(monkeypatch, COMMIT / "built-success-multi-step.jsonl")
     before = repository_state(repo)
-    proposal = propose(repo, tmp_path, "loop/m1")
+    proposal = propose(installed_provider("opencode"), repo, tmp_path / "locks", "loop/m1")
     assert proposal.message.subject == "feat: add retry to the sync client"
     assert proposal.message.body == "Retry failed sync requests up to three times with backoff."
     assert repository_state(repo) == before
-    seen = json.loads(Path(f"{opencode_double}.json").read_text())
+    seen = opencode_double.call()
     assert seen["argv"] == [*COMMIT_ARGS, "--model=loop/m1"]
     assert seen["cwd"] == str(repo)
-    assert seen["config"] == COMMIT_CONFIG
-    assert seen["db"] == ":memory:"
-    assert seen["pwd"] == ""  # not clanker's own directory
-    assert seen["project"] == "1"
-    prompt = Path(f"{opencode_double}.stdin").read_bytes().decode()
+    assert seen["env"]["OPENCODE_CONFIG_CONTENT"] == COMMIT_CONFIG
+    assert seen["env"]["OPENCODE_DB"] == ":memory:"
+    assert seen["env"]["PWD"] == ""  # not clanker's own directory
+    assert seen["env"]["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
+    prompt = opencode_double.stdin().decode()
     assert "return retry(fetch)" in prompt  # staged
     assert "+second" in prompt  # unstaged
     assert "def retry(f):" in prompt  # untracked
@@ -588,12 +514,12 @@ def test_end_to_end_through_the_commit_service(
 
 
 def test_end_to_end_without_a_model_uses_opencodes_default(
-    repo: Path, opencode_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, opencode_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_OPENCODE_STREAM", str(COMMIT / "built-success.jsonl"))
-    proposal = propose(repo, tmp_path, None)
+    opencode_double.replay(monkeypatch, COMMIT / "built-success.jsonl")
+    proposal = propose(installed_provider("opencode"), repo, tmp_path / "locks", None)
     assert proposal.message.subject == "feat: add retry to the sync client"
-    assert json.loads(Path(f"{opencode_double}.json").read_text())["argv"] == list(COMMIT_ARGS)
+    assert opencode_double.call()["argv"] == list(COMMIT_ARGS)
 
 
 @pytest.mark.parametrize(
@@ -607,14 +533,13 @@ def test_end_to_end_without_a_model_uses_opencodes_default(
     ],
 )
 def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, opencode_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    repo: Path, opencode_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     name: str, exit_code: int, kind: ErrorKind,
 ) -> None:
-    monkeypatch.setenv("FAKE_OPENCODE_STREAM", str(COMMIT / name))
-    monkeypatch.setenv("FAKE_OPENCODE_EXIT", str(exit_code))
+    opencode_double.replay(monkeypatch, COMMIT / name, exit_code)
     before = repository_state(repo)
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(repo, tmp_path, None)
+        propose(installed_provider("opencode"), repo, tmp_path / "locks", None)
     assert caught.value.kind is kind
     assert caught.value.harness == "opencode"
     assert repository_state(repo) == before
@@ -710,7 +635,7 @@ def test_real_opencode_against_a_refusing_provider_is_a_typed_failure_and_keeps_
     before = repository_state(repo)
     started = time.monotonic()
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(repo, tmp_path, "loop/m1")
+        propose(installed_provider("opencode"), repo, tmp_path / "locks", "loop/m1")
     elapsed = time.monotonic() - started
     assert caught.value.kind is ErrorKind.COMMAND_FAILED, caught.value.message
     assert caught.value.detail == "opencode reported an error (APIError, HTTP 401)"

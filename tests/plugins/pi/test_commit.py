@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,14 +12,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clanker.commit.message import Style, normalize_message
-from clanker.commit.service import CommitProposal, CommitService
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import INFERENCE_TIMEOUT, CommandResult, LocalTransport
-from clanker.ids import HarnessId
-from clanker.registry import HarnessProvider, Registry
-from clanker.testing.strategies import junk_text
+from clanker.execution import INFERENCE_TIMEOUT, CommandResult
+from clanker.testing.commit import (
+    ReplayDouble,
+    change_repository,
+    commit_failure,
+    install_replay_double,
+    installed_provider,
+    json_lines,
+    propose,
+    repository_state,
+)
+from clanker.testing.doubles import prepend_to_path
+from clanker.testing.strategies import json_values, junk_text, prefixes
 from clanker_pi.commit import COMMIT_ARGS, PiCommit, parse_commit_stream
-from tests.helpers import write_script
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "pi"
 COMMIT = FIXTURES / "commit"
@@ -39,18 +43,11 @@ def stream(name: str) -> str:
 
 
 def failure(stdout: str, exit_code: int = 0) -> HarnessCapabilityError:
-    with pytest.raises(HarnessCapabilityError) as caught:
-        PiCommit().parse_output(CommandResult(stdout=stdout, stderr="", exit_code=exit_code))
-    assert caught.value.harness == "pi"
-    return caught.value
+    return commit_failure(PiCommit(), "pi", stdout, exit_code)
 
 
 def events(name: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in stream(name).splitlines() if line]
-
-
-def lines(*items: object) -> str:
-    return "".join(json.dumps(item) + "\n" for item in items)
 
 
 HEADER = events("stub-success.stdout.jsonl")[0]
@@ -65,9 +62,9 @@ def run_of(message: dict[str, object], *, agent_end: bool = True) -> str:
     tail = [{"type": "turn_end", "message": message}]
     if agent_end:
         tail.append({"type": "agent_end", "messages": [message]})
-    return lines(HEADER, {"type": "agent_start"}, {"type": "turn_start"},
-                 {"type": "message_start", "message": assistant("stop")},
-                 {"type": "message_end", "message": message}, *tail)
+    return json_lines(HEADER, {"type": "agent_start"}, {"type": "turn_start"},
+                      {"type": "message_start", "message": assistant("stop")},
+                      {"type": "message_end", "message": message}, *tail)
 
 
 # -- the invocation ---------------------------------------------------------------------
@@ -254,15 +251,15 @@ def test_an_answer_without_agent_end_is_incomplete() -> None:
 
 
 def test_an_assistant_message_left_open_after_the_answer_is_incomplete() -> None:
-    text = run_of(assistant("stop", TEXT)) + lines(
+    text = run_of(assistant("stop", TEXT)) + json_lines(
         {"type": "message_start", "message": assistant("stop")})
     assert "inside an answer" in (failure(text).detail or "")
 
 
 def test_an_agent_end_before_the_answer_does_not_count() -> None:
-    text = lines(HEADER, {"type": "agent_end", "messages": []},
-                 {"type": "message_start", "message": assistant("stop")},
-                 {"type": "message_end", "message": assistant("stop", TEXT)})
+    text = json_lines(HEADER, {"type": "agent_end", "messages": []},
+                      {"type": "message_start", "message": assistant("stop")},
+                      {"type": "message_end", "message": assistant("stop", TEXT)})
     assert "did not end" in (failure(text).detail or "")
 
 
@@ -270,7 +267,7 @@ def test_streamed_partials_are_never_read() -> None:
     update = {"type": "message_update",
               "message": assistant("stop", {"type": "text", "text": "Partial"}),
               "assistantMessageEvent": {"type": "text_delta", "delta": "Partial"}}
-    text = lines(HEADER, {"type": "message_start", "message": assistant("stop")}, update)
+    text = json_lines(HEADER, {"type": "message_start", "message": assistant("stop")}, update)
     assert "inside an answer" in (failure(text).detail or "")
     # and a partial whose key order pi does not use is still only a partial
     reordered = {"assistantMessageEvent": {}, "type": "message_update", "message": "junk"}
@@ -279,7 +276,7 @@ def test_streamed_partials_are_never_read() -> None:
 
 
 def test_user_tool_result_and_custom_messages_are_not_the_answer() -> None:
-    text = run_of(assistant("stop", TEXT)) + lines(
+    text = run_of(assistant("stop", TEXT)) + json_lines(
         {"type": "message_start", "message": {"role": "toolResult", "content": []}},
         {"type": "message_end", "message": {"role": "custom", "content": "x"}},
     )
@@ -287,7 +284,7 @@ def test_user_tool_result_and_custom_messages_are_not_the_answer() -> None:
 
 
 def test_unknown_events_are_ignored() -> None:
-    text = run_of(assistant("stop", TEXT)) + lines(
+    text = run_of(assistant("stop", TEXT)) + json_lines(
         {"type": "compaction_start", "reason": "threshold"}, {"type": "queue_update"})
     assert parse_commit_stream(text) == "Fix the upload race"
 
@@ -297,9 +294,9 @@ def test_unknown_events_are_ignored() -> None:
     [
         "not json\n",
         '{"type":"agent_start"}\n',  # no session header first
-        lines([1, 2]),
-        lines({"no": "type"}),
-        lines({"type": 7}),
+        json_lines([1, 2]),
+        json_lines({"no": "type"}),
+        json_lines({"type": 7}),
         "[" * 100_000 + "\n",
         '{"type":"session"' + " " * 2_000_000,
     ],
@@ -324,7 +321,7 @@ def test_malformed_output_is_a_parse_failure(text: str) -> None:
     ],
 )
 def test_wrong_types_are_a_parse_failure(message_end: dict[str, object]) -> None:
-    text = lines(HEADER, message_end, {"type": "agent_end", "messages": []})
+    text = json_lines(HEADER, message_end, {"type": "agent_end", "messages": []})
     assert failure(text).kind is ErrorKind.PARSE_FAILURE
 
 
@@ -352,12 +349,12 @@ def _typed_or_answer(text: str) -> str | None:
 @given(name=st.sampled_from(STREAMS), data=st.data())
 def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
     full = stream(name)
-    cut = data.draw(st.integers(min_value=0, max_value=len(full)))
-    answer = _typed_or_answer(full[:cut])
+    cut = data.draw(prefixes([full]))
+    answer = _typed_or_answer(cut)
     if answer is not None:
         # Only a cut after the final agent_end line can still answer, and then fully.
         assert answer == parse_commit_stream(full)
-        assert full[:cut].rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
+        assert cut.rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
 
 
 @_PROPERTY
@@ -367,13 +364,10 @@ def test_junk_is_a_typed_failure(junk: str) -> None:
     _typed_or_answer(stream("stub-success.stdout.jsonl").split("\n", 1)[0] + "\n" + junk)
 
 
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["type", "message", "role", "content", "stopReason", "text",
-                         "textSignature", "isTerminal", "messages"]), inner, max_size=5),
-    max_leaves=20,
-)
+# Any JSON value, NaN and the infinities included, with the format's own keys.
+_JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
+    "type", "message", "role", "content", "stopReason", "text", "textSignature", "isTerminal",
+    "messages"]))
 
 
 @_PROPERTY
@@ -381,102 +375,43 @@ _JSON = st.recursive(
 def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
     items: list[object], name: str
 ) -> None:
-    text = stream(name) + "".join(json.dumps(item) + "\n" for item in items)
+    text = stream(name) + json_lines(*items)
     _typed_or_answer(text)
-    _typed_or_answer(lines(HEADER, *items))
+    _typed_or_answer(json_lines(HEADER, *items))
 
 
 # -- end to end: the real service, the registry's provider, a pi double -------------------
 
 # Replays pi 0.73.1's captured `--print --mode json` stdout (a fixture file, byte for
 # byte) after reading the prompt from stdin to EOF, as pi does; it records what it got.
-PI_DOUBLE = """
-    import json, os, sys
-    prompt = sys.stdin.buffer.read()
-    record = os.environ["FAKE_PI_RECORD"]
-    with open(record + ".stdin", "wb") as f:
-        f.write(prompt)
-    with open(record + ".json", "w") as f:
-        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd()}, f)
-    with open(os.environ["FAKE_PI_STREAM"], "rb") as f:
-        sys.stdout.buffer.write(f.read())
-    sys.exit(int(os.environ.get("FAKE_PI_EXIT", "0")))
-"""
-
-GIT = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
-       "-c", "commit.gpgsign=false"]
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout
-
-
-def repository_state(repo: Path) -> tuple[bytes, str, str]:
-    return ((repo / ".git" / "index").read_bytes(), git(repo, "rev-parse", "HEAD"),
-            git(repo, "status", "--porcelain"))
+@pytest.fixture
+def pi_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
+    double = install_replay_double(tmp_path / "bin", "pi")
+    prepend_to_path(monkeypatch, double.path.parent)
+    return double
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A repository with one commit, then staged, unstaged, untracked, binary and linked changes."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q")
-    (root / "sync.py").write_text("def sync():\n    return fetch()\n")
-    (root / "notes.txt").write_text("first\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "Add the sync client")
-    (root / "sync.py").write_text("def sync():\n    return retry(fetch)\n")
-    git(root, "add", "sync.py")  # staged
-    (root / "notes.txt").write_text("first\nsecond\n")  # unstaged
-    (root / "retry.py").write_text("def retry(f):\n    return f()\n")  # untracked
-    (root / "blob.bin").write_bytes(b"\0\1\2\3" * 64)  # binary
-    (tmp_path / "outside.txt").write_text("outside-secret")
-    (root / "link.txt").symlink_to(tmp_path / "outside.txt")  # a link out of the repository
-    return root
-
-
-@pytest.fixture
-def pi_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir, "pi", PI_DOUBLE)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    record = tmp_path / "record"
-    monkeypatch.setenv("FAKE_PI_RECORD", str(record))
-    return record
-
-
-def pi_provider() -> HarnessProvider:
-    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "pi"})
-    assert registry.problems == ()
-    return registry.get_provider(HarnessId("pi"))
-
-
-def propose(
-    repo: Path, tmp_path: Path, model: str | None, style: Style = Style.CONVENTIONAL
-) -> CommitProposal:
-    service = CommitService(executor=LocalTransport(), lock_dir=tmp_path / "locks")
-    return asyncio.run(service.propose(pi_provider(), str(repo), model=model, style=style))
+    return change_repository(tmp_path)
 
 
 def test_end_to_end_through_the_commit_service(
-    repo: Path, pi_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, pi_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_PI_STREAM", str(COMMIT / "stub-thinking-then-text.stdout.jsonl"))
+    pi_double.replay(monkeypatch, COMMIT / "stub-thinking-then-text.stdout.jsonl")
     before = repository_state(repo)
-    proposal = propose(repo, tmp_path, "loopback/probe-model")
+    proposal = propose(installed_provider("pi"), repo, tmp_path / "locks", "loopback/probe-model")
     assert proposal.message.subject == "feat: add retry to the sync client"
     assert proposal.message.body == (
         "Retry transient network failures with exponential backoff so a\n"
         "flaky connection no longer aborts a sync."
     )
     assert repository_state(repo) == before
-    seen = json.loads(Path(f"{pi_double}.json").read_text())
+    seen = pi_double.call()
     assert seen["argv"] == [*COMMIT_ARGS, "--model", "loopback/probe-model"]
     assert seen["cwd"] == str(repo)
-    prompt = Path(f"{pi_double}.stdin").read_bytes().decode()
+    prompt = pi_double.stdin().decode()
     assert "return retry(fetch)" in prompt  # staged
     assert "+second" in prompt  # unstaged
     assert "def retry(f):" in prompt  # untracked
@@ -485,12 +420,12 @@ def test_end_to_end_through_the_commit_service(
 
 
 def test_end_to_end_without_a_model_uses_pis_default(
-    repo: Path, pi_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, pi_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_PI_STREAM", str(COMMIT / "stub-success.stdout.jsonl"))
-    proposal = propose(repo, tmp_path, None)
+    pi_double.replay(monkeypatch, COMMIT / "stub-success.stdout.jsonl")
+    proposal = propose(installed_provider("pi"), repo, tmp_path / "locks", None)
     assert proposal.message.subject == "feat: add retry to the sync client"
-    assert json.loads(Path(f"{pi_double}.json").read_text())["argv"] == list(COMMIT_ARGS)
+    assert pi_double.call()["argv"] == list(COMMIT_ARGS)
 
 
 @pytest.mark.parametrize(
@@ -503,14 +438,13 @@ def test_end_to_end_without_a_model_uses_pis_default(
     ],
 )
 def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, pi_double: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    repo: Path, pi_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     name: str, exit_code: int, kind: ErrorKind,
 ) -> None:
-    monkeypatch.setenv("FAKE_PI_STREAM", str(COMMIT / name))
-    monkeypatch.setenv("FAKE_PI_EXIT", str(exit_code))
+    pi_double.replay(monkeypatch, COMMIT / name, exit_code)
     before = repository_state(repo)
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(repo, tmp_path, None)
+        propose(installed_provider("pi"), repo, tmp_path / "locks", None)
     assert caught.value.kind is kind
     assert caught.value.harness == "pi"
     assert repository_state(repo) == before
@@ -541,7 +475,7 @@ def test_real_pi_against_a_refused_provider_is_a_typed_failure_and_keeps_nothing
     (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
     before = repository_state(repo)
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(repo, tmp_path, "loopback/probe-model")
+        propose(installed_provider("pi"), repo, tmp_path / "locks", "loopback/probe-model")
     # pi retries a refused connection three times (about 30 s), then ends the turn
     # with stopReason error and exits 0: the stream, not the exit code, says so.
     assert caught.value.kind is ErrorKind.COMMAND_FAILED

@@ -7,13 +7,27 @@ provider code under test.
 
 from __future__ import annotations
 
+import os
+import stat
+import sys
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from types import TracebackType
+
+import pytest
 
 from clanker.errors import HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult, SessionExit
 
-__all__ = ["FailingExecutor", "ScriptedExecutor", "ScriptedSession", "ScriptedSessionExecutor"]
+__all__ = [
+    "FailingExecutor",
+    "ScriptedExecutor",
+    "ScriptedSession",
+    "ScriptedSessionExecutor",
+    "prepend_to_path",
+    "write_script",
+]
 
 
 class ScriptedExecutor:
@@ -109,3 +123,17 @@ class FailingExecutor:
 
     async def open(self, request: CommandRequest) -> ScriptedSession:
         raise self.error
+
+
+def write_script(directory: Path, name: str, body: str) -> Path:
+    """Write an executable Python script ``name`` into ``directory``: a harness double
+    for real-process tests. ``body`` is dedented; the script runs on this interpreter."""
+    path = directory / name
+    path.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def prepend_to_path(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:
+    """Make ``directory`` the first place ``PATH`` is searched, for this test."""
+    monkeypatch.setenv("PATH", f"{directory}{os.pathsep}{os.environ.get('PATH', '')}")

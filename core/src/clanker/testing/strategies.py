@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import copy
 import string
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
 __all__ = [
     "absolute_paths",
+    "documents_with_one_value_replaced",
+    "documents_with_values_replaced",
     "harness_ids",
     "json_values",
     "junk_text",
     "model_ids",
+    "prefixes",
     "user_flags",
 ]
+
+_Text = TypeVar("_Text", str, bytes)
 
 
 def harness_ids() -> st.SearchStrategy[str]:
@@ -74,18 +82,86 @@ def junk_text() -> st.SearchStrategy[str]:
     )
 
 
-def json_values(max_leaves: int = 12) -> st.SearchStrategy[object]:
-    """Any JSON value: what a changed or broken harness might put where a field was."""
+def json_values(
+    max_leaves: int = 12,
+    *,
+    keys: st.SearchStrategy[str] | None = None,
+    floats: st.SearchStrategy[float] | None = None,
+) -> st.SearchStrategy[object]:
+    """Any JSON value: what a changed or broken harness might put where a field was.
+
+    ``keys`` are the object keys (default: short text); pass the field names a
+    format uses to build documents that look like it. ``floats`` are the
+    numbers with a fraction (default: finite ones); pass ``st.floats()`` to add
+    NaN and the infinities, which Python's ``json`` reads and writes though
+    strict JSON has neither.
+    """
     scalars = st.one_of(
         st.none(),
         st.booleans(),
         st.integers(min_value=-(2**70), max_value=2**70),
-        st.floats(allow_nan=False, allow_infinity=False),
+        st.floats(allow_nan=False, allow_infinity=False) if floats is None else floats,
         st.text(max_size=30),
     )
     return st.recursive(
         scalars,
         lambda children: st.lists(children, max_size=4)
-        | st.dictionaries(st.text(max_size=12), children, max_size=4),
+        | st.dictionaries(st.text(max_size=12) if keys is None else keys, children, max_size=4),
         max_leaves=max_leaves,
     )
+
+
+def prefixes(texts: Sequence[_Text]) -> st.SearchStrategy[_Text]:
+    """A prefix of one of ``texts`` (empty and whole included): a real output cut short.
+
+    What a harness killed mid-write, a full disk or a file read while it is
+    written leaves; with one text, ``prefixes([whole])`` cuts only that one.
+    """
+    return st.sampled_from(texts).flatmap(
+        lambda text: st.integers(min_value=0, max_value=len(text)).map(lambda cut: text[:cut])
+    )
+
+
+def _places(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """The path (keys and indexes) to every value inside ``value``, ``value`` itself first."""
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _places(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _places(item, (*path, index))
+    return found
+
+
+@st.composite
+def _replaced(
+    draw: st.DrawFn, document: object, values: st.SearchStrategy[object], at_most: int
+) -> object:
+    changed: Any = copy.deepcopy(document)
+    for _ in range(draw(st.integers(min_value=1, max_value=at_most))):
+        path = draw(st.sampled_from(_places(changed)[1:]))
+        parent = changed
+        for key in path[:-1]:
+            parent = parent[key]
+        parent[path[-1]] = draw(values)
+    return changed
+
+
+def documents_with_values_replaced(
+    document: object, values: st.SearchStrategy[object] | None = None, *, at_most: int = 3
+) -> st.SearchStrategy[object]:
+    """Copies of ``document`` (a decoded JSON object or array) with one to ``at_most``
+    values replaced, each at any depth, by one of ``values`` (default: ``json_values()``).
+
+    Each replacement is drawn from the document as the earlier ones left it;
+    ``document`` itself is never changed. It needs at least one value inside.
+    """
+    return _replaced(document, json_values() if values is None else values, at_most)
+
+
+def documents_with_one_value_replaced(
+    document: object, values: st.SearchStrategy[object] | None = None
+) -> st.SearchStrategy[object]:
+    """Copies of ``document`` with one value, at any depth, replaced by one of ``values``."""
+    return documents_with_values_replaced(document, values, at_most=1)

@@ -1,0 +1,269 @@
+"""End-to-end scaffolding for a commit capability's tests.
+
+A test builds a repository with every kind of change (:func:`change_repository`),
+puts a double of the harness on ``PATH`` that replays output captured from the
+real CLI (:func:`install_replay_double`, and
+:func:`~clanker.testing.doubles.prepend_to_path`), asks the real
+:class:`~clanker.commit.service.CommitService` for a message (:func:`propose`)
+and checks what the double was given and that the repository did not change
+(:func:`repository_state`)::
+
+    @pytest.fixture
+    def zed_double(tmp_path, monkeypatch):
+        double = install_replay_double(tmp_path / "bin", "zed")
+        prepend_to_path(monkeypatch, double.path.parent)
+        return double
+
+    def test_end_to_end(tmp_path, zed_double, monkeypatch):
+        repo = change_repository(tmp_path)
+        zed_double.replay(monkeypatch, FIXTURES / "success.jsonl")
+        before = repository_state(repo)
+        proposal = propose(installed_provider("zed"), repo, tmp_path / "locks", "m1")
+        assert repository_state(repo) == before
+        assert zed_double.call()["argv"][-1] == "--model=m1"
+        assert "return retry(fetch)" in zed_double.stdin().decode()
+
+The double's protocol: it reads its stdin to EOF, records it and how it was run,
+writes the file named by :data:`STREAM_VARIABLE` to stdout byte for byte (nothing
+when it is unset) and exits with :data:`EXIT_VARIABLE` (default 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clanker.capabilities import CommitCapability
+from clanker.commit.message import Style
+from clanker.commit.service import CommitProposal, CommitService
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import CommandResult, LocalTransport
+from clanker.ids import HarnessId
+from clanker.registry import HarnessProvider, Registry
+from clanker.testing.doubles import write_script
+
+__all__ = [
+    "EXIT_VARIABLE",
+    "GIT",
+    "STREAM_VARIABLE",
+    "ReplayDouble",
+    "answer_or_typed_failure",
+    "change_repository",
+    "commit_failure",
+    "git",
+    "install_replay_double",
+    "installed_provider",
+    "json_lines",
+    "propose",
+    "repository_state",
+]
+
+GIT = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
+       "-c", "commit.gpgsign=false"]
+"""git with a fixed identity and no signing, whatever the machine's configuration."""
+
+STREAM_VARIABLE = "REPLAY_DOUBLE_STREAM"
+"""The file a replay double writes to stdout (a captured or built output)."""
+
+EXIT_VARIABLE = "REPLAY_DOUBLE_EXIT"
+"""The status a replay double exits with (default 0)."""
+
+STAGED = "def sync():\n    return retry(fetch)\n"
+UNTRACKED = "def retry(f):\n    return f()\n"
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run ``git -C repo args...`` (see :data:`GIT`); its stdout, raising when it fails."""
+    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def change_repository(tmp_path: Path, *, staged: str = STAGED, untracked: str = UNTRACKED) -> Path:
+    """Make ``tmp_path/repo``: one commit, then every kind of change a message describes.
+
+    The commit holds ``sync.py`` (``return fetch()``) and ``notes.txt``
+    (``first``). Then ``sync.py`` becomes ``staged`` (by default it returns
+    ``retry(fetch)``) and is staged; ``notes.txt`` gains an unstaged
+    ``second`` line; ``retry.py`` (``untracked``, by default ``def retry(f):``)
+    is untracked; ``blob.bin`` is binary; ``link.txt`` is a link to
+    ``tmp_path/outside.txt``, outside the repository, which holds
+    ``outside-secret``: a prompt may name the link, never show that text.
+    """
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "sync.py").write_text("def sync():\n    return fetch()\n")
+    (root / "notes.txt").write_text("first\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "Add the sync client")
+    (root / "sync.py").write_text(staged)
+    git(root, "add", "sync.py")  # staged
+    (root / "notes.txt").write_text("first\nsecond\n")  # unstaged
+    (root / "retry.py").write_text(untracked)  # untracked
+    (root / "blob.bin").write_bytes(b"\0\1\2\3" * 64)  # binary
+    (tmp_path / "outside.txt").write_text("outside-secret")
+    (root / "link.txt").symlink_to(tmp_path / "outside.txt")  # a link out of the repository
+    return root
+
+
+def repository_state(repo: Path) -> tuple[bytes, str, str]:
+    """The index (byte for byte), ``HEAD`` and ``git status``: equal before and after
+    a run means the run changed nothing git keeps."""
+    return ((repo / ".git" / "index").read_bytes(), git(repo, "rev-parse", "HEAD"),
+            git(repo, "status", "--porcelain"))
+
+
+# The double itself. CONFIG (a JSON text) is prepended when it is installed.
+_REPLAY = """
+import json, os, sys
+config = json.loads(CONFIG)
+stdin = sys.stdin.buffer.read()
+with open(config["stdin"], "wb") as f:
+    f.write(stdin)
+env = {}
+for name in config["env"]:
+    if name.endswith("*"):
+        env.update((n, v) for n, v in os.environ.items() if n.startswith(name[:-1]))
+    else:
+        env[name] = os.environ.get(name)
+with open(config["call"], "w") as f:
+    json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(), "env": env}, f)
+if config["check"]:
+    exec(config["check"], {"stdin": stdin, "json": json, "os": os, "sys": sys})
+stream = os.environ.get(config["stream_variable"])
+if stream:
+    with open(stream, "rb") as f:
+        sys.stdout.buffer.write(f.read())
+sys.stdout.flush()
+sys.stderr.write(config["stderr"])
+sys.exit(int(os.environ.get(config["exit_variable"], "0")))
+"""
+
+
+@dataclass(frozen=True)
+class ReplayDouble:
+    """A replay double installed by :func:`install_replay_double`."""
+
+    path: Path
+    """The executable script."""
+
+    def call(self) -> dict[str, Any]:
+        """How the last run was made: ``argv`` (without the executable), ``cwd``, and
+        ``env``, the variables asked for at install."""
+        recorded: dict[str, Any] = json.loads(self._record(".call.json").read_text())
+        return recorded
+
+    def stdin(self) -> bytes:
+        """What the last run read on stdin, byte for byte."""
+        return self._record(".stdin").read_bytes()
+
+    def replay(
+        self, monkeypatch: pytest.MonkeyPatch, stream: Path, exit_code: int = 0
+    ) -> None:
+        """Have the next runs print ``stream`` and exit with ``exit_code``."""
+        monkeypatch.setenv(STREAM_VARIABLE, str(stream))
+        monkeypatch.setenv(EXIT_VARIABLE, str(exit_code))
+
+    def _record(self, suffix: str) -> Path:
+        return self.path.with_name(self.path.name + suffix)
+
+
+def install_replay_double(
+    bin_dir: Path,
+    executable: str,
+    *,
+    record_env: Sequence[str] = (),
+    stderr: str = "",
+    stdin_check: str = "",
+) -> ReplayDouble:
+    """Write ``bin_dir/executable``, a double of a harness that replays an output.
+
+    Each run reads stdin to EOF (as a harness reading its prompt does) and
+    records it, with its argv, working directory and the variables named in
+    ``record_env`` (the value, or ``None`` when unset; a name ending in ``*``
+    stands for every set variable it begins). It then runs ``stdin_check``, if
+    any: Python source seeing ``stdin`` (bytes), ``json``, ``os`` and ``sys``,
+    which may print and ``sys.exit`` the way the harness refuses input it would
+    not take. Last it writes the file named by :data:`STREAM_VARIABLE` to stdout,
+    ``stderr`` to stderr, and exits with :data:`EXIT_VARIABLE` (default 0).
+    """
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    path = bin_dir / executable
+    config = {
+        "stdin": f"{path}.stdin",
+        "call": f"{path}.call.json",
+        "env": list(record_env),
+        "check": stdin_check,
+        "stderr": stderr,
+        "stream_variable": STREAM_VARIABLE,
+        "exit_variable": EXIT_VARIABLE,
+    }
+    write_script(bin_dir, executable, f"CONFIG = {json.dumps(config)!r}\n" + _REPLAY)
+    return ReplayDouble(path)
+
+
+def installed_provider(harness: str) -> HarnessProvider:
+    """The provider of the installed plugin for ``harness``, loaded through its entry
+    point alone, as clanker loads it; the load must report no problem."""
+    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": harness})
+    assert registry.problems == ()
+    return registry.get_provider(HarnessId(harness))
+
+
+def propose(
+    provider: HarnessProvider,
+    repo: Path,
+    lock_dir: Path,
+    model: str | None,
+    style: Style = Style.CONVENTIONAL,
+) -> CommitProposal:
+    """Ask the real commit service, running local processes, for a message for ``repo``."""
+    service = CommitService(executor=LocalTransport(), lock_dir=lock_dir)
+    return asyncio.run(service.propose(provider, str(repo), model=model, style=style))
+
+
+# -- parsing what a harness printed -------------------------------------------------------
+
+
+def json_lines(*items: object) -> str:
+    """``items`` as JSON lines, each ending in a newline: a built stream."""
+    return "".join(json.dumps(item) + "\n" for item in items)
+
+
+def commit_failure(
+    commit: CommitCapability, harness: str, stdout: str, exit_code: int = 0, stderr: str = ""
+) -> HarnessCapabilityError:
+    """The error ``commit.parse_output`` raises for this result, which it must raise,
+    naming ``harness``."""
+    with pytest.raises(HarnessCapabilityError) as caught:
+        commit.parse_output(CommandResult(stdout=stdout, stderr=stderr, exit_code=exit_code))
+    assert caught.value.harness == harness
+    return caught.value
+
+
+def answer_or_typed_failure(
+    commit: CommitCapability,
+    harness: str,
+    stdout: str,
+    exit_code: int = 0,
+    *,
+    kinds: Collection[ErrorKind] = (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED),
+) -> str | None:
+    """The answer ``commit.parse_output`` finds in this result (a string), or ``None``
+    when it fails as it may: typed, with one of ``kinds``, naming ``harness``. Anything
+    else fails the test: what a property test asks of any output."""
+    try:
+        answer = commit.parse_output(CommandResult(stdout=stdout, stderr="", exit_code=exit_code))
+    except HarnessCapabilityError as exc:
+        assert exc.kind in kinds
+        assert exc.harness == harness
+        return None
+    assert isinstance(answer, str)
+    return answer

@@ -1,0 +1,67 @@
+"""Scaffolding for a file-backed sessions capability's tests.
+
+A summarizer sees a :class:`~clanker.sessions.files.FileSample`, the bounded
+head and tail of one file. :func:`sample_of_bytes` makes the sample a file of
+given bytes would give, without the file, so property tests can feed a
+summarizer anything; :func:`check_session_types` is what they assert of each
+session it makes::
+
+    @given(st.binary(), st.integers(16, 4096), st.integers(16, 4096))
+    def test_arbitrary_bytes_never_raise(data, head, tail):
+        found = summarize(sample_of_bytes(data, head_bytes=head, tail_bytes=tail))
+        check_session_types(found, "zed")
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from clanker.sessions.files import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, FileSample
+from clanker.sessions.types import HarnessSession
+
+__all__ = ["SAMPLE_MTIME", "check_session_types", "sample_of_bytes"]
+
+SAMPLE_MTIME = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+"""The modification time a sample gets unless told otherwise: later than any record."""
+
+
+def sample_of_bytes(
+    data: bytes,
+    *,
+    head_bytes: int = DEFAULT_HEAD_BYTES,
+    tail_bytes: int = DEFAULT_TAIL_BYTES,
+    path: Path = Path("/x.jsonl"),
+    mtime: datetime = SAMPLE_MTIME,
+) -> FileSample:
+    """What :func:`~clanker.sessions.files.read_sample` would see of a file at
+    ``path`` holding ``data``, with the same bounds, without a file."""
+    tail = b""
+    if len(data) > head_bytes:
+        tail = data[max(len(data) - tail_bytes, head_bytes):]
+    return FileSample(path=path, size=len(data), mtime=mtime, head=data[:head_bytes], tail=tail)
+
+
+def check_session_types(found: HarnessSession | None, harness: str) -> None:
+    """Assert that what a summarizer returned is what the types promise and survives
+    the service: ``None`` (a skip), or a session of ``harness`` with a non-blank id,
+    aware times, non-empty texts, a printable title of at most 200 characters, an
+    absolute ``cwd`` without NUL, a count that is not negative, and texts that encode
+    as UTF-8 (the disk cache and the terminal can hold them)."""
+    if found is None:
+        return
+    assert found.harness == harness
+    assert isinstance(found.native_id, str) and found.native_id.strip()
+    assert isinstance(found.updated_at, datetime) and found.updated_at.tzinfo is not None
+    assert found.created_at is None or (
+        isinstance(found.created_at, datetime) and found.created_at.tzinfo is not None)
+    for text in (found.title, found.model, found.parent_id):
+        assert text is None or (isinstance(text, str) and text)
+    assert found.title is None or (len(found.title) <= 200 and found.title.isprintable())
+    assert found.cwd is not None and found.cwd.startswith("/") and "\x00" not in found.cwd
+    assert found.message_count is None or (
+        isinstance(found.message_count, int) and found.message_count >= 0)
+    for text in (found.native_id, found.cwd, found.title, found.model, found.parent_id):
+        if text is not None:
+            text.encode("utf-8")
+    Path(found.cwd).resolve(strict=False)  # what the service does with it
