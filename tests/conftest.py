@@ -23,5 +23,16 @@ def isolated_clanker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     try:
         yield home
     finally:
+        _stop_grid(home)
         os.environ.clear()
         os.environ.update(saved)
+
+
+def _stop_grid(home: Path) -> None:
+    """Stop a grid daemon a test started (a launch starts one on demand)."""
+    if not (home / "run" / "grid").exists():
+        return
+    from clanker.grid.daemon import stop
+    from clanker.paths import clanker_paths
+
+    stop(clanker_paths({"CLANKER_HOME": str(home)}))

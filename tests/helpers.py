@@ -289,3 +289,85 @@ def make_usage_plugin(usage: FakeUsage, harness: str = "fake-agent") -> object:
     )
     type(plugin).clanker_usage = hookimpl(lambda self: usage)  # type: ignore[attr-defined]
     return plugin
+
+
+# The body of a hooked-harness double (see write_hooked_double); LOCATOR defines
+# hook_commands(argv) -> {event name: shell command}, the harness's own wiring.
+_HOOKED_DOUBLE = """
+import json, os, subprocess, sys
+
+LOCATOR
+
+commands = hook_commands(sys.argv[1:])
+payloads = json.loads(open(os.environ["HOOKED_DOUBLE_PAYLOADS"]).read())
+terminal = os.environ.get("CLANKER_ATTENTION_TERMINAL")
+observed = []
+for payload in payloads:
+    command = commands.get(payload["hook_event_name"])
+    stdout = None
+    if command is not None:
+        fired = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(payload).encode(),
+                               capture_output=True, timeout=30)
+        stdout = fired.stdout.decode()
+    status = subprocess.run([sys.executable, "-m", "clanker.cli", "status", "--json"],
+                            capture_output=True, text=True, timeout=60, check=True)
+    rows = [row for row in json.loads(status.stdout) if row["terminal"] == terminal]
+    observed.append({"event": payload["hook_event_name"], "hooked": command is not None,
+                     "stdout": stdout, "attention": rows[0]["attention"] if rows else None,
+                     "location": rows[0]["location"] if rows else None})
+with open(os.environ["HOOKED_DOUBLE_RECORD"], "w") as f:
+    json.dump({"argv": sys.argv[1:], "terminal": terminal, "observed": observed}, f)
+"""
+
+
+def write_hooked_double(directory: Path, name: str, locator: str) -> Path:
+    """A harness double that fires its hooks the way the harness does, for end-to-end
+    attention tests.
+
+    ``locator`` is Python source defining ``hook_commands(argv)``: how the real
+    harness finds its hook commands in its argv (Codex: ``-c hooks.<Event>=``
+    TOML; Claude Code: the ``--settings`` file). The double then feeds each
+    payload of the JSON list in ``$HOOKED_DOUBLE_PAYLOADS`` (captured from the
+    real CLI) on stdin to the command registered for its ``hook_event_name``,
+    run through ``/bin/sh -c`` as both harnesses do, and after each one records
+    what ``clanker status --json`` says of its own terminal into
+    ``$HOOKED_DOUBLE_RECORD``.
+    """
+    return write_script(directory, name, _HOOKED_DOUBLE.replace("LOCATOR", locator))
+
+
+def launch_hooked(
+    tmp_path: Path,
+    harness: str,
+    locator: str,
+    payloads: list[object],
+    *flags: str,
+    env: Mapping[str, str] | None = None,
+) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """Run ``clanker launch HARNESS FLAGS...`` (a real process) over a hooked double
+    (:func:`write_hooked_double`) that fires ``payloads``; return the double's record
+    and what ``clanker status --json`` says once the launch has exited."""
+    import subprocess
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write_hooked_double(bin_dir, harness, locator)
+    project = tmp_path / "project"
+    project.mkdir()
+    (tmp_path / "payloads.json").write_text(json.dumps(payloads))
+    record = tmp_path / "record.json"
+    environment = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "HOOKED_DOUBLE_PAYLOADS": str(tmp_path / "payloads.json"),
+        "HOOKED_DOUBLE_RECORD": str(record),
+        **(env or {}),
+    }
+    cli = [sys.executable, "-m", "clanker.cli"]
+    result = subprocess.run([*cli, "launch", harness, *flags], cwd=project, env=environment,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    after = subprocess.run([*cli, "status", "--json"], env=environment, capture_output=True,
+                           text=True, timeout=60, check=True)
+    return json.loads(record.read_text()), json.loads(after.stdout)

@@ -254,6 +254,8 @@ class _Anything:
     fallback = ()
     strategy = "after-turn"
     resumes_without_original_directory = False
+    interpreter = None
+    resume_preserves_session_id = False
 
     def build(self, request: object) -> object: ...
     def validate_session_id(self, raw: str) -> str: ...

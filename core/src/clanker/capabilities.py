@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from attrs import frozen
 
+from clanker.attention.capability import AttentionCapability
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandExecutor, CommandRequest, CommandResult, SessionExecutor
 from clanker.launch.request import LaunchPlan, LaunchRequest
@@ -143,15 +144,6 @@ class SessionsCapability(Protocol):
         A missing store is an empty scan. Malformed files are counted skips;
         an unreadable store or a changed schema raises a typed error.
         """
-        ...
-
-
-@runtime_checkable
-class AttentionCapability(Protocol):
-    """Turns native hook/plugin/extension events into canonical lifecycle events."""
-
-    def prepare(self, context: Any) -> Any | None:
-        """Return the launch attachment that wires native events, or ``None`` on a conflict."""
         ...
 
 

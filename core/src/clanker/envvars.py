@@ -28,6 +28,7 @@ CONFIGURATION_VARIABLES: Final = frozenset(
         "CLANKER_DISABLE_PLUGINS",  # comma-separated deny-list of plugins
         "CLANKER_TRACE_HOOKS",  # log every hook call to stderr
         "CLANKER_DEBUG",  # show tracebacks for internal errors
+        "CLANKER_DEBUG_ATTENTION",  # log each attention decision (safe metadata only)
     }
 )
 

@@ -13,6 +13,7 @@ from typing import Final
 __all__ = [
     "EXIT_BUSY",
     "EXIT_CODES",
+    "EXIT_GRID_UNAVAILABLE",
     "EXIT_INTERNAL",
     "EXIT_NOTHING_TO_COMMIT",
     "EXIT_NOT_A_REPOSITORY",
@@ -65,6 +66,7 @@ EXIT_NOT_FOUND: Final = 14  # a selected session is not (or no longer) in its ha
 EXIT_NOT_A_REPOSITORY: Final = 15  # commit-message outside a git work tree
 EXIT_NOTHING_TO_COMMIT: Final = 16  # commit-message with a clean work tree
 EXIT_BUSY: Final = 17  # another commit-message request for the same repository is running
+EXIT_GRID_UNAVAILABLE: Final = 18  # the grid is not running, cannot start, or is unsafe to use
 
 # The documented, stable table (docs/exit-codes.md). Never renumber an entry.
 EXIT_CODES: Final[dict[ErrorKind, int]] = {

@@ -1,15 +1,17 @@
-"""Small files clanker owns: written atomically, read with a bound and tolerance."""
+"""Small files: clanker's own, written atomically and read with a bound and
+tolerance; and other programs' configuration, read with a bound and suspicion."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Final
 
-__all__ = ["MAX_STATE_FILE", "read_json", "write_json_atomic"]
+__all__ = ["MAX_STATE_FILE", "read_json", "read_regular_file", "write_json_atomic"]
 
 MAX_STATE_FILE: Final = 4 * 1024 * 1024
 
@@ -50,4 +52,25 @@ def read_json(path: Path, *, max_bytes: int = MAX_STATE_FILE) -> object | None:
         data: object = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
+    return data
+
+
+def read_regular_file(path: Path, *, max_bytes: int) -> bytes | None:
+    """Return the bytes of the regular file ``path``, or ``None`` if it does not exist.
+
+    For a file clanker must understand before it acts (a harness's settings):
+    raises ``ValueError`` when it is not a regular file (a FIFO would block, a
+    device never ends) or holds more than ``max_bytes``, and ``OSError`` when
+    it cannot be read.
+    """
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"{path} holds more than {max_bytes} bytes")
     return data

@@ -22,17 +22,22 @@ __all__ = ["cli", "main"]
 
 # name -> (module, attribute, one-line help)
 _COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
+    "attention": ("clanker.cli.status", "attention",
+                  "Explain an agent's attention state."),
     "commit-message": ("clanker.cli.commit", "commit_message",
                        "Write a commit message for the current change."),
     "doctor": ("clanker.cli.doctor", "doctor", "Check every harness and say what to fix."),
     "fork": ("clanker.cli.resume", "fork", "Start a new conversation from a past one."),
+    "grid": ("clanker.cli.grid", "grid", "Start, stop or check the per-user grid daemon."),
     "harnesses": ("clanker.cli.harnesses", "harnesses", "List harnesses, installed or not."),
     "launch": ("clanker.cli.launch", "launch", "Run a harness in this terminal."),
     "models": ("clanker.cli.models", "models", "List the models a harness accepts."),
     "plugins": ("clanker.cli.plugins", "plugins", "List installed plugins and their hooks."),
     "resume": ("clanker.cli.resume", "resume", "Continue a past conversation."),
     "sessions": ("clanker.cli.sessions", "sessions", "List past conversations of every harness."),
+    "status": ("clanker.cli.status", "status", "List running agents and what they need."),
     "usage": ("clanker.cli.usage", "usage", "Show every subscription's remaining quota."),
+    "watch": ("clanker.cli.status", "watch", "Follow running agents live."),
 }
 
 

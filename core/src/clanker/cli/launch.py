@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from clanker.attention.attachment import AttentionAttachment
 from clanker.cli.common import HarnessArgument, capability_errors
 from clanker.envvars import strip_credentials
 from clanker.launch.attachments import LaunchState, prepare_attachments
@@ -15,12 +16,20 @@ from clanker.launch.planning import InvalidSessionIdError, plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider
 
-__all__ = ["launch", "run_launch"]
+__all__ = ["launch", "no_attention_option", "run_launch"]
 
 
-def run_launch(provider: HarnessProvider, request: LaunchRequest) -> int:
+def run_launch(
+    provider: HarnessProvider,
+    request: LaunchRequest,
+    *,
+    attention: bool = True,
+    trusted_session_id: str | None = None,
+) -> int:
     """Plan, attach, run in the foreground and dispose: the one launch path.
 
+    ``trusted_session_id`` is a session id re-found in trusted storage (by
+    ``clanker resume``): the attention broker may bind it before the first event.
     Returns the harness's exit status; failures before it starts raise.
     """
     assert request.cwd is not None
@@ -32,11 +41,28 @@ def run_launch(provider: HarnessProvider, request: LaunchRequest) -> int:
         # PWD as a shell would set it: several harnesses read $PWD, not getcwd().
         environment = {**strip_credentials(os.environ), "PWD": request.cwd, **plan.env}
         base = LaunchState(argv=plan.argv, env=environment)
-        attachments = prepare_attachments(base, steps=())
+        steps = []
+        if attention and provider.attention is not None:
+            steps.append(AttentionAttachment(
+                provider.id, provider.attention, cwd=request.cwd,
+                user_flags=request.user_flags, trusted_root_session_id=trusted_session_id,
+            ))
+        attachments = prepare_attachments(base, steps=steps, report=_report)
         try:
             return run_foreground(attachments.state.argv, attachments.state.env, request.cwd)
         finally:
             attachments.dispose()
+
+
+def _report(step: str, phase: str) -> None:
+    # An optional step failed: the launch goes on without it, and says so once.
+    click.echo(f"clanker: {step} is unavailable for this launch ({phase} failed)", err=True)
+
+
+no_attention_option = click.option(
+    "--no-attention", is_flag=True,
+    help="Do not report this agent's state to the grid (`clanker status`).",
+)
 
 
 @click.command()
@@ -51,6 +77,7 @@ def run_launch(provider: HarnessProvider, request: LaunchRequest) -> int:
               help="Continue the session with this id (unchecked; see `clanker resume`).")
 @click.option("--fork", "fork_id", metavar="ID",
               help="Start a new session from this one (unchecked; see `clanker fork`).")
+@no_attention_option
 @click.argument("user_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- FLAGS...]")
 def launch(
     harness: HarnessProvider,
@@ -58,6 +85,7 @@ def launch(
     cwd: Path | None,
     resume_id: str | None,
     fork_id: str | None,
+    no_attention: bool,
     user_flags: tuple[str, ...],
 ) -> None:
     """Run HARNESS in this terminal and exit with its exit status.
@@ -83,4 +111,4 @@ def launch(
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
-    raise SystemExit(run_launch(harness, request))
+    raise SystemExit(run_launch(harness, request, attention=not no_attention))

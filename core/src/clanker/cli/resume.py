@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from clanker.cli.common import capability_errors, run_async
-from clanker.cli.launch import run_launch
+from clanker.cli.launch import no_attention_option, run_launch
 from clanker.cli.sessions import session_service
 from clanker.descriptor import SessionOperation
 from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
@@ -25,7 +25,7 @@ __all__ = ["fork", "resume"]
 
 def _continue(
     operation: LaunchOperation, selection: str, model: str | None, workspace: Path | None,
-    user_flags: tuple[str, ...],
+    user_flags: tuple[str, ...], attention: bool,
 ) -> None:
     directory = os.path.abspath(workspace or os.getcwd())
     with capability_errors():
@@ -51,7 +51,10 @@ def _continue(
         user_flags=user_flags,
         cwd=found.launch_cwd,
     )
-    raise SystemExit(run_launch(found.provider, request))
+    # Only a resume continues the very session that was re-found; a fork's id is new.
+    trusted = found.session.native_id if operation is LaunchOperation.RESUME else None
+    raise SystemExit(run_launch(
+        found.provider, request, attention=attention, trusted_session_id=trusted))
 
 
 _workspace = click.option(
@@ -66,21 +69,27 @@ _flags = click.argument("user_flags", nargs=-1, type=click.UNPROCESSED, metavar=
 @click.argument("selection", metavar="HARNESS:ID")
 @_model
 @_workspace
+@no_attention_option
 @_flags
 def resume(
-    selection: str, model: str | None, workspace: Path | None, user_flags: tuple[str, ...]
+    selection: str, model: str | None, workspace: Path | None, no_attention: bool,
+    user_flags: tuple[str, ...],
 ) -> None:
     """Continue a past conversation in its own directory, through its harness."""
-    _continue(LaunchOperation.RESUME, selection, model, workspace, user_flags)
+    _continue(LaunchOperation.RESUME, selection, model, workspace, user_flags,
+              not no_attention)
 
 
 @click.command()
 @click.argument("selection", metavar="HARNESS:ID")
 @_model
 @_workspace
+@no_attention_option
 @_flags
 def fork(
-    selection: str, model: str | None, workspace: Path | None, user_flags: tuple[str, ...]
+    selection: str, model: str | None, workspace: Path | None, no_attention: bool,
+    user_flags: tuple[str, ...],
 ) -> None:
     """Start a new conversation from a past one (natively, or emulated where declared)."""
-    _continue(LaunchOperation.FORK, selection, model, workspace, user_flags)
+    _continue(LaunchOperation.FORK, selection, model, workspace, user_flags,
+              not no_attention)

@@ -14,6 +14,7 @@ from clanker.descriptor import (
     Transport,
 )
 from clanker.ids import HarnessId
+from clanker_claude.attention import ClaudeAttention
 from clanker_claude.commit import ClaudeCommit
 from clanker_claude.launch import ClaudeLaunch
 from clanker_claude.models import ClaudeModels
@@ -21,6 +22,7 @@ from clanker_claude.sessions import ClaudeSessions
 from clanker_claude.usage import ClaudeUsage
 
 __all__ = [
+    "clanker_attention",
     "clanker_commit",
     "clanker_descriptor",
     "clanker_launch",
@@ -38,7 +40,7 @@ def clanker_descriptor() -> HarnessDescriptor:
         executable="claude",
         capabilities={
             Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.COMMIT,
-            Capability.USAGE,
+            Capability.USAGE, Capability.ATTENTION,
         },
         # `--resume ID` and `--resume ID --fork-session` read the host's own
         # transcripts, so they work wherever Claude Code runs.
@@ -72,3 +74,8 @@ def clanker_commit() -> ClaudeCommit:
 @hookimpl
 def clanker_usage() -> ClaudeUsage:
     return ClaudeUsage()
+
+
+@hookimpl
+def clanker_attention() -> ClaudeAttention:
+    return ClaudeAttention()

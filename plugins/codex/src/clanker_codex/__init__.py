@@ -14,6 +14,7 @@ from clanker.descriptor import (
     Transport,
 )
 from clanker.ids import HarnessId
+from clanker_codex.attention import CodexAttention
 from clanker_codex.commit import CodexCommit
 from clanker_codex.launch import CodexLaunch
 from clanker_codex.models import CodexModels
@@ -21,6 +22,7 @@ from clanker_codex.sessions import CodexSessions
 from clanker_codex.usage import CodexUsage
 
 __all__ = [
+    "clanker_attention",
     "clanker_commit",
     "clanker_descriptor",
     "clanker_launch",
@@ -38,7 +40,7 @@ def clanker_descriptor() -> HarnessDescriptor:
         executable="codex",
         capabilities={
             Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.COMMIT,
-            Capability.USAGE,
+            Capability.USAGE, Capability.ATTENTION,
         },
         # `codex resume ID` and `codex fork ID` are native subcommands that
         # read the host's own rollouts, so they work wherever Codex runs.
@@ -72,3 +74,8 @@ def clanker_commit() -> CodexCommit:
 @hookimpl
 def clanker_usage() -> CodexUsage:
     return CodexUsage()
+
+
+@hookimpl
+def clanker_attention() -> CodexAttention:
+    return CodexAttention()

@@ -1,0 +1,151 @@
+"""The launch attachment that wires a harness's native events to the grid.
+
+For one launch it makes sure the grid runs, registers the terminal there
+(the grid answers with a fresh credential and keeps only its digest), creates a
+launch-owned 0700 directory holding the hook command and the per-terminal
+bridge state, and asks the provider to wire its hooks, plugin or extension to
+them. The raw credential goes into the child environment and nowhere else.
+
+It is an optional step: a grid that cannot start, or a provider that finds the
+user owns the configuration it would need, leaves an ordinary launch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from clanker._logging import get_logger
+from clanker.attention.capability import AttentionCapability, AttentionContext
+from clanker.launch.attachments import LaunchState, PreparedAttachment
+from clanker.paths import ClankerPaths, clanker_paths
+
+if TYPE_CHECKING:
+    from clanker.grid.client import GridClient, Registration
+
+__all__ = ["HOOK_SCRIPT", "AttentionAttachment", "write_hook_command"]
+
+log = get_logger(__name__)
+
+HOOK_SCRIPT = Path(__file__).with_name("hook.py")
+"""The hook bridge: standard library only, so it starts as fast as Python can."""
+
+
+def write_hook_command(directory: Path) -> Path:
+    """Write ``directory/hook``, the executable a harness hook runs.
+
+    ``-I -S``: no user site, no site-packages, no ``PYTHON*`` variables: the
+    bridge sees the standard library and the one interpreter it loads by path.
+    """
+    path = directory / "hook"
+    script = (
+        "#!/bin/sh\n"
+        f"exec {shlex.quote(sys.executable)} -I -S {shlex.quote(str(HOOK_SCRIPT))} \"$@\"\n"
+    )
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(script)
+    return path
+
+
+class AttentionAttachment:
+    """Attention for one launch of one harness (an optional attachment step)."""
+
+    name = "attention"
+    optional = True
+
+    def __init__(
+        self,
+        harness: str,
+        capability: AttentionCapability,
+        *,
+        cwd: str,
+        user_flags: tuple[str, ...] = (),
+        trusted_root_session_id: str | None = None,
+        paths: ClankerPaths | None = None,
+    ) -> None:
+        self._harness = harness
+        self._capability = capability
+        self._cwd = cwd
+        self._user_flags = user_flags
+        self._trusted_root = (
+            trusted_root_session_id if capability.resume_preserves_session_id else None
+        )
+        self._paths = paths
+
+    def prepare(self, state: LaunchState) -> PreparedAttachment | None:
+        # Deferred: the grid client is only needed by launches that attach.
+        from clanker.grid.client import GridClient
+        from clanker.grid.daemon import ensure_running
+
+        paths = self._paths or clanker_paths()
+        socket = ensure_running(paths)
+        client = GridClient(socket)
+        launches = paths.runtime / "launches"
+        launches.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir = Path(tempfile.mkdtemp(prefix=f"{self._harness}-", dir=launches))
+        registration: Registration | None = None
+        try:
+            state_dir = private_dir / "state"
+            state_dir.mkdir(mode=0o700)
+            registration = client.register(
+                harness=self._harness,
+                workspace=self._cwd,
+                cwd=self._cwd,
+                launcher_pid=os.getpid(),
+                trusted_root_session_id=self._trusted_root,
+            )
+            env = {
+                "CLANKER_ATTENTION_COMMAND": str(write_hook_command(private_dir)),
+                "CLANKER_ATTENTION_SOCKET": str(socket),
+                "CLANKER_ATTENTION_TERMINAL": registration.terminal,
+                "CLANKER_ATTENTION_TOKEN": registration.token,
+                "CLANKER_ATTENTION_STATE": str(state_dir),
+            }
+            if self._capability.interpreter is not None:
+                env["CLANKER_ATTENTION_INTERPRETER"] = str(self._capability.interpreter)
+            plan = self._capability.prepare(AttentionContext(
+                argv=state.argv,
+                env={**state.env, **env},
+                cwd=self._cwd,
+                private_dir=private_dir,
+                user_flags=self._user_flags,
+            ))
+        except BaseException:
+            _release(client, registration, private_dir)
+            raise
+        if plan is None:
+            log.info("attention: %s configuration is the user's; launching without it",
+                     self._harness)
+            _release(client, registration, private_dir)
+            return None
+        released = False
+
+        def dispose() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                _release(client, registration, private_dir)
+
+        return PreparedAttachment(dispose=dispose, argv=plan.argv, env={**env, **plan.env})
+
+
+def _release(client: GridClient, registration: Registration | None, private_dir: Path) -> None:
+    """Retire the terminal (revoking its credential) and remove the launch's files.
+
+    Never raises: a grid that is gone has retired everything already, and the
+    grid also retires a terminal whose launcher died.
+    """
+    if registration is not None:
+        try:
+            client.retire(registration.terminal, registration.token)
+        except Exception:
+            log.debug("attention: the grid did not confirm retirement")
+    with contextlib.suppress(OSError):
+        shutil.rmtree(private_dir)

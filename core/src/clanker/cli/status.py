@@ -1,0 +1,324 @@
+"""``clanker status``, ``clanker watch`` and ``clanker attention explain``.
+
+All three read the grid; none starts it. The attention shown is derived with
+nothing marked seen: a completion reads ``done`` until new work starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import click
+
+from clanker.cli.common import echo_json, echo_table, json_option
+from clanker.cli.grid import GridFailure, grid_errors
+from clanker.errors import EXIT_USAGE
+
+if TYPE_CHECKING:
+    from clanker.grid.client import GridClient
+    from clanker.grid.protocol import StreamEvent, TerminalEntry
+
+__all__ = ["attention", "entry_record", "status", "watch"]
+
+LABELS: Final = {
+    "needs-input": "needs input",
+    "working": "working",
+    "failed": "failed",
+    "done": "done",
+    "idle": "idle",
+    "unknown": "unknown",
+}
+_COLORS: Final = {"needs-input": "yellow", "done": "green", "failed": "red", "working": "cyan"}
+NOTIFY_STATES: Final = frozenset({"needs-input", "done"})
+_NOTIFIER_TIMEOUT: Final = 5.0
+
+
+def _client() -> GridClient | None:
+    """A client for the running grid, or ``None`` when none runs (never starts one)."""
+    from clanker.grid import daemon
+    from clanker.grid.client import GridClient
+
+    with grid_errors():
+        found = daemon.status()
+    return GridClient(found.location.socket) if found.running else None
+
+
+def _require_client() -> GridClient:
+    client = _client()
+    if client is None:
+        raise GridFailure("the grid is not running (start it with `clanker grid start`)")
+    return client
+
+
+def entry_record(entry: TerminalEntry) -> dict[str, Any]:
+    """The JSON shape of one terminal (``status --json``, ``watch --json``)."""
+    return {
+        "terminal": entry.terminal,
+        "harness": entry.harness,
+        "workspace": entry.workspace,
+        "cwd": entry.cwd,
+        "location": entry.location,
+        "launcher_pid": entry.launcher_pid,
+        "registered_at": entry.registered_at.isoformat(),
+        "attention": entry.attention,
+        "since": entry.since.isoformat(),
+        "revision": entry.revision.get("revision"),
+        "snapshot": entry.revision.get("snapshot"),
+    }
+
+
+def _place(path: str) -> str:
+    home = str(Path.home())
+    if path == home or path.startswith(home.rstrip("/") + "/"):
+        return "~" + path[len(home):]
+    return path
+
+
+def _state(attention: str, *, color: bool = True) -> str:
+    label = LABELS.get(attention, attention)
+    if color and attention in _COLORS:
+        return click.style(label, fg=_COLORS[attention], bold=attention == "needs-input")
+    return label
+
+
+def _table(entries: list[TerminalEntry], now: datetime) -> None:
+    from clanker.cli.sessions import relative_time
+
+    # Styled cells would throw the column widths off; the state column goes last but one.
+    rows = [[e.terminal, e.harness, LABELS.get(e.attention, e.attention),
+             relative_time(e.since, now), _place(e.location)] for e in entries]
+    echo_table(["TERMINAL", "HARNESS", "STATE", "SINCE", "LOCATION"], rows)
+
+
+@click.command()
+@json_option
+def status(as_json: bool) -> None:
+    """List running agents: harness, location, attention state and since when.
+
+    When no grid is running nothing is, and this says so (exit 0).
+    """
+    client = _client()
+    entries: list[TerminalEntry] = []
+    if client is not None:
+        with grid_errors():
+            try:
+                entries = client.list_terminals()
+            except Exception as exc:
+                from clanker.grid.errors import GridUnavailableError
+
+                if not isinstance(exc, GridUnavailableError):
+                    raise
+                client = None  # it stopped in between: nothing runs
+    if as_json:
+        echo_json([entry_record(e) for e in entries])
+        return
+    if client is None:
+        click.echo("Nothing is running (the grid is not running).")
+        return
+    if not entries:
+        click.echo("No agents are running.")
+        return
+    _table(entries, datetime.now(UTC))
+
+
+# ------------------------------------------------------------------- watch
+
+
+class Notifier:
+    """Rings the terminal bell and shows a desktop notification, if one is available."""
+
+    def __init__(self, *, bell_stream: Any) -> None:
+        self._bell = bell_stream
+        self._command = self._find()
+        self._children: list[subprocess.Popen[bytes]] = []
+
+    @staticmethod
+    def _find() -> list[str] | None:
+        send = shutil.which("notify-send")
+        if send:
+            return [send, "--app-name=clanker", "clanker"]
+        script = shutil.which("osascript")
+        if script and sys.platform == "darwin":
+            return [script, "-e", "on run argv", "-e",
+                    'display notification (item 1 of argv) with title "clanker"',
+                    "-e", "end run"]
+        return None
+
+    def notify(self, text: str) -> None:
+        self._bell.write("\a")
+        self._bell.flush()
+        self._children = [c for c in self._children if c.poll() is None]
+        if self._command is None or len(self._children) >= 4:
+            return
+        with contextlib.suppress(OSError):
+            self._children.append(subprocess.Popen(
+                [*self._command, text], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            ))
+
+    def close(self) -> None:
+        for child in self._children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=_NOTIFIER_TIMEOUT)
+
+
+def _headline(entry: TerminalEntry) -> str:
+    what = "needs input" if entry.attention == "needs-input" else "is done"
+    return f"{entry.harness} {what} in {_place(entry.location)}"
+
+
+def _events(client: GridClient) -> Iterator[StreamEvent]:
+    from clanker.grid.errors import GridError
+
+    events = client.subscribe()
+    try:
+        yield from events
+    except GridError as exc:
+        raise GridFailure(str(exc)) from exc
+    finally:
+        events.close()
+
+
+def _redraw(entries: dict[str, TerminalEntry], *, clear: bool) -> None:
+    now = datetime.now(UTC)
+    if clear:
+        click.echo("\x1b[H\x1b[2J", nl=False)
+    live = sorted(entries.values(), key=lambda e: e.registered_at)
+    stamp = now.astimezone().strftime("%H:%M:%S")
+    click.echo(f"clanker watch  {stamp}  {len(live)} agent{'s' if len(live) != 1 else ''}"
+               "  (Ctrl+C to quit)")
+    if live:
+        _table(live, now)
+    if not clear:
+        click.echo()
+
+
+@click.command()
+@json_option
+@click.option("--notify", is_flag=True,
+              help="Ring the bell (and notify the desktop) on Needs Input and Done.")
+def watch(as_json: bool, notify: bool) -> None:
+    """Follow running agents live: the table is redrawn on every change.
+
+    `--json` prints one JSON object per line (NDJSON) for every revision: the
+    current one of each agent first (`"kind": "snapshot"`), then each change
+    (`"kind": "revision"`; a retired agent has `"snapshot": null`).
+    """
+    from clanker.grid.protocol import StreamKind
+
+    client = _require_client()
+    notifier = Notifier(bell_stream=sys.stderr if as_json else sys.stdout) if notify else None
+    entries: dict[str, TerminalEntry] = {}
+    clear = not as_json and sys.stdout.isatty()
+    synced = False
+    try:
+        for event in _events(client):
+            if event.kind is StreamKind.SYNCED:
+                synced = True
+                if not as_json:
+                    _redraw(entries, clear=clear)
+                continue
+            entry = event.entry
+            if entry is None:
+                continue
+            previous = entries.get(entry.terminal)
+            tombstone = entry.revision.get("snapshot") is None
+            if tombstone:
+                entries.pop(entry.terminal, None)
+            else:
+                entries[entry.terminal] = entry
+            if as_json:
+                click.echo(json.dumps({"kind": event.kind.value, **entry_record(entry)},
+                                      ensure_ascii=False))
+            elif synced:
+                _redraw(entries, clear=clear)
+            if (
+                notifier is not None
+                and event.kind is StreamKind.REVISION
+                and not tombstone
+                and entry.attention in NOTIFY_STATES
+                and (previous is None or previous.attention != entry.attention)
+            ):
+                notifier.notify(_headline(entry))
+    except KeyboardInterrupt:
+        raise click.exceptions.Exit(130) from None
+    finally:
+        if notifier is not None:
+            notifier.close()
+    raise GridFailure("the grid stopped")
+
+
+# --------------------------------------------------------------- attention
+
+
+@click.group()
+def attention() -> None:
+    """Look into what the attention broker knows about an agent."""
+
+
+def _lookup(client: GridClient, terminal: str) -> Any:
+    """Explain the live terminal with id ``terminal``, or the only one it is a prefix of."""
+    matches = [e.terminal for e in client.list_terminals() if e.terminal.startswith(terminal)]
+    if terminal in matches:
+        matches = [terminal]
+    if len(matches) == 1:
+        return client.explain(matches[0])
+    hint = "several agents match" if matches else "no running agent has that id"
+    click.echo(f"clanker: {hint}: {terminal!r} (see `clanker status`)", err=True)
+    raise SystemExit(EXIT_USAGE)
+
+
+def _describe(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return " ".join(f"{k}={_describe(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+@attention.command()
+@click.argument("terminal")
+@json_option
+def explain(terminal: str, as_json: bool) -> None:
+    """Say why TERMINAL is in its state (safe metadata only: no prompts, no payloads).
+
+    TERMINAL is an id from `clanker status`, or a unique prefix of one.
+    """
+    from clanker.cli.sessions import relative_time
+
+    client = _require_client()
+    with grid_errors():
+        reply = _lookup(client, terminal)
+    entry: TerminalEntry = reply.entry
+    explanation: dict[str, Any] = reply.explanation
+    if as_json:
+        echo_json({**entry_record(entry), "explanation": explanation})
+        return
+    now = datetime.now(UTC)
+    click.echo(f"{entry.terminal}  {entry.harness}  {_place(entry.location)}")
+    click.echo(f"  state      {_state(entry.attention)} since {relative_time(entry.since, now)}")
+    click.echo(f"  launched   {relative_time(entry.registered_at, now)} by pid "
+               f"{entry.launcher_pid} in {_place(entry.cwd)}")
+    recent = explanation.get("recent")
+    for key, value in explanation.items():
+        if key in ("terminal", "recent"):
+            continue
+        click.echo(f"  {key:<15}{_describe(value)}")
+    if isinstance(recent, list) and recent:
+        click.echo("  recent decisions (oldest first):")
+        for item in recent:
+            if isinstance(item, dict):
+                click.echo(f"    #{item.get('revision', '?')} {item.get('event', '?')} -> "
+                           f"{item.get('decision', '?')}"
+                           + (f" ({item['nativeEvent']})" if item.get("nativeEvent") else ""))
+

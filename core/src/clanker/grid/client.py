@@ -1,0 +1,225 @@
+"""A small synchronous grid client: one request per connection, bounded in time.
+
+::
+
+    client = GridClient(socket_path)
+    registration = client.register(harness="my-agent", workspace=cwd, cwd=cwd,
+                                   launcher_pid=os.getpid())
+    ...
+    client.retire(registration.terminal, registration.token)
+
+Every call connects, sends one line, reads one reply and closes, within
+``timeout`` seconds. A grid that is not running (no socket, nobody listening,
+no answer in time) raises :class:`~clanker.grid.errors.GridUnavailableError`;
+a refusal raises :class:`~clanker.grid.errors.GridRequestError` carrying the
+protocol's error word. :meth:`GridClient.subscribe` keeps its connection open
+and yields stream events until the grid closes it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Generator, Mapping, Sequence
+from pathlib import Path
+from typing import Final, TypeVar
+
+from clanker.grid.errors import GridError, GridUnavailableError
+from clanker.grid.protocol import (
+    MAX_LINE,
+    MAX_REPLY,
+    DeliverReply,
+    DeliverRequest,
+    EmptyReply,
+    ExplainReply,
+    ExplainRequest,
+    HelloReply,
+    HelloRequest,
+    ListReply,
+    ListRequest,
+    RegisterRequest,
+    Registration,
+    Request,
+    RetireRequest,
+    ShutdownRequest,
+    StreamEvent,
+    SubscribeRequest,
+    TerminalEntry,
+    check_socket_path,
+    encode_request,
+    parse_reply,
+)
+
+__all__ = ["DEFAULT_TIMEOUT", "GridClient", "Registration"]
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT: Final = 2.0
+_CHUNK: Final = 65_536
+
+
+class _Lines:
+    """Read ``\\n``-terminated lines from a socket, each at most ``limit`` bytes."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._buffer = bytearray()
+
+    def read(self, limit: int, deadline: float | None) -> bytes | None:
+        """One line without its newline, or ``None`` at a clean end of stream."""
+        while True:
+            end = self._buffer.find(b"\n")
+            if end != -1:
+                if end > limit:
+                    raise GridError("the grid sent a line over the size limit")
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                return line
+            if len(self._buffer) > limit:
+                raise GridError("the grid sent a line over the size limit")
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise GridUnavailableError("the grid did not answer in time")
+                self._sock.settimeout(remaining)
+            try:
+                chunk = self._sock.recv(_CHUNK)
+            except TimeoutError:
+                raise GridUnavailableError("the grid did not answer in time") from None
+            except OSError as exc:
+                raise GridUnavailableError(
+                    f"the connection to the grid failed ({type(exc).__name__})"
+                ) from None
+            if not chunk:
+                if self._buffer:
+                    raise GridUnavailableError("the grid closed the connection mid-line")
+                return None
+            self._buffer += chunk
+
+
+class GridClient:
+    """Talk to the grid listening on ``socket_path`` (see the module notes)."""
+
+    def __init__(self, socket_path: Path | str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self._path = check_socket_path(socket_path)
+        self._timeout = timeout
+
+    @property
+    def socket_path(self) -> Path:
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"GridClient({str(self._path)!r})"
+
+    # ------------------------------------------------------------------ ops
+
+    def hello(self) -> HelloReply:
+        """Who answers: server name, clanker version, pid, start time, live terminals."""
+        return self._call(HelloRequest(), HelloReply)
+
+    def register(
+        self,
+        *,
+        harness: str,
+        workspace: str | None,
+        cwd: str,
+        launcher_pid: int,
+        trusted_root_session_id: str | None = None,
+    ) -> Registration:
+        """Register a terminal; the reply holds the only copy of its raw credential.
+
+        Raises ``ValueError`` for arguments the protocol would refuse.
+        """
+        request = RegisterRequest(
+            harness=harness, workspace=workspace, cwd=cwd, launcher_pid=launcher_pid,
+            trusted_root_session_id=trusted_root_session_id,
+        )
+        return self._call(request, Registration)
+
+    def retire(self, terminal: str, token: str) -> None:
+        """Retire ``terminal`` and revoke its credential."""
+        self._call(RetireRequest(terminal=terminal, token=token), EmptyReply)
+
+    def deliver(
+        self, terminal: str, token: str, envelopes: Sequence[Mapping[str, object]]
+    ) -> list[str]:
+        """Deliver wire envelopes in order; return the broker's decision for each."""
+        request = DeliverRequest(
+            terminal=terminal, token=token, envelopes=[dict(e) for e in envelopes]
+        )
+        return self._call(request, DeliverReply).decisions
+
+    def list_terminals(self) -> list[TerminalEntry]:
+        """Every live terminal with its latest revision (the ``list`` op)."""
+        return self._call(ListRequest(), ListReply, limit=MAX_REPLY).terminals
+
+    def explain(self, terminal: str) -> ExplainReply:
+        """Why ``terminal`` is in its state (safe metadata only)."""
+        return self._call(ExplainRequest(terminal=terminal), ExplainReply, limit=MAX_REPLY)
+
+    def shutdown(self) -> None:
+        """Ask the grid to stop (it answers first, then closes every connection)."""
+        self._call(ShutdownRequest(), EmptyReply)
+
+    def subscribe(
+        self, *, timeout: float | None = None
+    ) -> Generator[StreamEvent, None, None]:
+        """Yield ``snapshot`` events, one ``synced``, then every ``revision``.
+
+        The iterator ends when the grid closes the stream (it stopped); a
+        subscriber that fell behind gets a ``GridRequestError("overflow")``.
+        ``timeout`` bounds the wait for each event (``None``: wait for ever).
+        Close the iterator (``contextlib.closing``) to unsubscribe.
+        """
+        sock = self._connect()
+        try:
+            sock.sendall(encode_request(SubscribeRequest()))
+            lines = _Lines(sock)
+            while True:
+                deadline = None if timeout is None else time.monotonic() + timeout
+                if timeout is None:
+                    sock.settimeout(None)
+                line = lines.read(MAX_LINE, deadline)
+                if line is None:
+                    return
+                yield parse_reply(line, StreamEvent, op="subscribe")
+        finally:
+            sock.close()
+
+    # ------------------------------------------------------------- transport
+
+    def _connect(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self._timeout)
+        try:
+            sock.connect(os.fsencode(self._path))
+        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
+            sock.close()
+            raise GridUnavailableError(f"the grid is not running ({self._path})") from None
+        except TimeoutError:
+            sock.close()
+            raise GridUnavailableError("the grid did not answer in time") from None
+        except OSError as exc:
+            sock.close()
+            raise GridUnavailableError(
+                f"cannot reach the grid at {self._path} ({type(exc).__name__})"
+            ) from None
+        return sock
+
+    def _call(self, request: Request, cls: type[T], *, limit: int = MAX_LINE) -> T:
+        deadline = time.monotonic() + self._timeout
+        sock = self._connect()
+        try:
+            try:
+                sock.sendall(encode_request(request))
+            except OSError as exc:
+                raise GridUnavailableError(
+                    f"the connection to the grid failed ({type(exc).__name__})"
+                ) from None
+            line = _Lines(sock).read(limit, deadline)
+        finally:
+            sock.close()
+        if line is None:
+            raise GridUnavailableError("the grid closed the connection without answering")
+        return parse_reply(line, cls, op=request.op.value)

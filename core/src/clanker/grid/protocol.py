@@ -1,0 +1,516 @@
+"""The grid protocol, version 1: JSON lines over a Unix socket.
+
+Every line is one UTF-8 JSON object terminated by ``\\n``. A request line is at
+most :data:`MAX_LINE` bytes (a longer one is answered with ``too-large`` and the
+connection is closed), carries ``"v": 1`` and an ``"op"``, and nothing else but
+that op's fields. Every reply carries ``"v": 1`` and ``"ok"``; a refusal carries
+``"error"``, one of the fixed :class:`ErrorWord` values, and nothing was changed.
+
+Parsing goes through one strict cattrs converter: unknown keys, wrong types
+(``"1"`` is not a number, ``1`` is not a boolean), ``NaN``, duplicate keys and
+out-of-range values are refused. Reasons name fields, never values, so they can
+be logged. The same classes parse replies on the client side.
+
+Ops (request fields -> reply fields; ``docs/guide/attention.md`` has examples):
+
+========== ================================================ =============================
+op          request                                          reply
+========== ================================================ =============================
+hello       (none)                                           server, version, pid,
+                                                             startedAt, terminals
+register    harness, cwd, launcherPid, workspace?,           terminal, token
+            trustedRootSessionId?
+retire      terminal, token                                  (none)
+deliver     terminal, token, envelopes (1..16)               decisions
+list        (none)                                           terminals: [entry]
+subscribe   (none)                                           a stream of events (below)
+explain     terminal                                         entry, explanation
+shutdown    (none)                                           (none)
+========== ================================================ =============================
+
+``subscribe`` answers with lines ``{"v":1,"ok":true,"kind":K,"entry":E}``: first
+``snapshot`` for every live terminal, then one ``synced`` (no entry), then one
+``revision`` per published revision (tombstones included: their
+``entry.revision.snapshot`` is ``null``) until either side closes. A subscriber
+that falls behind gets ``{"v":1,"ok":false,"error":"overflow"}`` (when the line
+can still be written) and is disconnected.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import re
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar, Final, TypeVar
+
+import attrs
+from attrs import field, frozen
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.preconf.json import JsonConverter
+
+from clanker.converters import BoundaryError, make_boundary_converter, structure
+from clanker.grid.errors import GridPathError, GridProtocolError, GridRequestError
+from clanker.ids import is_harness_id
+
+__all__ = [
+    "MAX_ENVELOPES",
+    "MAX_LINE",
+    "MAX_REPLY",
+    "MAX_SOCKET_PATH",
+    "PROTOCOL_VERSION",
+    "TERMINAL_PATTERN",
+    "DeliverReply",
+    "DeliverRequest",
+    "EmptyReply",
+    "ErrorWord",
+    "ExplainReply",
+    "ExplainRequest",
+    "HelloReply",
+    "HelloRequest",
+    "ListReply",
+    "ListRequest",
+    "Op",
+    "ProtocolError",
+    "RegisterRequest",
+    "Registration",
+    "Request",
+    "RetireRequest",
+    "ShutdownRequest",
+    "StreamEvent",
+    "StreamKind",
+    "SubscribeRequest",
+    "TerminalEntry",
+    "check_socket_path",
+    "encode_error",
+    "encode_reply",
+    "encode_request",
+    "parse_reply",
+    "parse_request",
+]
+
+PROTOCOL_VERSION: Final = 1
+MAX_LINE: Final = 65_536
+"""The most bytes of one request or stream line, not counting its ``\\n``."""
+MAX_REPLY: Final = 8 * 1024 * 1024
+"""The most bytes a client reads for one reply (a ``list`` of many terminals)."""
+MAX_ENVELOPES: Final = 16
+MAX_PATH_BYTES: Final = 1024
+MAX_ID_LENGTH: Final = 256
+MAX_TOKEN_LENGTH: Final = 128
+TERMINAL_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MAX_SOCKET_PATH: Final = 103 if sys.platform == "darwin" else 107
+"""The longest AF_UNIX path in bytes (``sun_path`` less its terminating NUL)."""
+
+T = TypeVar("T")
+
+
+class ErrorWord(enum.StrEnum):
+    """Why a request was refused. Stable: clients and the hook bridge match on them."""
+
+    BAD_REQUEST = "bad-request"  # malformed JSON, wrong shape, wrong types, bad values
+    UNSUPPORTED_VERSION = "unsupported-version"  # "v" is a number other than 1
+    UNKNOWN_OP = "unknown-op"
+    TOO_LARGE = "too-large"  # a line over MAX_LINE bytes, or over MAX_ENVELOPES envelopes
+    UNAUTHORIZED = "unauthorized"  # a wrong, revoked or foreign terminal credential
+    UNKNOWN_TERMINAL = "unknown-terminal"  # explain of a terminal that is not live
+    LAUNCHER_GONE = "launcher-gone"  # register with a launcher pid that is not running
+    CAPACITY = "capacity"  # too many live terminals or connections
+    OVERFLOW = "overflow"  # a subscriber fell behind and is disconnected
+    SHUTTING_DOWN = "shutting-down"
+    INTERNAL = "internal"  # a bug in the grid; the request changed nothing
+
+
+class Op(enum.StrEnum):
+    HELLO = "hello"
+    REGISTER = "register"
+    RETIRE = "retire"
+    DELIVER = "deliver"
+    LIST = "list"
+    SUBSCRIBE = "subscribe"
+    EXPLAIN = "explain"
+    SHUTDOWN = "shutdown"
+
+
+class StreamKind(enum.StrEnum):
+    SNAPSHOT = "snapshot"  # hydration: the current revision of one live terminal
+    SYNCED = "synced"  # every live terminal has been sent
+    REVISION = "revision"  # a newly published revision (tombstones included)
+
+
+class ProtocolError(Exception):
+    """A request was refused: ``word`` goes on the wire, ``reason`` (safe) to the log."""
+
+    def __init__(self, word: ErrorWord, reason: str) -> None:
+        self.word = word
+        self.reason = reason
+        super().__init__(f"{word}: {reason}")
+
+
+def check_socket_path(path: Path | str) -> Path:
+    """Return ``path`` as a :class:`Path` if it fits in a Unix socket address.
+
+    Raises :class:`~clanker.grid.errors.GridPathError` otherwise (set
+    ``CLANKER_HOME`` or ``XDG_RUNTIME_DIR`` to somewhere shorter).
+    """
+    path = Path(path)
+    size = len(os.fsencode(path))
+    if size > MAX_SOCKET_PATH:
+        raise GridPathError(
+            f"the grid socket path is {size} bytes; Unix sockets allow at most "
+            f"{MAX_SOCKET_PATH} ({path})"
+        )
+    return path
+
+
+# ------------------------------------------------------------------ validators
+
+
+def _printable(name: str, *, absolute: bool = False) -> Callable[[Any, Any, Any], None]:
+    def validate(_: Any, __: Any, value: str | None) -> None:
+        if value is None:
+            return
+        if not value or not value.isprintable():
+            raise ValueError(f"{name} must be non-empty printable text")
+        if len(value.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+            raise ValueError(f"{name} must be at most {MAX_PATH_BYTES} bytes")
+        if absolute and not value.startswith("/"):
+            raise ValueError(f"{name} must be an absolute path")
+
+    return validate
+
+
+def _terminal(_: Any, __: Any, value: str) -> None:
+    if TERMINAL_PATTERN.fullmatch(value) is None:
+        raise ValueError("terminal must be 1-64 characters of letters, digits, '.', '_', '-'")
+
+
+def _token(_: Any, __: Any, value: str) -> None:
+    if len(value) > MAX_TOKEN_LENGTH:
+        raise ValueError(f"token must be at most {MAX_TOKEN_LENGTH} characters")
+
+
+def _harness(_: Any, __: Any, value: str) -> None:
+    if not is_harness_id(value):
+        raise ValueError("harness must be a harness id")
+
+
+def _session(_: Any, __: Any, value: str | None) -> None:
+    if value is not None and (
+        not value or len(value) > MAX_ID_LENGTH or not value.isprintable()
+    ):
+        raise ValueError(
+            f"trustedRootSessionId must be non-empty printable text of at most "
+            f"{MAX_ID_LENGTH} characters"
+        )
+
+
+def _pid(_: Any, __: Any, value: int) -> None:
+    if not 1 <= value <= 2**31 - 1:
+        raise ValueError("launcherPid must be a positive process id")
+
+
+def _envelopes(_: Any, __: Any, value: list[Any]) -> None:
+    if not value:
+        raise ValueError("envelopes must not be empty")
+
+
+# -------------------------------------------------------------------- requests
+
+
+@frozen(kw_only=True)
+class HelloRequest:
+    op: ClassVar[Op] = Op.HELLO
+
+
+@frozen(kw_only=True)
+class RegisterRequest:
+    op: ClassVar[Op] = Op.REGISTER
+    harness: str = field(validator=_harness)
+    cwd: str = field(validator=_printable("cwd", absolute=True))
+    launcher_pid: int = field(validator=_pid)
+    workspace: str | None = field(default=None, validator=_printable("workspace"))
+    trusted_root_session_id: str | None = field(default=None, validator=_session)
+
+
+@frozen(kw_only=True, repr=False)
+class RetireRequest:
+    op: ClassVar[Op] = Op.RETIRE
+    terminal: str = field(validator=_terminal)
+    token: str = field(validator=_token)
+
+
+@frozen(kw_only=True, repr=False)
+class DeliverRequest:
+    op: ClassVar[Op] = Op.DELIVER
+    terminal: str = field(validator=_terminal)
+    token: str = field(validator=_token)
+    envelopes: list[Any] = field(validator=_envelopes)
+
+
+@frozen(kw_only=True)
+class ListRequest:
+    op: ClassVar[Op] = Op.LIST
+
+
+@frozen(kw_only=True)
+class SubscribeRequest:
+    op: ClassVar[Op] = Op.SUBSCRIBE
+
+
+@frozen(kw_only=True)
+class ExplainRequest:
+    op: ClassVar[Op] = Op.EXPLAIN
+    terminal: str = field(validator=_terminal)
+
+
+@frozen(kw_only=True)
+class ShutdownRequest:
+    op: ClassVar[Op] = Op.SHUTDOWN
+
+
+Request = (
+    HelloRequest | RegisterRequest | RetireRequest | DeliverRequest | ListRequest
+    | SubscribeRequest | ExplainRequest | ShutdownRequest
+)
+
+_REQUESTS: Final[dict[Op, type[Any]]] = {
+    cls.op: cls
+    for cls in (
+        HelloRequest, RegisterRequest, RetireRequest, DeliverRequest, ListRequest,
+        SubscribeRequest, ExplainRequest, ShutdownRequest,
+    )
+}
+
+
+# --------------------------------------------------------------------- replies
+
+
+@frozen(kw_only=True)
+class TerminalEntry:
+    """One terminal as the grid reports it: who launched it, where, and its latest revision.
+
+    ``revision`` is the broker's ``Revision.to_json()`` (``snapshot`` is ``null``
+    for a tombstone). ``attention`` is the derived state with nothing marked
+    seen (``unknown`` for a tombstone), ``since`` when it last changed, and
+    ``location`` the agent's reported working directory or else the launch cwd.
+    """
+
+    terminal: str
+    harness: str
+    workspace: str | None
+    cwd: str
+    launcher_pid: int
+    registered_at: datetime
+    location: str
+    attention: str
+    since: datetime
+    revision: dict[str, Any]
+
+
+@frozen(kw_only=True)
+class HelloReply:
+    server: str
+    version: str
+    pid: int
+    started_at: datetime
+    terminals: int
+
+
+@frozen(kw_only=True)
+class Registration:
+    """The ``register`` reply: the new terminal id and its raw credential (never shown)."""
+
+    terminal: str
+    token: str = field(repr=False)
+
+
+@frozen(kw_only=True)
+class EmptyReply:
+    """The reply of ``retire`` and ``shutdown``: nothing but ``v`` and ``ok``."""
+
+
+@frozen(kw_only=True)
+class DeliverReply:
+    decisions: list[str]
+
+
+@frozen(kw_only=True)
+class ListReply:
+    terminals: list[TerminalEntry]
+
+
+@frozen(kw_only=True)
+class ExplainReply:
+    entry: TerminalEntry
+    explanation: dict[str, Any]
+
+
+@frozen(kw_only=True)
+class StreamEvent:
+    kind: StreamKind
+    entry: TerminalEntry | None = None
+
+
+# ------------------------------------------------------------------- converter
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _register(converter: JsonConverter, cls: type[Any]) -> None:
+    renames: dict[str, Any] = {
+        a.name: override(rename=_camel(a.name)) for a in attrs.fields(cls)
+    }
+    converter.register_structure_hook(
+        cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **renames)
+    )
+    converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **renames))
+
+
+def _make_converter() -> JsonConverter:
+    converter = make_boundary_converter()
+
+    def stream_kind(value: object, _: type[Any]) -> StreamKind:
+        if type(value) is not str:
+            raise TypeError(f"expected a string, got {type(value).__name__}")
+        return StreamKind(value)
+
+    converter.register_structure_hook(StreamKind, stream_kind)
+    for cls in (*_REQUESTS.values(), TerminalEntry, HelloReply, Registration, EmptyReply,
+                DeliverReply, ListReply, ExplainReply, StreamEvent):
+        _register(converter, cls)
+    return converter
+
+
+_CONVERTER: Final = _make_converter()
+_KEY_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
+
+
+def _wire_keys(cls: type[Any]) -> frozenset[str]:
+    return frozenset(_camel(a.name) for a in attrs.fields(cls))
+
+
+def _no_constants(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError("duplicate key")
+        result[key] = value
+    return result
+
+
+def _load_object(line: bytes | str) -> dict[str, Any]:
+    """Decode one JSON object strictly, or raise ``ValueError`` with a safe reason."""
+    try:
+        text = line.decode("utf-8") if isinstance(line, bytes) else line
+        data = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys)
+    except UnicodeDecodeError:
+        raise ValueError("the line is not UTF-8") from None
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
+    except ValueError:
+        raise ValueError("the line is not one JSON value") from None
+    if not isinstance(data, dict):
+        raise ValueError("the line is not a JSON object")
+    return data
+
+
+def _shown(keys: list[str]) -> str:
+    names = sorted(k if _KEY_NAME.fullmatch(k) else "?" for k in keys)
+    return ", ".join(names[:4])
+
+
+def parse_request(line: bytes) -> Request:
+    """Parse one request line (without its ``\\n``) or raise :class:`ProtocolError`."""
+    if len(line) > MAX_LINE:
+        raise ProtocolError(ErrorWord.TOO_LARGE, f"a line over {MAX_LINE} bytes")
+    try:
+        data = _load_object(line)
+    except ValueError as exc:
+        raise ProtocolError(ErrorWord.BAD_REQUEST, str(exc)) from None
+    version = data.pop("v", None)
+    if type(version) is not int:
+        raise ProtocolError(ErrorWord.BAD_REQUEST, "v must be the number 1")
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(ErrorWord.UNSUPPORTED_VERSION, "an unsupported protocol version")
+    op = data.pop("op", None)
+    if type(op) is not str:
+        raise ProtocolError(ErrorWord.BAD_REQUEST, "op must be a string")
+    if op not in _REQUESTS:
+        raise ProtocolError(ErrorWord.UNKNOWN_OP, "an unknown op")
+    cls = _REQUESTS[Op(op)]
+    extra = [key for key in data if key not in _wire_keys(cls)]
+    if extra:
+        raise ProtocolError(ErrorWord.BAD_REQUEST, f"{op}: unexpected keys: {_shown(extra)}")
+    envelopes = data.get("envelopes")
+    if isinstance(envelopes, list) and len(envelopes) > MAX_ENVELOPES:
+        raise ProtocolError(ErrorWord.TOO_LARGE, f"more than {MAX_ENVELOPES} envelopes")
+    try:
+        request: Request = structure(_CONVERTER, data, cls)
+    except BoundaryError as exc:
+        cause = exc.__cause__
+        detail = str(exc)
+        if isinstance(cause, ValueError) and not isinstance(cause, BoundaryError):
+            detail = str(cause)
+        raise ProtocolError(ErrorWord.BAD_REQUEST, f"{op}: {detail}") from None
+    return request
+
+
+def encode_request(request: Request) -> bytes:
+    """Return ``request`` as one wire line, ``\\n`` included."""
+    body = _CONVERTER.unstructure(request)
+    return _line({"v": PROTOCOL_VERSION, "op": request.op.value, **body})
+
+
+def encode_reply(reply: object) -> bytes:
+    """Return a successful reply (an attrs reply class, or a stream event) as one line."""
+    body = _CONVERTER.unstructure(reply)
+    return _line({"v": PROTOCOL_VERSION, "ok": True, **body})
+
+
+def encode_error(word: ErrorWord) -> bytes:
+    return _line({"v": PROTOCOL_VERSION, "ok": False, "error": word.value})
+
+
+def _line(data: dict[str, Any]) -> bytes:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
+        "utf-8", "surrogatepass"
+    ) + b"\n"
+
+
+def parse_reply(line: bytes, cls: type[T], *, op: str | None = None) -> T:
+    """Parse one reply line as ``cls``.
+
+    Raises :class:`~clanker.grid.errors.GridRequestError` for a refusal (its
+    ``word`` is the error word) and :class:`~clanker.grid.errors.GridProtocolError`
+    for anything that is not a valid version-1 reply.
+    """
+    try:
+        data = _load_object(line)
+    except ValueError as exc:
+        raise GridProtocolError(f"the grid sent a malformed reply ({exc})") from None
+    if data.pop("v", None) != PROTOCOL_VERSION:
+        raise GridProtocolError("the grid speaks another protocol version")
+    ok = data.pop("ok", None)
+    if ok is False:
+        word = data.get("error")
+        if type(word) is not str or set(data) != {"error"}:
+            raise GridProtocolError("the grid sent a malformed refusal")
+        raise GridRequestError(word, op)
+    if ok is not True:
+        raise GridProtocolError("the grid sent a reply without ok")
+    try:
+        return structure(_CONVERTER, data, cls)
+    except BoundaryError as exc:
+        raise GridProtocolError(f"the grid sent an unexpected reply ({exc})") from None

@@ -1,0 +1,702 @@
+"""The grid server: an asyncio Unix-socket server around one attention broker.
+
+A library user can run it in-process::
+
+    async with Grid(socket_path) as grid:
+        ...                      # serve until the block ends
+    # or: await grid.start(); ...; await grid.wait_stopped(); await grid.stop()
+
+The grid owns the terminal table (terminal id, harness, workspace, launch cwd,
+launcher pid, registration time), the terminals' credentials (digests only, see
+:mod:`~clanker.grid.credentials`) and the :class:`~clanker.attention.broker.Broker`.
+It retires a terminal when its launcher dies (a pidfd where the platform has
+one, else a poll with ``kill(pid, 0)`` every ``poll_interval`` seconds), when
+the launcher asks with the terminal's credential, or when the broker
+tombstones it (``agent_exited``); retirement revokes the credential at once.
+
+Every refusal is an ``ok:false`` reply with a fixed error word and a log line
+with a safe reason (never a payload, never a token); it changes nothing.
+Subscribers get revisions through a bounded queue each: one that falls behind
+is disconnected, it never slows the broker.
+
+All methods run on the event loop's thread; the grid is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import stat
+import struct
+from collections import deque
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from attrs import define, frozen
+
+from clanker import __version__
+from clanker._logging import get_logger
+from clanker.attention.broker import Broker, Decision, Revision
+from clanker.attention.envelope import EnvelopeError, parse_envelope
+from clanker.attention.presentation import derive_attention
+from clanker.grid.credentials import CredentialStore
+from clanker.grid.errors import GridAlreadyRunningError, GridPathError, GridRequestError
+from clanker.grid.protocol import (
+    MAX_LINE,
+    MAX_SOCKET_PATH,
+    DeliverReply,
+    DeliverRequest,
+    EmptyReply,
+    ErrorWord,
+    ExplainReply,
+    ExplainRequest,
+    HelloReply,
+    HelloRequest,
+    ListReply,
+    ListRequest,
+    ProtocolError,
+    RegisterRequest,
+    Registration,
+    Request,
+    RetireRequest,
+    ShutdownRequest,
+    StreamEvent,
+    StreamKind,
+    SubscribeRequest,
+    TerminalEntry,
+    check_socket_path,
+    encode_error,
+    encode_reply,
+    parse_request,
+)
+
+__all__ = [
+    "MAX_SOCKET_PATH",
+    "SERVER_NAME",
+    "Grid",
+    "TerminalInfo",
+    "check_socket_path",
+]
+
+log = get_logger(__name__)
+
+SERVER_NAME: Final = "clanker-grid"
+MAX_TERMINALS: Final = 1024
+MAX_CONNECTIONS: Final = 256
+SUBSCRIBER_QUEUE: Final = 256
+REQUEST_TIMEOUT: Final = 10.0
+POLL_INTERVAL: Final = 1.0
+STOP_GRACE: Final = 1.0
+"""How long a stopping grid lets subscribers take what is queued for them."""
+_PEERCRED: Final = struct.Struct("3i")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@frozen(kw_only=True)
+class TerminalInfo:
+    """What the grid knows about a terminal from its registration."""
+
+    terminal: str
+    harness: str
+    workspace: str | None
+    cwd: str
+    """The launch cwd (the agent may report another location later)."""
+    launcher_pid: int
+    registered_at: datetime
+
+
+@define
+class _Terminal:
+    info: TerminalInfo
+    revision: Revision | None = None
+    attention: str = ""
+    since: datetime | None = None
+    pidfd: int | None = None
+    retiring: bool = False
+
+
+class _Subscriber:
+    """One ``subscribe`` connection's bounded backlog."""
+
+    def __init__(self, writer: asyncio.StreamWriter, limit: int) -> None:
+        self.writer = writer
+        self.limit = limit
+        self.pending: deque[bytes] = deque()
+        self.wake = asyncio.Event()
+        self.dropped = False
+        self.closed = False
+        self.task = asyncio.current_task()
+
+    def offer(self, line: bytes) -> bool:
+        if self.dropped or self.closed:
+            return True
+        if len(self.pending) >= self.limit:
+            self.dropped = True
+            self.wake.set()
+            return False
+        self.pending.append(line)
+        self.wake.set()
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+        self.wake.set()
+
+
+def _process_alive(pid: int) -> bool:
+    """Say whether ``pid`` runs (a zombie counts as dead)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, and belongs to someone else
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            status = handle.read(512)
+    except OSError:
+        return True  # no procfs: kill() is all we know
+    # "pid (comm) S ...": the state follows the last ')'.
+    fields = status[status.rfind(b")") + 1:].split()
+    return not fields or fields[0] not in (b"Z", b"X")
+
+
+def _peer_uid(writer: asyncio.StreamWriter) -> int | None:
+    sock = writer.get_extra_info("socket")
+    option = getattr(socket, "SO_PEERCRED", None)
+    if sock is None or option is None:
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, option, _PEERCRED.size)
+    except OSError:
+        return None
+    _, uid, _ = _PEERCRED.unpack(raw)
+    return int(uid)
+
+
+def _answers(path: Path) -> bool:
+    """Say whether something accepts connections on the socket at ``path``."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(os.fsencode(path))
+    except OSError:
+        return False
+    else:
+        return True
+    finally:
+        probe.close()
+
+
+class Grid:
+    """The grid: terminal table, credentials and broker behind a Unix socket."""
+
+    def __init__(
+        self,
+        socket_path: Path | str,
+        *,
+        clock: Callable[[], datetime] = _now,
+        poll_interval: float = POLL_INTERVAL,
+        use_pidfd: bool = True,
+        subscriber_queue: int = SUBSCRIBER_QUEUE,
+        max_terminals: int = MAX_TERMINALS,
+        max_connections: int = MAX_CONNECTIONS,
+        request_timeout: float = REQUEST_TIMEOUT,
+    ) -> None:
+        self._path = check_socket_path(socket_path)
+        self._clock = clock
+        self._poll_interval = poll_interval
+        self._use_pidfd = use_pidfd and hasattr(os, "pidfd_open")
+        self._subscriber_queue = subscriber_queue
+        self._max_terminals = max_terminals
+        self._max_connections = max_connections
+        self._request_timeout = request_timeout
+        self._broker = Broker(listener=self._publish, clock=clock)
+        self._credentials = CredentialStore()
+        self._terminals: dict[str, _Terminal] = {}
+        self._published: dict[str, int] = {}
+        self._subscribers: set[_Subscriber] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._identity: tuple[int, int] | None = None
+        self._poller: asyncio.Task[None] | None = None
+        self._stopper: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._stopped = asyncio.Event()
+        self._started_at = clock()
+
+    # ------------------------------------------------------------------ life
+
+    @property
+    def socket_path(self) -> Path:
+        return self._path
+
+    @property
+    def broker(self) -> Broker:
+        """The broker (for in-process sources; the socket requires credentials)."""
+        return self._broker
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None and not self._stopping
+
+    async def start(self) -> None:
+        """Bind the socket (0600) and start serving.
+
+        Raises :class:`~clanker.grid.errors.GridAlreadyRunningError` when
+        another server answers on the path and
+        :class:`~clanker.grid.errors.GridPathError` when the path is not a socket.
+        """
+        if self._server is not None:
+            raise RuntimeError("the grid was already started")
+        sock = self._bind()
+        self._server = await asyncio.start_unix_server(
+            self._serve_connection, sock=sock, limit=MAX_LINE
+        )
+        self._started_at = self._clock()
+        log.info("grid listening on %s (pid %d)", self._path, os.getpid())
+
+    def _bind(self) -> socket.socket:
+        try:
+            existing = os.lstat(self._path)
+        except FileNotFoundError:
+            pass
+        else:
+            if not stat.S_ISSOCK(existing.st_mode):
+                raise GridPathError(f"{self._path} exists and is not a socket")
+            if _answers(self._path):
+                raise GridAlreadyRunningError(f"a grid already answers on {self._path}")
+            os.unlink(self._path)  # a stale socket: its server is gone
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(os.fsencode(self._path))
+            os.chmod(self._path, 0o600)
+            sock.listen(128)
+            sock.setblocking(False)
+            bound = os.stat(self._path)
+        except BaseException:
+            sock.close()
+            raise
+        self._identity = (bound.st_dev, bound.st_ino)
+        return sock
+
+    async def stop(self) -> None:
+        """Stop serving: close every connection, stop watching launchers, remove the socket."""
+        if self._server is None:
+            return
+        if self._stopping:
+            await self._stopped.wait()  # another stop() is at work
+            return
+        self._stopping = True
+        try:
+            await self._shut_down(self._server)
+        finally:
+            self._stopped.set()
+        log.info("grid stopped")
+
+    async def _shut_down(self, server: asyncio.AbstractServer) -> None:
+        server.close()
+        current = asyncio.current_task()
+        # Subscribers get what is queued for them, then end of stream; every
+        # other connection is only waiting for a request and is cut at once.
+        streaming = {s.task for s in self._subscribers if s.task is not None} - {current}
+        for subscriber in list(self._subscribers):
+            subscriber.close()
+        others = [task for task in self._handlers if task is not current]
+        for task in others:
+            if task not in streaming:
+                task.cancel()
+        if streaming:
+            _, late = await asyncio.wait(streaming, timeout=STOP_GRACE)
+            for task in late:
+                task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.gather(self._poller, return_exceptions=True)
+        for record in self._terminals.values():
+            self._unwatch(record)
+        self._remove_socket()
+        await server.wait_closed()
+
+    def _remove_socket(self) -> None:
+        try:
+            current = os.lstat(self._path)
+        except FileNotFoundError:
+            return
+        if (current.st_dev, current.st_ino) == self._identity:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._path)
+
+    async def wait_stopped(self) -> None:
+        """Wait until the grid stops (a ``shutdown`` request, or :meth:`stop`)."""
+        await self._stopped.wait()
+
+    def request_stop(self) -> None:
+        """Stop soon (from a signal handler or a ``shutdown`` request)."""
+        if self._stopper is None and self._server is not None:
+            self._stopper = asyncio.get_running_loop().create_task(self.stop())
+
+    async def __aenter__(self) -> Grid:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------- the terminal table
+
+    def register(
+        self,
+        *,
+        harness: str,
+        cwd: str,
+        launcher_pid: int,
+        workspace: str | None = None,
+        trusted_root_session_id: str | None = None,
+    ) -> Registration:
+        """Register a terminal in-process; raise :class:`GridRequestError` when refused."""
+        try:
+            request = RegisterRequest(
+                harness=harness, cwd=cwd, launcher_pid=launcher_pid, workspace=workspace,
+                trusted_root_session_id=trusted_root_session_id,
+            )
+            return self._register(request)
+        except ValueError:
+            raise GridRequestError(ErrorWord.BAD_REQUEST.value, "register") from None
+        except ProtocolError as exc:
+            raise GridRequestError(exc.word.value, "register") from None
+
+    def retire(self, terminal: str, *, reason: str = "retired in-process") -> bool:
+        """Retire ``terminal`` (tombstone, credential revoked); say whether it was live."""
+        return self._retire(terminal, reason)
+
+    def entries(self) -> list[TerminalEntry]:
+        """Every live terminal with its latest revision, oldest registration first."""
+        records = sorted(self._terminals.values(), key=lambda r: r.info.registered_at)
+        return [self._entry(r) for r in records if self._live(r)]
+
+    def entry(self, terminal: str) -> TerminalEntry | None:
+        """The live terminal ``terminal``, or ``None``."""
+        record = self._terminals.get(terminal)
+        return self._entry(record) if record is not None and self._live(record) else None
+
+    @staticmethod
+    def _live(record: _Terminal) -> bool:
+        # A broker tombstone (agent_exited) is retired from the table on the next tick.
+        return (
+            not record.retiring
+            and record.revision is not None
+            and record.revision.snapshot is not None
+        )
+
+    def _entry(self, record: _Terminal) -> TerminalEntry:
+        revision = record.revision
+        assert revision is not None
+        assert record.since is not None
+        info = record.info
+        reported = revision.snapshot.location if revision.snapshot is not None else None
+        return TerminalEntry(
+            terminal=info.terminal, harness=info.harness, workspace=info.workspace,
+            cwd=info.cwd, launcher_pid=info.launcher_pid, registered_at=info.registered_at,
+            location=reported or info.cwd, attention=record.attention, since=record.since,
+            revision=dict(revision.to_json()),
+        )
+
+    def _register(self, request: RegisterRequest) -> Registration:
+        if self._stopping:
+            raise ProtocolError(ErrorWord.SHUTTING_DOWN, "the grid is stopping")
+        if len(self._terminals) >= self._max_terminals:
+            raise ProtocolError(ErrorWord.CAPACITY, "too many live terminals")
+        terminal = "t-" + secrets.token_hex(8)
+        while terminal in self._terminals:  # pragma: no cover - 64 random bits
+            terminal = "t-" + secrets.token_hex(8)
+        record = _Terminal(TerminalInfo(
+            terminal=terminal, harness=request.harness, workspace=request.workspace,
+            cwd=request.cwd, launcher_pid=request.launcher_pid, registered_at=self._clock(),
+        ))
+        self._watch(record)  # raises launcher-gone
+        self._terminals[terminal] = record
+        token = self._credentials.mint(terminal)
+        try:
+            self._broker.register(terminal, trusted_root_session_id=request.trusted_root_session_id)
+        except BaseException:
+            self._credentials.revoke(terminal)
+            self._unwatch(record)
+            del self._terminals[terminal]
+            raise
+        log.info("terminal %s registered (%s, launcher pid %d)", terminal, request.harness,
+                 request.launcher_pid)
+        return Registration(terminal=terminal, token=token)
+
+    def _retire(self, terminal: str, reason: str) -> bool:
+        record = self._terminals.get(terminal)
+        if record is None or record.retiring:
+            return False
+        record.retiring = True
+        self._credentials.revoke(terminal)
+        self._unwatch(record)
+        try:
+            self._broker.retire(terminal)  # the listener publishes the tombstone
+        finally:
+            del self._terminals[terminal]
+            self._published.pop(terminal, None)
+        log.info("terminal %s retired (%s)", terminal, reason)
+        return True
+
+    def _publish(self, revision: Revision) -> None:
+        """The broker's listener: record ``revision`` and fan it out to subscribers."""
+        terminal = revision.terminal
+        if revision.revision <= self._published.get(terminal, 0):
+            return
+        record = self._terminals.get(terminal)
+        if record is None:
+            return
+        self._published[terminal] = revision.revision
+        record.revision = revision
+        attention = derive_attention(revision, 0).value
+        if record.since is None or attention != record.attention:
+            record.attention = attention
+            record.since = self._clock()
+        line = encode_reply(StreamEvent(kind=StreamKind.REVISION, entry=self._entry(record)))
+        for subscriber in list(self._subscribers):
+            if not subscriber.offer(line):
+                self._drop(subscriber)
+        if revision.snapshot is None and not record.retiring:
+            # The broker retired it (agent_exited): forget it once apply() returns.
+            self._soon(lambda: self._retire(terminal, "the agent exited"))
+
+    def _soon(self, action: Callable[[], object]) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            action()
+        else:
+            loop.call_soon(action)
+
+    # ------------------------------------------------------------ launchers
+
+    def _watch(self, record: _Terminal) -> None:
+        pid = record.info.launcher_pid
+        if self._use_pidfd:
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                raise ProtocolError(ErrorWord.LAUNCHER_GONE, "the launcher is not running") \
+                    from None
+            except OSError:
+                pass  # no pidfd here (old kernel, sandbox): poll instead
+            else:
+                try:
+                    asyncio.get_running_loop().add_reader(
+                        fd, self._launcher_exited, record.info.terminal
+                    )
+                except BaseException:
+                    os.close(fd)
+                    raise
+                record.pidfd = fd
+                return
+        if not _process_alive(pid):
+            raise ProtocolError(ErrorWord.LAUNCHER_GONE, "the launcher is not running")
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.get_running_loop().create_task(self._poll_launchers())
+
+    def _unwatch(self, record: _Terminal) -> None:
+        fd, record.pidfd = record.pidfd, None
+        if fd is not None:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(fd)
+            os.close(fd)
+
+    def _launcher_exited(self, terminal: str) -> None:
+        self._retire(terminal, "its launcher exited")
+
+    async def _poll_launchers(self) -> None:
+        while True:
+            await asyncio.sleep(self._poll_interval)
+            polled = [(t, r) for t, r in self._terminals.items() if r.pidfd is None]
+            if not polled:
+                return
+            for terminal, record in polled:
+                if not _process_alive(record.info.launcher_pid):
+                    self._retire(terminal, "its launcher exited")
+
+    # ---------------------------------------------------------- connections
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            await self._converse(reader, writer)
+        except ConnectionError:
+            pass
+        except asyncio.CancelledError:
+            # The grid is stopping. Not re-raised: asyncio (3.11) would log the
+            # cancelled connection task as an error.
+            pass
+        except Exception as exc:
+            log.error("grid connection failed: %s", type(exc).__name__)
+        finally:
+            self._handlers.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(writer.wait_closed(), STOP_GRACE)
+
+    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._handlers) > self._max_connections:
+            log.warning("refused a connection: too many connections")
+            await self._send(writer, encode_error(ErrorWord.CAPACITY))
+            return
+        uid = _peer_uid(writer)
+        if uid is not None and uid != os.geteuid():
+            log.warning("refused a connection from another user (uid %d)", uid)
+            return
+        while not self._stopping:
+            line = await self._read_line(reader, writer)
+            if line is None:
+                return
+            try:
+                request = parse_request(line)
+            except ProtocolError as exc:
+                log.warning("refused a request: %s (%s)", exc.word.value, exc.reason)
+                await self._send(writer, encode_error(exc.word))
+                continue
+            if isinstance(request, SubscribeRequest):
+                await self._stream(reader, writer)
+                return
+            if isinstance(request, ShutdownRequest):
+                log.info("shutdown requested")
+                await self._send(writer, encode_reply(EmptyReply()))
+                self.request_stop()
+                return
+            await self._send(writer, self._answer(request))
+
+    async def _read_line(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bytes | None:
+        try:
+            line = await asyncio.wait_for(reader.readuntil(b"\n"), self._request_timeout)
+        except asyncio.IncompleteReadError as exc:
+            # The peer closed its side; a last line without its newline still counts.
+            return exc.partial if exc.partial.strip() else None
+        except asyncio.LimitOverrunError:
+            log.warning("refused a request: too-large (a line over %d bytes)", MAX_LINE)
+            await self._send(writer, encode_error(ErrorWord.TOO_LARGE))
+            return None
+        except TimeoutError:
+            return None
+        return line[:-1]
+
+    @staticmethod
+    async def _send(writer: asyncio.StreamWriter, line: bytes) -> None:
+        writer.write(line)
+        await writer.drain()
+
+    def _answer(self, request: Request) -> bytes:
+        op = request.op.value
+        try:
+            reply = self._dispatch(request)
+        except ProtocolError as exc:
+            level = logging.INFO if exc.word is ErrorWord.UNKNOWN_TERMINAL else logging.WARNING
+            log.log(level, "refused %s: %s (%s)", op, exc.word.value, exc.reason)
+            return encode_error(exc.word)
+        except Exception as exc:
+            log.error("%s failed inside the grid: %s", op, type(exc).__name__)
+            return encode_error(ErrorWord.INTERNAL)
+        return encode_reply(reply)
+
+    def _dispatch(self, request: Request) -> object:
+        if isinstance(request, HelloRequest):
+            return HelloReply(server=SERVER_NAME, version=__version__, pid=os.getpid(),
+                              started_at=self._started_at,
+                              terminals=sum(map(self._live, self._terminals.values())))
+        if isinstance(request, RegisterRequest):
+            try:
+                return self._register(request)
+            except ValueError:
+                raise ProtocolError(ErrorWord.BAD_REQUEST, "register: invalid values") from None
+        if isinstance(request, RetireRequest):
+            self._authorize(request.terminal, request.token, "retire")
+            self._retire(request.terminal, "its launcher retired it")
+            return EmptyReply()
+        if isinstance(request, DeliverRequest):
+            return self._deliver(request)
+        if isinstance(request, ListRequest):
+            return ListReply(terminals=self.entries())
+        if isinstance(request, ExplainRequest):
+            entry = self.entry(request.terminal)
+            explanation = self._broker.explain(request.terminal) if entry else None
+            if entry is None or explanation is None:
+                raise ProtocolError(ErrorWord.UNKNOWN_TERMINAL, "explain: not a live terminal")
+            return ExplainReply(entry=entry, explanation=dict(explanation))
+        raise ProtocolError(ErrorWord.UNKNOWN_OP, f"{request.op.value} is not answered here")
+
+    def _authorize(self, terminal: str, token: str, op: str) -> None:
+        if not self._credentials.verify(terminal, token):
+            raise ProtocolError(ErrorWord.UNAUTHORIZED, f"{op}: not a live credential")
+
+    def _deliver(self, request: DeliverRequest) -> DeliverReply:
+        self._authorize(request.terminal, request.token, "deliver")
+        envelopes = []
+        for index, raw in enumerate(request.envelopes):
+            try:
+                envelopes.append(parse_envelope(raw))
+            except EnvelopeError as exc:
+                raise ProtocolError(
+                    ErrorWord.BAD_REQUEST, f"deliver: envelope {index}: {exc}"
+                ) from None
+        decisions: list[Decision] = [self._broker.apply(request.terminal, e) for e in envelopes]
+        log.debug("deliver %s: %s", request.terminal, ",".join(d.value for d in decisions))
+        return DeliverReply(decisions=[d.value for d in decisions])
+
+    # ------------------------------------------------------------ subscribers
+
+    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        subscriber = _Subscriber(writer, self._subscriber_queue)
+        # Hydrate and subscribe in the same step: nothing can be published in between.
+        lines = [encode_reply(StreamEvent(kind=StreamKind.SNAPSHOT, entry=entry))
+                 for entry in self.entries()]
+        lines.append(encode_reply(StreamEvent(kind=StreamKind.SYNCED)))
+        self._subscribers.add(subscriber)
+        hangup = asyncio.get_running_loop().create_task(self._await_hangup(reader, subscriber))
+        try:
+            for line in lines:
+                await self._send(writer, line)
+            while True:
+                while subscriber.pending and not subscriber.dropped:
+                    await self._send(writer, subscriber.pending.popleft())
+                if subscriber.dropped or subscriber.closed:
+                    break
+                subscriber.wake.clear()
+                await subscriber.wake.wait()
+            if subscriber.dropped and not writer.is_closing():
+                await self._send(writer, encode_error(ErrorWord.OVERFLOW))
+        finally:
+            self._subscribers.discard(subscriber)
+            hangup.cancel()
+
+    @staticmethod
+    async def _await_hangup(reader: asyncio.StreamReader, subscriber: _Subscriber) -> None:
+        with contextlib.suppress(ConnectionError):
+            await reader.read(1)  # EOF, or anything: a subscriber has nothing more to say
+        subscriber.close()
+
+    def _drop(self, subscriber: _Subscriber) -> None:
+        log.warning("disconnected a subscriber that fell behind (%d queued)", subscriber.limit)
+        self._subscribers.discard(subscriber)
+        transport = subscriber.writer.transport
+        if transport.get_write_buffer_size() > 0:
+            transport.abort()  # it is not reading: nothing more can reach it
+

@@ -1,0 +1,222 @@
+"""Claude Code attention: launch-owned command hooks loaded with ``--settings``.
+
+Checked against Claude Code 2.1.197 (docs/harnesses/claude.md, "Attention"):
+
+- ``--settings <file>`` adds a *flag settings* source whose hooks run alongside
+  the user's, project and local hooks (merged, never replacing them), and
+  ``--setting-sources`` never removes it.
+- Hooks do not run at all with ``--bare`` (``CLAUDE_CODE_SIMPLE``),
+  ``--safe-mode`` (``CLAUDE_CODE_SAFE_MODE``), or ``disableAllHooks: true`` in
+  any settings source that is loaded; managed policy can also keep only its own
+  hooks (``allowManagedHooksOnly``, ``strictPluginOnlyCustomization``).
+
+Each of those is the user's (or the administrator's) configuration, so attention
+is declined for that launch rather than fought with: the user's files are only
+read (bounded), never written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import shlex
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Final
+
+from clanker.attention.capability import AttentionContext, AttentionPlan
+from clanker.storage import read_regular_file
+from clanker_claude.sessions import config_dir
+
+__all__ = [
+    "HOOK_EVENTS",
+    "HOOK_TIMEOUT_SECONDS",
+    "SETTINGS_FILE",
+    "ClaudeAttention",
+    "hook_settings",
+]
+
+INTERPRETER: Final = Path(__file__).with_name("attention_interpreter.py")
+
+HOOK_EVENTS: Final = (
+    "SessionStart", "UserPromptSubmit", "PermissionRequest", "PostToolBatch",
+    "Stop", "StopFailure", "SessionEnd", "CwdChanged",
+)
+"""Every native event the interpreter reads. PostToolUse is deliberately absent: an
+unrelated parallel tool finishing must not clear a permission wait."""
+
+HOOK_TIMEOUT_SECONDS: Final = 3
+SETTINGS_FILE: Final = "claude-settings.json"
+
+MAX_SETTINGS_BYTES: Final = 1 << 20
+"""A settings file larger than this is not read: attention is declined."""
+MAX_POLICY_FILES: Final = 64
+
+# Flags after which Claude runs no hooks, or that take the settings over.
+_NO_HOOKS_FLAGS: Final = frozenset({"--bare", "--safe-mode"})
+_SETTINGS_FLAG: Final = "--settings"
+_SOURCES_FLAG: Final = "--setting-sources"
+_ALL_SOURCES: Final = frozenset({"user", "project", "local"})
+# Claude's own reading of a boolean variable.
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+_NO_HOOKS_VARIABLES: Final = ("CLAUDE_CODE_SIMPLE", "CLAUDE_CODE_SAFE_MODE")
+
+
+def _policy_dir() -> Path:
+    if sys.platform == "darwin":
+        return Path("/Library/Application Support/ClaudeCode")
+    return Path("/etc/claude-code")
+
+
+def hook_settings(command: str) -> dict[str, object]:
+    """The settings document: one command hook per event, nothing else."""
+    hook = {"type": "command", "command": shlex.quote(command),
+            "timeout": HOOK_TIMEOUT_SECONDS}
+    return {"hooks": {event: [{"hooks": [dict(hook)]}] for event in HOOK_EVENTS}}
+
+
+class _Conflict(Exception):
+    """The user's (or the administrator's) configuration decides the hooks."""
+
+
+class ClaudeAttention:
+    """Adds ``--settings <launch-owned file>`` holding clanker's hooks to a launch."""
+
+    def __init__(self, *, policy_dir: Path | None = None) -> None:
+        self.interpreter: Path | None = INTERPRETER
+        # Claude may answer a resume with a new session id, so a validated id
+        # never binds the root in advance: the first native event does.
+        self.resume_preserves_session_id = False
+        self._policy_dir = policy_dir if policy_dir is not None else _policy_dir()
+
+    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+        try:
+            sources = _check_flags(context.user_flags)
+            _check_environment(context.env)
+            _check_policy(self._policy_dir)
+            for path in _settings_files(context, sources):
+                _check_settings(path)
+        except _Conflict:
+            return None
+        command = context.env.get("CLANKER_ATTENTION_COMMAND")
+        if not command:
+            raise ValueError("attention: the launch environment has no hook command")
+        path = context.private_dir / SETTINGS_FILE
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            json.dump(hook_settings(command), file, indent=1)
+            file.write("\n")
+        # Right after the executable: clanker's own options and the user's
+        # flags keep their order, and no variadic user option can swallow it.
+        executable, *rest = context.argv
+        return AttentionPlan(argv=(executable, _SETTINGS_FLAG, str(path), *rest))
+
+
+def _check_flags(flags: Iterable[str]) -> frozenset[str]:
+    """Refuse flags that own the settings; return the setting sources Claude loads."""
+    sources = _ALL_SOURCES
+    words = list(flags)
+    for index, word in enumerate(words):
+        if word == "--":
+            break  # the rest are prompt words, as Claude itself reads them
+        name, _, inline = word.partition("=")
+        if name in _NO_HOOKS_FLAGS or name == _SETTINGS_FLAG:
+            raise _Conflict
+        if name == _SOURCES_FLAG:
+            value = inline if "=" in word else (
+                words[index + 1] if index + 1 < len(words) else None
+            )
+            sources = _ALL_SOURCES if value is None else _parse_sources(value)
+    return sources
+
+
+def _parse_sources(value: str) -> frozenset[str]:
+    named = {part.strip() for part in value.split(",") if part.strip()}
+    # A name clanker does not know: read every source rather than guess.
+    return frozenset(named) if named <= _ALL_SOURCES else _ALL_SOURCES
+
+
+def _check_environment(env: Mapping[str, str]) -> None:
+    for name in _NO_HOOKS_VARIABLES:
+        if env.get(name, "").strip().lower() in _TRUE:
+            raise _Conflict
+
+
+def _check_policy(directory: Path) -> None:
+    """Managed settings that keep only the administrator's hooks, or none."""
+    paths = [directory / "managed-settings.json"]
+    drop_ins = directory / "managed-settings.d"
+    try:
+        names = sorted(os.listdir(drop_ins))
+    except FileNotFoundError:
+        names = []
+    except OSError:
+        raise _Conflict from None
+    names = [n for n in names if n.endswith(".json") and not n.startswith(".")]
+    if len(names) > MAX_POLICY_FILES:
+        raise _Conflict
+    paths += [drop_ins / name for name in names]
+    for path in paths:
+        settings = _read_settings(path)
+        if settings is None:
+            continue
+        restriction = settings.get("strictPluginOnlyCustomization")
+        if (
+            settings.get("disableAllHooks", False) is not False
+            or settings.get("allowManagedHooksOnly", False) is not False
+            or restriction is True
+            or (isinstance(restriction, list) and "hooks" in restriction)
+        ):
+            raise _Conflict
+
+
+def _settings_files(context: AttentionContext, sources: frozenset[str]) -> list[Path]:
+    paths = []
+    if "user" in sources:
+        paths.append(_user_config_dir(context) / "settings.json")
+    project = Path(context.cwd) / ".claude"
+    if "project" in sources:
+        paths.append(project / "settings.json")
+    if "local" in sources:
+        paths.append(project / "settings.local.json")
+    return paths
+
+
+def _user_config_dir(context: AttentionContext) -> Path:
+    value = context.env.get("CLAUDE_CONFIG_DIR")
+    if value is not None and not posixpath.isabs(value):
+        # Claude resolves a relative directory against its own cwd: the launch's.
+        return Path(posixpath.normpath(posixpath.join(context.cwd, value)))
+    directory = config_dir(context.env)
+    if directory is None:
+        raise _Conflict  # no way to know which user settings Claude will read
+    return directory
+
+
+def _check_settings(path: Path) -> None:
+    settings = _read_settings(path)
+    if settings is not None and settings.get("disableAllHooks", False) is not False:
+        raise _Conflict
+
+
+def _read_settings(path: Path) -> dict[str, object] | None:
+    """A settings object, or ``None`` when the file does not exist.
+
+    Anything that cannot be read as a small JSON object is a conflict: whether
+    it would disable hooks cannot be told.
+    """
+    try:
+        data = read_regular_file(path, max_bytes=MAX_SETTINGS_BYTES)
+    except (OSError, ValueError):
+        raise _Conflict from None
+    if data is None:
+        return None
+    try:
+        settings = json.loads(data)
+    except (ValueError, RecursionError):
+        raise _Conflict from None
+    if not isinstance(settings, dict):
+        raise _Conflict
+    return settings

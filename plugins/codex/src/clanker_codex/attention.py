@@ -1,0 +1,219 @@
+"""Codex attention: session-flag command hooks injected with ``-c hooks.<Event>=...``.
+
+Checked against Codex CLI 0.171.0 (docs/harnesses/codex.md, "Attention"):
+
+- ``-c hooks.<Event>=[{hooks=[{type="command",command=...,timeout=3}]}]`` adds a
+  *session-flags* hook layer (``hooks/list`` reports ``source: sessionFlags``,
+  key ``/<session-flags>/config.toml:<event>:0:0``) that runs alongside the
+  user's, project and plugin hooks.
+- Codex runs such a hook only once the user has trusted it (``/hooks``), and
+  records the trust in the user's ``config.toml`` as ``[hooks.state."<key>"]
+  trusted_hash = "sha256:..."``, a hash of the definition. The definition is
+  therefore the same for every launch: the command is the literal
+  ``"$CLANKER_ATTENTION_COMMAND"``, which Codex's shell (``$SHELL -lc``) expands
+  from the launch's environment, so one review persists.
+  ``--dangerously-bypass-hook-trust`` would skip that review; clanker never
+  passes it: whether to run a hook stays the user's decision.
+- The user's own hook configuration decides instead of clanker: a ``[hooks]``
+  table with events in ``$CODEX_HOME/config.toml``, a ``$CODEX_HOME/hooks.json``,
+  a ``profile`` (config key or ``-p/--profile``), a ``-c hooks.*`` / ``-c
+  profile=`` override, hooks disabled as a feature, or an administrator who
+  allows only managed hooks. Each is a conflict: attention is unavailable for
+  that launch. ``[hooks.state]`` alone is Codex's record of the user's reviews
+  (clanker's own hooks included) and is not a conflict. The user's files are
+  only read, bounded, never written; one that cannot be read is a conflict.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Final
+
+from clanker.attention.capability import AttentionContext, AttentionPlan
+from clanker.storage import read_regular_file
+from clanker_codex.sessions import codex_home
+
+__all__ = [
+    "HOOK_COMMAND",
+    "HOOK_EVENTS",
+    "HOOK_TIMEOUT_SECONDS",
+    "CodexAttention",
+    "hook_arguments",
+]
+
+INTERPRETER: Final = Path(__file__).with_name("attention_interpreter.py")
+
+HOOK_EVENTS: Final = (
+    "SessionStart", "UserPromptSubmit", "PermissionRequest", "PreToolUse", "PostToolUse",
+    "Stop", "Interrupt", "SessionEnd",
+)
+"""Every native event the interpreter reads (``Interrupt`` exists in 0.171.0)."""
+
+HOOK_TIMEOUT_SECONDS: Final = 3
+HOOK_COMMAND: Final = '"$CLANKER_ATTENTION_COMMAND"'
+"""The command, verbatim: the variable, never a path, so the definition never changes."""
+
+MAX_CONFIG_BYTES: Final = 1 << 20
+"""A configuration file larger than this is not read: attention is declined."""
+POLICY_FILE: Final = Path("/etc/codex/requirements.toml")
+
+_CONFIG_FLAGS: Final = ("-c", "--config")
+_PROFILE_FLAGS: Final = ("-p", "--profile")
+_DISABLE_FLAG: Final = "--disable"
+_HOOKS_FEATURE: Final = "hooks"
+
+
+def _toml_string(value: str) -> str:
+    """A TOML basic string (the few escapes our constant needs, and all others)."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def hook_arguments() -> tuple[str, ...]:
+    """The ``-c`` arguments: one command hook per event, identical for every launch."""
+    handler = (
+        f'{{type="command",command={_toml_string(HOOK_COMMAND)},'
+        f"timeout={HOOK_TIMEOUT_SECONDS}}}"
+    )
+    arguments: list[str] = []
+    for event in HOOK_EVENTS:
+        arguments += ["-c", f"hooks.{event}=[{{hooks=[{handler}]}}]"]
+    return tuple(arguments)
+
+
+class _Conflict(Exception):
+    """The user's (or the administrator's) configuration decides the hooks."""
+
+
+class CodexAttention:
+    """Adds clanker's session-flag hooks to a Codex launch, unless the user owns hooks."""
+
+    def __init__(self, *, policy_file: Path | None = None) -> None:
+        self.interpreter: Path | None = INTERPRETER
+        # `codex resume ID` keeps the session id (live: SessionStart with
+        # source "resume" carries the same id; exec resume appends to the same
+        # rollout), so a validated id may bind the root before the first event.
+        self.resume_preserves_session_id = True
+        self._policy_file = policy_file if policy_file is not None else POLICY_FILE
+
+    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+        try:
+            _check_flags(context.user_flags)
+            _check_policy(self._policy_file)
+            home = codex_home(context.env)
+            if home is None:
+                raise _Conflict  # which user configuration Codex reads cannot be told
+            _check_config(home / "config.toml")
+            _check_absent(home / "hooks.json")
+        except _Conflict:
+            return None
+        if not context.env.get("CLANKER_ATTENTION_COMMAND"):
+            raise ValueError("attention: the launch environment has no hook command")
+        # Right after the executable: top-level options apply to the TUI and to
+        # its `resume`/`fork` subcommands alike, and the user's flags, which
+        # come last, keep their order.
+        executable, *rest = context.argv
+        return AttentionPlan(argv=(executable, *hook_arguments(), *rest))
+
+
+# -- the user's flags ---------------------------------------------------------------------------
+
+
+def _option_values(words: list[str], names: tuple[str, ...]) -> Iterable[str]:
+    """Each value given to one of ``names`` (``-c V``, ``-cV``, ``--config V``, ``--config=V``)."""
+    long_names = [n for n in names if n.startswith("--")]
+    short_names = [n for n in names if not n.startswith("--")]
+    index = 0
+    while index < len(words):
+        word = words[index]
+        index += 1
+        if word == "--":
+            return  # the rest are prompt words, as Codex reads them
+        if word in names:
+            if index < len(words):
+                yield words[index]
+                index += 1
+            continue
+        for name in long_names:
+            if word.startswith(name + "="):
+                yield word[len(name) + 1:]
+        for name in short_names:
+            if word.startswith(name) and not word.startswith("--") and len(word) > len(name):
+                value = word[len(name):]
+                yield value[1:] if value.startswith("=") else value
+
+
+def _override_key(value: str) -> list[str]:
+    """The dotted key of a ``-c key=value`` override, its parts unquoted."""
+    key = value.partition("=")[0].strip()
+    return [part.strip().strip("\"'") for part in key.split(".")]
+
+
+def _check_flags(flags: Iterable[str]) -> None:
+    words = list(flags)
+    if any(True for _ in _option_values(words, _PROFILE_FLAGS)):
+        raise _Conflict
+    for value in _option_values(words, _CONFIG_FLAGS):
+        key = _override_key(value)
+        if key[0] in ("hooks", "profile"):
+            raise _Conflict
+        if key[:2] == ["features", _HOOKS_FEATURE]:
+            raise _Conflict
+    if _HOOKS_FEATURE in _option_values(words, (_DISABLE_FLAG,)):
+        raise _Conflict
+
+
+# -- the user's and the administrator's files ---------------------------------------------------
+
+
+def _check_config(path: Path) -> None:
+    config = _read_toml(path)
+    if config is None:
+        return
+    hooks = config.get("hooks")
+    if hooks is not None and (not isinstance(hooks, dict) or set(hooks) - {"state"}):
+        raise _Conflict  # the user's own [hooks] table (state alone is review bookkeeping)
+    if "profile" in config:
+        raise _Conflict
+    features = config.get("features")
+    if isinstance(features, Mapping) and features.get(_HOOKS_FEATURE, True) is not True:
+        raise _Conflict
+
+
+def _check_policy(path: Path) -> None:
+    requirements = _read_toml(path)
+    if requirements is None:
+        return
+    if requirements.get("allow_managed_hooks_only", False) is not False:
+        raise _Conflict  # the administrator runs managed hooks only
+
+
+def _check_absent(path: Path) -> None:
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError:
+        raise _Conflict from None
+    raise _Conflict
+
+
+def _read_toml(path: Path) -> dict[str, object] | None:
+    """A TOML document, or ``None`` when the file does not exist.
+
+    Anything that cannot be read as a small TOML document is a conflict: what
+    it says about hooks cannot be told.
+    """
+    try:
+        data = read_regular_file(path, max_bytes=MAX_CONFIG_BYTES)
+    except (OSError, ValueError):
+        raise _Conflict from None
+    if data is None:
+        return None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        raise _Conflict from None
