@@ -105,6 +105,11 @@ def clanker_sessions() -> SessionsCapability:
 def clanker_attention() -> AttentionCapability:
     """Return the native event source and interpreter that report what the agent is doing.
 
+    ``prepare(context)`` wires the harness's hooks, plugin or extension into
+    one launch (``None``: the user's configuration owns what it would need);
+    ``interpreter`` is the standard-library-only file the hook bridge runs for
+    a hook-command harness, ``None`` for a source inside the harness.
+
     Absent: the harness shows no working / needs-input / done state; it is
     never guessed from screen output or silence.
     """
