@@ -6,7 +6,7 @@ transaction (:func:`clanker.attention.hook.transact`) 100 times, all starting
 together: the per-terminal lock, the state file and in-lock delivery are the
 real ones; only the interpreter start-up per event is left out (6,400 Python
 start-ups would measure process creation, which ``benchmarks/attention.py``
-measures). A worker pauses 5 ms between two transactions, where a real hook
+measures). A worker pauses 20 ms between two transactions, where a real hook
 process exits and the next one starts: in a tight loop the process that just
 released the lock would take it again ahead of the waiters the kernel woke,
 which one-shot hooks never do. Each transaction starts and completes the next
@@ -58,7 +58,7 @@ module = bridge.load_interpreter(env.interpreter, time.monotonic() + 10)
 sys.stdin.readline()  # everyone starts together
 for _ in range(int(sys.argv[2])):
     bridge.transact(env, module, b"{}", time.monotonic() + bridge.TOTAL_SECONDS)
-    time.sleep(0.005)  # a hook process exits and the next one starts (far longer, really)
+    time.sleep(0.02)  # a hook process exits and the next starts (about 70 ms, really)
 """
 
 

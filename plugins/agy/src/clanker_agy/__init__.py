@@ -15,6 +15,7 @@ from clanker.descriptor import (
     Transport,
 )
 from clanker.ids import HarnessId
+from clanker_agy.attention import AgyAttention
 from clanker_agy.commit import AgyCommit
 from clanker_agy.launch import AgyLaunch
 from clanker_agy.models import AgyModels
@@ -22,6 +23,7 @@ from clanker_agy.sessions import AgySessions
 from clanker_agy.usage import AgyUsage
 
 __all__ = [
+    "clanker_attention",
     "clanker_commit",
     "clanker_descriptor",
     "clanker_launch",
@@ -39,7 +41,7 @@ def clanker_descriptor() -> HarnessDescriptor:
         executable="agy",
         capabilities={
             Capability.COMMIT, Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
-            Capability.USAGE,
+            Capability.USAGE, Capability.ATTENTION,
         },
         # `--conversation=ID` resumes wherever agy keeps the conversation. agy
         # has no fork on the command line (only /fork inside the TUI); as in
@@ -77,3 +79,10 @@ def clanker_sessions() -> AgySessions:
 @hookimpl
 def clanker_usage() -> AgyUsage:
     return AgyUsage()
+
+
+@hookimpl
+def clanker_attention() -> AgyAttention:
+    # A persistent plugin of clanker's in agy's plugin directory, inert outside
+    # clanker's launches: see AgyAttention and docs/harnesses/agy.md, "Attention".
+    return AgyAttention()

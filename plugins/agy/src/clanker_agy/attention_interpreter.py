@@ -79,26 +79,24 @@ def interpret(payload: object, state: dict[str, object]) -> tuple[list[Envelope]
 
 
 def _interpret(wrapped: object, state: State) -> tuple[list[Envelope], State]:
-    if not isinstance(wrapped, dict):
-        return [], state
-    event = wrapped.get(EVENT_KEY)
-    payload = wrapped.get(PAYLOAD_KEY)
-    if not isinstance(payload, dict):
-        return [], state
-    conversation = _identifier(payload.get("conversationId"))
-    if conversation is None:
+    event, payload = _unwrap(wrapped)
+    conversation = None if payload is None else _identifier(payload.get("conversationId"))
+    if payload is None or conversation is None:
         return [], state
     if event == "PreInvocation":
         return _pre_invocation(payload, conversation, state)
-    if state.get("c") != conversation:
-        return [], state  # not the root conversation, or none is bound yet
-    if event == "PreToolUse":
-        return _pre_tool(payload, conversation, state)
-    if event == "PostToolUse":
-        return _post_tool(payload, conversation, state)
-    if event == "Stop":
-        return _stop(payload, conversation, state)
-    return [], state
+    handler = _ROOT_HANDLERS.get(event) if isinstance(event, str) else None
+    if handler is None or state.get("c") != conversation:
+        return [], state  # unknown, not the root conversation, or none bound yet
+    return handler(payload, conversation, state)
+
+
+def _unwrap(wrapped: object) -> tuple[object, dict[str, object] | None]:
+    """The event name the guard added, and agy's own payload (``None`` if not an object)."""
+    if not isinstance(wrapped, dict):
+        return None, None
+    payload = wrapped.get(PAYLOAD_KEY)
+    return wrapped.get(EVENT_KEY), payload if isinstance(payload, dict) else None
 
 
 def _pre_invocation(payload: dict[str, object], conversation: str, state: State
@@ -166,6 +164,9 @@ def _stop(payload: dict[str, object], conversation: str, state: State
         return [], state  # background work still runs, or no turn is open
     envelope = _envelope("turn_completed", conversation, "Stop", turn=turn)
     return [envelope], {"v": STATE_VERSION, "c": conversation}
+
+
+_ROOT_HANDLERS = {"PreToolUse": _pre_tool, "PostToolUse": _post_tool, "Stop": _stop}
 
 
 # -- helpers ------------------------------------------------------------------------------

@@ -14,12 +14,14 @@ from clanker.descriptor import (
     Transport,
 )
 from clanker.ids import HarnessId
+from clanker_hermes.attention import HermesAttention
 from clanker_hermes.launch import HermesLaunch
 from clanker_hermes.models import HermesModels
 from clanker_hermes.sessions import HermesSessions
 from clanker_hermes.usage import HermesUsage
 
 __all__ = [
+    "clanker_attention",
     "clanker_descriptor",
     "clanker_launch",
     "clanker_models",
@@ -35,7 +37,8 @@ def clanker_descriptor() -> HarnessDescriptor:
         display_name="Hermes Agent",
         executable="hermes",
         capabilities={
-            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.USAGE
+            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.USAGE,
+            Capability.ATTENTION,
         },
         # `--resume ID` exists; there is no fork on the command line (only
         # inside a running session). Resume was verified locally only.
@@ -44,6 +47,11 @@ def clanker_descriptor() -> HarnessDescriptor:
         install_hint="pip install hermes-agent (its TUI also needs node on PATH)",
         homepage="https://pypi.org/project/hermes-agent/",
     )
+
+
+@hookimpl
+def clanker_attention() -> HermesAttention:
+    return HermesAttention()
 
 
 @hookimpl

@@ -14,6 +14,7 @@ from clanker.descriptor import (
     Transport,
 )
 from clanker.ids import HarnessId
+from clanker_omp.attention import OmpAttention
 from clanker_omp.commit import OmpCommit
 from clanker_omp.launch import OmpLaunch
 from clanker_omp.models import OmpModels
@@ -21,6 +22,7 @@ from clanker_omp.sessions import OmpSessions
 from clanker_omp.usage import OmpUsage
 
 __all__ = [
+    "clanker_attention",
     "clanker_commit",
     "clanker_descriptor",
     "clanker_launch",
@@ -38,7 +40,7 @@ def clanker_descriptor() -> HarnessDescriptor:
         executable="omp",
         capabilities={
             Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.COMMIT,
-            Capability.USAGE,
+            Capability.USAGE, Capability.ATTENTION,
         },
         # `--resume` and `--fork` are native (`--fork` is missing from --help
         # but parsed); the spec resumes and forks OMP sessions over SSH as
@@ -48,6 +50,11 @@ def clanker_descriptor() -> HarnessDescriptor:
         install_hint="npm install -g @oh-my-pi/pi-coding-agent (it runs on bun >= 1.3.14)",
         homepage="https://omp.sh",
     )
+
+
+@hookimpl
+def clanker_attention() -> OmpAttention:
+    return OmpAttention()
 
 
 @hookimpl

@@ -14,12 +14,14 @@ from clanker.descriptor import (
     Transport,
 )
 from clanker.ids import HarnessId
+from clanker_pi.attention import PiAttention
 from clanker_pi.commit import PiCommit
 from clanker_pi.launch import PiLaunch
 from clanker_pi.models import PiModels
 from clanker_pi.sessions import PiSessions
 
 __all__ = [
+    "clanker_attention",
     "clanker_commit",
     "clanker_descriptor",
     "clanker_launch",
@@ -35,7 +37,8 @@ def clanker_descriptor() -> HarnessDescriptor:
         display_name="Pi",
         executable="pi",
         capabilities={
-            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.COMMIT
+            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.COMMIT,
+            Capability.ATTENTION,
         },
         # `--session` and `--fork` are native root flags; the spec resumes and
         # forks Pi sessions over SSH as well. Verified locally.
@@ -64,3 +67,8 @@ def clanker_sessions() -> PiSessions:
 @hookimpl
 def clanker_commit() -> PiCommit:
     return PiCommit()
+
+
+@hookimpl
+def clanker_attention() -> PiAttention:
+    return PiAttention()

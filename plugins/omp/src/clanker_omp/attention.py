@@ -1,0 +1,71 @@
+"""Oh My Pi attention: a launch-owned extension loaded with ``--extension <file>``.
+
+Checked against omp 18.2.3 (docs/harnesses/omp.md, "Attention"):
+
+- ``omp launch --extension <path>`` imports the file (a ``.js``/``.ts`` module whose default
+  export is the extension factory) beside the user's own extensions; ``--extension`` may be
+  given many times. The extension runs inside omp's process and delivers lifecycle envelopes
+  to the grid's socket itself, so there is no interpreter for the hook bridge.
+- ``--trusted-extension`` cannot be combined with ``--extension`` (omp exits 2 with a usage
+  error): the user who passes it decides exactly which extensions run, so it is a conflict
+  and attention is unavailable for that launch. ``--no-extensions`` only stops discovery:
+  omp still loads an explicit ``--extension`` (verified), so it is not a conflict.
+- A resume keeps the session id (``--resume <id>`` reopens and appends to the same session,
+  and the extension sees that id), so a validated id may bind the root.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Final
+
+from clanker.attention.capability import AttentionContext, AttentionPlan
+
+__all__ = ["EXTENSION", "EXTENSION_FILE_NAME", "OmpAttention", "conflicting_flag"]
+
+EXTENSION: Final = Path(__file__).with_name("attention_extension.js")
+"""The extension source shipped in this package."""
+EXTENSION_FILE_NAME: Final = "clanker-attention.js"
+"""Its name in the launch's private directory (omp names the extension after the file)."""
+
+_SUBCOMMAND: Final = "launch"
+_CONFLICTING_FLAGS: Final = ("--trusted-extension",)
+_REQUIRED_ENV: Final = (
+    "CLANKER_ATTENTION_SOCKET", "CLANKER_ATTENTION_TERMINAL", "CLANKER_ATTENTION_TOKEN",
+)
+
+
+def conflicting_flag(flags: Iterable[str]) -> str | None:
+    """The first user flag that decides exactly which extensions run, or ``None``."""
+    for word in flags:
+        if word == "--":
+            return None  # the rest are prompt words
+        for flag in _CONFLICTING_FLAGS:
+            if word == flag or word.startswith(flag + "="):
+                return flag
+    return None
+
+
+class OmpAttention:
+    """Adds clanker's extension to an ``omp launch``, unless the user decides extensions."""
+
+    def __init__(self) -> None:
+        self.interpreter: Path | None = None  # in-process: the extension delivers itself
+        self.resume_preserves_session_id = True
+
+    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+        if conflicting_flag(context.user_flags) is not None:
+            return None
+        missing = [name for name in _REQUIRED_ENV if not context.env.get(name)]
+        if missing:
+            raise ValueError("attention: the launch environment lacks " + ", ".join(missing))
+        target = context.private_dir / EXTENSION_FILE_NAME
+        shutil.copyfile(EXTENSION, target)
+        target.chmod(0o600)
+        # Right after `launch` (omp's flags are all root flags of it), so the
+        # user's flags stay last, together and in their order.
+        argv = context.argv
+        at = 2 if len(argv) > 1 and argv[1] == _SUBCOMMAND else 1
+        return AttentionPlan(argv=(*argv[:at], "--extension", str(target), *argv[at:]))

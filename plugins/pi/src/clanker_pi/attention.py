@@ -1,0 +1,71 @@
+"""Pi attention: a launch-owned extension loaded with ``--extension <file>``.
+
+Checked against pi 0.73.1 (``@mariozechner/pi-coding-agent``) and 1.3.0
+(``@earendil-works/pi-coding-agent``), docs/harnesses/pi.md, "Attention":
+
+- ``--extension``/``-e <path>`` loads one extension file (any number of times);
+  the file is imported through jiti, so the shipped ES module
+  (``attention_extension.mjs``) loads as it is, and plain ``node`` runs it too.
+- ``--no-extensions`` only turns off *discovery*: explicit ``-e`` paths still
+  load (``pi --help``: "explicit -e paths still work"; verified live). So it is
+  not a conflict: the user's own extensions stay off, clanker's file loads.
+- Pi runs a subcommand when it is the first argument (0.73.1: ``install``,
+  ``remove``, ``uninstall``, ``update``, ``list``, ``config``; 1.3.0 adds
+  ``auth`` and ``mcp``); an option in front of it would turn it into a prompt.
+  Such a launch runs no agent, so attention is declined (``None``) and the argv
+  is left as it is. (On 0.73.1 a prompt that starts with ``auth`` or ``mcp`` is
+  declined too: the word cannot be told from the newer subcommand.)
+
+The extension reads the grid's socket, terminal and credential from the
+environment the attachment already sets, so nothing is added to it here.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Final
+
+from clanker.attention.capability import AttentionContext, AttentionPlan
+
+__all__ = ["EXTENSION", "EXTENSION_NAME", "SUBCOMMANDS", "PiAttention"]
+
+EXTENSION: Final = Path(__file__).with_name("attention_extension.mjs")
+"""The extension source shipped in this package."""
+EXTENSION_NAME: Final = "clanker-attention.mjs"
+"""Its name inside the launch's private directory."""
+
+SUBCOMMANDS: Final = frozenset(
+    {"install", "remove", "uninstall", "update", "list", "config", "auth", "mcp"}
+)
+"""Words pi treats as a subcommand when they come first (0.73.1, and 1.3.0's additions)."""
+
+_REQUIRED: Final = (
+    "CLANKER_ATTENTION_SOCKET", "CLANKER_ATTENTION_TERMINAL", "CLANKER_ATTENTION_TOKEN",
+)
+
+
+class PiAttention:
+    """Adds clanker's extension to a Pi launch, right after the executable."""
+
+    def __init__(self) -> None:
+        self.interpreter: Path | None = None  # the extension reports from inside pi
+        # The extension binds the root itself at `session_start` (pi's own session id,
+        # before any turn), so a pre-validated id adds nothing; and a bare id that pi
+        # finds in another project makes pi offer to fork it into a new id, which a
+        # pre-bound root would then refuse.
+        self.resume_preserves_session_id = False
+
+    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+        executable, *arguments = context.argv
+        if arguments and arguments[0] in SUBCOMMANDS:
+            return None  # a subcommand, not an agent: nothing to observe
+        missing = [name for name in _REQUIRED if not context.env.get(name)]
+        if missing:
+            raise ValueError("attention: the launch environment has no grid connection")
+        target = context.private_dir / EXTENSION_NAME
+        shutil.copyfile(EXTENSION, target)
+        target.chmod(0o600)
+        # First, so a subcommand word never follows an option of ours, and the
+        # model, session and user flags that come after keep their order.
+        return AttentionPlan(argv=(executable, "--extension", str(target), *arguments))
