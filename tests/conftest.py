@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from clanker.envvars import is_credential_variable
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A fresh directory under /tmp, for Unix sockets: an ``AF_UNIX`` path holds at
+    most 107 bytes, and pytest's own ``tmp_path`` can be longer."""
+    path = Path(tempfile.mkdtemp(prefix="ck-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -20,15 +20,11 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from clanker.attention.attachment import HOOK_SCRIPT
 from clanker.grid.client import GridClient
@@ -60,15 +56,6 @@ for _ in range(int(sys.argv[2])):
     bridge.transact(env, module, b"{}", time.monotonic() + bridge.TOTAL_SECONDS)
     time.sleep(0.02)  # a hook process exits and the next starts (about 70 ms, really)
 """
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="cg-", dir="/tmp"))  # AF_UNIX paths are short
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager

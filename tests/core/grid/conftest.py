@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,16 +13,6 @@ import pytest
 
 from clanker.grid import daemon
 from clanker.paths import clanker_paths
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """A fresh directory under /tmp: pytest's own tmp_path is too long for AF_UNIX."""
-    path = Path(tempfile.mkdtemp(prefix="cg-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

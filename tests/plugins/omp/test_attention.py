@@ -123,15 +123,6 @@ class GridDouble:
 
 
 @pytest.fixture
-def short_dir() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(dir="/tmp", prefix="omp-"))
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-@pytest.fixture
 def grid(short_dir: Path) -> Iterator[GridDouble]:
     double = GridDouble(short_dir)
     try:

@@ -12,7 +12,6 @@ import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,15 +79,6 @@ class GridDouble:
 
     def envelopes(self) -> list[dict[str, object]]:
         return [e for r in self.requests for e in r["envelopes"]]  # type: ignore[attr-defined]
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(dir="/tmp", prefix="pi-att-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -14,12 +14,14 @@ from clanker.descriptor import (
     Transport,
 )
 from clanker.ids import HarnessId
+from clanker_opencode.attention import OpenCodeAttention
 from clanker_opencode.commit import OpenCodeCommit
 from clanker_opencode.launch import OpenCodeLaunch
 from clanker_opencode.models import OpenCodeModels
 from clanker_opencode.sessions import OpenCodeSessions
 
 __all__ = [
+    "clanker_attention",
     "clanker_commit",
     "clanker_descriptor",
     "clanker_launch",
@@ -35,7 +37,8 @@ def clanker_descriptor() -> HarnessDescriptor:
         display_name="OpenCode",
         executable="opencode",
         capabilities={
-            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.COMMIT
+            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.COMMIT,
+            Capability.ATTENTION,
         },
         # `-s ID` and `-s ID --fork` are native and read opencode's own store on
         # the host it runs on; the spec resumes and forks over SSH as well.
@@ -65,3 +68,8 @@ def clanker_sessions() -> OpenCodeSessions:
 @hookimpl
 def clanker_commit() -> OpenCodeCommit:
     return OpenCodeCommit()
+
+
+@hookimpl
+def clanker_attention() -> OpenCodeAttention:
+    return OpenCodeAttention()

@@ -1,0 +1,95 @@
+"""OpenCode attention: a launch-owned server plugin loaded through ``OPENCODE_CONFIG_CONTENT``.
+
+Checked against opencode-ai 1.18.33 (docs/harnesses/opencode.md, "Attention"):
+
+- ``OPENCODE_CONFIG_CONTENT`` is one more configuration layer, merged after the
+  user's global and project files (``plugin`` lists are concatenated, every
+  other key of theirs is kept), so ``{"plugin": ["file://<plugin>"]}`` adds
+  clanker's plugin without replacing anything of theirs.
+- The plugin (``attention_plugin.mjs``, copied into the launch's private
+  directory) runs inside OpenCode's server, receives its bus events, and
+  delivers lifecycle envelopes to the grid itself: there is no hook command and
+  no interpreter.
+- What the user owns decides instead of clanker: their own
+  ``OPENCODE_CONFIG_CONTENT`` (one variable cannot hold two documents),
+  ``OPENCODE_CONFIG_DIR`` (a configuration directory of theirs), and ``--pure``
+  or ``OPENCODE_PURE`` (no external plugins at all). Each is a conflict:
+  attention is unavailable for that launch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Final
+
+from clanker.attention.capability import AttentionContext, AttentionPlan
+
+__all__ = ["CONFIG_VARIABLE", "PLUGIN_FILE_NAME", "PLUGIN_SOURCE", "OpenCodeAttention",
+           "plugin_config"]
+
+PLUGIN_SOURCE: Final = Path(__file__).with_name("attention_plugin.mjs")
+"""The plugin, shipped as package data. ``.mjs``: an ES module to Bun and Node alike."""
+PLUGIN_FILE_NAME: Final = "clanker-attention.mjs"
+CONFIG_VARIABLE: Final = "OPENCODE_CONFIG_CONTENT"
+
+_OWNED_VARIABLES: Final = (CONFIG_VARIABLE, "OPENCODE_CONFIG_DIR")
+_PURE_VARIABLE: Final = "OPENCODE_PURE"
+_PURE_FLAG: Final = "--pure"
+_FALSE: Final = frozenset({"0", "false"})
+_REQUIRED: Final = (
+    "CLANKER_ATTENTION_SOCKET", "CLANKER_ATTENTION_TERMINAL", "CLANKER_ATTENTION_TOKEN",
+)
+
+
+def plugin_config(plugin: Path) -> str:
+    """The ``OPENCODE_CONFIG_CONTENT`` document that loads ``plugin`` and nothing else."""
+    return json.dumps({"plugin": [plugin.as_uri()]}, separators=(",", ":"))
+
+
+class OpenCodeAttention:
+    """Loads clanker's plugin into an OpenCode launch, unless the user owns its configuration."""
+
+    def __init__(self) -> None:
+        # In-process source: the plugin delivers envelopes itself.
+        self.interpreter: Path | None = None
+        # `opencode -s ID` continues the same session (live: the resumed run's
+        # session.status events carry the same id), so a validated id may
+        # bind the root before the first event.
+        self.resume_preserves_session_id = True
+
+    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+        if _conflicts(context.env, context.user_flags):
+            return None
+        if any(not context.env.get(name) for name in _REQUIRED):
+            raise ValueError("attention: the launch environment has no grid credentials")
+        target = context.private_dir / PLUGIN_FILE_NAME
+        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "wb") as file, PLUGIN_SOURCE.open("rb") as source:
+            shutil.copyfileobj(source, file)
+        return AttentionPlan(env={CONFIG_VARIABLE: plugin_config(target)})
+
+
+def _conflicts(env: Mapping[str, str], flags: Iterable[str]) -> bool:
+    if any(env.get(name) for name in _OWNED_VARIABLES):
+        return True  # opencode reads only a non-empty value
+    pure = env.get(_PURE_VARIABLE, "")
+    if pure and pure.strip().lower() not in _FALSE:
+        return True
+    return _pure_flag(flags)
+
+
+def _pure_flag(flags: Iterable[str]) -> bool:
+    """``--pure`` (or ``--pure=<not false>``) among the user's options."""
+    for word in flags:
+        if word == "--":
+            return False  # the rest are positional words
+        if word == _PURE_FLAG:
+            return True
+        if (word.startswith(_PURE_FLAG + "=")
+                and word[len(_PURE_FLAG) + 1:].strip().lower() not in _FALSE):
+            return True
+    return False
