@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from clanker.attention.attachment import HOOK_SCRIPT, AttentionAttachment
+from clanker.attention.attachment import HOOK_SCRIPT, LAUNCHER_FILE, AttentionAttachment
 from clanker.attention.capability import AttentionContext, AttentionPlan
 from clanker.grid.client import GridClient
 from clanker.grid.daemon import grid_location
@@ -188,3 +188,58 @@ def test_a_grid_that_cannot_run_is_an_optional_failure(
     assert reports == [("attention", "prepare")]
     assert attachments.state == _base(tmp_path)
     assert capability.contexts == []
+
+
+class InvalidPlan(FakeCapability):
+    """A provider whose plan the launch refuses (an empty argv)."""
+
+    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+        self.contexts.append(context)
+        return AttentionPlan(argv=())
+
+
+def test_a_plan_the_launch_refuses_releases_everything(tmp_path: Path, interpreter: Path) -> None:
+    capability = InvalidPlan(interpreter)
+    reports: list[tuple[str, str]] = []
+    attachments = prepare_attachments(
+        _base(tmp_path), [AttentionAttachment("zed", capability, cwd=str(tmp_path))],
+        report=lambda name, phase: reports.append((name, phase)))
+    assert reports == [("attention", "prepare")]
+    assert attachments.state == _base(tmp_path)
+    assert _terminals() == []
+    assert not capability.contexts[0].private_dir.exists()
+
+
+def test_launch_directories_of_dead_launchers_are_swept(tmp_path: Path, interpreter: Path) -> None:
+    launches = clanker_paths().runtime / "launches"
+    launches.mkdir(parents=True, mode=0o700)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    orphan, mine, unknown = launches / "zed-orphan", launches / "zed-live", launches / "zed-new"
+    for directory, pid in ((orphan, dead.stdout.strip()), (mine, str(os.getpid())),
+                           (unknown, None)):
+        directory.mkdir()
+        if pid is not None:
+            (directory / LAUNCHER_FILE).write_text(pid)
+    step = AttentionAttachment("zed", FakeCapability(interpreter), cwd=str(tmp_path))
+    attachments = prepare_attachments(_base(tmp_path), [step])
+    try:
+        assert not orphan.exists()
+        assert mine.exists() and unknown.exists()  # alive, or not ours to judge
+    finally:
+        attachments.dispose()
+
+
+def test_a_launch_directory_that_is_not_private_is_refused(
+    tmp_path: Path, interpreter: Path
+) -> None:
+    launches = clanker_paths().runtime / "launches"
+    launches.mkdir(parents=True)
+    launches.chmod(0o777)
+    capability = FakeCapability(interpreter)
+    reports: list[tuple[str, str]] = []
+    step = AttentionAttachment("zed", capability, cwd=str(tmp_path))
+    prepare_attachments(_base(tmp_path), [step],
+                        report=lambda name, phase: reports.append((name, phase)))
+    assert reports == [("attention", "prepare")]
+    assert capability.contexts == [] and list(launches.iterdir()) == []

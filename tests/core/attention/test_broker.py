@@ -12,6 +12,7 @@ from clanker.attention.broker import (
     MAX_RECENT_DECISIONS,
     MAX_RETIRED_TURNS,
     MAX_TOMBSTONES,
+    MAX_WAITS,
     Broker,
     Completion,
     Decision,
@@ -325,13 +326,36 @@ def test_input_events_need_the_live_turn(h: Harness) -> None:
     h.unchanged_by(ev(E.INPUT_REQUESTED, ROOT, "C", input_id="p"), Decision.IGNORED_STALE)
 
 
-def test_the_newest_wait_replaces_an_older_one(h: Harness) -> None:
+def test_several_waits_need_input_until_every_one_is_resolved(h: Harness) -> None:
     h.start("t1")
     h.apply(ev(E.INPUT_REQUESTED, ROOT, "t1", input_id="p1"))
     assert h.apply(ev(E.INPUT_REQUESTED, ROOT, "t1", input_id="p2")) is Decision.ACCEPTED
-    h.unchanged_by(ev(E.INPUT_RESOLVED, ROOT, "t1", input_id="p1"), Decision.IGNORED_STALE)
     assert h.snap.pending_request is not None
-    assert h.snap.pending_request.input_id == "p2"
+    assert h.snap.pending_request.input_id == "p2"  # the newest is shown
+    assert h.apply(ev(E.INPUT_RESOLVED, ROOT, "t1", input_id="p2")) is Decision.ACCEPTED
+    assert h.snap.pending_request is not None
+    assert h.snap.pending_request.input_id == "p1"  # still waiting for the first
+    assert h.apply(ev(E.INPUT_RESOLVED, ROOT, "t1", input_id="p1")) is Decision.ACCEPTED
+    assert h.snap.pending_request is None
+
+
+def test_past_the_wait_bound_nothing_resolves_until_a_boundary(h: Harness) -> None:
+    h.start("t1")
+    for n in range(MAX_WAITS + 1):
+        h.apply(ev(E.INPUT_REQUESTED, ROOT, "t1", input_id=f"p{n}"))
+    for n in range(MAX_WAITS + 1):
+        h.apply(ev(E.INPUT_RESOLVED, ROOT, "t1", input_id=f"p{n}"))
+    assert h.snap.pending_request is not None
+    assert h.apply(ev(E.TURN_COMPLETED, ROOT, "t1")) is Decision.ACCEPTED
+    assert h.snap.pending_request is None
+
+
+def test_a_late_settlement_of_a_retired_turn_moves_nothing(h: Harness) -> None:
+    h.start("A")
+    h.apply(ev(E.TURN_COMPLETED, ROOT, "A", cwd="/a"))
+    h.apply(ev(E.TURN_STARTED, ROOT, "B", cwd="/b"))
+    h.unchanged_by(ev(E.TURN_COMPLETED, ROOT, "A", cwd="/a"), Decision.IGNORED_STALE)
+    assert h.snap.location == "/b"
 
 
 @pytest.mark.parametrize("ending", [E.TURN_STARTED, E.TURN_COMPLETED, E.TURN_INTERRUPTED,

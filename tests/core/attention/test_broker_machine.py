@@ -45,7 +45,8 @@ class Model:
     state: str = "unverified"
     turn: str | None = None  # the running turn, or the failed one
     turn_session: str | None = None  # the session that turn started under
-    pending: tuple[str | None, str] | None = None  # (input id, turn)
+    pending: tuple[str | None, str] | None = None  # (shown input id, turn)
+    waits: list[str | None] = field(default_factory=list)  # the turn's open waits
     completion: str | None = None  # the turn of the last completion
     outcome: tuple[str, str | None] | None = None  # (kind, turn)
     location: str | None = None
@@ -128,8 +129,9 @@ def _handle(m: Model, e: Envelope) -> D | None:
             m.state, m.turn, m.turn_session, m.pending = "running", t, s, None
     elif e.event in SETTLES:
         refused = m.live_turn(e)
-        if refused is D.IGNORED_STALE and m.root == s and m.outcome == (SETTLES[e.event], t):
-            return None  # the same settlement again
+        if (refused is D.IGNORED_STALE and m.root == s and m.outcome == (SETTLES[e.event], t)
+                and m.state != "running"):
+            return D.DUPLICATE  # the same settlement again: it moves nothing
         if refused is not None:
             return refused
         assert t is not None
@@ -145,17 +147,23 @@ def _handle(m: Model, e: Envelope) -> D | None:
         if refused is not None:
             return refused
         assert t is not None
-        m.pending = (e.input_id, t)
+        if m.pending is None:
+            m.waits = []
+        if e.input_id not in m.waits:
+            m.waits.append(e.input_id)
+        m.pending = (m.waits[-1], t)
     elif e.event is E.INPUT_RESOLVED:
         refused = m.live_turn(e)
         if refused is not None:
             return refused
         if m.pending is None:
             return None if m.resolved == (t, e.input_id) else D.IGNORED_STALE
-        if m.pending[0] is not None and m.pending[0] != e.input_id:
+        if e.input_id not in m.waits and None not in m.waits:
             return D.IGNORED_STALE
         assert t is not None
-        m.pending, m.resolved = None, (t, e.input_id)
+        m.waits = [w for w in m.waits if w not in (e.input_id, None)]
+        m.pending = (m.waits[-1], t) if m.waits else None
+        m.resolved = (t, e.input_id)
     elif e.event is E.SESSION_CONTINUED:
         old = e.continues_session_id
         if m.root == s and old in (m.root, m.continued_from):
@@ -166,7 +174,7 @@ def _handle(m: Model, e: Envelope) -> D | None:
         m.root, m.continued_from = s, old
     elif e.event is E.SESSION_ENDED:
         if m.root is None:
-            return None if s == m.ended else D.REJECTED_MISMATCH
+            return D.DUPLICATE if s == m.ended else D.REJECTED_MISMATCH
         if foreign:
             return D.REJECTED_MISMATCH
         running = m.turn if m.state == "running" else None

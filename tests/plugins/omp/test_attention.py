@@ -16,7 +16,6 @@ import pty
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -29,11 +28,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clanker.attention.capability import AttentionCapability, AttentionContext
-from clanker.attention.envelope import parse_envelope
 from clanker.attention.presentation import Attention, derive_attention
 from clanker.descriptor import Capability
 from clanker.grid.server import Grid
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
+from clanker.testing.attention import GridDouble
 from clanker_omp import clanker_attention, clanker_descriptor
 from clanker_omp.attention import EXTENSION, EXTENSION_FILE_NAME, OmpAttention
 from clanker_omp.launch import OmpLaunch
@@ -79,52 +78,9 @@ needs_runtime = pytest.mark.skipif(not RUNTIMES, reason="neither node nor bun is
 # -- a grid socket double (section 3): records every envelope, checks each one --------------
 
 
-class GridDouble:
-    """Answers ``deliver`` like the grid (``unauthorized`` for a wrong token)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.path = directory / "g.sock"
-        self.requests: list[dict[str, Any]] = []
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(self.path))
-        self._server.listen(16)
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self._server.accept()
-            except OSError:
-                return
-            with connection, connection.makefile("rwb") as stream:
-                line = stream.readline(65537)
-                request = json.loads(line)
-                assert line.endswith(b"\n") and len(line) <= 65536
-                assert request["v"] == 1 and request["op"] == "deliver"
-                assert 1 <= len(request["envelopes"]) <= 16
-                for envelope in request["envelopes"]:
-                    parse_envelope(envelope)  # the grid would refuse the batch otherwise
-                self.requests.append(request)
-                if request["token"] != TOKEN:
-                    reply: dict[str, Any] = {"v": 1, "ok": False, "error": "unauthorized"}
-                else:
-                    reply = {"v": 1, "ok": True,
-                             "decisions": ["accepted"] * len(request["envelopes"])}
-                stream.write(json.dumps(reply).encode() + b"\n")
-                stream.flush()
-
-    @property
-    def envelopes(self) -> list[dict[str, Any]]:
-        return [e for r in self.requests for e in r["envelopes"]]
-
-    def close(self) -> None:
-        self._server.close()
-
-
 @pytest.fixture
 def grid(short_dir: Path) -> Iterator[GridDouble]:
-    double = GridDouble(short_dir)
+    double = GridDouble(short_dir / "g.sock", token=TOKEN)
     try:
         yield double
     finally:
@@ -192,7 +148,7 @@ def test_the_live_session_maps_to_the_lifecycle(runtime: str, short_dir: Path,
     assert report["registered"] == ["agent_start", "session_branch", "session_shutdown",
                                     "session_start", "session_stop", "session_switch"]
     assert set(report["results"]) == {"undefined"}  # nothing is ever asked of omp
-    assert summary(grid.envelopes) == [
+    assert summary(grid.envelopes()) == [
         ("location_changed", S1, "session_start", CWD, False),
         ("turn_started", S1, "agent_start", CWD, True),
         # /new: the old session ends (no cwd: it is the new session's), the new one is located
@@ -201,13 +157,13 @@ def test_the_live_session_maps_to_the_lifecycle(runtime: str, short_dir: Path,
         ("turn_started", S2, "agent_start", CWD, True),
         ("session_ended", S2, "session_shutdown", CWD, False),
     ]
-    turns = [e["turnId"] for e in grid.envelopes if "turnId" in e]
+    turns = [e["turnId"] for e in grid.envelopes() if "turnId" in e]
     assert len(set(turns)) == 2 and all(t.split("-")[0].isdigit() for t in turns)
-    assert all(e["scope"] == "root" for e in grid.envelopes)
+    assert all(e["scope"] == "root" for e in grid.envelopes())
     assert {r["terminal"] for r in grid.requests} == {"t-1"}
     # The live deliveries of the real omp run have the same shape.
     live = json.loads((FIXTURES / "live-deliveries.json").read_text())["switch"]
-    assert summary([e for r in live for e in r["envelopes"]]) == summary(grid.envelopes)
+    assert summary([e for r in live for e in r["envelopes"]]) == summary(grid.envelopes())
 
 
 @needs_runtime
@@ -219,14 +175,14 @@ def test_the_live_turns_settle_on_session_stop(runtime: str, short_dir: Path, gr
     report = run_extension(runtime, short_dir, LIVE[run], attention_env(grid.path))
     assert set(report["results"]) == {"undefined"}
     session = LIVE[run][0]["ctx"]["sessionId"]
-    assert summary(grid.envelopes) == [
+    assert summary(grid.envelopes()) == [
         ("location_changed", session, "session_start", CWD, False),
         ("turn_started", session, "agent_start", CWD, True),
         (settled, session, "session_stop", CWD, True),  # agent_end after it changes nothing
         ("session_ended", session, "session_shutdown", CWD, False),
     ]
     live = json.loads((FIXTURES / "live-deliveries.json").read_text())[run]
-    assert summary([e for r in live for e in r["envelopes"]]) == summary(grid.envelopes)
+    assert summary([e for r in live for e in r["envelopes"]]) == summary(grid.envelopes())
 
 
 @needs_runtime
@@ -243,7 +199,7 @@ def test_main_session_stop_settles_the_turn(runtime: str, short_dir: Path, grid:
         session_stop(stop_reason),
         session_stop(stop_reason),  # a second stop has no open turn
     ], attention_env(grid.path))
-    started, ended = grid.envelopes
+    started, ended = grid.envelopes()
     assert (started["event"], ended["event"]) == ("turn_started", settled)
     assert ended["turnId"] == started["turnId"] and ended["sessionId"] == S1
     assert ended["nativeEvent"] == "session_stop" and ended["cwd"] == CWD
@@ -286,8 +242,8 @@ def test_a_sub_agent_inside_a_main_turn_changes_nothing(runtime: str, short_dir:
         step({"type": "session_shutdown"}, sub),  # the sub-agent's session is disposed
         session_stop(),
     ], attention_env(grid.path))
-    assert [e["event"] for e in grid.envelopes] == ["turn_started", "turn_completed"]
-    assert {e["sessionId"] for e in grid.envelopes} == {S1}
+    assert [e["event"] for e in grid.envelopes()] == ["turn_started", "turn_completed"]
+    assert {e["sessionId"] for e in grid.envelopes()} == {S1}
 
 
 @needs_runtime
@@ -297,7 +253,7 @@ def test_a_named_main_kind_reports_in_any_mode(runtime: str, short_dir: Path,
     main = {**BUILT["main_ctx"], "mode": "print", "hasUI": False, "agent": {"kind": "main"}}
     run_extension(runtime, short_dir, [step({"type": "agent_start"}, main),
                                        session_stop("stop", **main)], attention_env(grid.path))
-    assert [e["event"] for e in grid.envelopes] == ["turn_started", "turn_completed"]
+    assert [e["event"] for e in grid.envelopes()] == ["turn_started", "turn_completed"]
 
 
 @needs_runtime
@@ -312,7 +268,7 @@ def test_a_branch_or_an_unannounced_session_change_ends_the_old_root(
         session_stop(sessionId=s3),
         step(BUILT["session_branch"], sessionId=s3, cwd="/home/dev/src/other"),  # same id
     ], attention_env(grid.path))
-    assert summary(grid.envelopes) == [
+    assert summary(grid.envelopes()) == [
         ("location_changed", S1, "session_start", CWD, False),
         ("session_ended", S1, "session_branch", None, False),
         ("location_changed", S2, "session_branch", CWD, False),
@@ -332,7 +288,7 @@ def test_an_unusable_cwd_is_left_out(runtime: str, short_dir: Path, grid: GridDo
                                      cwd: Any) -> None:
     run_extension(runtime, short_dir, [step({"type": "session_start"}, cwd=cwd),
                                        agent_start(cwd=cwd)], attention_env(grid.path))
-    assert [(e["event"], "cwd" in e) for e in grid.envelopes] == [("turn_started", False)]
+    assert [(e["event"], "cwd" in e) for e in grid.envelopes()] == [("turn_started", False)]
 
 
 @needs_runtime
@@ -382,9 +338,9 @@ def test_deliveries_stay_ordered_and_bounded(runtime: str, short_dir: Path,
                                              grid: GridDouble) -> None:
     turns = [s for _ in range(40) for s in (agent_start(), session_stop())]
     run_extension(runtime, short_dir, turns, attention_env(grid.path))
-    events = [e["event"] for e in grid.envelopes]
+    events = [e["event"] for e in grid.envelopes()]
     assert events == ["turn_started", "turn_completed"] * 40
-    ids = [e["turnId"] for e in grid.envelopes]
+    ids = [e["turnId"] for e in grid.envelopes()]
     assert ids[0::2] == ids[1::2] and len(set(ids)) == 40
 
 
@@ -396,7 +352,7 @@ def test_an_overwhelmed_queue_stops_for_good(runtime: str, short_dir: Path,
     # rest queue up, and past 256 queued the extension drops them and stops for good.
     turns = [s for _ in range(200) for s in (agent_start(), session_stop())]
     run_extension(runtime, short_dir, turns, attention_env(grid.path))
-    assert [e["event"] for e in grid.envelopes] == ["turn_started"]
+    assert [e["event"] for e in grid.envelopes()] == ["turn_started"]
 
 
 # -- the extension against the real grid ------------------------------------------------------

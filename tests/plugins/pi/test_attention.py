@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from clanker.attention.envelope import parse_envelope
 from clanker.descriptor import Capability
 from clanker.grid.client import GridClient
 from clanker.grid.server import Grid
+from clanker.testing.attention import GridDouble
 from clanker_pi.attention import EXTENSION, EXTENSION_NAME, SUBCOMMANDS, PiAttention
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "pi" / "attention"
@@ -38,52 +38,9 @@ TOKEN = "ab" * 32
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
 
-Requests = list[dict[str, object]]
-
-
-class GridDouble:
-    """A socket speaking the grid's ``deliver`` op: records each request, answers ``ok``."""
-
-    def __init__(self, path: Path, *, answer: dict[str, object] | None = None) -> None:
-        self.path = path
-        self.requests: Requests = []
-        self._answer = answer
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(path))
-        self._server.listen(16)
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self._server.accept()
-            except OSError:
-                return
-            with connection:
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = connection.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                request = json.loads(data)
-                self.requests.append(request)
-                answer = self._answer or {
-                    "v": 1, "ok": True, "decisions": ["accepted"] * len(request["envelopes"]),
-                }
-                connection.sendall(json.dumps(answer).encode() + b"\n")
-
-    def close(self) -> None:
-        self._server.close()
-
-    def envelopes(self) -> list[dict[str, object]]:
-        return [e for r in self.requests for e in r["envelopes"]]  # type: ignore[attr-defined]
-
-
 @pytest.fixture
 def grid(short_dir: Path) -> Iterator[GridDouble]:
-    double = GridDouble(short_dir / "g.sock")
+    double = GridDouble(short_dir / "g.sock", token=TOKEN)
     try:
         yield double
     finally:

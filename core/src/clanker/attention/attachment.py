@@ -29,12 +29,16 @@ from clanker.paths import ClankerPaths, clanker_paths
 if TYPE_CHECKING:
     from clanker.grid.client import GridClient, Registration
 
-__all__ = ["HOOK_SCRIPT", "AttentionAttachment", "write_hook_command"]
+__all__ = ["HOOK_SCRIPT", "LAUNCHER_FILE", "AttentionAttachment", "sweep_orphans",
+           "write_hook_command"]
 
 log = get_logger(__name__)
 
 HOOK_SCRIPT = Path(__file__).with_name("hook.py")
 """The hook bridge: standard library only, so it starts as fast as Python can."""
+
+LAUNCHER_FILE = "launcher.pid"
+"""In each launch directory: the pid of the launch that owns it."""
 
 
 def write_hook_command(directory: Path) -> Path:
@@ -82,16 +86,19 @@ class AttentionAttachment:
     def prepare(self, state: LaunchState) -> PreparedAttachment | None:
         # Deferred: the grid client is only needed by launches that attach.
         from clanker.grid.client import GridClient
-        from clanker.grid.daemon import ensure_running
+        from clanker.grid.daemon import ensure_running, secure_directory
 
         paths = self._paths or clanker_paths()
         socket = ensure_running(paths)
         client = GridClient(socket)
         launches = paths.runtime / "launches"
-        launches.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # The harness runs the hook command we put here: the directory must be ours alone.
+        secure_directory(launches)
+        sweep_orphans(launches)
         private_dir = Path(tempfile.mkdtemp(prefix=f"{self._harness}-", dir=launches))
         registration: Registration | None = None
         try:
+            (private_dir / LAUNCHER_FILE).write_text(str(os.getpid()))
             state_dir = private_dir / "state"
             state_dir.mkdir(mode=0o700)
             registration = client.register(
@@ -117,23 +124,40 @@ class AttentionAttachment:
                 private_dir=private_dir,
                 user_flags=self._user_flags,
             ))
+            if plan is None:
+                log.info("attention: %s configuration is the user's; launching without it",
+                         self._harness)
+                _release(client, registration, private_dir)
+                return None
+            released = False
+
+            def dispose() -> None:
+                nonlocal released
+                if not released:
+                    released = True
+                    _release(client, registration, private_dir)
+
+            # Inside the guard: a plan the attachment refuses must release everything too.
+            return PreparedAttachment(dispose=dispose, argv=plan.argv, env={**env, **plan.env})
         except BaseException:
             _release(client, registration, private_dir)
             raise
-        if plan is None:
-            log.info("attention: %s configuration is the user's; launching without it",
-                     self._harness)
-            _release(client, registration, private_dir)
-            return None
-        released = False
 
-        def dispose() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                _release(client, registration, private_dir)
 
-        return PreparedAttachment(dispose=dispose, argv=plan.argv, env={**env, **plan.env})
+def sweep_orphans(launches: Path) -> None:
+    """Remove launch directories whose launcher is gone (killed before it could dispose).
+
+    A directory without a readable launcher pid is left alone: it may be one
+    being created right now.
+    """
+    for directory in launches.iterdir():
+        try:
+            pid = int((directory / LAUNCHER_FILE).read_text())
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(directory, ignore_errors=True)
+        except (OSError, ValueError):
+            continue  # not ours to judge, or alive under another user
 
 
 def _release(client: GridClient, registration: Registration | None, private_dir: Path) -> None:

@@ -21,7 +21,9 @@ The invariants it keeps (each answered with a :class:`Decision`):
   live turn; a completed, interrupted, failed or superseded turn is retired
   (a bounded list) and can neither settle nor restart (``ignored-stale``).
 - ``input_resolved`` clears only an outstanding wait of the live turn, and a
-  wait with an ``inputId`` only when the resolution carries the same one.
+  wait with an ``inputId`` only when the resolution carries the same one. A
+  turn may have several waits (up to :data:`MAX_WAITS`, then none clears until
+  a boundary): the newest is shown, and it needs input until all are resolved.
 - ``session_continued`` moves the bound root to the continuation it names only
   when ``continuesSessionId`` is the bound root; turn, input and runtime stay.
 - ``session_ended`` clears the root, turn and pending input and keeps the
@@ -74,6 +76,7 @@ __all__ = [
     "MAX_RECENT_DECISIONS",
     "MAX_RETIRED_TURNS",
     "MAX_TOMBSTONES",
+    "MAX_WAITS",
     "Broker",
     "Completion",
     "Decision",
@@ -86,6 +89,9 @@ __all__ = [
     "Snapshot",
     "canonical_location",
 ]
+
+MAX_WAITS: Final = 16
+"""Outstanding waits one turn keeps; past it the turn needs input until a boundary."""
 
 MAX_RETIRED_TURNS: Final = 64
 """Retired (session, turn) pairs remembered per terminal."""
@@ -259,6 +265,9 @@ class _Entry:
         "retired",
         "snapshot",
         "turn_session",
+        "waits",
+        "waits_overflow",
+        "waits_turn",
     )
 
     def __init__(self, published: Revision, recent: deque[_Recent]) -> None:
@@ -274,6 +283,25 @@ class _Entry:
         self.continued_from: str | None = None  # the root before the last continuation
         self.ended_session: str | None = None  # the root the last session_ended cleared
         self.last_resolved: tuple[str, str | None] | None = None  # (turn, input id)
+        # The live turn's outstanding waits (input id -> requested at), oldest first:
+        # one is shown, and the pane needs input until every one is resolved.
+        self.waits: dict[str | None, datetime] = {}
+        self.waits_turn: str | None = None
+        self.waits_overflow = False
+
+    def waits_of(self, turn: str) -> dict[str | None, datetime]:
+        """The outstanding waits of ``turn`` (a turn boundary forgets the others)."""
+        if self.waits_turn != turn or self.snapshot.pending_request is None:
+            self.waits, self.waits_turn, self.waits_overflow = {}, turn, False
+        return self.waits
+
+    def shown_wait(self, turn: str) -> PendingRequest | None:
+        """The newest outstanding wait, or ``None`` when none is left."""
+        if not self.waits:
+            return (self.snapshot.pending_request
+                    if self.waits_overflow else None)
+        input_id, requested_at = next(reversed(self.waits.items()))
+        return PendingRequest(input_id=input_id, turn_id=turn, requested_at=requested_at)
 
     def retire_turn(self, turn_id: str, *sessions: str | None) -> None:
         for session in sessions:
@@ -523,9 +551,11 @@ class Broker:
                 and outcome.kind is kind
                 and outcome.turn_id == envelope.turn_id
                 and entry.snapshot.root_session_id == envelope.session_id
+                and entry.snapshot.runtime.state is not RuntimeState.RUNNING
             ):
-                # The same settlement, delivered again.
-                return self._commit(terminal, entry, self._located(entry.snapshot, envelope))
+                # The same settlement, delivered again: it changes nothing, not even
+                # the location (a newer report may have moved it since).
+                return Decision.DUPLICATE
             return refused
         snap = entry.snapshot
         turn = snap.runtime.turn_id
@@ -558,33 +588,35 @@ class Broker:
         refused = self._live_turn(entry, envelope)
         if refused is not None:
             return refused
-        snap = entry.snapshot
-        pending = snap.pending_request
         turn = envelope.turn_id
         assert turn is not None
-        if pending is None or pending.input_id != envelope.input_id:
-            # The newest wait is the one shown; an older one it replaces can
-            # no longer be resolved on its own (it fails towards "needs input").
-            snap = attrs.evolve(snap, pending_request=PendingRequest(
-                input_id=envelope.input_id, turn_id=turn, requested_at=self._clock()))
-        return self._commit(terminal, entry, self._located(snap, envelope))
+        waits = entry.waits_of(turn)
+        if envelope.input_id not in waits:
+            if len(waits) >= MAX_WAITS:
+                entry.waits_overflow = True  # past the bound nothing resolves until a boundary
+            else:
+                waits[envelope.input_id] = self._clock()
+        return self._commit(terminal, entry, self._located(
+            attrs.evolve(entry.snapshot, pending_request=entry.shown_wait(turn)), envelope))
 
     def _input_resolved(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
         refused = self._live_turn(entry, envelope)
         if refused is not None:
             return refused
-        snap = entry.snapshot
-        pending = snap.pending_request
         turn = envelope.turn_id
         assert turn is not None
-        if pending is None:
+        waits = entry.waits_of(turn)
+        if not waits:
             if entry.last_resolved == (turn, envelope.input_id):  # delivered again
-                return self._commit(terminal, entry, self._located(snap, envelope))
+                return self._commit(terminal, entry, self._located(entry.snapshot, envelope))
             return Decision.IGNORED_STALE  # no wait is outstanding
-        if pending.input_id is not None and pending.input_id != envelope.input_id:
-            return Decision.IGNORED_STALE  # it resolves another wait
+        if envelope.input_id not in waits and None not in waits:
+            return Decision.IGNORED_STALE  # it resolves no wait of this turn
+        # A wait without an id is cleared by any resolution of its turn.
+        waits.pop(envelope.input_id, None)
+        waits.pop(None, None)
         entry.last_resolved = (turn, envelope.input_id)
-        snap = attrs.evolve(snap, pending_request=None)
+        snap = attrs.evolve(entry.snapshot, pending_request=entry.shown_wait(turn))
         return self._commit(terminal, entry, self._located(snap, envelope))
 
     def _session_continued(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
@@ -612,7 +644,7 @@ class Broker:
         if root is None:
             if session != entry.ended_session:
                 return Decision.REJECTED_MISMATCH
-            return self._commit(terminal, entry, self._located(snap, envelope))  # again
+            return Decision.DUPLICATE  # delivered again: moves nothing, not even the location
         if root != session:
             return Decision.REJECTED_MISMATCH
         runtime = snap.runtime

@@ -77,7 +77,7 @@ def entry_record(entry: TerminalEntry) -> dict[str, Any]:
 
 def _place(path: str) -> str:
     home = str(Path.home())
-    if path == home or path.startswith(home.rstrip("/") + "/"):
+    if home != "/" and (path == home or path.startswith(home.rstrip("/") + "/")):
         return "~" + path[len(home):]
     return path
 

@@ -1,0 +1,97 @@
+"""A stand-in grid for testing an attention source that delivers to the grid itself.
+
+:class:`GridDouble` listens on a Unix socket and speaks the grid protocol's
+``deliver`` operation as the real grid does (one request line per connection,
+at most 65,536 bytes, ``"v": 1``, 1 to 16 envelopes, each one strictly parsed:
+the real grid refuses a whole batch for one malformed envelope). It records
+every request and answers ``accepted`` for each envelope, or ``unauthorized``
+when the token is not the one it was given::
+
+    double = GridDouble(short_dir / "g.sock", token="ab" * 32)
+    try:
+        run_my_extension(env={"CLANKER_ATTENTION_SOCKET": str(double.path), ...})
+        assert [e["event"] for e in double.envelopes()] == ["turn_started", ...]
+    finally:
+        double.close()
+
+Use the real :class:`~clanker.grid.server.Grid` where the test is about the
+resulting state (``clanker status``); the double is for exact envelopes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+from clanker.attention.envelope import parse_envelope
+from clanker.grid.protocol import MAX_LINE
+
+__all__ = ["GridDouble"]
+
+
+class GridDouble:
+    """A socket speaking the grid's ``deliver`` operation (see the module notes)."""
+
+    def __init__(
+        self, path: Path, *, token: str | None = None, answer: dict[str, Any] | None = None
+    ) -> None:
+        self.path = path
+        self.requests: list[dict[str, Any]] = []
+        """Every well-formed request, in arrival order."""
+        self.problems: list[str] = []
+        """Why each request the real grid would refuse was refused."""
+        self._token = token
+        self._answer = answer
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(path))
+        self._server.listen(64)
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def envelopes(self) -> list[dict[str, Any]]:
+        """Every delivered envelope, in order."""
+        return [envelope for request in self.requests for envelope in request["envelopes"]]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            # Wakes the accept() of the serving thread; close() alone would not.
+            self._server.shutdown(socket.SHUT_RDWR)
+        self._server.close()
+        self._thread.join(5)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._server.accept()
+            except OSError:
+                return  # closed
+            with connection, connection.makefile("rwb") as stream:
+                reply = self._answer_to(stream.readline(MAX_LINE + 2))
+                stream.write(json.dumps(reply).encode() + b"\n")
+                stream.flush()
+
+    def _answer_to(self, line: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(line)
+            if not line.endswith(b"\n") or len(line) > MAX_LINE + 1:
+                raise ValueError("line: not one bounded line")
+            if request.get("v") != 1 or request.get("op") != "deliver":
+                raise ValueError("request: not a version 1 deliver")
+            envelopes = request["envelopes"]
+            if not 1 <= len(envelopes) <= 16:
+                raise ValueError("envelopes: not 1 to 16")
+            for envelope in envelopes:
+                parse_envelope(envelope)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            self.problems.append(str(error))
+            return {"v": 1, "ok": False, "error": "bad-request"}
+        self.requests.append(request)
+        if self._answer is not None:
+            return self._answer
+        if self._token is not None and request.get("token") != self._token:
+            return {"v": 1, "ok": False, "error": "unauthorized"}
+        return {"v": 1, "ok": True, "decisions": ["accepted"] * len(envelopes)}
