@@ -32,7 +32,7 @@ MISS: Final = object()
 _Identity = tuple[int, int, int]
 # path, size, mtime_ns, inode, then either nothing (not a session) or
 # native_id, updated, title, cwd, created, model, message_count, parent_id, hidden
-_SESSION_TYPES: Final = (
+_SESSION_TYPES: Final[tuple[tuple[type, ...], ...]] = (
     (str,), (float, int), (str, type(None)), (str, type(None)), (float, int, type(None)),
     (str, type(None)), (int, type(None)), (str, type(None)), (bool,),
 )
