@@ -16,7 +16,6 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from clanker.attention.envelope import parse_envelope
 from clanker.descriptor import Capability
 from clanker.grid.client import Registration
 from clanker.grid.server import Grid
+from clanker.testing.attention import GridDouble
 from clanker_hermes.attention import (
     BUNDLED_ENV,
     OBSERVER_SOURCE,
@@ -76,54 +76,9 @@ class HookContext:
         self.hooks.setdefault(name, []).append(callback)
 
 
-class SocketDouble:
-    """A section-3 grid double: records every ``deliver`` line, answers ``accepted``."""
-
-    def __init__(self, path: Path, *, answer: dict[str, Any] | None = None) -> None:
-        self.path = path
-        self.requests: list[dict[str, Any]] = []
-        self.raw: list[bytes] = []
-        self._answer = answer
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(path))
-        self._server.listen(16)
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self._server.accept()
-            except OSError:
-                return
-            with connection:
-                data = b""
-                while b"\n" not in data:
-                    chunk = connection.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                line = data.partition(b"\n")[0]
-                self.raw.append(line)
-                request = json.loads(line)
-                self.requests.append(request)
-                answer = self._answer or {
-                    "v": 1, "ok": True,
-                    "decisions": ["accepted"] * len(request.get("envelopes", [])),
-                }
-                connection.sendall(json.dumps(answer).encode() + b"\n")
-
-    @property
-    def envelopes(self) -> list[dict[str, Any]]:
-        return [e for r in self.requests for e in r["envelopes"]]
-
-    def close(self) -> None:
-        self._server.close()
-
-
 @pytest.fixture
-def double(short_dir: Path) -> Iterator[SocketDouble]:
-    server = SocketDouble(short_dir / "g.sock")
+def double(short_dir: Path) -> Iterator[GridDouble]:
+    server = GridDouble(short_dir / "g.sock")
     try:
         yield server
     finally:
@@ -201,7 +156,7 @@ def summary(envelopes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return [(e["event"], e["sessionId"], e["turnId"]) for e in envelopes]
 
 
-def assert_wire_valid(double: SocketDouble) -> None:
+def assert_wire_valid(double: GridDouble) -> None:
     for request in double.requests:
         assert request["v"] == 1 and request["op"] == "deliver"
         assert request["token"] == TOKEN
@@ -209,7 +164,8 @@ def assert_wire_valid(double: SocketDouble) -> None:
         for envelope in request["envelopes"]:
             parse_envelope(envelope)
             assert envelope["scope"] == "root"
-    assert all(SECRET.encode() not in line for line in double.raw)
+    assert double.problems == []
+    assert SECRET not in json.dumps(double.requests)
 
 
 # -- the plugin entry point -----------------------------------------------------------------
@@ -228,7 +184,7 @@ def test_inert_without_the_launch_variables(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_registers_only_known_hermes_hooks(monkeypatch: pytest.MonkeyPatch,
-                                           double: SocketDouble) -> None:
+                                           double: GridDouble) -> None:
     hermes = Hermes(monkeypatch, double.path, "t-1", TOKEN)
     valid = json.loads((FIXTURES / "valid-hooks-0.19.0.json").read_text())
     assert set(hermes.context.hooks) <= set(valid)
@@ -265,24 +221,24 @@ def test_the_plugin_imports_only_the_standard_library() -> None:
 
 
 def test_live_tui_sequence_start_interrupt_finalize(monkeypatch: pytest.MonkeyPatch,
-                                                    double: SocketDouble) -> None:
+                                                    double: GridDouble) -> None:
     """The hook calls captured from `hermes --tui` (submit, Ctrl+C, quit), in order."""
     hermes = Hermes(monkeypatch, double.path, "t-1", TOKEN)
     for call in json.loads((FIXTURES / "live-tui-interrupt.json").read_text()):
         hermes.fire(call["hook"], **call["kwargs"])
     hermes.drain()
-    assert summary(double.envelopes) == [
+    assert summary(double.envelopes()) == [
         ("turn_started", ROOT, f"{ROOT}:{ROOT}:0000aaa1"),
         ("turn_interrupted", ROOT, f"{ROOT}:{ROOT}:0000aaa1"),
         ("session_ended", ROOT, None),
     ]
-    assert [e["nativeEvent"] for e in double.envelopes] == [
+    assert [e["nativeEvent"] for e in double.envelopes()] == [
         "pre_llm_call", "on_session_end", "on_session_finalize"]
     assert_wire_valid(double)
 
 
 def test_completion_from_post_llm_call(monkeypatch: pytest.MonkeyPatch,
-                                       double: SocketDouble) -> None:
+                                       double: GridDouble) -> None:
     hermes = Hermes(monkeypatch, double.path, "t-1", TOKEN)
     hermes.fire("pre_llm_call", **pre_llm_call(ROOT, TURN_1))
     hermes.fire("post_llm_call", **post_llm_call(ROOT, TURN_1))
@@ -290,7 +246,7 @@ def test_completion_from_post_llm_call(monkeypatch: pytest.MonkeyPatch,
     hermes.fire("pre_llm_call", **pre_llm_call(ROOT, TURN_2))
     hermes.fire("on_session_end", **session_end(ROOT, TURN_2, completed=False, interrupted=False))
     hermes.drain()
-    assert summary(double.envelopes) == [
+    assert summary(double.envelopes()) == [
         ("turn_started", ROOT, TURN_1),
         ("turn_completed", ROOT, TURN_1),  # the turn's own on_session_end adds nothing
         ("turn_started", ROOT, TURN_2),
@@ -300,16 +256,16 @@ def test_completion_from_post_llm_call(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_a_completed_turn_without_a_response_still_completes(
-        monkeypatch: pytest.MonkeyPatch, double: SocketDouble) -> None:
+        monkeypatch: pytest.MonkeyPatch, double: GridDouble) -> None:
     hermes = Hermes(monkeypatch, double.path, "t-1", TOKEN)
     hermes.fire("pre_llm_call", **pre_llm_call(ROOT, TURN_1))
     hermes.fire("on_session_end", **session_end(ROOT, TURN_1, completed=True, interrupted=False))
     hermes.drain()
-    assert summary(double.envelopes) == [
+    assert summary(double.envelopes()) == [
         ("turn_started", ROOT, TURN_1), ("turn_completed", ROOT, TURN_1)]
 
 
-def test_child_turns_never_report(monkeypatch: pytest.MonkeyPatch, double: SocketDouble) -> None:
+def test_child_turns_never_report(monkeypatch: pytest.MonkeyPatch, double: GridDouble) -> None:
     hermes = Hermes(monkeypatch, double.path, "t-1", TOKEN)
     hermes.fire("pre_llm_call", **pre_llm_call(ROOT, TURN_1))
     hermes.fire("subagent_start", parent_session_id=ROOT, parent_turn_id=TURN_1,
@@ -323,24 +279,24 @@ def test_child_turns_never_report(monkeypatch: pytest.MonkeyPatch, double: Socke
     hermes.fire("on_session_finalize", session_id=CHILD, platform="tui")
     hermes.fire("post_llm_call", **post_llm_call(ROOT, TURN_1))
     hermes.drain()
-    assert summary(double.envelopes) == [
+    assert summary(double.envelopes()) == [
         ("turn_started", ROOT, TURN_1), ("turn_completed", ROOT, TURN_1)]
 
 
 @pytest.mark.parametrize(("parent", "reported"), [("", True), (ROOT, False)])
 def test_a_newer_hermes_names_the_parent_on_pre_llm_call(
-        monkeypatch: pytest.MonkeyPatch, double: SocketDouble, parent: str,
+        monkeypatch: pytest.MonkeyPatch, double: GridDouble, parent: str,
         reported: bool) -> None:
     hermes = Hermes(monkeypatch, double.path, "t-1", TOKEN)
     hermes.fire("pre_llm_call", **pre_llm_call(CHILD, CHILD_TURN, parent_session_id=parent))
     hermes.fire("post_llm_call", **post_llm_call(CHILD, CHILD_TURN))
     hermes.drain()
     expected = [("turn_started", CHILD, CHILD_TURN), ("turn_completed", CHILD, CHILD_TURN)]
-    assert summary(double.envelopes) == (expected if reported else [])
+    assert summary(double.envelopes()) == (expected if reported else [])
 
 
 def test_unseen_turns_and_other_sessions_are_dropped(monkeypatch: pytest.MonkeyPatch,
-                                                     double: SocketDouble) -> None:
+                                                     double: GridDouble) -> None:
     hermes = Hermes(monkeypatch, double.path, "t-1", TOKEN)
     hermes.fire("post_llm_call", **post_llm_call(ROOT, TURN_1))  # never seen start
     hermes.fire("pre_approval_request", **approval(TURN_1))
@@ -351,11 +307,11 @@ def test_unseen_turns_and_other_sessions_are_dropped(monkeypatch: pytest.MonkeyP
     hermes.fire("post_llm_call", **post_llm_call(ROTATED, other))
     hermes.fire("on_session_finalize", session_id=ROTATED, platform="tui")
     hermes.drain()
-    assert summary(double.envelopes) == [("turn_started", ROOT, TURN_2)]
+    assert summary(double.envelopes()) == [("turn_started", ROOT, TURN_2)]
 
 
 def test_human_approvals_are_waits_tied_to_the_turn(monkeypatch: pytest.MonkeyPatch,
-                                                    double: SocketDouble) -> None:
+                                                    double: GridDouble) -> None:
     hermes = Hermes(monkeypatch, double.path, "t-1", TOKEN)
     hermes.fire("pre_llm_call", **pre_llm_call(ROOT, TURN_1))
     hermes.fire("pre_approval_request", **approval(TURN_1, surface="smart"))  # no human
@@ -369,7 +325,7 @@ def test_human_approvals_are_waits_tied_to_the_turn(monkeypatch: pytest.MonkeyPa
     hermes.fire("post_approval_response", **approval(TURN_1, tool_call_id="", choice="deny"))
     hermes.fire("post_llm_call", **post_llm_call(ROOT, TURN_1))
     hermes.drain()
-    envelopes = double.envelopes
+    envelopes = double.envelopes()
     assert [(e["event"], e.get("inputId")) for e in envelopes] == [
         ("turn_started", None),
         ("input_requested", "call_1"),
@@ -385,7 +341,7 @@ def test_human_approvals_are_waits_tied_to_the_turn(monkeypatch: pytest.MonkeyPa
 
 
 def test_rotation_inside_a_root_turn_is_a_continuation(monkeypatch: pytest.MonkeyPatch,
-                                                       double: SocketDouble) -> None:
+                                                       double: GridDouble) -> None:
     hermes = Hermes(monkeypatch, double.path, "t-1", TOKEN)
     hermes.fire("pre_llm_call", **pre_llm_call(ROOT, TURN_1))
     hermes.fire("post_llm_call", **post_llm_call(ROTATED, TURN_1))  # compressed mid-turn
@@ -393,7 +349,7 @@ def test_rotation_inside_a_root_turn_is_a_continuation(monkeypatch: pytest.Monke
     hermes.fire("pre_llm_call", **pre_llm_call(ROTATED, next_turn))
     hermes.drain()
     assert [(e["event"], e["sessionId"], e.get("continuesSessionId"))
-            for e in double.envelopes] == [
+            for e in double.envelopes()] == [
         ("turn_started", ROOT, None),
         ("session_continued", ROTATED, ROOT),
         ("turn_completed", ROTATED, None),
@@ -420,7 +376,7 @@ def write_state_db(path: Path, rows: list[tuple[str, str | None, str | None]]) -
 @pytest.mark.parametrize(("end_reason", "continued"), [
     ("compression", True), ("user_exit", False), (None, False)])
 def test_rotation_between_turns_needs_hermes_lineage(
-        monkeypatch: pytest.MonkeyPatch, double: SocketDouble, short_dir: Path,
+        monkeypatch: pytest.MonkeyPatch, double: GridDouble, short_dir: Path,
         end_reason: str | None, continued: bool) -> None:
     database = write_state_db(short_dir / "hermes-home", [
         (ROOT, None, end_reason), (ROTATED, ROOT, None)])
@@ -430,13 +386,13 @@ def test_rotation_between_turns_needs_hermes_lineage(
     next_turn = f"{ROTATED}:{TASK}:0000bbb2"
     hermes.fire("pre_llm_call", **pre_llm_call(ROTATED, next_turn))  # after a manual /compress
     hermes.drain()
-    events = [(e["event"], e["sessionId"]) for e in double.envelopes]
+    events = [(e["event"], e["sessionId"]) for e in double.envelopes()]
     assert events[:2] == [("turn_started", ROOT), ("turn_completed", ROOT)]
     assert events[2:] == ([("session_continued", ROTATED), ("turn_started", ROTATED)]
                           if continued else [])
 
 
-def test_session_boundaries(monkeypatch: pytest.MonkeyPatch, double: SocketDouble) -> None:
+def test_session_boundaries(monkeypatch: pytest.MonkeyPatch, double: GridDouble) -> None:
     hermes = Hermes(monkeypatch, double.path, "t-1", TOKEN)
     hermes.fire("on_session_reset", session_id=ROOT, platform="tui")  # startup: nothing bound
     hermes.fire("pre_llm_call", **pre_llm_call(ROOT, TURN_1))
@@ -447,18 +403,18 @@ def test_session_boundaries(monkeypatch: pytest.MonkeyPatch, double: SocketDoubl
     hermes.fire("post_llm_call", **post_llm_call(ROOT, TURN_1))  # the old turn is forgotten
     hermes.fire("on_session_finalize", session_id=ROTATED, platform="tui")  # quit
     hermes.drain()
-    assert summary(double.envelopes) == [
+    assert summary(double.envelopes()) == [
         ("turn_started", ROOT, TURN_1),
         ("session_ended", ROOT, None),
         ("turn_started", ROTATED, new_turn),
         ("session_ended", ROTATED, None),
     ]
-    assert [e["nativeEvent"] for e in double.envelopes] == [
+    assert [e["nativeEvent"] for e in double.envelopes()] == [
         "pre_llm_call", "on_session_reset", "pre_llm_call", "on_session_finalize"]
 
 
 def test_root_events_carry_the_local_terminal_directory(monkeypatch: pytest.MonkeyPatch,
-                                                        double: SocketDouble) -> None:
+                                                        double: GridDouble) -> None:
     class LocalEnvironment:
         cwd = "/work/project/sub"
 
@@ -475,7 +431,7 @@ def test_root_events_carry_the_local_terminal_directory(monkeypatch: pytest.Monk
     container_turn = f"{ROOT}:container:0000aaa3"
     hermes.fire("pre_llm_call", **pre_llm_call(ROOT, container_turn))
     hermes.drain()
-    assert [e.get("cwd") for e in double.envelopes] == [
+    assert [e.get("cwd") for e in double.envelopes()] == [
         "/work/project/sub", "/work/project/sub", None]
 
 
@@ -515,7 +471,7 @@ def test_a_grid_that_is_down_costs_hermes_nothing(monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_full_queue_stops_delivery_for_good(monkeypatch: pytest.MonkeyPatch,
-                                              double: SocketDouble) -> None:
+                                              double: GridDouble) -> None:
     hermes = Hermes(monkeypatch, double.path, "t-1", TOKEN)
     observer = hermes.module.loaded_observer()
     release = threading.Event()
@@ -535,12 +491,12 @@ def test_a_full_queue_stops_delivery_for_good(monkeypatch: pytest.MonkeyPatch,
     hermes.drain()
     # At most the one event the worker held, and nothing after the overflow.
     assert len(handled) <= 1
-    assert len(double.envelopes) <= 1
+    assert len(double.envelopes()) <= 1
 
 
 def test_a_revoked_credential_stops_delivery(monkeypatch: pytest.MonkeyPatch,
                                              short_dir: Path) -> None:
-    refusing = SocketDouble(short_dir / "r.sock",
+    refusing = GridDouble(short_dir / "r.sock",
                             answer={"v": 1, "ok": False, "error": "unauthorized"})
     try:
         hermes = Hermes(monkeypatch, refusing.path, "t-1", TOKEN)
