@@ -22,6 +22,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from clanker.commit.exits import answer_by_exit
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
 
@@ -192,16 +193,9 @@ class AgyCommit:
         )
 
     def parse_output(self, result: CommandResult) -> str:
-        if result.exit_code == 0:
-            # 0 is no proof: an unknown event line, an unknown model, and a
-            # turn after an error agy recovered from were all reported as 0.
-            return parse_commit_stream(result.stdout)
+        # 0 is no proof: an unknown event line, an unknown model, and a
+        # turn after an error agy recovered from were all reported as 0.
         # 1: bad input or interrupted (SIGTERM writes an ERROR result first);
         # 2: a flag error; 3: quota. The stream says what failed when it can;
         # stderr (`AGY_ERROR: ...`) is diagnostics only, never read.
-        try:
-            parse_commit_stream(result.stdout)
-        except HarnessCapabilityError as exc:
-            if exc.kind is ErrorKind.COMMAND_FAILED:
-                raise
-        raise _fail(ErrorKind.COMMAND_FAILED, f"exit status {result.exit_code}")
+        return answer_by_exit(result, parse_commit_stream, harness="agy")

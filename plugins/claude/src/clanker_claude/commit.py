@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from clanker.commit.exits import answer_by_exit
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
 from clanker_claude.models import ISOLATION_ARGS, ISOLATION_ENV
@@ -187,14 +188,7 @@ class ClaudeCommit:
         )
 
     def parse_output(self, result: CommandResult) -> str:
-        if result.exit_code == 0:
-            # 0 without output is an interrupted run (SIGINT): a failure too.
-            return parse_commit_result(result.stdout)
+        # 0 without output is an interrupted run (SIGINT): a failure too.
         # 1: an error result, or a bad flag or stdin (no output); 143/129: a
         # signal. An error result says what failed; otherwise the status does.
-        try:
-            parse_commit_result(result.stdout)
-        except HarnessCapabilityError as exc:
-            if exc.kind is ErrorKind.COMMAND_FAILED:
-                raise
-        raise _fail(ErrorKind.COMMAND_FAILED, f"exit status {result.exit_code}")
+        return answer_by_exit(result, parse_commit_result, harness="claude")

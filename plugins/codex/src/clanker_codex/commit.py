@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from clanker.commit.exits import answer_by_exit
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
 
@@ -204,14 +205,7 @@ class CodexCommit:
         )
 
     def parse_output(self, result: CommandResult) -> str:
-        if result.exit_code == 0:
-            return parse_commit_stream(result.stdout)
         # 1: a failed turn, or a start-up error (no prompt, not a git
         # repository, too large an input); 2: a bad flag; 130/143: a signal.
         # The stream says whether a turn failed; stderr is never read.
-        try:
-            parse_commit_stream(result.stdout)
-        except HarnessCapabilityError as exc:
-            if exc.kind is ErrorKind.COMMAND_FAILED:
-                raise
-        raise _fail(ErrorKind.COMMAND_FAILED, f"exit status {result.exit_code}")
+        return answer_by_exit(result, parse_commit_stream, harness="codex")

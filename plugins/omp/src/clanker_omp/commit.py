@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from clanker.commit.exits import answer_by_exit
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
 
@@ -227,13 +228,7 @@ class OmpCommit:
         )
 
     def parse_output(self, result: CommandResult) -> str:
-        if result.exit_code == 0:
-            return parse_commit_stream(result.stdout)
         # 1: a failed or aborted turn, or a start-up error; 2: a bad flag;
         # 130/143/129: a signal. The stream says which turn failed, if any.
-        try:
-            parse_commit_stream(result.stdout)
-        except HarnessCapabilityError as exc:
-            if exc.kind in (ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT):
-                raise
-        raise _fail(ErrorKind.COMMAND_FAILED, f"exit status {result.exit_code}")
+        return answer_by_exit(result, parse_commit_stream, harness="omp",
+                              reported=(ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT))

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from attrs import define, field
 
+from clanker.commit.exits import answer_by_exit
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
 
@@ -249,14 +250,7 @@ class OpenCodeCommit:
         )
 
     def parse_output(self, result: CommandResult) -> str:
-        if result.exit_code == 0:
-            return parse_commit_stream(result.stdout)
         # 1: an error event, or a start-up error (no message, a bad flag: the
         # help on stderr); 143: a signal (SIGINT is ignored). The stream says
         # whether a turn failed; stderr is never read.
-        try:
-            parse_commit_stream(result.stdout)
-        except HarnessCapabilityError as exc:
-            if exc.kind is ErrorKind.COMMAND_FAILED:
-                raise
-        raise _fail(ErrorKind.COMMAND_FAILED, f"exit status {result.exit_code}")
+        return answer_by_exit(result, parse_commit_stream, harness="opencode")
