@@ -30,6 +30,8 @@ from clanker.testing.commit import (
     ReplayDouble,
     answer_or_typed_failure,
     change_repository,
+    check_prompt_shows_the_change,
+    check_typed_failure,
     commit_failure,
     install_replay_double,
     installed_provider,
@@ -556,11 +558,9 @@ def test_end_to_end_through_the_commit_service(
     assert set(turn) == {"event", "message"} and turn["event"] == "user"
     assert set(turn["message"]) == {"content"}
     prompt = turn["message"]["content"]
-    assert 'return retry(fetch, note="a \\"b\\"")' in prompt  # staged, quotes intact
-    assert "+second" in prompt  # unstaged
-    assert "def retry(f, note):" in prompt  # untracked
-    assert "blob.bin" in prompt and "link.txt" in prompt
-    assert "outside-secret" not in prompt
+    # The staged text keeps its quotes intact through the JSON message.
+    check_prompt_shows_the_change(
+        prompt, staged='return retry(fetch, note="a \\"b\\"")', untracked="def retry(f, note):")
 
 
 def test_end_to_end_without_a_model_uses_agys_default(
@@ -592,12 +592,7 @@ def test_end_to_end_failures_are_typed_and_change_nothing(
     name: str, exit_code: int, kind: ErrorKind,
 ) -> None:
     agy_double.replay(monkeypatch, COMMIT / name, exit_code)
-    before = repository_state(repo)
-    with pytest.raises(HarnessCapabilityError) as caught:
-        propose(installed_provider("agy"), repo, tmp_path / "locks", None)
-    assert caught.value.kind is kind
-    assert caught.value.harness == "agy"
-    assert repository_state(repo) == before
+    check_typed_failure("agy", repo, tmp_path / "locks", kind)
 
 
 @pytest.mark.parametrize("stdin", [b"not json\n", b'{"message":{"content":"x"}}\n'])

@@ -20,6 +20,8 @@ from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
     ReplayDouble,
     change_repository,
+    check_prompt_shows_the_change,
+    check_typed_failure,
     commit_failure,
     install_replay_double,
     installed_provider,
@@ -477,11 +479,7 @@ def test_end_to_end_through_the_commit_service(
     assert seen["env"] == ENV
     prompt = claude_double.stdin().decode()
     assert prompt.startswith("Write a git commit message")
-    assert "return retry(fetch)" in prompt  # staged
-    assert "+second" in prompt  # unstaged
-    assert "def retry(f):" in prompt  # untracked
-    assert "blob.bin" in prompt and "link.txt" in prompt
-    assert "outside-secret" not in prompt
+    check_prompt_shows_the_change(prompt)
 
 
 def test_end_to_end_without_a_model_uses_claudes_default(
@@ -510,12 +508,7 @@ def test_end_to_end_failures_are_typed_and_change_nothing(
     name: str, exit_code: int, kind: ErrorKind,
 ) -> None:
     claude_double.replay(monkeypatch, COMMIT / name, exit_code)
-    before = repository_state(repo)
-    with pytest.raises(HarnessCapabilityError) as caught:
-        propose(installed_provider("claude"), repo, tmp_path / "locks", None)
-    assert caught.value.kind is kind
-    assert caught.value.harness == "claude"
-    assert repository_state(repo) == before
+    check_typed_failure("claude", repo, tmp_path / "locks", kind)
 
 
 # -- the real CLI, when it is installed ---------------------------------------------------

@@ -22,6 +22,8 @@ from clanker.testing.commit import (
     ReplayDouble,
     answer_or_typed_failure,
     change_repository,
+    check_prompt_shows_the_change,
+    check_typed_failure,
     commit_failure,
     git,
     install_replay_double,
@@ -506,11 +508,7 @@ def test_end_to_end_through_the_commit_service(
     assert seen["env"]["PWD"] == ""  # not clanker's own directory
     assert seen["env"]["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
     prompt = opencode_double.stdin().decode()
-    assert "return retry(fetch)" in prompt  # staged
-    assert "+second" in prompt  # unstaged
-    assert "def retry(f):" in prompt  # untracked
-    assert "blob.bin" in prompt and "link.txt" in prompt
-    assert "outside-secret" not in prompt
+    check_prompt_shows_the_change(prompt)
 
 
 def test_end_to_end_without_a_model_uses_opencodes_default(
@@ -537,12 +535,7 @@ def test_end_to_end_failures_are_typed_and_change_nothing(
     name: str, exit_code: int, kind: ErrorKind,
 ) -> None:
     opencode_double.replay(monkeypatch, COMMIT / name, exit_code)
-    before = repository_state(repo)
-    with pytest.raises(HarnessCapabilityError) as caught:
-        propose(installed_provider("opencode"), repo, tmp_path / "locks", None)
-    assert caught.value.kind is kind
-    assert caught.value.harness == "opencode"
-    assert repository_state(repo) == before
+    check_typed_failure("opencode", repo, tmp_path / "locks", kind)
 
 
 # -- the real CLI, when it is installed ---------------------------------------------------

@@ -17,6 +17,8 @@ from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
     ReplayDouble,
     change_repository,
+    check_prompt_shows_the_change,
+    check_typed_failure,
     commit_failure,
     install_replay_double,
     installed_provider,
@@ -412,11 +414,7 @@ def test_end_to_end_through_the_commit_service(
     assert seen["argv"] == [*COMMIT_ARGS, "--model", "loopback/probe-model"]
     assert seen["cwd"] == str(repo)
     prompt = pi_double.stdin().decode()
-    assert "return retry(fetch)" in prompt  # staged
-    assert "+second" in prompt  # unstaged
-    assert "def retry(f):" in prompt  # untracked
-    assert "blob.bin" in prompt and "link.txt" in prompt
-    assert "outside-secret" not in prompt
+    check_prompt_shows_the_change(prompt)
 
 
 def test_end_to_end_without_a_model_uses_pis_default(
@@ -442,12 +440,7 @@ def test_end_to_end_failures_are_typed_and_change_nothing(
     name: str, exit_code: int, kind: ErrorKind,
 ) -> None:
     pi_double.replay(monkeypatch, COMMIT / name, exit_code)
-    before = repository_state(repo)
-    with pytest.raises(HarnessCapabilityError) as caught:
-        propose(installed_provider("pi"), repo, tmp_path / "locks", None)
-    assert caught.value.kind is kind
-    assert caught.value.harness == "pi"
-    assert repository_state(repo) == before
+    check_typed_failure("pi", repo, tmp_path / "locks", kind)
 
 
 # -- the real CLI, when it is installed ---------------------------------------------------

@@ -56,6 +56,8 @@ __all__ = [
     "ReplayDouble",
     "answer_or_typed_failure",
     "change_repository",
+    "check_prompt_shows_the_change",
+    "check_typed_failure",
     "commit_failure",
     "git",
     "install_replay_double",
@@ -267,3 +269,27 @@ def answer_or_typed_failure(
         return None
     assert isinstance(answer, str)
     return answer
+
+
+def check_prompt_shows_the_change(
+    prompt: str, *, staged: str = "return retry(fetch)", untracked: str = "def retry(f):"
+) -> None:
+    """Assert that a prompt built from :func:`change_repository` shows every kind of
+    change (``staged`` and ``untracked`` as that repository was made with) and names
+    the binary file and the link, never the text the link points to."""
+    assert staged in prompt  # staged
+    assert "+second" in prompt  # unstaged
+    assert untracked in prompt  # untracked
+    assert "blob.bin" in prompt and "link.txt" in prompt
+    assert "outside-secret" not in prompt
+
+
+def check_typed_failure(harness: str, repo: Path, locks: Path, kind: ErrorKind) -> None:
+    """Assert that asking the installed ``harness`` for a message fails with ``kind``,
+    naming the harness, and that the repository is as it was."""
+    before = repository_state(repo)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(installed_provider(harness), repo, locks, None)
+    assert caught.value.kind is kind
+    assert caught.value.harness == harness
+    assert repository_state(repo) == before
