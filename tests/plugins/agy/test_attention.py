@@ -13,7 +13,6 @@ environment, and sends these fields, is not shown by anything here.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -25,7 +24,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any, cast
 
 import pytest
@@ -37,6 +35,7 @@ from clanker.attention.attachment import write_hook_command
 from clanker.attention.capability import AttentionCapability, AttentionContext
 from clanker.attention.envelope import parse_envelope
 from clanker.descriptor import Capability
+from clanker.testing.attention import load_interpreter
 from clanker_agy.attention import (
     ASK_MATCHER,
     GUARD,
@@ -65,16 +64,7 @@ _EVENTS_BY_PREFIX = {"pre-invocation": "PreInvocation", "pre-tool-use": "PreTool
                      "post-tool-use": "PostToolUse", "stop": "Stop"}
 
 
-def load_interpreter() -> ModuleType:
-    """Load the file the way the hook bridge does: by path, outside the package."""
-    spec = importlib.util.spec_from_file_location("agy_attention_interpreter", INTERPRETER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-INTERPRETER_MODULE = load_interpreter()
+INTERPRETER_MODULE = load_interpreter(INTERPRETER)
 interpret = cast(Interpret, INTERPRETER_MODULE.interpret)
 
 

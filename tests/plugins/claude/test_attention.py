@@ -4,7 +4,6 @@ from the schemas of) Claude Code 2.1.197, and the launch-owned ``--settings`` fi
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -13,7 +12,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any, cast
 
 import pytest
@@ -24,6 +22,7 @@ import clanker_claude
 from clanker.attention.capability import AttentionCapability, AttentionContext, AttentionPlan
 from clanker.attention.envelope import parse_envelope
 from clanker.descriptor import Capability
+from clanker.testing.attention import load_interpreter
 from clanker_claude.attention import (
     HOOK_EVENTS,
     HOOK_TIMEOUT_SECONDS,
@@ -43,16 +42,7 @@ Envelopes = list[dict[str, object]]
 Interpret = Callable[[object, dict[str, object]], tuple[Envelopes, dict[str, object]]]
 
 
-def load_interpreter() -> ModuleType:
-    """Load the file the way the hook bridge does: by path, outside the package."""
-    spec = importlib.util.spec_from_file_location("claude_attention_interpreter", INTERPRETER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-INTERPRETER_MODULE = load_interpreter()
+INTERPRETER_MODULE = load_interpreter(INTERPRETER)
 interpret = cast(Interpret, INTERPRETER_MODULE.interpret)
 
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,12 +17,16 @@ from hypothesis import strategies as st
 
 from clanker.attention.capability import AttentionCapability, AttentionContext
 from clanker.attention.envelope import parse_envelope
+from clanker.testing.attention import load_interpreter
 from clanker_codex.attention import (
     HOOK_COMMAND,
     HOOK_EVENTS,
     HOOK_TIMEOUT_SECONDS,
     CodexAttention,
     hook_arguments,
+)
+from clanker_codex.attention import (
+    INTERPRETER as INTERPRETER_FILE,
 )
 from clanker_codex.launch import CodexLaunch
 
@@ -36,20 +37,7 @@ TURN_2 = "01a2f00d-1111-7000-8000-000000000002"
 CWD = "/home/user/project"
 
 
-def load_interpreter() -> ModuleType:
-    """Load the interpreter by path, exactly as the hook bridge does."""
-    attention = CodexAttention()
-    assert attention.interpreter is not None
-    spec = importlib.util.spec_from_file_location("_codex_interpreter_under_test",
-                                                  attention.interpreter)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-INTERPRETER = load_interpreter()
+INTERPRETER = load_interpreter(INTERPRETER_FILE)
 
 
 def fixture(name: str) -> Any:

@@ -1,4 +1,4 @@
-"""A stand-in grid for testing an attention source that delivers to the grid itself.
+"""Testing attention sources: a stand-in grid, and interpreters loaded as the bridge does.
 
 :class:`GridDouble` listens on a Unix socket and speaks the grid protocol's
 ``deliver`` operation as the real grid does (one request line per connection,
@@ -21,16 +21,18 @@ resulting state (``clanker status``); the double is for exact envelopes.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import socket
 import threading
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from clanker.attention.envelope import parse_envelope
 from clanker.grid.protocol import MAX_LINE
 
-__all__ = ["GridDouble"]
+__all__ = ["GridDouble", "load_interpreter"]
 
 
 class GridDouble:
@@ -95,3 +97,13 @@ class GridDouble:
         if self._token is not None and request.get("token") != self._token:
             return {"v": 1, "ok": False, "error": "unauthorized"}
         return {"v": 1, "ok": True, "decisions": ["accepted"] * len(envelopes)}
+
+
+def load_interpreter(path: Path) -> ModuleType:
+    """Load a provider's interpreter file the way the hook bridge does: by path,
+    as a module outside its package (so a stray package import would fail here too)."""
+    spec = importlib.util.spec_from_file_location(f"_interpreter_{path.parent.name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pwd
 import shlex
 import stat
 import tempfile
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Final
 
 from clanker.attention.capability import AttentionContext, AttentionPlan
+from clanker_agy.sessions import home_dir
 
 __all__ = [
     "GUARD",
@@ -79,15 +79,8 @@ _TOOL_EVENTS: Final = frozenset({"PreToolUse", "PostToolUse"})
 
 def plugin_dir(environ: Mapping[str, str]) -> Path | None:
     """``~/.gemini/config/plugins/clanker-grid-attention``; ``None`` without a home."""
-    home = environ.get("HOME")
-    if not home:
-        try:
-            home = pwd.getpwuid(os.getuid()).pw_dir
-        except (KeyError, OSError):
-            return None
-    if not home.startswith("/") or "\x00" in home:
-        return None
-    return Path(home) / ".gemini" / "config" / "plugins" / PLUGIN_NAME
+    home = home_dir(environ)
+    return None if home is None else home / ".gemini" / "config" / "plugins" / PLUGIN_NAME
 
 
 def _hooks(guard: Path) -> dict[str, object]:

@@ -73,12 +73,9 @@ _LAUNCH: Final = AgyLaunch()
 # -- where the store is ---------------------------------------------------------------------
 
 
-def agy_dir(environ: Mapping[str, str]) -> Path | None:
-    """``~/.gemini/antigravity-cli``; ``None`` without a home directory.
-
-    No override is documented. ``GEMINI_HOME`` is reported to move the ACP
-    server's files, never verified for the CLI, so it is not read.
-    """
+def home_dir(environ: Mapping[str, str]) -> Path | None:
+    """The user's home as agy finds it (``HOME``, else the password database);
+    ``None`` when there is none or it is not an absolute path."""
     home = environ.get("HOME")
     if not home:
         try:
@@ -87,7 +84,17 @@ def agy_dir(environ: Mapping[str, str]) -> Path | None:
             return None
     if not home.startswith("/") or "\x00" in home:
         return None
-    return Path(home) / ".gemini" / "antigravity-cli"
+    return Path(home)
+
+
+def agy_dir(environ: Mapping[str, str]) -> Path | None:
+    """``~/.gemini/antigravity-cli``; ``None`` without a home directory.
+
+    No override is documented. ``GEMINI_HOME`` is reported to move the ACP
+    server's files, never verified for the CLI, so it is not read.
+    """
+    home = home_dir(environ)
+    return None if home is None else home / ".gemini" / "antigravity-cli"
 
 
 # -- one row --------------------------------------------------------------------------------
