@@ -16,20 +16,17 @@ so the grid must see exactly turns 0, 1, 2, ... of each terminal, in order.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 from clanker.attention.attachment import HOOK_SCRIPT
 from clanker.grid.client import GridClient
 from clanker.grid.protocol import StreamEvent
-from clanker.grid.server import Grid
+from clanker.testing.attention import running_grid
 
 TERMINALS = 8
 WORKERS_PER_TERMINAL = 8
@@ -58,36 +55,6 @@ for _ in range(int(sys.argv[2])):
 """
 
 
-@contextlib.contextmanager
-def running_grid(socket: Path) -> Iterator[GridClient]:
-    """The real :class:`Grid` on its own event loop thread, as the daemon runs it.
-
-    Its subscriber queue is made deep enough for every revision of the run, so
-    a test reader slowed down by a loaded machine is never dropped (dropping a
-    slow subscriber has its own test).
-    """
-    started = threading.Event()
-
-    def run() -> None:
-        async def main() -> None:
-            async with Grid(socket, subscriber_queue=1_000_000) as grid:
-                started.set()
-                await grid.wait_stopped()
-
-        asyncio.run(main())
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert started.wait(30)
-    client = GridClient(socket, timeout=30)
-    try:
-        yield client
-    finally:
-        with contextlib.suppress(Exception):
-            client.shutdown()
-        thread.join(60)
-
-
 def _collect(client: GridClient, into: list[StreamEvent], synced: threading.Event) -> None:
     for event in client.subscribe(timeout=120):
         if event.kind == "synced":
@@ -111,7 +78,10 @@ def test_concurrent_hooks_deliver_every_transition_once_and_in_order(
     short_dir: Path, tmp_path: Path
 ) -> None:
     socket = short_dir / "grid.sock"
-    with running_grid(socket) as client:
+    # The subscriber queue is made deep enough for every revision of the run, so a
+    # test reader slowed down by a loaded machine is never dropped (dropping a slow
+    # subscriber has its own test).
+    with running_grid(socket, subscriber_queue=1_000_000) as client:
         events, states = _run(client, socket, short_dir, tmp_path)
     per_terminal = TRANSACTIONS * WORKERS_PER_TERMINAL
     for state in states.values():

@@ -5,13 +5,10 @@ from the 1.3.0 type definitions)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,9 +21,7 @@ from clanker.attention.broker import Broker, Decision
 from clanker.attention.capability import AttentionCapability, AttentionContext
 from clanker.attention.envelope import parse_envelope
 from clanker.descriptor import Capability
-from clanker.grid.client import GridClient
-from clanker.grid.server import Grid
-from clanker.testing.attention import GridDouble
+from clanker.testing.attention import GridDouble, running_grid
 from clanker_pi.attention import EXTENSION, EXTENSION_NAME, SUBCOMMANDS, PiAttention
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "pi" / "attention"
@@ -242,31 +237,6 @@ def test_a_revoked_credential_stops_delivery(short_dir: Path) -> None:
     assert len(double.requests) == 1
 
 
-@contextlib.contextmanager
-def real_grid(path: Path) -> Iterator[GridClient]:
-    """The real grid, on its own event loop thread as the daemon runs it."""
-    started = threading.Event()
-
-    def run() -> None:
-        async def main() -> None:
-            async with Grid(path) as grid:
-                started.set()
-                await grid.wait_stopped()
-
-        asyncio.run(main())
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert started.wait(30)
-    client = GridClient(path, timeout=30)
-    try:
-        yield client
-    finally:
-        with contextlib.suppress(Exception):
-            client.shutdown()
-        thread.join(30)
-
-
 @needs_node
 @pytest.mark.parametrize(
     ("fixture", "version", "attention"),
@@ -280,7 +250,7 @@ def real_grid(path: Path) -> Iterator[GridClient]:
 def test_the_real_grid_accepts_the_turn_and_status_follows(
     fixture: str, version: str, attention: str, short_dir: Path
 ) -> None:
-    with real_grid(short_dir / "grid.sock") as client:
+    with running_grid(short_dir / "grid.sock") as client:
         registration = client.register(harness="pi", workspace=CWD, cwd=CWD,
                                        launcher_pid=os.getpid())
         env = {"PATH": os.environ.get("PATH", ""),

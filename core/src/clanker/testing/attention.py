@@ -1,4 +1,5 @@
-"""Testing attention sources: a stand-in grid, and interpreters loaded as the bridge does.
+"""Testing attention sources: a stand-in grid, the real one on a thread, and
+interpreters loaded as the hook bridge loads them.
 
 :class:`GridDouble` listens on a Unix socket and speaks the grid protocol's
 ``deliver`` operation as the real grid does (one request line per connection,
@@ -20,19 +21,23 @@ resulting state (``clanker status``); the double is for exact envelopes.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import json
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from clanker.attention.envelope import parse_envelope
+from clanker.grid.client import GridClient
 from clanker.grid.protocol import MAX_LINE
+from clanker.grid.server import Grid
 
-__all__ = ["GridDouble", "load_interpreter"]
+__all__ = ["GridDouble", "load_interpreter", "running_grid"]
 
 
 class GridDouble:
@@ -107,3 +112,29 @@ def load_interpreter(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@contextlib.contextmanager
+def running_grid(socket_path: Path, **options: Any) -> Iterator[GridClient]:
+    """The real :class:`~clanker.grid.server.Grid` on its own event loop thread, as the
+    daemon runs it (``options`` go to ``Grid``); yields a client, shuts the grid down after."""
+    started = threading.Event()
+
+    def run() -> None:
+        async def main() -> None:
+            async with Grid(socket_path, **options) as grid:
+                started.set()
+                await grid.wait_stopped()
+
+        asyncio.run(main())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(30)
+    client = GridClient(socket_path, timeout=30)
+    try:
+        yield client
+    finally:
+        with contextlib.suppress(Exception):
+            client.shutdown()
+        thread.join(30)
