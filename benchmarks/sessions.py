@@ -8,7 +8,8 @@ so sizes spread from a few KB to 5 MB, then measures in one run:
 * cold discovery: a new process, no clanker cache, with the default bound
   (the newest 512 sessions per store, what `clanker sessions --all` reads)
   and again with the bound lifted so every file is summarized;
-* warm discovery: the same service asked again (per-file cache, nothing changed);
+* warm discovery: the same service asked again, nothing changed (the median
+  of five), and again after one session file changed;
 * a new process answering from the on-disk cache (a second CLI run);
 * a naive baseline: read every file whole and decode every line;
 * peak RSS of the discovering process.
@@ -32,6 +33,7 @@ import random
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -44,6 +46,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 RESULTS = Path(__file__).with_name("RESULTS.md")
 MARKER = "<!-- sessions -->"
 HARNESSES = ("codex", "claude", "pi")
+WARM_RUNS = 5
 
 
 def _template(harness: str) -> tuple[list[str], str, str]:
@@ -155,14 +158,27 @@ def measure_discovery(tree: Path, cache: Path, limit: int) -> dict[str, float]:
             raise SystemExit(f"unexpected scan problems: {bad}")
         return len(listing.sessions)
 
+    def timed() -> float:
+        started = time.perf_counter()
+        asyncio.run(discover())
+        return time.perf_counter() - started
+
     started = time.perf_counter()
     found = asyncio.run(discover())
     cold = time.perf_counter() - started
-    started = time.perf_counter()
-    asyncio.run(discover())
-    warm = time.perf_counter() - started
+    warm = statistics.median(timed() for _ in range(WARM_RUNS))
+    # One session file changes (as while an agent works): its times move, so
+    # the remembered answer no longer holds and that one file is read again.
+    newest = max(tree.rglob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+    before = newest.stat()
+    os.utime(newest, ns=(time.time_ns(), time.time_ns()))
+    try:
+        one_changed = timed()
+    finally:
+        os.utime(newest, ns=(before.st_atime_ns, before.st_mtime_ns))
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"cold": cold, "warm": warm, "found": found, "rss_mb": rss_mb}
+    return {"cold": cold, "warm": warm, "one_changed": one_changed, "found": found,
+            "rss_mb": rss_mb}
 
 
 def naive(tree: Path) -> tuple[float, int]:
@@ -221,8 +237,10 @@ def main() -> None:
         f"| sessions listed | {bounded['found']:.0f} | {full['found']:.0f} | |",
         f"| cold discovery (no clanker cache) | {bounded['cold']:.2f} s "
         f"| {full['cold']:.2f} s | <= 2 s |",
-        f"| warm discovery (same process, unchanged) | {bounded['warm'] * 1000:.0f} ms "
-        f"| {full['warm'] * 1000:.0f} ms | <= 100 ms |",
+        f"| warm discovery (same process, unchanged; median of {WARM_RUNS}) "
+        f"| {bounded['warm'] * 1000:.0f} ms | {full['warm'] * 1000:.0f} ms | <= 100 ms |",
+        f"| warm discovery, one session file changed | {bounded['one_changed'] * 1000:.0f} ms "
+        f"| {full['one_changed'] * 1000:.0f} ms | |",
         f"| a new process, from the disk cache | | {reopened['cold']:.2f} s | |",
         f"| naive full parse (every line of every file) | | {baseline:.1f} s | |",
         f"| naive / cold | {baseline / bounded['cold']:.0f}x | {baseline / full['cold']:.0f}x "

@@ -27,6 +27,7 @@ from clanker.sessions.context import SessionsContext
 from clanker.sessions.files import FileSample, parse_timestamp
 from clanker.sessions.filestore import find_files, scan_files
 from clanker.sessions.types import HarnessSession, SessionScan, clean_text
+from clanker.sessions.witness import Witness
 from clanker.testing.doubles import write_script as write_script  # re-exported
 from clanker.usage.capability import UsageContext
 from clanker.usage.policy import RefreshPolicy
@@ -145,12 +146,14 @@ class FakeSessions:
     """Sessions of ``fake-agent``: ``$FAKE_AGENT_HOME/sessions/<project>/<id>.jsonl``.
 
     Line 1 is ``{"type":"session","id","cwd","timestamp"}``; later lines are
-    ``{"type":"message","role","text","timestamp"}``. ``parsed`` counts parses.
+    ``{"type":"message","role","text","timestamp"}``. ``parsed`` counts parses,
+    ``walks`` the scans the memo did not answer.
     """
 
     def __init__(self, *, resumes_elsewhere: bool = False) -> None:
         self.resumes_without_original_directory = resumes_elsewhere
         self.parsed = 0
+        self.walks = 0
 
     def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
         return (Path(environ["FAKE_AGENT_HOME"]) / "sessions",)
@@ -158,12 +161,17 @@ class FakeSessions:
     async def discover(self, context: SessionsContext) -> SessionScan:
         root = Path(context.environ["FAKE_AGENT_HOME"]) / "sessions"
         wanted = context.native_id
-        candidates, cut = find_files(
-            root, depth=1,
-            accept_file=lambda name: name.endswith(".jsonl")
-            and (wanted is None or name == f"{wanted}.jsonl"),
-        )
-        return scan_files(context, candidates, self.summarize, cut=cut)
+
+        def scan(witness: Witness) -> SessionScan:
+            self.walks += 1
+            candidates, cut = find_files(
+                root, depth=1, witness=witness,
+                accept_file=lambda name: name.endswith(".jsonl")
+                and (wanted is None or name == f"{wanted}.jsonl"),
+            )
+            return scan_files(context, candidates, self.summarize, cut=cut)
+
+        return context.remember(root, scan)
 
     def summarize(self, sample: FileSample) -> HarnessSession | None:
         self.parsed += 1

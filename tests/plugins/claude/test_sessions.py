@@ -34,7 +34,11 @@ from clanker.sessions.files import FileSample, confined, read_sample
 from clanker.sessions.selection import Selection, resolve_selection
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
-from clanker.testing.sessions import check_session_types, sample_of_bytes
+from clanker.testing.sessions import (
+    check_session_types,
+    check_unchanged_store_is_remembered,
+    sample_of_bytes,
+)
 from clanker.testing.strategies import json_values, prefixes
 from clanker_claude.sessions import (
     HEAD_BYTES,
@@ -474,6 +478,14 @@ def test_the_whole_store_is_listed_without_print_mode_runs(store: dict[str, str]
     assert [s.native_id for s in listing.sessions] == [E, D, C]
     roots = ClaudeSessions().store_roots(store)
     assert all(s.store_path and confined(s.store_path, roots) for s in listing.sessions)
+
+
+def test_an_unchanged_store_is_remembered_and_a_removed_transcript_is_not(
+    store: dict[str, str], tmp_path: Path
+) -> None:
+    [transcript, *_] = sorted((tmp_path / "claude" / "projects").glob("*/*.jsonl"))
+    check_unchanged_store_is_remembered(
+        ClaudeSessions(), lambda memo: context(store, memo=memo), transcript.unlink)
 
 
 def test_hidden_sessions_stay_uncounted_when_the_cache_answers(store: dict[str, str],

@@ -34,7 +34,11 @@ from clanker.sessions.files import FileSample, confined, read_sample
 from clanker.sessions.selection import Selection, SessionNotFoundError, resolve_selection
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
-from clanker.testing.sessions import check_session_types, sample_of_bytes
+from clanker.testing.sessions import (
+    check_session_types,
+    check_unchanged_store_is_remembered,
+    sample_of_bytes,
+)
 from clanker.testing.strategies import json_values, prefixes
 from clanker_codex.sessions import (
     HEAD_BYTES,
@@ -449,6 +453,19 @@ def test_the_index_names_sessions_and_hides_archived_ones(store: dict[str, str])
     assert titles[E] is not None and titles[E].startswith("Review the current code changes")
     assert B not in titles  # archived in the index: `codex resume` would refuse it
     assert titles[C] is None  # the index's title is '' for a fork without a message
+
+
+def test_a_renamed_thread_shows_although_no_rollout_changed(store: dict[str, str]) -> None:
+    codex = Path(store["CODEX_HOME"])
+    make_index(codex / INDEX_NAME, Path(os.path.realpath(codex)))
+
+    def rename() -> None:
+        with sqlite3.connect(codex / INDEX_NAME) as connection:
+            connection.execute("UPDATE threads SET name = 'Renamed' WHERE id = ?", (A,))
+        connection.close()
+
+    check_unchanged_store_is_remembered(
+        CodexSessions(), lambda memo: context(store, memo=memo), rename)
 
 
 def test_an_index_elsewhere_is_found_through_the_variable(store: dict[str, str],

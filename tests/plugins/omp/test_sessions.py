@@ -30,7 +30,12 @@ from clanker.sessions.files import FileSample, confined, parse_timestamp, read_s
 from clanker.sessions.selection import resolve_selection
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession
-from clanker.testing.sessions import check_session_types, sample_of_bytes
+from clanker.sessions.witness import ScanMemo
+from clanker.testing.sessions import (
+    check_session_types,
+    check_unchanged_store_is_remembered,
+    sample_of_bytes,
+)
 from clanker.testing.strategies import json_values, prefixes
 from clanker_omp.sessions import (
     HEAD_BYTES,
@@ -627,6 +632,17 @@ def test_a_refind_reads_only_files_that_can_hold_the_id(store: dict[str, str],
     assert scan.skipped == 0
     assert sorted(Path(s.store_path or "").name for s in scan.sessions) == sorted(
         [MAIN.name, "renamed.jsonl"])
+
+
+def test_an_unchanged_store_is_remembered_and_a_removed_session_is_not(
+    store: dict[str, str], tmp_path: Path
+) -> None:
+    def context(memo: ScanMemo | None) -> SessionsContext:
+        return SessionsContext(harness=HarnessId("omp"), executor=LocalTransport(), environ=store,
+                               cache=SummaryCache(HarnessId("omp"), None), memo=memo)
+
+    [session, *_] = sorted((tmp_path / "envsess").glob("*.jsonl"))
+    check_unchanged_store_is_remembered(OmpSessions(), context, session.unlink)
 
 
 def test_a_refind_from_another_workspace_is_not_filtered(store: dict[str, str]) -> None:

@@ -30,7 +30,12 @@ from clanker.sessions.files import FileSample, confined, parse_timestamp, read_s
 from clanker.sessions.selection import Selection, resolve_selection
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
-from clanker.testing.sessions import check_session_types, sample_of_bytes
+from clanker.sessions.witness import ScanMemo
+from clanker.testing.sessions import (
+    check_session_types,
+    check_unchanged_store_is_remembered,
+    sample_of_bytes,
+)
 from clanker.testing.strategies import json_values, prefixes
 from clanker_pi.sessions import (
     HEAD_BYTES,
@@ -452,6 +457,19 @@ def store(tmp_path: Path) -> dict[str, str]:
 
 def service(environ: Mapping[str, str]) -> SessionService:
     return SessionService(executor=LocalTransport(), cache_dir=None, environ=environ)
+
+
+def test_an_unchanged_store_is_remembered_and_a_new_session_is_not(
+    store: dict[str, str], tmp_path: Path
+) -> None:
+    def context(memo: ScanMemo | None) -> SessionsContext:
+        return SessionsContext(harness=HarnessId("pi"), executor=LocalTransport(), environ=store,
+                               cache=SummaryCache(HarnessId("pi"), None), memo=memo)
+
+    [session] = (tmp_path / "custom").glob("*.jsonl")
+    copy = session.with_name("copy.jsonl")
+    check_unchanged_store_is_remembered(
+        PiSessions(), context, lambda: copy.write_bytes(session.read_bytes()))
 
 
 def test_the_whole_store_is_listed(store: dict[str, str]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Executor
 from typing import Final, TypeVar
 
@@ -13,6 +13,8 @@ from clanker.execution import CommandExecutor
 from clanker.ids import HarnessId
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.scope import canonical, in_scope
+from clanker.sessions.types import SessionScan
+from clanker.sessions.witness import ScanMemo, Witness
 
 __all__ = ["DEFAULT_STORE_LIMIT", "SessionsContext"]
 
@@ -33,7 +35,7 @@ class SessionsContext:
     clanker re-finds a selection before launching it; then ``scopes`` only say
     where the caller is (for a harness that lists one project at a time) and
     must not filter. ``limit`` bounds how many sessions one store contributes
-    (the newest first).
+    (the newest first). ``memo`` keeps earlier answers for :meth:`remember`.
     """
 
     harness: HarnessId
@@ -44,6 +46,7 @@ class SessionsContext:
     native_id: str | None = None
     limit: int = field(default=DEFAULT_STORE_LIMIT)
     scan_executor: Executor | None = field(default=None, repr=False, eq=False)
+    memo: ScanMemo | None = field(default=None, repr=False, eq=False)
     _canonical: dict[str, str] = field(factory=dict, init=False, repr=False, eq=False)
 
     async def offload(self, work: Callable[[], _T]) -> _T:
@@ -53,6 +56,25 @@ class SessionsContext:
         Python-bound, so more threads than cores only add lock contention.
         """
         return await asyncio.get_running_loop().run_in_executor(self.scan_executor, work)
+
+    def remember(self, inputs: Hashable, scan: Callable[[Witness], SessionScan]) -> SessionScan:
+        """Answer from an earlier scan of the same request if its store is unchanged.
+
+        ``inputs`` are whatever the provider resolved before scanning (its
+        roots, say) and ``scan`` must record in the witness everything else it
+        reads: every walk (:func:`~clanker.sessions.filestore.find_files`
+        records itself) and any other file. Blocking: call it from offloaded work.
+        """
+        key = (inputs, self.scopes, self.native_id, self.limit)
+        if self.memo is None:
+            return scan(Witness())
+        kept = self.memo.recall(key)
+        if kept is not None:
+            return kept
+        witness = self.memo.witness()
+        answer = scan(witness)
+        self.memo.keep(key, witness, answer)
+        return answer
 
     def wants(self, cwd: str | None) -> bool:
         """Say whether a session recorded in ``cwd`` belongs to this request.

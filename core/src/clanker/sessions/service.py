@@ -23,6 +23,7 @@ from clanker.sessions.cache import SummaryCache
 from clanker.sessions.context import DEFAULT_STORE_LIMIT, SessionsContext
 from clanker.sessions.scope import canonical, in_scope, workspace_scopes
 from clanker.sessions.types import HarnessSession, SessionScan
+from clanker.sessions.witness import ScanMemo
 
 __all__ = ["ProviderScan", "SessionListing", "SessionService"]
 
@@ -54,7 +55,12 @@ class SessionListing:
 
 
 class SessionService:
-    """Discovers sessions through the registry's providers; caches per-file summaries."""
+    """Discovers sessions through the registry's providers.
+
+    Two caches: per-file summaries (also on disk, so a new process parses
+    only what changed) and, in memory, each provider's recent answers with
+    proof of what they read (so an unchanged store costs a stat per file).
+    """
 
     def __init__(
         self,
@@ -67,6 +73,7 @@ class SessionService:
         self._cache_dir = cache_dir
         self._environ = dict(os.environ if environ is None else environ)
         self._caches: dict[str, SummaryCache] = {}
+        self._memos: dict[str, ScanMemo] = {}
         # One worker: scans are Python-bound and hold the interpreter lock;
         # several threads only trade it back and forth.
         self._scans = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clanker-sessions")
@@ -120,8 +127,10 @@ class SessionService:
         )
         rank = {p.id: index for index, p in enumerate(capable)}
         memo: dict[str, str] = {}
+        filtering = bool(scopes) and native_id is None
         sessions: list[HarnessSession] = []
         for provider, scan in zip(capable, scans, strict=True):
+            harness = provider.id
             for session in scan.sessions:
                 if session.hidden and native_id is None:
                     continue  # a provider that lists without scan_files may still mark some
@@ -130,14 +139,16 @@ class SessionService:
                     cwd = memo.get(cwd) or memo.setdefault(cwd, canonical(cwd))
                 # A session that recorded no directory cannot be excluded: it is
                 # listed everywhere rather than silently lost.
-                filtering = scopes and native_id is None
                 if filtering and cwd is not None and not in_scope(cwd, scopes):
                     continue
                 placed = session
-                if session.harness != provider.id or session.cwd != cwd:
-                    placed = evolve(session, harness=provider.id, cwd=cwd)
+                if session.harness != harness or session.cwd != cwd:
+                    placed = evolve(session, harness=harness, cwd=cwd)
                 sessions.append(placed)
-        sessions.sort(key=lambda s: (-s.updated_at.timestamp(), rank[s.harness], s.order))
+        # Newest first, then provider and discovery order. Descending on the
+        # negated tie-breakers rather than ascending on a negated timestamp:
+        # comparing datetimes directly is the cheaper key (no float per session).
+        sessions.sort(key=lambda s: (s.updated_at, -rank[s.harness], -s.order), reverse=True)
         return SessionListing(
             sessions=tuple(sessions),
             scans=tuple(ProviderScan(harness=p.id, scan=s) for p, s in zip(capable, scans,
@@ -157,7 +168,7 @@ class SessionService:
         context = SessionsContext(
             harness=provider.id, executor=self._executor, environ=self._environ,
             cache=self._cache(provider), scopes=scopes, native_id=native_id, limit=limit,
-            scan_executor=self._scans,
+            scan_executor=self._scans, memo=self._memos.setdefault(provider.id, ScanMemo()),
         )
         try:
             return await capability.discover(context)

@@ -10,17 +10,36 @@ session it makes::
     def test_arbitrary_bytes_never_raise(data, head, tail):
         found = summarize(sample_of_bytes(data, head_bytes=head, tail_bytes=tail))
         check_session_types(found, "zed")
+
+:func:`check_unchanged_store_is_remembered` checks that a provider answers a
+second listing of an unchanged store from its memo and notices a change.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
 
+from clanker.capabilities import SessionsCapability
+from clanker.sessions.context import SessionsContext
 from clanker.sessions.files import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, FileSample
 from clanker.sessions.types import HarnessSession
+from clanker.sessions.witness import ScanMemo
 
-__all__ = ["SAMPLE_MTIME", "check_session_types", "sample_of_bytes"]
+__all__ = [
+    "SAMPLE_MTIME",
+    "check_session_types",
+    "check_unchanged_store_is_remembered",
+    "sample_of_bytes",
+]
+
+_SETTLE_NS: Final = 10_000_000
+_PAUSE: Final = 0.03
+"""Longer than the settling time and than any timestamp tick of a local file system."""
 
 SAMPLE_MTIME = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
 """The modification time a sample gets unless told otherwise: later than any record."""
@@ -65,3 +84,30 @@ def check_session_types(found: HarnessSession | None, harness: str) -> None:
         if text is not None:
             text.encode("utf-8")
     Path(found.cwd).resolve(strict=False)  # what the service does with it
+
+
+def check_unchanged_store_is_remembered(
+    capability: SessionsCapability,
+    context: Callable[[ScanMemo | None], SessionsContext],
+    change: Callable[[], None],
+) -> None:
+    """Assert that listing an unchanged store again returns the remembered answer
+    itself (nothing walked or parsed), and that after ``change()`` (an edit of
+    anything the provider reads) it no longer does: the new answer shows the
+    change and equals what a provider without a memo finds.
+
+    ``context(memo)`` makes a fresh request context over the store; the store
+    must be fully written before the call.
+    """
+    memo = ScanMemo(settle_ns=_SETTLE_NS)  # the real two seconds would make tests wait
+    time.sleep(_PAUSE)
+    first = asyncio.run(capability.discover(context(memo)))
+    assert first.error is None
+    assert asyncio.run(capability.discover(context(memo))) is first
+    time.sleep(_PAUSE)
+    change()
+    time.sleep(_PAUSE)
+    after = asyncio.run(capability.discover(context(memo)))
+    assert after is not first
+    assert after.sessions != first.sessions, "the change did not show in the listing"
+    assert after.sessions == asyncio.run(capability.discover(context(None))).sessions

@@ -36,6 +36,7 @@ from clanker.sessions.context import SessionsContext
 from clanker.sessions.files import FileSample, parse_timestamp
 from clanker.sessions.filestore import find_files, scan_files
 from clanker.sessions.types import HarnessSession, SessionScan, clean_text
+from clanker.sessions.witness import Witness
 
 __all__ = [
     "HEAD_BYTES",
@@ -678,8 +679,13 @@ class ClaudeSessions:
         # A re-find reads every project (the scopes only say where the caller is).
         accept_dir = (project_dir_filter(context.scopes) or _every_dir
                       if context.native_id is None else _every_dir)
-        # Exactly one level: `<session>/subagents/` transcripts lie deeper.
-        candidates, cut = find_files(root, depth=1, accept_file=_accept_file(context.native_id),
-                                     accept_dir=accept_dir)
-        return scan_files(context, candidates, summarize, cut=cut,
-                          head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES)
+
+        def scan(witness: Witness) -> SessionScan:
+            # Exactly one level: `<session>/subagents/` transcripts lie deeper.
+            candidates, cut = find_files(root, depth=1, witness=witness,
+                                         accept_file=_accept_file(context.native_id),
+                                         accept_dir=accept_dir)
+            return scan_files(context, candidates, summarize, cut=cut,
+                              head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES)
+
+        return context.remember(root, scan)

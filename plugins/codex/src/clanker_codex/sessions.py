@@ -36,6 +36,7 @@ from clanker.sessions.context import SessionsContext
 from clanker.sessions.files import FileSample, parse_timestamp
 from clanker.sessions.filestore import find_files, scan_files
 from clanker.sessions.types import HarnessSession, SessionScan, clean_text
+from clanker.sessions.witness import Witness
 
 __all__ = [
     "HEAD_BYTES",
@@ -530,13 +531,21 @@ class CodexSessions:
             return SessionScan()
         # The index records canonical paths (Codex resolves its home), so the
         # walk starts from the resolved root and store paths compare equal.
-        # Rollouts carry no cwd in their path, so scopes cannot narrow the walk.
-        candidates, cut = find_files(
-            Path(os.path.realpath(root)), depth=3, accept_dir=_accept_dir,
-            accept_file=_accept_file(context.native_id),
-        )
-        scan = scan_files(context, candidates, summarize, cut=cut,
-                          head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES)
-        index = read_index(index_path(context.environ),
-                           [s.store_path for s in scan.sessions if s.store_path])
-        return _enrich(scan, index)
+        real_root = Path(os.path.realpath(root))
+        index = index_path(context.environ)
+
+        def scan(witness: Witness) -> SessionScan:
+            # Rollouts carry no cwd in their path, so scopes cannot narrow the walk.
+            candidates, cut = find_files(
+                real_root, depth=3, accept_dir=_accept_dir,
+                accept_file=_accept_file(context.native_id), witness=witness,
+            )
+            found = scan_files(context, candidates, summarize, cut=cut,
+                               head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES)
+            if index is not None:  # SQLite writes go to the -wal file first
+                witness.path(index)
+                witness.path(f"{index}-wal")
+            return _enrich(found, read_index(
+                index, [s.store_path for s in found.sessions if s.store_path]))
+
+        return context.remember((real_root, index), scan)

@@ -32,6 +32,7 @@ from clanker.sessions.context import SessionsContext
 from clanker.sessions.files import FileSample, parse_timestamp
 from clanker.sessions.filestore import Candidate, find_files, scan_files
 from clanker.sessions.types import HarnessSession, SessionScan, clean_text
+from clanker.sessions.witness import Witness
 
 __all__ = [
     "HEAD_BYTES",
@@ -585,20 +586,19 @@ def _every_dir(level: int, name: str) -> bool:
     return True
 
 
-def _candidates(context: SessionsContext) -> tuple[list[Candidate], bool]:
+def _candidates(
+    context: SessionsContext, roots: tuple[SessionRoot, ...], witness: Witness
+) -> tuple[list[Candidate], bool]:
     accept_file = _accept_file(context.native_id)
     accept_dir: Callable[[int, str], bool] = _every_dir
     if context.native_id is None:  # on a re-find the scopes say where the caller is, no more
         accept_dir = project_dir_filter(context.scopes) or _every_dir
     found: dict[tuple[int, int], Candidate] = {}
     cut = False
-    for root in session_roots(context.environ):
-        if root.nested:
-            files, root_cut = find_files(
-                root.path, depth=1, accept_file=accept_file, accept_dir=accept_dir
-            )
-        else:
-            files, root_cut = find_files(root.path, depth=0, accept_file=accept_file)
+    for root in roots:
+        files, root_cut = find_files(root.path, depth=1 if root.nested else 0,
+                                     accept_file=accept_file, accept_dir=accept_dir,
+                                     witness=witness)
         cut = cut or root_cut
         for candidate in files:
             # Two roots may overlap (a session dir inside the default root): one file, one session.
@@ -622,6 +622,11 @@ class PiSessions:
         return await context.offload(lambda: self._discover(context))
 
     def _discover(self, context: SessionsContext) -> SessionScan:
-        candidates, cut = _candidates(context)
-        return scan_files(context, candidates, summarize, cut=cut,
-                          head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES)
+        roots = session_roots(context.environ)
+
+        def scan(witness: Witness) -> SessionScan:
+            candidates, cut = _candidates(context, roots, witness)
+            return scan_files(context, candidates, summarize, cut=cut,
+                              head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES)
+
+        return context.remember(roots, scan)

@@ -1,0 +1,164 @@
+"""Proof that a store is unchanged since a scan, and the scans such proof keeps.
+
+A second listing of an unchanged store should cost one ``stat`` per file, not
+a walk, a sort and thousands of cache lookups. A :class:`Witness` records the
+identity of everything a scan read (every directory it listed, every file it
+chose, every path it found missing); while all of them still look the same,
+the scan's answer still holds and :class:`ScanMemo` hands it back.
+
+Why this is sound: a file that is appended, rewritten or replaced changes its
+size, modification time, change time or inode; a file created, removed or
+renamed changes its directory's times. One gap remains, the same one git
+calls "racy": timestamps have a granularity, so a directory changed in the
+same tick as it was listed can look unchanged afterwards. A directory whose
+times are that recent makes the witness unusable, and the next listing walks
+again.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Final
+
+from clanker.sessions.types import SessionScan
+
+__all__ = ["SETTLE_NS", "ScanMemo", "Witness"]
+
+SETTLE_NS: Final = 2_000_000_000
+"""How old a directory's last change must be before its listing can be trusted.
+
+Two seconds covers the coarsest common timestamps (FAT's, some network file
+systems') as well as Linux's clock tick.
+"""
+
+_Identity = tuple[int, int, int, int, int]
+
+
+def _identity(stat: os.stat_result) -> _Identity:
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+class Witness:
+    """What one scan read, and how each thing looked when it was read."""
+
+    def __init__(self, *, settle_ns: int | None = None) -> None:
+        settle = SETTLE_NS if settle_ns is None else settle_ns
+        self._settled_before = time.time_ns() - settle
+        self._directories: list[tuple[str, _Identity]] = []
+        self._files: list[tuple[str, _Identity]] = []
+        self._absent: list[str] = []
+        self.usable = True
+        """False when something was too fresh to trust (see the module's note)."""
+
+    def directory(self, path: str | Path) -> None:
+        """Record a directory before it is listed (through links, as listing goes).
+
+        Raises :class:`OSError` when it cannot be looked at, except that a
+        missing directory is recorded as missing.
+        """
+        try:
+            stat = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            self._absent.append(os.fspath(path))
+            return
+        if max(stat.st_mtime_ns, stat.st_ctime_ns) > self._settled_before:
+            self.usable = False
+        self._directories.append((os.fspath(path), _identity(stat)))
+
+    def file(self, path: str, stat: os.stat_result) -> None:
+        """Record a file the scan chose, with the ``lstat`` it was chosen by.
+
+        Files need no settling: everything that changes one's contents also
+        changes its size or times, and a same-tick rewrite to the same size is
+        invisible to the summary cache as well.
+        """
+        self._files.append((path, _identity(stat)))
+
+    def path(self, path: str | Path) -> None:
+        """Record any other input (a config file, an index), present or not."""
+        try:
+            stat = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            self._absent.append(os.fspath(path))
+            return
+        except OSError:
+            self.usable = False
+            return
+        self._files.append((os.fspath(path), _identity(stat)))
+
+    def holds(self) -> bool:
+        """Say whether everything recorded still looks as it did."""
+        # This is the whole cost of a warm listing: one stat per entry, so the
+        # loops stay bare (no helper calls, directories first: they change most).
+        stat, lstat = os.stat, os.lstat
+        try:
+            for path, seen in self._directories:
+                now = stat(path)
+                if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns,
+                        now.st_ctime_ns) != seen:
+                    return False
+            for path, seen in self._files:
+                now = lstat(path)
+                if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns,
+                        now.st_ctime_ns) != seen:
+                    return False
+        except OSError:
+            return False
+        for path in self._absent:
+            try:
+                lstat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError:
+                pass
+            return False
+        return True
+
+
+class ScanMemo:
+    """The last few complete answers of one provider, each kept with its witness.
+
+    Keyed by everything that shaped the answer besides the files themselves
+    (the request's scopes, id and bound, and the provider's resolved inputs).
+    Bounded, least recently used first out: a re-find by id adds an entry.
+    """
+
+    def __init__(self, *, capacity: int = 8, settle_ns: int | None = None) -> None:
+        self._capacity = capacity
+        self._settle_ns = settle_ns
+        self._entries: OrderedDict[Hashable, tuple[Witness, SessionScan]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def witness(self) -> Witness:
+        return Witness(settle_ns=self._settle_ns)
+
+    def recall(self, key: Hashable) -> SessionScan | None:
+        """The answer kept under ``key`` if its witness still holds, else ``None``."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+        if entry is None:
+            return None
+        witness, scan = entry
+        if witness.holds():
+            return scan
+        with self._lock:
+            if self._entries.get(key) is entry:
+                del self._entries[key]
+        return None
+
+    def keep(self, key: Hashable, witness: Witness, scan: SessionScan) -> None:
+        """Keep ``scan`` under ``key``, unless its witness cannot vouch for it or it failed."""
+        if not witness.usable or scan.error is not None:
+            return
+        with self._lock:
+            self._entries[key] = (witness, scan)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
