@@ -169,7 +169,7 @@ class FakeSessions:
                 accept_file=lambda name: name.endswith(".jsonl")
                 and (wanted is None or name == f"{wanted}.jsonl"),
             )
-            return scan_files(context, candidates, self.summarize, cut=cut)
+            return scan_files(context, candidates, self.summarize, cut=cut, witness=witness)
 
         return context.remember(root, scan)
 

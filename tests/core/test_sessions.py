@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,6 +129,34 @@ def test_malformed_files_are_counted_skips(home: Path, tmp_path: Path) -> None:
     [result] = listing.scans
     assert result.scan.skipped == 5
     assert result.scan.error is None
+
+
+def test_a_file_that_cannot_be_read_now_is_read_again_next_time(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Root reads anything, so the refusal (EACCES, as for mode 000) is injected
+    # at the one call that reads; nothing about the file changes in between.
+    from clanker.sessions import filestore, witness
+
+    path = write_fake_session(home, "abc", str(tmp_path), T0)
+    monkeypatch.setattr(witness, "SETTLE_NS", 0)  # the store may be remembered at once
+    time.sleep(0.03)
+    real_read = filestore.read_sample
+
+    def refuse(target: Path, **bounds: Any) -> Any:
+        if str(target) == str(path):
+            raise PermissionError(13, "Permission denied", str(target))
+        return real_read(target, **bounds)
+
+    sessions = FakeSessions()
+    registry = registry_with(("fake-agent", sessions))
+    listings = service(home)
+    monkeypatch.setattr(filestore, "read_sample", refuse)
+    refused = asyncio.run(listings.discover([provider(registry)], workspace=None))
+    assert refused.sessions == () and refused.scans[0].scan.skipped == 1
+    monkeypatch.setattr(filestore, "read_sample", real_read)
+    again = asyncio.run(listings.discover([provider(registry)], workspace=None))
+    assert [s.native_id for s in again.sessions] == ["abc"]
 
 
 def test_the_store_bound_keeps_the_newest_and_says_so(home: Path, tmp_path: Path) -> None:

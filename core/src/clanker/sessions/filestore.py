@@ -106,11 +106,13 @@ def scan_files(
     cut: bool = False,
     head_bytes: int = DEFAULT_HEAD_BYTES,
     tail_bytes: int = DEFAULT_TAIL_BYTES,
+    witness: Witness | None = None,
 ) -> SessionScan:
     """Summarize the newest ``context.limit`` candidates, reusing cached summaries.
 
     A file that cannot be read or is not a session is a counted skip. The
-    discovery order is newest file first.
+    discovery order is newest file first. A file that could not be read makes
+    ``witness`` unable to vouch for this scan: the next one tries it again.
     """
     ordered = sorted(candidates, key=lambda c: (-c.stat.st_mtime_ns, c.path))
     truncated = cut or len(ordered) > context.limit
@@ -120,7 +122,18 @@ def scan_files(
         key = candidate.path
         cached = context.cache.lookup(key, candidate.stat)
         if cached is MISS:
-            session = _summarize(candidate, summarize, head_bytes, tail_bytes)
+            try:
+                sample = read_sample(Path(key), head_bytes=head_bytes, tail_bytes=tail_bytes,
+                                     stat=candidate.stat)
+            except OSError as exc:
+                # Not remembered: a file that cannot be read now (permissions,
+                # an I/O error) may be readable next time without changing.
+                log.debug("skipping %s: %s", key, type(exc).__name__)
+                if witness is not None:
+                    witness.usable = False
+                skipped += 1
+                continue
+            session = _summarize(sample, summarize)
             context.cache.store(key, candidate.stat, session)
         else:
             session = cached  # type: ignore[assignment]
@@ -143,16 +156,10 @@ def scan_files(
     return SessionScan(sessions=sessions, skipped=skipped, truncated=truncated)
 
 
-def _summarize(
-    candidate: Candidate, summarize: Summarize, head_bytes: int, tail_bytes: int
-) -> HarnessSession | None:
+def _summarize(sample: FileSample, summarize: Summarize) -> HarnessSession | None:
     try:
-        sample = read_sample(
-            Path(candidate.path), head_bytes=head_bytes, tail_bytes=tail_bytes,
-            stat=candidate.stat,
-        )
         return summarize(sample)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
-        # Unreadable, or a shape the parser did not expect: a counted skip.
-        log.debug("skipping %s: %s", candidate.path, type(exc).__name__)
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+        # A shape the parser did not expect: a counted skip, remembered as one.
+        log.debug("skipping %s: %s", sample.path, type(exc).__name__)
         return None

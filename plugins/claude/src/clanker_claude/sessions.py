@@ -686,6 +686,6 @@ class ClaudeSessions:
                                          accept_file=_accept_file(context.native_id),
                                          accept_dir=accept_dir)
             return scan_files(context, candidates, summarize, cut=cut,
-                              head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES)
+                              head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness)
 
         return context.remember(root, scan)

@@ -541,7 +541,7 @@ class CodexSessions:
                 accept_file=_accept_file(context.native_id), witness=witness,
             )
             found = scan_files(context, candidates, summarize, cut=cut,
-                               head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES)
+                               head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness)
             if index is not None:  # SQLite writes go to the -wal file first
                 witness.path(index)
                 witness.path(f"{index}-wal")

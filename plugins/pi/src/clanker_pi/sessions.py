@@ -627,6 +627,6 @@ class PiSessions:
         def scan(witness: Witness) -> SessionScan:
             candidates, cut = _candidates(context, roots, witness)
             return scan_files(context, candidates, summarize, cut=cut,
-                              head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES)
+                              head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness)
 
         return context.remember(roots, scan)
