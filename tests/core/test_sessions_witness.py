@@ -136,6 +136,32 @@ def test_a_directory_changed_too_recently_cannot_vouch(store: Path) -> None:
     assert settled.usable
 
 
+def test_a_sealed_witness_checks_the_newest_file_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The file an agent is writing is the newest: a listing during its work
+    # should find the change at the first stat, not after thousands.
+    for index in range(20):
+        path = tmp_path / "p" / f"{index:02d}.jsonl"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("{}\n")
+        os.utime(path, (1_800_000_000 + index, 1_800_000_000 + index))
+    witness = witnessed(tmp_path)
+    witness.seal()
+    time.sleep(PAUSE)
+    _append(tmp_path / "p" / "19.jsonl")
+    looked: list[str] = []
+    real_lstat = os.lstat
+
+    def counting(path: str) -> os.stat_result:
+        looked.append(path)
+        return real_lstat(path)
+
+    monkeypatch.setattr(os, "lstat", counting)
+    assert not witness.holds()
+    assert looked == [str(tmp_path / "p" / "19.jsonl")]
+
+
 def test_a_memo_answers_while_its_witness_holds_and_forgets_after(store: Path) -> None:
     memo = ScanMemo(settle_ns=0)
     witness = memo.witness()
