@@ -129,3 +129,19 @@ def test_every_plugin_has_a_contract_test_and_a_verified_contract_page() -> None
         page = ROOT / "docs" / "harnesses" / f"{plugin_dir.name}.md"
         assert page.exists(), f"docs/harnesses/{plugin_dir.name}.md is missing"
         assert "2026-" in page.read_text(), "the page must record when it was verified"
+
+
+@pytest.mark.parametrize("command", ["status", "grid"])
+def test_commands_that_take_no_harness_never_load_the_registry(command: str) -> None:
+    # `clanker status` sits in shell prompts: loading every plugin would cost it double.
+    import subprocess
+    import sys
+
+    code = (
+        f"import sys, clanker.cli.{command}; "
+        "bad = sorted(m for m in sys.modules if m.startswith('clanker_') "
+        "or m in ('pluggy', 'clanker.registry')); "
+        "print(','.join(bad))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""

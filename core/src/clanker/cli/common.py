@@ -6,12 +6,16 @@ import asyncio
 import json
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
 from clanker.errors import HarnessCapabilityError
-from clanker.registry import HarnessProvider, Registry, get_registry
+
+if TYPE_CHECKING:
+    # Loading the registry imports every plugin: only commands that name a
+    # harness pay for it (`clanker status` in a prompt must stay quick).
+    from clanker.registry import HarnessProvider
 
 __all__ = [
     "CapabilityFailure",
@@ -52,9 +56,11 @@ class HarnessArgument(click.ParamType):  # type: ignore[type-arg,unused-ignore]
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> HarnessProvider:
+        from clanker.registry import HarnessProvider, get_registry
+
         if isinstance(value, HarnessProvider):
             return value
-        registry: Registry = get_registry()
+        registry = get_registry()
         provider = registry.find_provider(value)
         if provider is None:
             known = ", ".join(registry.ids()) or "none installed"
@@ -65,6 +71,8 @@ class HarnessArgument(click.ParamType):  # type: ignore[type-arg,unused-ignore]
         self, ctx: click.Context, param: click.Parameter, incomplete: str
     ) -> list[click.shell_completion.CompletionItem]:
         from click.shell_completion import CompletionItem
+
+        from clanker.registry import get_registry
 
         return [CompletionItem(i) for i in get_registry().ids() if i.startswith(incomplete)]
 
