@@ -159,6 +159,27 @@ def test_a_file_that_cannot_be_read_now_is_read_again_next_time(
     assert [s.native_id for s in again.sessions] == ["abc"]
 
 
+def test_a_file_dated_beyond_any_calendar_is_a_skip_not_a_failure(tmp_path: Path) -> None:
+    # Year 11476: tmpfs, btrfs and zfs store it; a datetime cannot hold it.
+    import tempfile
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no tmpfs at /dev/shm")
+    with tempfile.TemporaryDirectory(dir=shm) as directory:
+        home = Path(directory)
+        write_fake_session(home, "ok", str(tmp_path), T0)
+        odd = write_fake_session(home, "odd", str(tmp_path), T0)
+        os.utime(odd, (300_000_000_000, 300_000_000_000))
+        if os.stat(odd).st_mtime < 300_000_000_000:
+            pytest.skip("this file system clamps the time")
+        registry = registry_with(("fake-agent", FakeSessions()))
+        listing = asyncio.run(service(home).discover([provider(registry)], workspace=None))
+    assert [s.native_id for s in listing.sessions] == ["ok"]
+    assert listing.scans[0].scan.skipped == 1
+    assert listing.scans[0].scan.error is None
+
+
 def test_the_store_bound_keeps_the_newest_and_says_so(home: Path, tmp_path: Path) -> None:
     for index in range(5):
         path = write_fake_session(home, f"s{index}", str(tmp_path), T0 + timedelta(minutes=index))

@@ -1,9 +1,11 @@
 """Proof that a store is unchanged (Witness) and the answers it lets the service reuse.
 
 Everything runs on real files: the point is what the file system reports.
-Pauses of ``PAUSE`` separate a change from a listing, longer than any
-timestamp tick of a local file system, so a listing can trust what it saw
-(with the settling time shortened to ``SETTLE_NS``).
+Pauses of ``PAUSE`` separate a change from a listing, longer than the
+timestamp tick of the file systems tests run on (ext4, tmpfs, btrfs, xfs:
+nanoseconds, at worst a 10 ms clock tick; FAT or HFS+ would need seconds), so
+a listing can trust what it saw (with the settling time shortened to
+``SETTLE_NS``).
 """
 
 from __future__ import annotations
@@ -128,11 +130,11 @@ def test_other_inputs_are_witnessed_present_or_absent(tmp_path: Path) -> None:
 def test_a_directory_changed_too_recently_cannot_vouch(store: Path) -> None:
     # A change in the same timestamp tick as the listing could go unseen.
     fresh = Witness()
-    fresh.directory(store)
+    fresh.path(store)
     assert not fresh.usable
     time.sleep(PAUSE)
     settled = Witness(settle_ns=SETTLE_NS)
-    settled.directory(store)
+    settled.path(store)
     assert settled.usable
 
 
@@ -182,7 +184,7 @@ def test_a_memo_keeps_no_failed_scan_and_nothing_it_cannot_trust(store: Path) ->
     failed = SessionScan(error=HarnessCapabilityError(ErrorKind.PARSE_FAILURE, "broken"))
     memo.keep("failed", witnessed(store), failed)
     untrusted = Witness()  # the store was just written
-    untrusted.directory(store)
+    untrusted.path(store)
     memo.keep("untrusted", untrusted, SessionScan())
     assert memo.recall("failed") is None
     assert memo.recall("untrusted") is None

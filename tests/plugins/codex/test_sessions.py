@@ -383,13 +383,13 @@ def test_an_index_clanker_cannot_trust_is_not_read(tmp_path: Path) -> None:
     assert read_index(None, paths) == {}
     assert read_index(tmp_path / INDEX_NAME, paths) == {}  # missing
     (tmp_path / "garbage.sqlite").write_bytes(b"not a database" * 100)
-    assert read_index(tmp_path / "garbage.sqlite", paths) == {}
+    assert read_index(tmp_path / "garbage.sqlite", paths) is None
     changed = tmp_path / "changed.sqlite"
     with sqlite3.connect(changed) as connection:
         connection.execute("CREATE TABLE threads (id TEXT, rollout_path TEXT, title TEXT)")
         connection.execute("INSERT INTO threads VALUES ('x', ?, 't')", (paths[0],))
     connection.close()
-    assert read_index(changed, paths) == {}  # a column is missing: storage changed
+    assert read_index(changed, paths) is None  # a column is missing: storage changed
     (tmp_path / "dir.sqlite").mkdir()
     assert read_index(tmp_path / "dir.sqlite", paths) == {}
 
@@ -455,17 +455,45 @@ def test_the_index_names_sessions_and_hides_archived_ones(store: dict[str, str])
     assert titles[C] is None  # the index's title is '' for a fork without a message
 
 
-def test_a_renamed_thread_shows_although_no_rollout_changed(store: dict[str, str]) -> None:
+@pytest.mark.parametrize("linked", [False, True], ids=["in place", "through a link"])
+def test_a_renamed_thread_shows_although_no_rollout_changed(
+    store: dict[str, str], tmp_path: Path, linked: bool
+) -> None:
     codex = Path(store["CODEX_HOME"])
-    make_index(codex / INDEX_NAME, Path(os.path.realpath(codex)))
+    database = tmp_path / "dotfiles" / INDEX_NAME if linked else codex / INDEX_NAME
+    database.parent.mkdir(exist_ok=True)
+    make_index(database, Path(os.path.realpath(codex)))
+    if linked:
+        (codex / INDEX_NAME).symlink_to(database)
 
     def rename() -> None:
-        with sqlite3.connect(codex / INDEX_NAME) as connection:
+        with sqlite3.connect(database) as connection:
             connection.execute("UPDATE threads SET name = 'Renamed' WHERE id = ?", (A,))
         connection.close()
 
     check_unchanged_store_is_remembered(
         CodexSessions(), lambda memo: context(store, memo=memo), rename)
+
+
+def test_a_listing_made_while_the_index_was_locked_is_not_remembered(
+    store: dict[str, str]
+) -> None:
+    from clanker.sessions.witness import ScanMemo
+
+    codex = Path(store["CODEX_HOME"])
+    make_index(codex / INDEX_NAME, Path(os.path.realpath(codex)))
+    memo = ScanMemo(settle_ns=0)
+    time.sleep(0.03)
+    holder = sqlite3.connect(codex / INDEX_NAME, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # as a writer mid-commit: readers are turned away
+    try:
+        locked = asyncio.run(CodexSessions().discover(context(store, memo=memo)))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert {s.native_id: s.title for s in locked.sessions}[A] != "README work"
+    again = asyncio.run(CodexSessions().discover(context(store, memo=memo)))
+    assert {s.native_id: s.title for s in again.sessions}[A] == "README work"
 
 
 def test_an_index_elsewhere_is_found_through_the_variable(store: dict[str, str],

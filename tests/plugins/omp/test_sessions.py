@@ -634,6 +634,25 @@ def test_a_refind_reads_only_files_that_can_hold_the_id(store: dict[str, str],
         [MAIN.name, "renamed.jsonl"])
 
 
+def test_the_project_filter_is_a_value_that_follows_the_home_through_links(
+    tmp_path: Path
+) -> None:
+    # A remembered listing is keyed by the filter, so it must compare by value and
+    # change when the home resolves elsewhere, though the store did not change.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    home = tmp_path / "home"
+    home.symlink_to(tmp_path / "a")
+    environ = {"HOME": str(home), "TMPDIR": "/tmp"}
+    scope = str(home / "src" / "x")
+    first = project_dir_filter((scope,), environ)
+    assert first is not None and first == project_dir_filter((scope,), environ)
+    assert hash(first) == hash(project_dir_filter((scope,), environ))
+    home.unlink()
+    home.symlink_to(tmp_path / "b")
+    assert project_dir_filter((scope,), environ) != first
+
+
 def test_an_unchanged_store_is_remembered_and_a_removed_session_is_not(
     store: dict[str, str], tmp_path: Path
 ) -> None:

@@ -69,7 +69,7 @@ def find_files(
     while frontier:
         directory, level = frontier.pop()
         if witness is not None:
-            witness.directory(directory)  # before listing: a change after it shows
+            witness.path(directory)  # before listing: a change after it shows
         try:
             entries = os.scandir(directory)
         except (FileNotFoundError, NotADirectoryError):
@@ -133,7 +133,11 @@ def scan_files(
                     witness.usable = False
                 skipped += 1
                 continue
-            session = _summarize(sample, summarize)
+            except (ValueError, OverflowError) as exc:  # a time no datetime can hold
+                log.debug("skipping %s: %s", key, type(exc).__name__)
+                session = None
+            else:
+                session = _summarize(sample, summarize)
             context.cache.store(key, candidate.stat, session)
         else:
             session = cached  # type: ignore[assignment]

@@ -168,7 +168,7 @@ class SessionService:
         context = SessionsContext(
             harness=provider.id, executor=self._executor, environ=self._environ,
             cache=self._cache(provider), scopes=scopes, native_id=native_id, limit=limit,
-            scan_executor=self._scans, memo=self._memos.setdefault(provider.id, ScanMemo()),
+            scan_executor=self._scans, memo=self._memo(provider),
         )
         try:
             return await capability.discover(context)
@@ -189,3 +189,9 @@ class SessionService:
             )
             cache = self._caches[provider.id] = SummaryCache(provider.id, path)
         return cache
+
+    def _memo(self, provider: HarnessProvider) -> ScanMemo:
+        memo = self._memos.get(provider.id)
+        if memo is None:
+            memo = self._memos[provider.id] = ScanMemo()
+        return memo

@@ -10,9 +10,9 @@ Why this is sound: a file that is appended, rewritten or replaced changes its
 size, modification time, change time or inode; a file created, removed or
 renamed changes its directory's times. One gap remains, the same one git
 calls "racy": timestamps have a granularity, so a directory changed in the
-same tick as it was listed can look unchanged afterwards. A directory whose
-times are that recent makes the witness unusable, and the next listing walks
-again.
+same tick as it was listed can look unchanged afterwards. An input whose
+times are that recent (a directory, an index database) makes the witness
+unusable, and the next listing walks again.
 """
 
 from __future__ import annotations
@@ -49,47 +49,44 @@ class Witness:
     def __init__(self, *, settle_ns: int | None = None) -> None:
         settle = SETTLE_NS if settle_ns is None else settle_ns
         self._settled_before = time.time_ns() - settle
-        self._directories: list[tuple[str, _Identity]] = []
-        self._files: list[tuple[str, _Identity]] = []
+        self._inputs: list[tuple[str, _Identity]] = []  # checked through links
+        self._files: list[tuple[str, _Identity]] = []  # chosen by a walk: never links
         self._absent: list[str] = []
         self.usable = True
-        """False when something was too fresh to trust (see the module's note)."""
+        """False when something was too fresh to trust, or could not be read."""
 
-    def directory(self, path: str | Path) -> None:
-        """Record a directory before it is listed (through links, as listing goes).
+    def path(self, path: str | Path) -> None:
+        """Record an input before it is read: a directory before it is listed, a
+        config file, an index. Looked at through links, as reading it goes; a
+        missing one is recorded as missing.
 
-        Raises :class:`OSError` when it cannot be looked at, except that a
-        missing directory is recorded as missing.
+        Anything changed too recently to trust (see the module's note: a
+        directory, or a database rewritten in place at the same size) makes
+        the witness unusable, and so does an input that cannot be looked at.
         """
         try:
             stat = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
             self._absent.append(os.fspath(path))
             return
-        if max(stat.st_mtime_ns, stat.st_ctime_ns) > self._settled_before:
-            self.usable = False
-        self._directories.append((os.fspath(path), _identity(stat)))
-
-    def file(self, path: str, stat: os.stat_result) -> None:
-        """Record a file the scan chose, with the ``lstat`` it was chosen by.
-
-        Files need no settling: everything that changes one's contents also
-        changes its size or times, and a same-tick rewrite to the same size is
-        invisible to the summary cache as well.
-        """
-        self._files.append((path, _identity(stat)))
-
-    def path(self, path: str | Path) -> None:
-        """Record any other input (a config file, an index), present or not."""
-        try:
-            stat = os.lstat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            self._absent.append(os.fspath(path))
-            return
         except OSError:
             self.usable = False
             return
-        self._files.append((os.fspath(path), _identity(stat)))
+        if max(stat.st_mtime_ns, stat.st_ctime_ns) > self._settled_before:
+            self.usable = False
+        self._inputs.append((os.fspath(path), _identity(stat)))
+
+    def file(self, path: str, stat: os.stat_result) -> None:
+        """Record a session file a walk chose, with the ``lstat`` it was chosen by.
+
+        These are not held to the settling rule: harnesses append to their
+        transcripts, which always moves the size, and the newest one is being
+        written whenever an agent works, so settling would turn the memo off
+        just when listings are frequent. A same-size rewrite within one
+        timestamp tick of the scan would go unseen, by the per-file summary
+        cache as well.
+        """
+        self._files.append((path, _identity(stat)))
 
     def seal(self) -> None:
         """Order the checks so a store in use fails fast: files newest first.
@@ -105,7 +102,7 @@ class Witness:
         # loops stay bare (no helper calls, directories first: they change most).
         stat, lstat = os.stat, os.lstat
         try:
-            for path, seen in self._directories:
+            for path, seen in self._inputs:
                 now = stat(path)
                 if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns,
                         now.st_ctime_ns) != seen:

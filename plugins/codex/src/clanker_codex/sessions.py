@@ -441,11 +441,12 @@ class IndexEntry:
     archived: bool
 
 
-def read_index(path: Path | None, rollouts: Sequence[str]) -> dict[str, IndexEntry]:
+def read_index(path: Path | None, rollouts: Sequence[str]) -> dict[str, IndexEntry] | None:
     """The index's entries for ``rollouts`` (absolute paths), keyed by path.
 
-    One read-only query. A missing, unreadable, busy or changed index gives no
-    entries: the rollouts alone are a complete answer.
+    One read-only query. A missing index gives no entries; ``None`` says one
+    was there but could not be read (busy, corrupt, changed). Either way the
+    rollouts alone are a complete answer; only a failure may pass.
     """
     import sqlite3
 
@@ -462,7 +463,7 @@ def read_index(path: Path | None, rollouts: Sequence[str]) -> dict[str, IndexEnt
             require_columns(connection, {"threads": _INDEX_COLUMNS}, harness=_CODEX)
             rows = connection.execute(query, (json.dumps(list(rollouts)),)).fetchall()
     except (HarnessCapabilityError, sqlite3.Error):
-        return {}
+        return None
     entries: dict[str, IndexEntry] = {}
     for rollout, name, title, archived in rows:
         if isinstance(rollout, str):
@@ -545,7 +546,9 @@ class CodexSessions:
             if index is not None:  # SQLite writes go to the -wal file first
                 witness.path(index)
                 witness.path(f"{index}-wal")
-            return _enrich(found, read_index(
-                index, [s.store_path for s in found.sessions if s.store_path]))
+            entries = read_index(index, [s.store_path for s in found.sessions if s.store_path])
+            if entries is None:
+                witness.usable = False  # locked or broken now, perhaps not next time
+            return _enrich(found, entries or {})
 
         return context.remember((real_root, index), scan)

@@ -39,6 +39,7 @@ __all__ = [
     "HEAD_BYTES",
     "TAIL_BYTES",
     "OmpSessions",
+    "ProjectDirs",
     "SessionRoot",
     "agent_dir",
     "encode_cwd",
@@ -235,9 +236,18 @@ def _real(path: str) -> str:
     return os.path.realpath(path)
 
 
-def project_dir_filter(
-    scopes: Iterable[str], environ: Mapping[str, str]
-) -> Callable[[int, str], bool] | None:
+@frozen
+class ProjectDirs:
+    """A project-directory filter that is also a value: a remembered listing is keyed by it."""
+
+    exact: frozenset[str]
+    prefixes: tuple[str, ...]
+
+    def __call__(self, level: int, name: str) -> bool:
+        return not name.startswith("-") or name in self.exact or name.startswith(self.prefixes)
+
+
+def project_dir_filter(scopes: Iterable[str], environ: Mapping[str, str]) -> ProjectDirs | None:
     """Which project directories can hold sessions of ``scopes`` (``None``: all).
 
     omp names a project dir from its canonical cwd: ``-<rel>`` under the
@@ -285,10 +295,7 @@ def project_dir_filter(
                         add(prefix + relative if prefix.endswith("-") else f"{prefix}-{relative}")
     if not exact:
         return None
-    ordered = tuple(prefixes)
-    return lambda level, name: (
-        not name.startswith("-") or name in exact or name.startswith(ordered)
-    )
+    return ProjectDirs(frozenset(exact), tuple(sorted(prefixes)))
 
 
 # -- one file -------------------------------------------------------------------------------
@@ -692,12 +699,12 @@ def _every_dir(level: int, name: str) -> bool:
 
 
 def _candidates(
-    context: SessionsContext, roots: tuple[SessionRoot, ...], witness: Witness
+    context: SessionsContext,
+    roots: tuple[SessionRoot, ...],
+    accept_dir: Callable[[int, str], bool],
+    witness: Witness,
 ) -> tuple[list[Candidate], bool]:
     accept_file = _accept_file(context.native_id)
-    accept_dir: Callable[[int, str], bool] = _every_dir
-    if context.native_id is None:  # on a re-find the scopes say where the caller is, no more
-        accept_dir = project_dir_filter(context.scopes, context.environ) or _every_dir
     found: dict[tuple[int, int], Candidate] = {}
     cut = False
     for root in roots:
@@ -733,10 +740,15 @@ class OmpSessions:
 
     def _discover(self, context: SessionsContext) -> SessionScan:
         roots = session_roots(context.environ)
+        # The filter resolves the home and the temp root through links, so it is
+        # part of what a remembered answer is keyed by.
+        accept_dir: Callable[[int, str], bool] = _every_dir
+        if context.native_id is None:  # on a re-find the scopes say where the caller is, no more
+            accept_dir = project_dir_filter(context.scopes, context.environ) or _every_dir
 
         def scan(witness: Witness) -> SessionScan:
-            candidates, cut = _candidates(context, roots, witness)
+            candidates, cut = _candidates(context, roots, accept_dir, witness)
             return scan_files(context, candidates, summarize, cut=cut,
                               head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness)
 
-        return context.remember(roots, scan)
+        return context.remember((roots, accept_dir), scan)
