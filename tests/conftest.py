@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -49,3 +52,44 @@ def _stop_grid(home: Path) -> None:
     from clanker.paths import clanker_paths
 
     stop(clanker_paths({"CLANKER_HOME": str(home)}))
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    """Answers every request with HTTP 401 and a JSON error body: never model output.
+
+    A refused port would do too, but some harnesses retry that for a long time
+    (opencode for about 78 s, close to clanker's 90 s); a 4xx fails at once.
+    """
+
+    bodies: list[bytes]
+
+    def _refuse(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.bodies.append(self.rfile.read(length) if length else b"")
+        body = json.dumps({"error": {"message": "loopback stub: no model here",
+                                     "type": "invalid_request_error"}}).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _refuse
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def refusing_provider() -> Iterator[tuple[str, list[bytes]]]:
+    """A loopback model-provider URL that answers only 401, and the request bodies it got."""
+    bodies: list[bytes] = []
+    handler = type("Handler", (_Refusing,), {"bodies": bodies})
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", bodies
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -562,43 +559,6 @@ def test_real_codex_against_a_refused_provider_is_a_typed_failure_and_keeps_noth
             data = path.read_bytes()
             assert marker.encode() not in data, path
             assert ENV_MARKER.encode() not in data, path
-
-
-class _Refusing(BaseHTTPRequestHandler):
-    """Answers every request with HTTP 401 and a JSON error body: never model output."""
-
-    bodies: list[bytes]
-
-    def _refuse(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        self.bodies.append(self.rfile.read(length) if length else b"")
-        body = json.dumps({"error": {"message": "loopback stub: no model here",
-                                     "type": "invalid_request_error"}}).encode()
-        self.send_response(401)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST = _refuse
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def refusing_provider() -> Iterator[tuple[str, list[bytes]]]:
-    """A loopback provider URL that answers only 401, and the request bodies it got."""
-    bodies: list[bytes] = []
-    handler = type("Handler", (_Refusing,), {"bodies": bodies})
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", bodies
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.real_cli

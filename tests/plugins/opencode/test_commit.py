@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -539,47 +536,6 @@ def test_end_to_end_failures_are_typed_and_change_nothing(
 
 
 # -- the real CLI, when it is installed ---------------------------------------------------
-
-
-class _Refusing(BaseHTTPRequestHandler):
-    """Answers every request with HTTP 401 and a JSON error body: never model output.
-
-    A refused port would do too, but opencode retries that for about 78 s, too
-    close to clanker's 90 s; a 4xx fails at once (tests/fixtures/opencode/commit).
-    """
-
-    bodies: list[bytes]
-
-    def _refuse(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        self.bodies.append(self.rfile.read(length) if length else b"")
-        body = json.dumps({"error": {"message": "loopback stub: no model here",
-                                     "type": "invalid_request_error"}}).encode()
-        self.send_response(401)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST = _refuse
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def refusing_provider() -> Iterator[tuple[str, list[bytes]]]:
-    """A loopback provider URL that answers only 401, and the request bodies it got."""
-    bodies: list[bytes] = []
-    handler = type("Handler", (_Refusing,), {"bodies": bodies})
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", bodies
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture
