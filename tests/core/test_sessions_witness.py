@@ -117,6 +117,16 @@ def test_a_missing_store_is_witnessed_as_missing(tmp_path: Path) -> None:
     assert not witness.holds()
 
 
+def test_a_store_that_is_a_dangling_link_is_missing_until_its_target_appears(
+    tmp_path: Path
+) -> None:
+    (tmp_path / "sessions").symlink_to(tmp_path / "elsewhere")
+    witness = witnessed(tmp_path / "sessions")
+    assert witness.holds()
+    (tmp_path / "elsewhere").mkdir()
+    assert not witness.holds()
+
+
 def test_other_inputs_are_witnessed_present_or_absent(tmp_path: Path) -> None:
     witness = Witness(settle_ns=0)
     (tmp_path / "config").write_text("a = 1\n")

@@ -99,7 +99,8 @@ class Witness:
     def holds(self) -> bool:
         """Say whether everything recorded still looks as it did."""
         # This is the whole cost of a warm listing: one stat per entry, so the
-        # loops stay bare (no helper calls, directories first: they change most).
+        # loops stay bare (no helper calls). Inputs first: a new session shows
+        # in its directory, and there are few of them.
         stat, lstat = os.stat, os.lstat
         try:
             for path, seen in self._inputs:
@@ -116,7 +117,7 @@ class Witness:
             return False
         for path in self._absent:
             try:
-                lstat(path)
+                stat(path)
             except (FileNotFoundError, NotADirectoryError):
                 continue
             except OSError:
@@ -126,7 +127,7 @@ class Witness:
 
 
 class ScanMemo:
-    """The last few complete answers of one provider, each kept with its witness.
+    """The last few answers of one provider that did not fail, each kept with its witness.
 
     Keyed by everything that shaped the answer besides the files themselves
     (the request's scopes, id and bound, and the provider's resolved inputs).
