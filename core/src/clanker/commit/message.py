@@ -16,7 +16,7 @@ from attrs import frozen
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 
-__all__ = ["SUBJECT_LIMIT", "CommitMessage", "Style", "normalize_message"]
+__all__ = ["SUBJECT_LIMIT", "CommitMessage", "Style", "normalize_message", "text_answer"]
 
 SUBJECT_LIMIT: Final = 72
 _CONVENTIONAL: Final = re.compile(
@@ -55,6 +55,19 @@ class CommitMessage:
 
 def _refuse(detail: str, harness: str) -> HarnessCapabilityError:
     return HarnessCapabilityError(ErrorKind.PARSE_FAILURE, detail, harness=harness)
+
+
+def text_answer(answer: str, *, harness: str) -> str:
+    """Return a parser's ``answer`` if it is text git and a terminal can hold.
+
+    JSON lets a harness send a lone surrogate (``"\\ud800"``), which decodes
+    to a ``str`` that cannot be encoded: a parse failure, never a message.
+    """
+    try:
+        answer.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _refuse("the answer is not valid Unicode text", harness) from None
+    return answer
 
 
 def normalize_message(text: str, style: Style, *, harness: str) -> CommitMessage:

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from clanker.commit.exits import answer_by_exit
+from clanker.commit.message import text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
 
@@ -164,11 +165,7 @@ def parse_commit_stream(stdout: str) -> str:
         # agy streams no reasoning text, only counts it: an empty response is
         # a turn that produced only reasoning, or nothing.
         raise _parse_failure("the answer is empty (only reasoning, or nothing)")
-    try:
-        answer.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _parse_failure("the answer is not valid Unicode text") from None
-    return answer
+    return text_answer(answer, harness="agy")
 
 
 class AgyCommit:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from clanker.commit.exits import answer_by_exit
+from clanker.commit.message import text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
 from clanker_claude.models import ISOLATION_ARGS, ISOLATION_ENV
@@ -158,11 +159,7 @@ def parse_commit_result(stdout: str) -> str:
         # Claude's `result` is the last text block: empty when the model gave
         # only reasoning (even after its own re-ask) or only a tool call.
         raise _parse_failure("the answer is empty (only reasoning or a tool call)")
-    try:
-        answer.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _parse_failure("the answer is not valid Unicode text") from None
-    return answer
+    return text_answer(answer, harness="claude")
 
 
 class ClaudeCommit:

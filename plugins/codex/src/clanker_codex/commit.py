@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from clanker.commit.exits import answer_by_exit
+from clanker.commit.message import text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
 
@@ -147,11 +148,7 @@ def parse_commit_stream(stdout: str) -> str:
     answer = _last_message(turn)
     if not answer.strip():
         raise _parse_failure("the answer is empty")
-    try:
-        answer.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _parse_failure("the answer is not valid Unicode text") from None
-    return answer
+    return text_answer(answer, harness="codex")
 
 
 def _last_message(turn: list[dict[str, Any]]) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from clanker.commit.exits import answer_by_exit
+from clanker.commit.message import text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
 
@@ -109,11 +110,7 @@ def _answer_text(message: Mapping[str, Any]) -> str:
         if "toolCall" in kinds:
             raise _parse_failure("the answer is only a tool call")
         raise _parse_failure("the answer is empty")
-    try:
-        answer.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _parse_failure("the answer is not valid Unicode text") from None
-    return answer
+    return text_answer(answer, harness="omp")
 
 
 def _failed_turn(message: Mapping[str, Any], stop: str) -> HarnessCapabilityError:

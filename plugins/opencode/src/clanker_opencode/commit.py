@@ -20,6 +20,7 @@ from typing import Any, Final
 from attrs import define, field
 
 from clanker.commit.exits import answer_by_exit
+from clanker.commit.message import text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
 
@@ -222,11 +223,7 @@ def parse_commit_stream(stdout: str) -> str:
         if "tool_use" in last.kinds:
             raise _parse_failure("the answer is only a tool call")
         raise _parse_failure("the answer is empty")
-    try:
-        answer.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _parse_failure("the answer is not valid Unicode text") from None
-    return answer
+    return text_answer(answer, harness="opencode")
 
 
 class OpenCodeCommit:

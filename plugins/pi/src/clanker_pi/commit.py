@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from clanker.commit.message import text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
 
@@ -110,11 +111,7 @@ def _answer_text(message: Mapping[str, Any]) -> str:
         if "toolCall" in kinds:
             raise _parse_failure("the answer is only a tool call")
         raise _parse_failure("the answer is empty")
-    try:
-        answer.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _parse_failure("the answer is not valid Unicode text") from None
-    return answer
+    return text_answer(answer, harness="pi")
 
 
 def _events(stdout: str) -> Iterator[dict[str, Any]]:
