@@ -34,8 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
-MARKER = "<!-- attention -->"
+from results import record
+
 HOOK = Path(__file__).resolve().parents[1] / "core/src/clanker/attention/hook.py"
 TERMINAL = "bench-terminal"
 TOKEN = "0f" * 32
@@ -268,12 +268,7 @@ def main() -> None:
     text = report(hook, broker)
     print(text)
     if args.write:
-        existing = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-        parts = existing.split(MARKER)
-        head = parts[0].rstrip() + "\n\n"
-        tail = parts[2] if len(parts) >= 3 else ""
-        section = f"{MARKER}\n## Attention (`benchmarks/attention.py`)\n\n{text}\n{MARKER}"
-        RESULTS.write_text(head + section + tail + ("" if tail.endswith("\n") else "\n"))
+        record("attention", "Attention", text)
 
 
 if __name__ == "__main__":

@@ -41,10 +41,10 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from results import record
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-RESULTS = Path(__file__).with_name("RESULTS.md")
-MARKER = "<!-- sessions -->"
 HARNESSES = ("codex", "claude", "pi")
 WARM_RUNS = 5
 
@@ -251,12 +251,7 @@ def main() -> None:
     report = "\n".join(lines)
     print(report)
     if args.write:
-        text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-        parts = text.split(MARKER)
-        head = parts[0].rstrip() + "\n\n"
-        tail = parts[2] if len(parts) >= 3 else ""
-        section = f"{MARKER}\n## Sessions (`benchmarks/sessions.py`)\n\n{report}\n{MARKER}"
-        RESULTS.write_text(head + section + tail + ("" if tail.endswith("\n") else "\n"))
+        record("sessions", "Sessions", report)
 
 
 if __name__ == "__main__":

@@ -27,8 +27,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
-MARKER = "<!-- startup -->"
+from results import record
 
 
 def median_seconds(argv: list[str], runs: int, env: dict[str, str]) -> float:
@@ -84,11 +83,7 @@ def main() -> None:
     report = "\n".join(lines)
     print(report)
     if args.write:
-        text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-        head = text.split(MARKER)[0].rstrip() + "\n\n"
-        tail = text.split(MARKER)[2] if text.count(MARKER) >= 2 else ""
-        section = f"{MARKER}\n## Start-up (`benchmarks/startup.py`)\n\n{report}\n{MARKER}"
-        RESULTS.write_text(head + section + tail + ("\n" if not tail.endswith("\n") else ""))
+        record("startup", "Start-up", report)
 
 
 if __name__ == "__main__":

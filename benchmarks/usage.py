@@ -25,6 +25,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from results import record
+
 from clanker import hookimpl
 from clanker.descriptor import Capability, HarnessDescriptor
 from clanker.execution import LocalTransport
@@ -36,8 +38,6 @@ from clanker.usage.service import UsageService, UsageStatus
 from clanker.usage.store import UsageStore
 from clanker.usage.types import Measurement, MeasurementKind, Scope, UsageSnapshot
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
-MARKER = "<!-- usage -->"
 LATENCIES = {"bench-a": 0.05, "bench-b": 0.12, "bench-c": 0.20, "bench-d": 0.35, "bench-e": 0.50}
 
 
@@ -119,12 +119,7 @@ def main() -> None:
     ])
     print(report)
     if args.write:
-        text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-        parts = text.split(MARKER)
-        head = parts[0].rstrip() + "\n\n"
-        tail = parts[2] if len(parts) >= 3 else ""
-        section = f"{MARKER}\n## Usage (`benchmarks/usage.py`)\n\n{report}\n{MARKER}"
-        RESULTS.write_text(head + section + tail + ("" if tail.endswith("\n") else "\n"))
+        record("usage", "Usage", report)
 
 
 if __name__ == "__main__":
