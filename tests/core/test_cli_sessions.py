@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from clanker.cli import cli
-from clanker.cli.sessions import relative_time
+from clanker.cli.common import relative_time
 from clanker.registry import Registry, override_registry
 from clanker.testing.doubles import prepend_to_path
 from tests.core.test_cli import FAKE_AGENT

@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
@@ -24,6 +25,7 @@ __all__ = [
     "echo_json",
     "echo_table",
     "json_option",
+    "relative_time",
     "run_async",
 ]
 
@@ -109,3 +111,12 @@ def echo_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         click.echo(line(row))
 
 
+def relative_time(moment: datetime, now: datetime | None = None) -> str:
+    """``just now``, ``5m ago``, ``3h ago``, ``4d ago``, or the date past a month."""
+    seconds = ((now or datetime.now(UTC)) - moment).total_seconds()
+    if seconds < 60:
+        return "just now"
+    for unit, size in (("m", 60), ("h", 3600), ("d", 86400)):
+        if seconds < size * {"m": 60, "h": 24, "d": 31}[unit]:
+            return f"{int(seconds // size)}{unit} ago"
+    return moment.astimezone().strftime("%Y-%m-%d")

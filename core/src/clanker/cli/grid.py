@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from clanker.cli.common import echo_json, json_option
+from clanker.cli.common import echo_json, json_option, relative_time
 from clanker.errors import EXIT_GRID_UNAVAILABLE
 
 __all__ = ["GridFailure", "grid", "grid_errors"]
@@ -67,7 +67,6 @@ def stop() -> None:
 @json_option
 def status(as_json: bool) -> None:
     """Say whether the grid runs (exit 0 either way)."""
-    from clanker.cli.sessions import relative_time
     from clanker.grid import daemon
 
     with grid_errors():

@@ -16,6 +16,7 @@ from clanker.cli.common import (
     echo_json,
     echo_table,
     json_option,
+    relative_time,
     run_async,
 )
 from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
@@ -31,22 +32,11 @@ from clanker.sessions.selection import (
 from clanker.sessions.service import SessionListing, SessionService
 from clanker.sessions.types import HarnessSession
 
-__all__ = ["relative_time", "session_record", "session_service", "sessions"]
+__all__ = ["session_record", "session_service", "sessions"]
 
 
 def session_service() -> SessionService:
     return SessionService(executor=LocalTransport(), cache_dir=clanker_paths().cache)
-
-
-def relative_time(moment: datetime, now: datetime | None = None) -> str:
-    """``just now``, ``5m ago``, ``3h ago``, ``4d ago``, or the date past a month."""
-    seconds = ((now or datetime.now(UTC)) - moment).total_seconds()
-    if seconds < 60:
-        return "just now"
-    for unit, size in (("m", 60), ("h", 3600), ("d", 86400)):
-        if seconds < size * {"m": 60, "h": 24, "d": 31}[unit]:
-            return f"{int(seconds // size)}{unit} ago"
-    return moment.astimezone().strftime("%Y-%m-%d")
 
 
 def session_record(session: HarnessSession) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from clanker.cli.common import echo_json, echo_table, json_option
+from clanker.cli.common import echo_json, echo_table, json_option, relative_time
 from clanker.cli.grid import GridFailure, grid_errors
 from clanker.errors import EXIT_USAGE
 
@@ -90,8 +90,6 @@ def _state(attention: str, *, color: bool = True) -> str:
 
 
 def _table(entries: list[TerminalEntry], now: datetime) -> None:
-    from clanker.cli.sessions import relative_time
-
     # Styled cells would throw the column widths off; the state column goes last but one.
     rows = [[e.terminal, e.harness, LABELS.get(e.attention, e.attention),
              relative_time(e.since, now), _place(e.location)] for e in entries]
@@ -294,8 +292,6 @@ def explain(terminal: str, as_json: bool) -> None:
 
     TERMINAL is an id from `clanker status`, or a unique prefix of one.
     """
-    from clanker.cli.sessions import relative_time
-
     client = _require_client()
     with grid_errors():
         reply = _lookup(client, terminal)

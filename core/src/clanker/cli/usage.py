@@ -8,8 +8,7 @@ from typing import Any
 
 import click
 
-from clanker.cli.common import HarnessArgument, echo_json, json_option, run_async
-from clanker.cli.sessions import relative_time
+from clanker.cli.common import HarnessArgument, echo_json, json_option, relative_time, run_async
 from clanker.errors import EXIT_CODES, ErrorKind
 from clanker.execution import LocalTransport
 from clanker.paths import clanker_paths
