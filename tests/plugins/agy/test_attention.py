@@ -33,9 +33,8 @@ from hypothesis import strategies as st
 import clanker_agy
 from clanker.attention.attachment import write_hook_command
 from clanker.attention.capability import AttentionCapability, AttentionContext
-from clanker.attention.envelope import parse_envelope
 from clanker.descriptor import Capability
-from clanker.testing.attention import load_interpreter
+from clanker.testing.attention import check_interpretation, load_interpreter
 from clanker_agy.attention import (
     ASK_MATCHER,
     GUARD,
@@ -94,11 +93,9 @@ def run(items: list[str | dict[str, Any]], state: dict[str, object] | None = Non
     state = {} if state is None else state
     out = []
     for item in items:
-        envelopes, state = interpret(wrapped(item) if isinstance(item, str) else item, state)
-        for envelope in envelopes:
-            parse_envelope(envelope)  # the broker's own wire contract
+        envelopes, state = check_interpretation(
+            interpret(wrapped(item) if isinstance(item, str) else item, state), max_state=2048)
         out.append(envelopes)
-        assert len(json.dumps(state)) < 2048
     return out, state
 
 
@@ -383,11 +380,7 @@ states = st.fixed_dictionaries(
 @settings(max_examples=300, deadline=None)
 @given(payload=wrapped_payloads | json_values, state=states)
 def test_any_json_payload_and_state_never_raise(payload: object, state: Any) -> None:
-    envelopes, new_state = interpret(payload, state)
-    assert isinstance(envelopes, list) and isinstance(new_state, dict)
-    for envelope in envelopes:
-        parse_envelope(envelope)
-    assert len(json.dumps(new_state)) < 2048
+    check_interpretation(interpret(payload, state), max_state=2048)
 
 
 @settings(max_examples=200, deadline=None)

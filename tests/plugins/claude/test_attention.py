@@ -20,9 +20,8 @@ from hypothesis import strategies as st
 
 import clanker_claude
 from clanker.attention.capability import AttentionCapability, AttentionContext, AttentionPlan
-from clanker.attention.envelope import parse_envelope
 from clanker.descriptor import Capability
-from clanker.testing.attention import load_interpreter
+from clanker.testing.attention import check_interpretation, load_interpreter
 from clanker_claude.attention import (
     HOOK_EVENTS,
     HOOK_TIMEOUT_SECONDS,
@@ -62,11 +61,9 @@ def run(names: list[str | dict[str, Any]], state: dict[str, object] | None = Non
     state = {} if state is None else state
     out = []
     for item in names:
-        envelopes, state = interpret(payload(item) if isinstance(item, str) else item, state)
-        for envelope in envelopes:
-            parse_envelope(envelope)  # the broker's own wire contract
+        envelopes, state = check_interpretation(
+            interpret(payload(item) if isinstance(item, str) else item, state), max_state=1024)
         out.append(envelopes)
-        json.dumps(state)
     return out, state
 
 
@@ -294,11 +291,7 @@ states = st.fixed_dictionaries(
 @settings(max_examples=300, deadline=None)
 @given(payload_=near_payloads | json_values, state=states)
 def test_any_json_payload_and_state_never_raise(payload_: object, state: Any) -> None:
-    envelopes, new_state = interpret(payload_, state)
-    assert isinstance(envelopes, list) and isinstance(new_state, dict)
-    for envelope in envelopes:
-        parse_envelope(envelope)
-    assert len(json.dumps(new_state)) < 1024
+    check_interpretation(interpret(payload_, state), max_state=1024)
 
 
 @settings(max_examples=200, deadline=None)

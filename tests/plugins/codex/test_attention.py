@@ -16,8 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clanker.attention.capability import AttentionCapability, AttentionContext
-from clanker.attention.envelope import parse_envelope
-from clanker.testing.attention import load_interpreter
+from clanker.testing.attention import check_interpretation, load_interpreter
 from clanker_codex.attention import (
     HOOK_COMMAND,
     HOOK_EVENTS,
@@ -64,12 +63,8 @@ class Run:
     def feed(self, *payloads: dict[str, Any]) -> list[dict[str, object]]:
         out: list[dict[str, object]] = []
         for payload in payloads:
-            envelopes, state = INTERPRETER.interpret(copy.deepcopy(payload), self.state)
-            assert isinstance(state, dict)
-            assert len(json.dumps(state)) < 64 * 1024
-            for envelope in envelopes:
-                parse_envelope(envelope)  # every envelope is valid on the wire
-            self.state = state
+            envelopes, self.state = check_interpretation(
+                INTERPRETER.interpret(copy.deepcopy(payload), self.state), max_state=64 * 1024)
             out += envelopes
         self.envelopes += out
         return out
@@ -414,11 +409,7 @@ states = st.one_of(
 @settings(max_examples=300)
 @given(payload=json_values | payloads, state=states)
 def test_any_payload_and_state_never_raise(payload: object, state: dict[str, object]) -> None:
-    envelopes, new = INTERPRETER.interpret(payload, state)
-    assert isinstance(envelopes, list)
-    for envelope in envelopes:
-        parse_envelope(envelope)
-    json.dumps(new)
+    check_interpretation(INTERPRETER.interpret(payload, state), max_state=64 * 1024)
 
 
 @settings(max_examples=100)

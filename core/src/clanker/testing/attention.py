@@ -17,6 +17,8 @@ when the token is not the one it was given::
 
 Use the real :class:`~clanker.grid.server.Grid` where the test is about the
 resulting state (``clanker status``); the double is for exact envelopes.
+:func:`check_interpretation` is what every answer of a stdlib interpreter
+(``interpret(payload, state)``) must satisfy.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from clanker.grid.client import GridClient
 from clanker.grid.protocol import MAX_LINE
 from clanker.grid.server import Grid
 
-__all__ = ["GridDouble", "load_interpreter", "running_grid"]
+__all__ = ["GridDouble", "check_interpretation", "load_interpreter", "running_grid"]
 
 
 class GridDouble:
@@ -102,6 +104,20 @@ class GridDouble:
         if self._token is not None and request.get("token") != self._token:
             return {"v": 1, "ok": False, "error": "unauthorized"}
         return {"v": 1, "ok": True, "decisions": ["accepted"] * len(envelopes)}
+
+
+def check_interpretation(
+    answer: tuple[object, object], *, max_state: int
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Assert that an interpreter's ``(envelopes, state)`` keeps the hook bridge's
+    contract: a list of envelopes the grid accepts, and a JSON object state of fewer
+    than ``max_state`` characters. Returns both."""
+    envelopes, state = answer
+    assert isinstance(envelopes, list) and isinstance(state, dict)
+    for envelope in envelopes:
+        parse_envelope(envelope)  # the grid's own wire contract
+    assert len(json.dumps(state)) < max_state
+    return envelopes, state
 
 
 def load_interpreter(path: Path) -> ModuleType:
