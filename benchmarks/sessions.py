@@ -143,13 +143,13 @@ def environ(tree: Path) -> dict[str, str]:
 
 def measure_discovery(tree: Path, cache: Path, limit: int) -> dict[str, float]:
     """Run in a child process: cold and warm discovery, and this process's peak RSS."""
-    from clanker.execution import LocalTransport
+    from clanker.environment.local import LocalEnvironment
     from clanker.registry import Registry
     from clanker.sessions.service import SessionService
 
     registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": ",".join(HARNESSES)})
     providers = [registry.providers[h] for h in HARNESSES]  # type: ignore[index]
-    service = SessionService(executor=LocalTransport(), cache_dir=cache, environ=environ(tree))
+    service = SessionService(environment=LocalEnvironment(environ(tree)), cache_dir=cache)
 
     async def discover() -> int:
         listing = await service.discover(providers, workspace=None, limit=limit)

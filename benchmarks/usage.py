@@ -28,8 +28,8 @@ from pathlib import Path
 from results import record
 
 from clanker import hookimpl
-from clanker.descriptor import Capability, HarnessDescriptor
-from clanker.execution import LocalTransport
+from clanker.descriptor import HarnessDescriptor
+from clanker.environment.local import LocalEnvironment
 from clanker.ids import HarnessId
 from clanker.registry import HarnessProvider, Registry
 from clanker.usage.capability import UsageContext
@@ -61,7 +61,7 @@ def plugin(harness: str, latency: float) -> object:
         @hookimpl
         def clanker_descriptor(self) -> HarnessDescriptor:
             return HarnessDescriptor(id=HarnessId(harness), display_name=harness,
-                                     executable=harness, capabilities={Capability.USAGE})
+                                     executable=harness)
 
         @hookimpl
         def clanker_usage(self) -> DelayedProbe:
@@ -87,8 +87,7 @@ def main() -> None:
     overheads, cached = [], []
     try:
         for _ in range(args.runs):
-            service = UsageService(executor=LocalTransport(), session_executor=None,
-                                   store=UsageStore(None), environ=environ)
+            service = UsageService(environment=LocalEnvironment(environ), store=UsageStore(None))
 
             async def read_all(svc: UsageService = service) -> None:
                 entries = await asyncio.gather(*(svc.read(p) for p in providers))

@@ -10,22 +10,18 @@ from datetime import datetime
 from pathlib import Path
 
 from clanker import hookimpl
-from clanker.capabilities import ModelsContext
-from clanker.descriptor import (
-    Capability,
-    HarnessDescriptor,
-    OperationSupport,
-    Support,
-    Transport,
-)
+from clanker.capabilities import Capability
+from clanker.descriptor import HarnessDescriptor, OperationSupport, Support, Transport
+from clanker.environment import HostFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 from clanker.ids import HarnessId
 from clanker.launch.request import LaunchPlan, LaunchRequest
+from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.sessions.context import SessionsContext
+from clanker.sessions.capability import SessionsContext
 from clanker.sessions.files import FileSample, parse_timestamp
-from clanker.sessions.filestore import find_files, scan_files
+from clanker.sessions.filestore import scan_files
 from clanker.sessions.types import HarnessSession, SessionScan, clean_text
 from clanker.sessions.witness import Witness
 from clanker.testing.doubles import write_script as write_script  # re-exported
@@ -103,12 +99,10 @@ def make_plugin(
     harness: str = "fake-agent",
     *,
     capabilities: tuple[Capability, ...] = (Capability.LAUNCH, Capability.MODELS),
-    implement: tuple[Capability, ...] | None = None,
     executable: str = "fake-agent",
     fork: OperationSupport | None = LOCAL_NATIVE,
 ) -> object:
-    """Return a plugin object declaring ``capabilities`` and implementing ``implement``."""
-    implement = capabilities if implement is None else implement
+    """Return a plugin object implementing ``capabilities`` (launch and models at most)."""
 
     class Plugin:
         @hookimpl
@@ -117,16 +111,15 @@ def make_plugin(
                 id=HarnessId(harness),
                 display_name="Fake Agent",
                 executable=executable,
-                capabilities=frozenset(capabilities),
                 resume=OperationSupport(Support.NATIVE)
                 if Capability.LAUNCH in capabilities else None,
                 fork=fork if Capability.LAUNCH in capabilities else None,
                 install_hint="pip install fake-agent",
             )
 
-    if Capability.LAUNCH in implement:
+    if Capability.LAUNCH in capabilities:
         Plugin.clanker_launch = hookimpl(lambda self: FakeLaunch(executable))  # type: ignore[attr-defined]
-    if Capability.MODELS in implement:
+    if Capability.MODELS in capabilities:
         Plugin.clanker_models = hookimpl(lambda self: FakeModels(executable))  # type: ignore[attr-defined]
     return Plugin()
 
@@ -139,7 +132,6 @@ def path_with(directory: Path) -> dict[str, str]:
 
 
 # -- a fake file-backed sessions provider ------------------------------------------------
-
 
 
 class FakeSessions:
@@ -155,7 +147,7 @@ class FakeSessions:
         self.parsed = 0
         self.walks = 0
 
-    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
+    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
         return (Path(environ["FAKE_AGENT_HOME"]) / "sessions",)
 
     async def discover(self, context: SessionsContext) -> SessionScan:
@@ -164,7 +156,7 @@ class FakeSessions:
 
         def scan(witness: Witness) -> SessionScan:
             self.walks += 1
-            candidates, cut = find_files(
+            candidates, cut = context.files.walk(
                 root, depth=1, witness=witness,
                 accept_file=lambda name: name.endswith(".jsonl")
                 and (wanted is None or name == f"{wanted}.jsonl"),
@@ -212,17 +204,13 @@ def write_fake_session(
 def make_sessions_plugin(sessions: FakeSessions, harness: str = "fake-agent") -> object:
     """The fake plugin with launch, models and the given sessions capability."""
     plugin = make_plugin(
-        harness, capabilities=(Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS),
-        implement=(Capability.LAUNCH, Capability.MODELS),
+        harness, capabilities=(Capability.LAUNCH, Capability.MODELS),
     )
     type(plugin).clanker_sessions = hookimpl(lambda self: sessions)  # type: ignore[attr-defined]
     return plugin
 
 
 # -- a fake commit capability -------------------------------------------------------------
-
-
-
 
 
 class FakeCommit:
@@ -251,15 +239,13 @@ class FakeCommit:
 
 def make_commit_plugin() -> object:
     plugin = make_plugin(
-        capabilities=(Capability.LAUNCH, Capability.MODELS, Capability.COMMIT),
-        implement=(Capability.LAUNCH, Capability.MODELS),
+        capabilities=(Capability.LAUNCH, Capability.MODELS),
     )
     type(plugin).clanker_commit = hookimpl(lambda self: FakeCommit())  # type: ignore[attr-defined]
     return plugin
 
 
 # -- a fake usage capability ------------------------------------------------------------
-
 
 
 class FakeUsage:
@@ -292,8 +278,7 @@ def percent_snapshot(used: float, when: datetime, label: str = "Fake · 5 hour")
 
 def make_usage_plugin(usage: FakeUsage, harness: str = "fake-agent") -> object:
     plugin = make_plugin(
-        harness, capabilities=(Capability.LAUNCH, Capability.MODELS, Capability.USAGE),
-        implement=(Capability.LAUNCH, Capability.MODELS),
+        harness, capabilities=(Capability.LAUNCH, Capability.MODELS),
     )
     type(plugin).clanker_usage = hookimpl(lambda self: usage)  # type: ignore[attr-defined]
     return plugin

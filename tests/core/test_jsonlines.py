@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.protocols.jsonlines import read_matching, send
+from clanker.execution.jsonlines import read_matching, send
 from clanker.testing import ScriptedSession
 
 

@@ -13,17 +13,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 
-from clanker.descriptor import Capability, OperationSupport, Support, Transport
+from clanker.capabilities import Capability
+from clanker.descriptor import OperationSupport, Support, Transport
+from clanker.environment.foreground import exit_status, run_foreground
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.ids import HarnessId
-from clanker.launch.foreground import exit_status, run_foreground
 from clanker.launch.planning import InvalidSessionIdError, plan_launch
-from clanker.launch.request import (
-    LaunchPlan,
-    LaunchRequest,
-    SessionTarget,
-    split_user_flags,
-)
+from clanker.launch.request import LaunchPlan, LaunchRequest, SessionTarget, split_user_flags
 from clanker.registry import HarnessProvider, Registry
 from clanker.testing.strategies import user_flags
 from tests.helpers import make_plugin, path_with, write_script
@@ -144,7 +140,7 @@ def test_foreground_missing_binary(tmp_path: Path) -> None:
 
 RUNNER = """
 import sys
-from clanker.launch.foreground import run_foreground
+from clanker.environment.foreground import run_foreground
 import os
 sys.exit(run_foreground(("fake-agent",), dict(os.environ), None))
 """

@@ -16,6 +16,7 @@ from clanker.models.service import ModelService
 from clanker.models.types import CatalogSource
 from clanker.registry import HarnessProvider, Registry
 from clanker.testing import FailingExecutor, ScriptedExecutor
+from clanker.testing.doubles import EnvironmentDouble
 from tests.helpers import make_plugin
 
 
@@ -35,7 +36,8 @@ def provider() -> HarnessProvider:
 
 
 def service(executor: object, cache: Path, clock: Clock) -> ModelService:
-    return ModelService(executor=executor, session_executor=None, cache_dir=cache, clock=clock)  # type: ignore[arg-type]
+    return ModelService(environment=EnvironmentDouble(executor=executor),  # type: ignore[arg-type]
+                        cache_dir=cache, clock=clock)
 
 
 def test_a_listing_is_cached_until_its_ttl(provider: HarnessProvider, tmp_path: Path) -> None:
@@ -168,7 +170,7 @@ def test_an_unwritable_cache_costs_nothing_but_a_relisting(
 
 
 def test_no_models_capability_is_unsupported(tmp_path: Path) -> None:
-    from clanker.descriptor import Capability
+    from clanker.capabilities import Capability
 
     bare = Registry.from_plugins(
         {"fake-agent": make_plugin(capabilities=(Capability.LAUNCH,))}, environ={}

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from clanker import hookimpl
-from clanker.descriptor import Capability, HarnessDescriptor
+from clanker.capabilities import CONTRACTS, Capability
+from clanker.descriptor import HarnessDescriptor, OperationSupport, Support
 from clanker.ids import HarnessId
 from clanker.registry import (
     HarnessProvider,
@@ -39,18 +40,44 @@ def test_a_valid_plugin_becomes_a_frozen_provider() -> None:
         provider.launch = None  # type: ignore[misc]
 
 
-def test_declared_but_not_implemented_is_refused() -> None:
-    plugin = make_plugin(implement=(Capability.LAUNCH,))
-    registry = Registry.from_plugins({"fake-agent": plugin}, environ={})
-    assert registry.providers == {}
-    assert "declared but not implemented: models" in only_problem(registry)
+def test_the_capabilities_are_exactly_the_hooks_implemented() -> None:
+    registry = Registry.from_plugins(
+        {"fake-agent": make_plugin(capabilities=(Capability.LAUNCH,))}, environ={})
+    provider = registry.get_provider(HarnessId("fake-agent"))
+    assert provider.capabilities == {Capability.LAUNCH}
+    assert provider.models is None
 
 
-def test_implemented_but_not_declared_is_refused() -> None:
-    plugin = make_plugin(capabilities=(Capability.LAUNCH,),
-                         implement=(Capability.LAUNCH, Capability.MODELS))
-    registry = Registry.from_plugins({"fake-agent": plugin}, environ={})
-    assert "implemented but not declared: models" in only_problem(registry)
+def test_resume_or_fork_support_without_launch_is_refused() -> None:
+    class NoLaunch:
+        @hookimpl
+        def clanker_descriptor(self) -> HarnessDescriptor:
+            return HarnessDescriptor(id=HarnessId("fake-agent"), display_name="F",
+                                     executable="fake-agent",
+                                     resume=OperationSupport(Support.NATIVE))
+
+    registry = Registry.from_plugins({"fake-agent": NoLaunch()}, environ={})
+    assert "clanker_launch is not implemented" in only_problem(registry)
+
+
+def test_a_helper_a_plugin_module_imports_is_not_taken_for_a_hook(
+    site: Path,
+) -> None:
+    # `clanker_paths` is named like a hook but is core's helper: importing it
+    # says nothing about the plugin. A function it defines itself would.
+    install_fake_distribution(site, "clanker-zed", {"zed": "zed_plugin"}, "zed_plugin",
+                              "    from clanker.paths import clanker_paths\n"
+                              + GOOD_PLUGIN.format(id="zed"))
+    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "zed"})
+    assert registry.problems == ()
+    assert registry.ids() == ("zed",)
+
+
+def test_a_plugin_module_defining_an_unmarked_hook_is_refused(site: Path) -> None:
+    source = GOOD_PLUGIN.format(id="zed") + "\n    def clanker_launch():\n        return None\n"
+    install_fake_distribution(site, "clanker-zed", {"zed": "zed_plugin"}, "zed_plugin", source)
+    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "zed"})
+    assert "missing @hookimpl: clanker_launch" in only_problem(registry)
 
 
 def test_descriptor_id_must_match_the_registration_name() -> None:
@@ -69,7 +96,7 @@ def test_misspelled_hookimpl_is_refused() -> None:
         @hookimpl
         def clanker_descriptor(self) -> HarnessDescriptor:
             return HarnessDescriptor(id=HarnessId("fake-agent"), display_name="F",
-                                     executable="fake-agent", capabilities=frozenset())
+                                     executable="fake-agent")
 
         @hookimpl
         def clanker_lanch(self) -> object:
@@ -84,7 +111,7 @@ def test_hook_without_marker_is_refused() -> None:
         @hookimpl
         def clanker_descriptor(self) -> HarnessDescriptor:
             return HarnessDescriptor(id=HarnessId("fake-agent"), display_name="F",
-                                     executable="fake-agent", capabilities=frozenset())
+                                     executable="fake-agent")
 
         def clanker_launch(self) -> object:
             return FakeLaunch()
@@ -174,8 +201,7 @@ GOOD_PLUGIN = """
 
     @hookimpl
     def clanker_descriptor():
-        return HarnessDescriptor(id="{id}", display_name="{id}", executable="{id}",
-                                 capabilities=frozenset())
+        return HarnessDescriptor(id="{id}", display_name="{id}", executable="{id}")
 """
 
 
@@ -253,6 +279,7 @@ class _Anything:
     cache_ttl = 1.0
     fallback = ()
     strategy = "after-turn"
+    home_variable = "FAKE_AGENT_HOME"
     resumes_without_original_directory = False
     interpreter = None
     resume_preserves_session_id = False
@@ -262,11 +289,10 @@ class _Anything:
     def version_request(self) -> object: ...
     def parse_version(self, result: object) -> str: ...
     async def discover(self, *args: object) -> object: ...
-    def store_roots(self, environ: object) -> tuple[()]: ...
+    def store_roots(self, environ: object, files: object) -> tuple[()]: ...
     def prepare(self, *args: object) -> object: ...
     policy = None
     async def probe(self, context: object) -> object: ...
-    def environment(self, home: str) -> object: ...
     def build_invocation(self, model: object, prompt: str) -> object: ...
     def parse_output(self, result: object) -> str: ...
     def server_command(self, model: object) -> object: ...
@@ -280,16 +306,17 @@ def test_each_capability_hook_is_assembled_into_the_provider(capability: Capabil
         @hookimpl
         def clanker_descriptor(self) -> HarnessDescriptor:
             return HarnessDescriptor(id=HarnessId("fake-agent"), display_name="F",
-                                     executable="fake-agent", capabilities={capability})
+                                     executable="fake-agent")
 
-    setattr(Plugin, capability.hook_name, hookimpl(lambda self: implementation))
+    setattr(Plugin, CONTRACTS[capability].hook, hookimpl(lambda self: implementation))
     registry = Registry.from_plugins({"fake-agent": Plugin()}, environ={})
     assert registry.problems == ()
     provider = registry.get_provider(HarnessId("fake-agent"))
     assert provider.capability(capability) is implementation
     others = [c for c in Capability if c is not capability]
     assert all(provider.capability(c) is None for c in others)
-    assert capability.hook_name in provider.hooks
+    assert CONTRACTS[capability].hook in provider.hooks
+    assert provider.capabilities == {capability}
 
 
 @pytest.mark.parametrize("capability", list(Capability), ids=lambda c: c.value)
@@ -300,8 +327,8 @@ def test_each_capability_hook_refuses_an_object_without_its_interface(
         @hookimpl
         def clanker_descriptor(self) -> HarnessDescriptor:
             return HarnessDescriptor(id=HarnessId("fake-agent"), display_name="F",
-                                     executable="fake-agent", capabilities={capability})
+                                     executable="fake-agent")
 
-    setattr(Plugin, capability.hook_name, hookimpl(lambda self: object()))
+    setattr(Plugin, CONTRACTS[capability].hook, hookimpl(lambda self: object()))
     registry = Registry.from_plugins({"fake-agent": Plugin()}, environ={})
     assert "lacks the" in only_problem(registry)

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from clanker.descriptor import SessionOperation
+from clanker.environment.local import LocalEnvironment, LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.registry import HarnessProvider, Registry
-from clanker.sessions.context import SessionsContext
+from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import (
     InvalidSelectionError,
     SessionNotFoundError,
@@ -42,8 +43,10 @@ def registry_with(*pairs: tuple[str, FakeSessions]) -> Registry:
 
 
 def service(home: Path, cache: Path | None = None) -> SessionService:
-    return SessionService(executor=LocalTransport(), cache_dir=cache,
-                          environ={"FAKE_AGENT_HOME": str(home), "PATH": os.environ["PATH"]})
+    return SessionService(
+        environment=LocalEnvironment({"FAKE_AGENT_HOME": str(home), "PATH": os.environ["PATH"]}),
+        cache_dir=cache,
+    )
 
 
 def provider(registry: Registry, harness: str = "fake-agent") -> HarnessProvider:
@@ -136,12 +139,12 @@ def test_a_file_that_cannot_be_read_now_is_read_again_next_time(
 ) -> None:
     # Root reads anything, so the refusal (EACCES, as for mode 000) is injected
     # at the one call that reads; nothing about the file changes in between.
-    from clanker.sessions import filestore, witness
+    from clanker.sessions import files, witness
 
     path = write_fake_session(home, "abc", str(tmp_path), T0)
     monkeypatch.setattr(witness, "SETTLE_NS", 0)  # the store may be remembered at once
     time.sleep(0.03)
-    real_read = filestore.read_sample
+    real_read = files.read_sample
 
     def refuse(target: Path, **bounds: Any) -> Any:
         if str(target) == str(path):
@@ -151,10 +154,10 @@ def test_a_file_that_cannot_be_read_now_is_read_again_next_time(
     sessions = FakeSessions()
     registry = registry_with(("fake-agent", sessions))
     listings = service(home)
-    monkeypatch.setattr(filestore, "read_sample", refuse)
+    monkeypatch.setattr(files, "read_sample", refuse)
     refused = asyncio.run(listings.discover([provider(registry)], workspace=None))
     assert refused.sessions == () and refused.scans[0].scan.skipped == 1
-    monkeypatch.setattr(filestore, "read_sample", real_read)
+    monkeypatch.setattr(files, "read_sample", real_read)
     again = asyncio.run(listings.discover([provider(registry)], workspace=None))
     assert [s.native_id for s in again.sessions] == ["abc"]
 
@@ -301,7 +304,6 @@ def select(home: Path, registry: Registry, raw: str, op: SessionOperation | None
            workspace: Path) -> object:
     return asyncio.run(resolve_selection(
         service(home), registry, raw, operation=op, workspace=str(workspace),
-        environ={"FAKE_AGENT_HOME": str(home)},
     ))
 
 
@@ -365,7 +367,7 @@ def test_unsupported_fork_fails_before_any_scan(home: Path, tmp_path: Path) -> N
 
 def test_a_store_path_escaping_the_store_is_refused(home: Path, tmp_path: Path) -> None:
     class Escaping(FakeSessions):
-        def store_roots(self, environ: object) -> tuple[Path, ...]:
+        def store_roots(self, environ: object, files: object) -> tuple[Path, ...]:
             return (tmp_path / "elsewhere",)  # the files are not under the declared root
 
     write_fake_session(home, "abc", str(tmp_path), T0)
@@ -414,7 +416,8 @@ def test_context_wants_applies_the_services_rule(tmp_path: Path) -> None:
     (tmp_path / "link").symlink_to(tmp_path / "w")
 
     def context(**fields: object) -> SessionsContext:
-        return SessionsContext(harness=HarnessId("fake-agent"), executor=LocalTransport(),
+        return SessionsContext(files=LocalFiles(),
+                               harness=HarnessId("fake-agent"), executor=LocalTransport(),
                                environ={}, cache=SummaryCache(HarnessId("fake-agent"), None),
                                **fields)  # type: ignore[arg-type]
 

@@ -24,8 +24,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
+from clanker.environment.local import LocalEnvironment
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.registry import Registry
 from clanker.sessions import witness as witness_module
@@ -215,8 +215,10 @@ def test_a_memo_is_bounded_least_recently_used_first(store: Path) -> None:
 
 
 def _service(home: Path) -> SessionService:
-    return SessionService(executor=LocalTransport(), cache_dir=None,
-                          environ={"FAKE_AGENT_HOME": str(home), "PATH": os.environ["PATH"]})
+    return SessionService(
+        environment=LocalEnvironment({"FAKE_AGENT_HOME": str(home), "PATH": os.environ["PATH"]}),
+        cache_dir=None,
+    )
 
 
 def _listed(service: SessionService, registry: Registry, **request: Any) -> list[tuple[Any, ...]]:

@@ -8,12 +8,7 @@ import pytest
 from hypothesis import given
 
 from clanker.testing.strategies import json_values
-from clanker.usage.parsing import (
-    epoch_milliseconds,
-    finite_number,
-    label_text,
-    offset_timestamp,
-)
+from clanker.usage.parsing import epoch_milliseconds, finite_number, label_text, offset_timestamp
 
 
 @pytest.mark.parametrize(

@@ -9,12 +9,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from clanker.usage.policy import (
-    MANUAL_REFRESH_FLOOR,
-    ProbeState,
-    RefreshPolicy,
-    decide,
-)
+from clanker.usage.policy import MANUAL_REFRESH_FLOOR, ProbeState, RefreshPolicy, decide
 
 START = datetime(2026, 11, 30, tzinfo=UTC)
 policies = st.builds(

@@ -17,6 +17,7 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.registry import HarnessProvider, Registry, override_registry
+from clanker.testing.doubles import EnvironmentDouble
 from clanker.usage.policy import RefreshPolicy
 from clanker.usage.service import UsageService, UsageStatus
 from clanker.usage.store import UsageStore
@@ -46,8 +47,9 @@ def setup(usage: FakeUsage, environ: dict[str, str], store: Path | None = None,
     provider = Registry.from_plugins({"fake-agent": make_usage_plugin(usage)}, environ={}) \
         .get_provider(HarnessId("fake-agent"))
     clock = clock or Clock()
-    service = UsageService(executor=LocalTransport(), session_executor=None,
-                           store=UsageStore(store), clock=clock, environ=environ)
+    service = UsageService(environment=EnvironmentDouble(executor=LocalTransport(),
+                           environ=environ),
+                           store=UsageStore(store), clock=clock)
     return provider, service, clock
 
 
@@ -119,9 +121,9 @@ def test_a_probe_that_never_answers_times_out(installed: dict[str, str]) -> None
     usage.outcomes = [percent_snapshot(1, T0)]
     provider = Registry.from_plugins({"fake-agent": make_usage_plugin(usage)}, environ={}) \
         .get_provider(HarnessId("fake-agent"))
-    service = UsageService(executor=LocalTransport(), session_executor=None,
-                           store=UsageStore(None), environ=installed,
-                           deadline=timedelta(seconds=0.1))
+    service = UsageService(environment=EnvironmentDouble(executor=LocalTransport(),
+                           environ=installed),
+                           store=UsageStore(None), deadline=timedelta(seconds=0.1))
     entry = asyncio.run(service.read(provider))
     assert entry.status is UsageStatus.FAILED
     assert entry.failure is not None

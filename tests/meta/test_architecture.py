@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from clanker import hookspecs
-from clanker.descriptor import Capability
+from clanker.capabilities import CONTRACTS, Capability
 from clanker.registry import ENTRY_POINT_GROUP, Registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,8 @@ HOOKSPECS = sorted(
 
 
 def test_every_capability_has_exactly_one_hookspec() -> None:
-    assert set(HOOKSPECS) == {c.hook_name for c in Capability} | {"clanker_descriptor"}
+    assert set(HOOKSPECS) == {row.hook for row in CONTRACTS.values()} | {"clanker_descriptor"}
+    assert set(CONTRACTS) == set(Capability)
 
 
 @pytest.mark.parametrize("name", HOOKSPECS)

@@ -1,218 +1,88 @@
-"""The implementation objects the capability hooks return.
+"""Every capability a harness plugin can provide: one table, capability -> hook -> contract.
 
-Each protocol is what shared code may call on a provider. A plugin that cannot
-do something does not implement the hook at all; there is no object whose
-methods only raise "unsupported".
-
-Launch and models are settled. The others carry the contract their services
-rely on (see ``docs/architecture.md``); their data types grow with the
-services that consume them.
+The registry, the provider record and a provider's capability set are all
+derived from :data:`CONTRACTS`; each capability's protocol and context types
+live in its own ``clanker/<capability>/capability.py``. Adding a capability
+is a contract module, a row here, a hook specification and a provider field
+(the meta-tests say which is missing).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from types import MappingProxyType
+from typing import Final
 
 from attrs import frozen
 
+from clanker.accounts.capability import AccountsCapability
+from clanker.acp.capability import AcpCapability
 from clanker.attention.capability import AttentionCapability
-from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandExecutor, CommandRequest, CommandResult, SessionExecutor
-from clanker.launch.request import LaunchPlan, LaunchRequest
-from clanker.models.types import Model
+from clanker.bridge.capability import AgentBridgeCapability
+from clanker.checkouts.capability import CheckoutRehomeCapability
+from clanker.commit.capability import CommitCapability
+from clanker.guidance.capability import GuidanceCapability
+from clanker.launch.capability import LaunchCapability
+from clanker.models.capability import ModelsCapability
+from clanker.sessions.capability import SessionsCapability
+from clanker.usage.capability import UsageCapability
 
-if TYPE_CHECKING:
-    from clanker.sessions.context import SessionsContext
-    from clanker.sessions.types import SessionScan
-    from clanker.usage.capability import UsageContext
-    from clanker.usage.policy import RefreshPolicy
-    from clanker.usage.types import UsageSnapshot
-
-__all__ = [
-    "AccountsCapability",
-    "AcpCapability",
-    "AgentBridgeCapability",
-    "AttentionCapability",
-    "CheckoutRehomeCapability",
-    "CommitCapability",
-    "GuidanceCapability",
-    "LaunchCapability",
-    "ModelsCapability",
-    "ModelsContext",
-    "SessionsCapability",
-    "UsageCapability",
-]
+__all__ = ["CONTRACTS", "Capability", "CapabilityContract", "contract"]
 
 
-# -- launch ---------------------------------------------------------------
+class Capability(enum.StrEnum):
+    """A capability's stable name (it appears in ``--json``)."""
+
+    LAUNCH = "launch"
+    MODELS = "models"
+    SESSIONS = "sessions"
+    ATTENTION = "attention"
+    USAGE = "usage"
+    ACCOUNTS = "accounts"
+    AGENT_BRIDGE = "agent-bridge"
+    GUIDANCE = "guidance"
+    CHECKOUT_REHOME = "checkout-rehome"
+    COMMIT = "commit"
+    ACP = "acp"
 
 
-@runtime_checkable
-class LaunchCapability(Protocol):
-    """Owns the executable, base arguments, model flag and harness environment."""
+@frozen
+class CapabilityContract:
+    """One row of the table."""
 
-    def build(self, request: LaunchRequest) -> LaunchPlan:
-        """Return the exact command for a fresh launch, resume or fork.
-
-        ``request.user_flags`` must appear verbatim, contiguous and in order.
-        Called only for operations the descriptor declares, over a transport it
-        allows; session ids have already passed :meth:`validate_session_id`.
-        """
-        ...
-
-    def validate_session_id(self, raw: str) -> str:
-        """Return ``raw`` (normalized) if it has this harness's session-id syntax.
-
-        Raise :class:`ValueError` otherwise. Syntax only: whether the session
-        exists is the sessions capability's question.
-        """
-        ...
-
-    def version_request(self) -> CommandRequest:
-        """Return the command that prints the installed version."""
-        ...
-
-    def parse_version(self, result: CommandResult) -> str:
-        """Return the version from ``result`` or raise ``parse-failure``."""
-        ...
+    capability: Capability
+    hook: str
+    """The pluggy hook that returns the implementation object."""
+    attribute: str
+    """The :class:`~clanker.registry.HarnessProvider` field that holds it."""
+    protocol: type
+    """What the implementation object must satisfy (checked at registration)."""
 
 
-# -- models ---------------------------------------------------------------
+CONTRACTS: Final[Mapping[Capability, CapabilityContract]] = MappingProxyType({
+    row.capability: row for row in (
+        CapabilityContract(Capability.LAUNCH, "clanker_launch", "launch", LaunchCapability),
+        CapabilityContract(Capability.MODELS, "clanker_models", "models", ModelsCapability),
+        CapabilityContract(Capability.SESSIONS, "clanker_sessions", "sessions",
+                           SessionsCapability),
+        CapabilityContract(Capability.ATTENTION, "clanker_attention", "attention",
+                           AttentionCapability),
+        CapabilityContract(Capability.USAGE, "clanker_usage", "usage", UsageCapability),
+        CapabilityContract(Capability.ACCOUNTS, "clanker_accounts", "accounts",
+                           AccountsCapability),
+        CapabilityContract(Capability.AGENT_BRIDGE, "clanker_agent_bridge", "agent_bridge",
+                           AgentBridgeCapability),
+        CapabilityContract(Capability.GUIDANCE, "clanker_guidance", "guidance",
+                           GuidanceCapability),
+        CapabilityContract(Capability.CHECKOUT_REHOME, "clanker_checkout_rehome",
+                           "checkout_rehome", CheckoutRehomeCapability),
+        CapabilityContract(Capability.COMMIT, "clanker_commit", "commit", CommitCapability),
+        CapabilityContract(Capability.ACP, "clanker_acp", "acp", AcpCapability),
+    )
+})
 
 
-@frozen(kw_only=True)
-class ModelsContext:
-    """What a model discovery may use: bound executors, never a process or path."""
-
-    executor: CommandExecutor
-    session_executor: SessionExecutor | None
-    refresh: bool = False
-
-    def require_sessions(self, harness: str) -> SessionExecutor:
-        """Return the session executor, or raise ``unsupported`` where there is none."""
-        if self.session_executor is None:
-            raise HarnessCapabilityError(
-                ErrorKind.UNSUPPORTED, "listing needs a stdio session", harness=harness
-            )
-        return self.session_executor
-
-
-@runtime_checkable
-class ModelsCapability(Protocol):
-    """Lists the models a harness accepts, through its own native command."""
-
-    cache_ttl: float
-    """Seconds a successful listing stays fresh for an ordinary read."""
-
-    fallback: tuple[Model, ...]
-    """The intentional static list shown when listing fails (may be empty)."""
-
-    async def discover(self, context: ModelsContext) -> tuple[Model, ...]:
-        """List models now. ``context.refresh`` asks the harness for a live catalog.
-
-        Raise :class:`~clanker.errors.HarnessCapabilityError` on failure
-        (``parse-failure`` for unrecognized output); never return an empty
-        tuple to mean "it failed".
-        """
-        ...
-
-
-# -- the capabilities whose services come in later work --------------------
-# Their methods take the same bound executors; nothing here spawns a process.
-
-
-@runtime_checkable
-class SessionsCapability(Protocol):
-    """Finds a harness's past conversations in its own store, bounded."""
-
-    resumes_without_original_directory: bool
-    """Whether the harness continues a session whose recorded directory is gone
-    (verified per version; ``False`` unless proven)."""
-
-    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
-        """Return the directories the store's files live under (for confinement checks).
-
-        Empty for a harness whose history is only reachable through its own command.
-        """
-        ...
-
-    async def discover(self, context: SessionsContext) -> SessionScan:
-        """Summarize the store's sessions within ``context``'s bounds.
-
-        A missing store is an empty scan. Malformed files are counted skips;
-        an unreadable store or a changed schema raises a typed error.
-        """
-        ...
-
-
-@runtime_checkable
-class UsageCapability(Protocol):
-    """Reads remaining quota from the harness's own authenticated interface."""
-
-    policy: RefreshPolicy
-    """Cache TTL, hard minimum probe interval and failure backoff for this harness."""
-
-    async def probe(self, context: UsageContext) -> UsageSnapshot:
-        """Return one snapshot (possibly with no measurements), or raise a typed failure:
-        ``unauthenticated`` when signed out, ``unsupported`` when the account or version
-        has no quota interface, ``parse-failure`` for unrecognized output."""
-        ...
-
-
-@runtime_checkable
-class AccountsCapability(Protocol):
-    """Authentication commands and the account-home variable of one harness."""
-
-    def environment(self, home: str) -> Mapping[str, str]:
-        """Return the variables that point the harness at a managed account home."""
-        ...
-
-
-@runtime_checkable
-class AgentBridgeCapability(Protocol):
-    """How the harness receives the one shared loopback MCP endpoint."""
-
-    def prepare(self, context: Any) -> Any | None:
-        """Return the attachment, or ``None`` when the user already owns the name."""
-        ...
-
-
-@runtime_checkable
-class GuidanceCapability(Protocol):
-    """Delivers the launch-scoped instruction through the harness's own mechanism."""
-
-    def prepare(self, text: str, context: Any) -> Any | None:
-        """Return the attachment, or ``None`` when the user's own instructions would be replaced."""
-        ...
-
-
-@runtime_checkable
-class CheckoutRehomeCapability(Protocol):
-    """Moves a conversation into an isolated worktree (hot-replace or after-turn)."""
-
-    strategy: str
-
-
-@runtime_checkable
-class CommitCapability(Protocol):
-    """Writes a commit message through the harness's non-interactive structured mode."""
-
-    def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
-        """Return the bounded inference command."""
-        ...
-
-    def parse_output(self, result: CommandResult) -> str:
-        """Return the authoritative message text, or raise ``parse-failure``."""
-        ...
-
-
-@runtime_checkable
-class AcpCapability(Protocol):
-    """How to start the harness as an Agent Client Protocol server over stdio."""
-
-    def server_command(self, model: str | None) -> CommandRequest:
-        """Return the command that serves ACP on stdin/stdout."""
-        ...
-
+def contract(capability: Capability) -> CapabilityContract:
+    """Return the row of ``capability``."""
+    return CONTRACTS[capability]

@@ -1,7 +1,9 @@
 """What a harness is, as plain serializable metadata.
 
-The descriptor says which capabilities a plugin claims; the registry checks the
-claim against the hooks the plugin really implements, so the two cannot drift.
+Which capabilities a harness has is not declared here: it is exactly the set
+of capability hooks its plugin implements (the registry derives it). The
+descriptor carries what is metadata: names, the executable, and how resume
+and fork are supported.
 """
 
 from __future__ import annotations
@@ -16,34 +18,12 @@ from attrs import field, frozen, validators
 from clanker.ids import HarnessId, is_harness_id
 
 __all__ = [
-    "Capability",
     "HarnessDescriptor",
     "OperationSupport",
     "SessionOperation",
     "Support",
     "Transport",
 ]
-
-
-class Capability(enum.StrEnum):
-    """Every capability a harness plugin can provide, one hook each."""
-
-    LAUNCH = "launch"
-    MODELS = "models"
-    SESSIONS = "sessions"
-    ATTENTION = "attention"
-    USAGE = "usage"
-    ACCOUNTS = "accounts"
-    AGENT_BRIDGE = "agent-bridge"
-    GUIDANCE = "guidance"
-    CHECKOUT_REHOME = "checkout-rehome"
-    COMMIT = "commit"
-    ACP = "acp"
-
-    @property
-    def hook_name(self) -> str:
-        """The pluggy hook that provides this capability."""
-        return "clanker_" + self.value.replace("-", "_")
 
 
 class Support(enum.StrEnum):
@@ -74,8 +54,6 @@ def _transports(values: Iterable[Transport | str]) -> frozenset[Transport]:
     return frozenset(Transport(v) for v in values)
 
 
-def _capabilities(values: Iterable[Capability | str]) -> frozenset[Capability]:
-    return frozenset(Capability(v) for v in values)
 _EXECUTABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
 
@@ -113,15 +91,10 @@ class HarnessDescriptor:
     id: HarnessId = field(validator=_id_validator)
     display_name: str = field(validator=validators.min_len(1))
     executable: str = field(validator=_executable_validator)
-    capabilities: frozenset[Capability] = field(converter=_capabilities)
     resume: OperationSupport | None = None
     fork: OperationSupport | None = None
     install_hint: str | None = None
     homepage: str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if (self.resume or self.fork) and Capability.LAUNCH not in self.capabilities:
-            raise ValueError("descriptor: resume/fork support needs the launch capability")
 
     def operation(self, operation: SessionOperation) -> OperationSupport | None:
         """Return the support record for ``operation``, ``None`` if unsupported."""

@@ -6,7 +6,9 @@ registry calls that plugin's own implementations, so no implementation ever
 asks "is this call for me?". A plugin that lacks a hook lacks the capability.
 
 Hooks take no arguments: a capability object is built once per process and
-then called with bound executors.
+then called with the environment's bound pieces. Each capability's protocol
+and context types live in ``clanker/<capability>/capability.py``;
+:data:`clanker.capabilities.CONTRACTS` maps each hook to its protocol.
 """
 
 from __future__ import annotations
@@ -16,20 +18,18 @@ from typing import TYPE_CHECKING
 from pluggy import HookimplMarker, HookspecMarker
 
 if TYPE_CHECKING:
-    from clanker.capabilities import (
-        AccountsCapability,
-        AcpCapability,
-        AgentBridgeCapability,
-        AttentionCapability,
-        CheckoutRehomeCapability,
-        CommitCapability,
-        GuidanceCapability,
-        LaunchCapability,
-        ModelsCapability,
-        SessionsCapability,
-        UsageCapability,
-    )
+    from clanker.accounts.capability import AccountsCapability
+    from clanker.acp.capability import AcpCapability
+    from clanker.attention.capability import AttentionCapability
+    from clanker.bridge.capability import AgentBridgeCapability
+    from clanker.checkouts.capability import CheckoutRehomeCapability
+    from clanker.commit.capability import CommitCapability
     from clanker.descriptor import HarnessDescriptor
+    from clanker.guidance.capability import GuidanceCapability
+    from clanker.launch.capability import LaunchCapability
+    from clanker.models.capability import ModelsCapability
+    from clanker.sessions.capability import SessionsCapability
+    from clanker.usage.capability import UsageCapability
 
 __all__ = ["hookimpl", "hookspec"]
 
@@ -44,12 +44,13 @@ hookimpl = HookimplMarker("clanker")
 
 @hookspec(firstresult=True)
 def clanker_descriptor() -> HarnessDescriptor:
-    """Return the harness's descriptor: id, display name, executable, capabilities.
+    """Return the harness's descriptor: id, display name, executable, resume/fork support.
 
     Required of every harness plugin. ``descriptor.id`` must equal the
-    entry-point name the plugin is registered under, and
-    ``descriptor.capabilities`` must name exactly the capability hooks the
-    plugin implements; the registry refuses the plugin otherwise.
+    entry-point name the plugin is registered under, and resume or fork
+    support needs ``clanker_launch``; the registry refuses the plugin
+    otherwise. The harness's capabilities are the capability hooks it
+    implements: they are not declared again.
     """
 
 
@@ -136,9 +137,11 @@ def clanker_usage() -> UsageCapability:
 
 @hookspec(firstresult=True)
 def clanker_accounts() -> AccountsCapability:
-    """Return sign-in, verify, sign-out and the account-home variable of the harness.
+    """Return the variable that points the harness at a managed account home.
 
-    Absent: only the harness's own (default) account exists.
+    No service calls this yet: sign-in, verification and sign-out join the
+    contract with the accounts service. Absent: only the harness's own
+    (default) account exists.
     """
 
 
@@ -151,8 +154,9 @@ def clanker_accounts() -> AccountsCapability:
 def clanker_agent_bridge() -> AgentBridgeCapability:
     """Return how the harness is handed clanker's loopback MCP endpoint at launch.
 
-    Absent: the harness has no launch-scoped way to add an MCP server without
-    rewriting the user's configuration.
+    No service calls this yet (the bridge service will). Absent: the harness
+    has no launch-scoped way to add an MCP server without rewriting the
+    user's configuration.
     """
 
 
@@ -165,8 +169,8 @@ def clanker_agent_bridge() -> AgentBridgeCapability:
 def clanker_guidance() -> GuidanceCapability:
     """Return how the harness receives the launch-scoped instruction text.
 
-    Absent: the harness has no channel that leaves the user's own instructions
-    untouched; the agent is not told about clanker.
+    No service calls this yet. Absent: the harness has no channel that leaves
+    the user's own instructions untouched; the agent is not told about clanker.
     """
 
 
@@ -179,7 +183,8 @@ def clanker_guidance() -> GuidanceCapability:
 def clanker_checkout_rehome() -> CheckoutRehomeCapability:
     """Return the strategy that moves a live conversation into an isolated worktree.
 
-    Absent: the harness cannot be proven to continue in another directory.
+    No service calls this yet. Absent: the harness cannot be proven to
+    continue in another directory.
     """
 
 
@@ -206,5 +211,6 @@ def clanker_commit() -> CommitCapability:
 def clanker_acp() -> AcpCapability:
     """Return how to start the harness as an Agent Client Protocol server.
 
-    Absent: ``clanker coder`` cannot drive this harness.
+    No service calls this yet (an ACP client will). Absent: the harness
+    cannot be driven over ACP.
     """

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from attrs import frozen
 
+from clanker.environment import Environment
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandExecutor
 from clanker.registry import HarnessProvider
 
 __all__ = ["Installation", "probe_installation", "probe_installations"]
@@ -40,17 +38,13 @@ class Installation:
 
 
 async def probe_installation(
-    provider: HarnessProvider,
-    executor: CommandExecutor,
-    environ: Mapping[str, str] | None = None,
+    provider: HarnessProvider, environment: Environment, path: str | None
 ) -> Installation:
-    """Locate ``provider``'s executable and ask it for its version."""
-    environ = os.environ if environ is None else environ
-    path = shutil.which(provider.descriptor.executable, path=environ.get("PATH", os.defpath))
+    """Ask ``provider``'s executable, found at ``path``, for its version."""
     if path is None or provider.launch is None:
         return Installation(provider=provider, path=path)
     try:
-        result = await executor.run(provider.launch.version_request())
+        result = await environment.executor.run(provider.launch.version_request())
         version = provider.launch.parse_version(result)
     except HarnessCapabilityError as exc:
         if exc.kind is ErrorKind.BINARY_UNAVAILABLE:  # vanished since which()
@@ -60,7 +54,12 @@ async def probe_installation(
 
 
 async def probe_installations(
-    providers: Sequence[HarnessProvider], executor: CommandExecutor
+    providers: Sequence[HarnessProvider], environment: Environment
 ) -> list[Installation]:
-    """Probe every provider concurrently (each probe is bounded by its own timeout)."""
-    return list(await asyncio.gather(*(probe_installation(p, executor) for p in providers)))
+    """Locate every executable in one lookup, then ask each for its version
+    concurrently (each probe is bounded by its own timeout)."""
+    found = await environment.locate({p.descriptor.executable for p in providers})
+    return list(await asyncio.gather(*(
+        probe_installation(p, environment, found.get(p.descriptor.executable))
+        for p in providers
+    )))

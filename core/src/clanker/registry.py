@@ -18,16 +18,29 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
+from types import ModuleType
 from typing import Any, Final
 
 import pluggy
-from attrs import field, frozen
+from attrs import frozen
 from pluggy import HookImpl, Result
 
-from clanker import capabilities, hookspecs
+from clanker import hookspecs
 from clanker._logging import get_logger
-from clanker.descriptor import Capability, HarnessDescriptor
+from clanker.accounts.capability import AccountsCapability
+from clanker.acp.capability import AcpCapability
+from clanker.attention.capability import AttentionCapability
+from clanker.bridge.capability import AgentBridgeCapability
+from clanker.capabilities import CONTRACTS, Capability
+from clanker.checkouts.capability import CheckoutRehomeCapability
+from clanker.commit.capability import CommitCapability
+from clanker.descriptor import HarnessDescriptor
+from clanker.guidance.capability import GuidanceCapability
 from clanker.ids import HarnessId, is_harness_id
+from clanker.launch.capability import LaunchCapability
+from clanker.models.capability import ModelsCapability
+from clanker.sessions.capability import SessionsCapability
+from clanker.usage.capability import UsageCapability
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -45,20 +58,7 @@ __all__ = [
 ENTRY_POINT_GROUP: Final = "clanker.harnesses"
 log = get_logger(__name__)
 
-_PROTOCOLS: Final[dict[Capability, type]] = {
-    Capability.LAUNCH: capabilities.LaunchCapability,
-    Capability.MODELS: capabilities.ModelsCapability,
-    Capability.SESSIONS: capabilities.SessionsCapability,
-    Capability.ATTENTION: capabilities.AttentionCapability,
-    Capability.USAGE: capabilities.UsageCapability,
-    Capability.ACCOUNTS: capabilities.AccountsCapability,
-    Capability.AGENT_BRIDGE: capabilities.AgentBridgeCapability,
-    Capability.GUIDANCE: capabilities.GuidanceCapability,
-    Capability.CHECKOUT_REHOME: capabilities.CheckoutRehomeCapability,
-    Capability.COMMIT: capabilities.CommitCapability,
-    Capability.ACP: capabilities.AcpCapability,
-}
-_HOOK_TO_CAPABILITY: Final = {c.hook_name: c for c in Capability}
+_BY_HOOK: Final = {row.hook: row for row in CONTRACTS.values()}
 _DESCRIPTOR_HOOK: Final = "clanker_descriptor"
 
 
@@ -98,31 +98,36 @@ class HarnessProvider:
     """One harness: its descriptor and the capability objects it implements.
 
     A capability attribute is ``None`` exactly when the plugin does not
-    implement that hook (the registry guarantees it agrees with the descriptor).
+    implement that hook; :attr:`capabilities` is the set that are not.
     """
 
     descriptor: HarnessDescriptor
     distribution: Distribution | None = None
     hooks: tuple[str, ...] = ()
-    launch: capabilities.LaunchCapability | None = None
-    models: capabilities.ModelsCapability | None = None
-    sessions: capabilities.SessionsCapability | None = None
-    attention: capabilities.AttentionCapability | None = None
-    usage: capabilities.UsageCapability | None = None
-    accounts: capabilities.AccountsCapability | None = None
-    agent_bridge: capabilities.AgentBridgeCapability | None = None
-    guidance: capabilities.GuidanceCapability | None = None
-    checkout_rehome: capabilities.CheckoutRehomeCapability | None = None
-    commit: capabilities.CommitCapability | None = None
-    acp: capabilities.AcpCapability | None = None
+    launch: LaunchCapability | None = None
+    models: ModelsCapability | None = None
+    sessions: SessionsCapability | None = None
+    attention: AttentionCapability | None = None
+    usage: UsageCapability | None = None
+    accounts: AccountsCapability | None = None
+    agent_bridge: AgentBridgeCapability | None = None
+    guidance: GuidanceCapability | None = None
+    checkout_rehome: CheckoutRehomeCapability | None = None
+    commit: CommitCapability | None = None
+    acp: AcpCapability | None = None
 
     @property
     def id(self) -> HarnessId:
         return self.descriptor.id
 
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """The capabilities this harness has: exactly the hooks its plugin implements."""
+        return frozenset(c for c, row in CONTRACTS.items() if getattr(self, row.attribute))
+
     def capability(self, capability: Capability) -> object | None:
         """Return the implementation of ``capability``, or ``None``."""
-        implementation: object | None = getattr(self, capability.value.replace("-", "_"))
+        implementation: object | None = getattr(self, CONTRACTS[capability].attribute)
         return implementation
 
 
@@ -150,7 +155,6 @@ class Registry:
 
     providers: Mapping[HarnessId, HarnessProvider]
     problems: tuple[PluginProblem, ...] = ()
-    _manager: pluggy.PluginManager | None = field(default=None, repr=False, eq=False)
 
     # -- building ----------------------------------------------------------
 
@@ -229,7 +233,7 @@ class Registry:
             providers[provider.id] = provider
         manager.check_pending()
         ordered = dict(sorted(providers.items()))
-        return cls(ordered, tuple(problems), manager)
+        return cls(ordered, tuple(problems))
 
     # -- lookup ------------------------------------------------------------
 
@@ -284,11 +288,7 @@ def _register(manager: pluggy.PluginManager, candidate: _Candidate) -> None:
     unknown = sorted(h.name for h in hooks if h.spec is None)
     implemented = {h.name for h in hooks}
     unmarked = sorted(
-        name
-        for name in dir(candidate.plugin)
-        if name.startswith("clanker_")
-        and callable(getattr(candidate.plugin, name, None))
-        and name not in implemented
+        name for name in _specified_functions(candidate.plugin) if name not in implemented
     )
     if unknown or unmarked:
         manager.unregister(candidate.plugin)
@@ -298,6 +298,24 @@ def _register(manager: pluggy.PluginManager, candidate: _Candidate) -> None:
         if unmarked:
             parts.append("functions missing @hookimpl: " + ", ".join(unmarked))
         raise PluginError("; ".join(parts))
+
+
+def _specified_functions(plugin: object) -> list[str]:
+    """Names of hook specifications the plugin itself defines as plain functions.
+
+    A function named like a hook that the plugin *defines* but did not mark is a
+    forgotten ``@hookimpl`` (it would never run); one it merely imports (say
+    ``clanker_paths``) is a helper and says nothing about the plugin.
+    """
+    own = getattr(plugin, "__name__", None) if isinstance(plugin, ModuleType) else None
+    found = []
+    for name in dir(plugin):
+        if not hasattr(hookspecs, name) or not name.startswith("clanker_"):
+            continue
+        function = getattr(plugin, name, None)
+        if callable(function) and (own is None or getattr(function, "__module__", None) == own):
+            found.append(name)
+    return found
 
 
 def _call_own(manager: pluggy.PluginManager, plugin: object, hook_name: str) -> object:
@@ -321,25 +339,18 @@ def _assemble_provider(manager: pluggy.PluginManager, candidate: _Candidate) -> 
         raise PluginError(
             f"descriptor id {descriptor.id!r} differs from its entry-point name {candidate.name!r}"
         )
-    implemented = {_HOOK_TO_CAPABILITY[h] for h in hooks if h in _HOOK_TO_CAPABILITY}
-    if implemented != descriptor.capabilities:
-        missing = sorted(c.value for c in descriptor.capabilities - implemented)
-        extra = sorted(c.value for c in implemented - descriptor.capabilities)
-        details = []
-        if missing:
-            details.append("declared but not implemented: " + ", ".join(missing))
-        if extra:
-            details.append("implemented but not declared: " + ", ".join(extra))
-        raise PluginError("descriptor disagrees with hooks (" + "; ".join(details) + ")")
+    rows = [_BY_HOOK[h] for h in hooks if h in _BY_HOOK]
+    if (descriptor.resume or descriptor.fork) and _BY_HOOK["clanker_launch"] not in rows:
+        raise PluginError("resume/fork support is declared but clanker_launch is not implemented")
     objects: dict[str, Any] = {}
-    for capability in sorted(implemented):
-        impl = _call_own(manager, candidate.plugin, capability.hook_name)
-        if not isinstance(impl, _PROTOCOLS[capability]):
+    for row in rows:
+        impl = _call_own(manager, candidate.plugin, row.hook)
+        if not isinstance(impl, row.protocol):
             raise PluginError(
-                f"{capability.hook_name} returned {type(impl).__name__}, "
-                f"which lacks the {_PROTOCOLS[capability].__name__} interface"
+                f"{row.hook} returned {type(impl).__name__}, "
+                f"which lacks the {row.protocol.__name__} interface"
             )
-        objects[capability.value.replace("-", "_")] = impl
+        objects[row.attribute] = impl
     return HarnessProvider(
         descriptor=descriptor, distribution=candidate.distribution, hooks=hooks, **objects
     )

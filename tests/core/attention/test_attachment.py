@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 
-from clanker.attention.attachment import HOOK_SCRIPT, LAUNCHER_FILE, AttentionAttachment
-from clanker.attention.capability import AttentionContext, AttentionPlan
+from clanker.attention.capability import AttachmentContext, AttachmentPlan
+from clanker.environment.local import LocalFiles
 from clanker.grid.client import GridClient
 from clanker.grid.daemon import grid_location
 from clanker.launch.attachments import LaunchState, prepare_attachments
+from clanker.launch.attention import HOOK_SCRIPT, LAUNCHER_FILE, AttentionAttachment
 from clanker.paths import clanker_paths
+from clanker.testing.doubles import run_locally
 
 # A stand-in provider interpreter: {"start"|"stop": turn} for one session.
 INTERPRETER = """
@@ -41,15 +43,15 @@ class FakeCapability:
     def __init__(self, interpreter: Path | None, answer: str = "plan") -> None:
         self.interpreter = interpreter
         self.answer = answer
-        self.contexts: list[AttentionContext] = []
+        self.contexts: list[AttachmentContext] = []
 
-    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
         self.contexts.append(context)
         if self.answer == "conflict":
             return None
         if self.answer == "raise":
             raise OSError("the provider could not write its files")
-        return AttentionPlan(argv=(*context.argv, "--hooked"), env={"PROVIDER_VAR": "1"})
+        return AttachmentPlan(argv=(*context.argv, "--hooked"), env={"PROVIDER_VAR": "1"})
 
 
 @pytest.fixture
@@ -78,9 +80,14 @@ def _run_hook(
                           env=env, capture_output=True, text=True, timeout=30, check=False)
 
 
+def _attach(capability: FakeCapability, directory: Path, **options: Any) -> AttentionAttachment:
+    return AttentionAttachment("zed", capability, cwd=str(directory), files=LocalFiles(),
+                               run=run_locally, **options)
+
+
 def test_attaches_registers_and_releases(tmp_path: Path, interpreter: Path) -> None:
     capability = FakeCapability(interpreter)
-    step = AttentionAttachment("zed", capability, cwd=str(tmp_path), user_flags=("--flag",))
+    step = _attach(capability, tmp_path, user_flags=("--flag",))
     attachments = prepare_attachments(_base(tmp_path), [step])
 
     state = attachments.state
@@ -105,7 +112,7 @@ def test_attaches_registers_and_releases(tmp_path: Path, interpreter: Path) -> N
 
 
 def test_the_hook_command_reaches_the_broker(tmp_path: Path, interpreter: Path) -> None:
-    step = AttentionAttachment("zed", FakeCapability(interpreter), cwd=str(tmp_path))
+    step = _attach(FakeCapability(interpreter), tmp_path)
     attachments = prepare_attachments(_base(tmp_path), [step])
     env = {**os.environ, **attachments.state.env}
     terminal = env["CLANKER_ATTENTION_TERMINAL"]
@@ -135,7 +142,7 @@ def test_a_configuration_conflict_leaves_an_ordinary_launch(
     tmp_path: Path, interpreter: Path
 ) -> None:
     capability = FakeCapability(interpreter, answer="conflict")
-    step = AttentionAttachment("zed", capability, cwd=str(tmp_path))
+    step = _attach(capability, tmp_path)
     attachments = prepare_attachments(_base(tmp_path), [step])
     assert attachments.state == _base(tmp_path)
     assert attachments.failed_optional == ()
@@ -148,7 +155,7 @@ def test_a_failing_provider_is_an_optional_failure_that_releases_everything(
 ) -> None:
     capability = FakeCapability(interpreter, answer="raise")
     reports: list[tuple[str, str]] = []
-    step = AttentionAttachment("zed", capability, cwd=str(tmp_path))
+    step = _attach(capability, tmp_path)
     attachments = prepare_attachments(
         _base(tmp_path), [step], report=lambda name, phase: reports.append((name, phase)))
     assert reports == [("attention", "prepare")]
@@ -163,7 +170,7 @@ def test_a_trusted_resume_id_binds_only_where_resume_keeps_it(
 ) -> None:
     capability = FakeCapability(interpreter)
     capability.resume_preserves_session_id = preserves
-    step = AttentionAttachment("zed", capability, cwd=str(tmp_path),
+    step = _attach(capability, tmp_path,
                                trusted_root_session_id="s-trusted")
     attachments = prepare_attachments(_base(tmp_path), [step])
     try:
@@ -183,7 +190,7 @@ def test_a_grid_that_cannot_run_is_an_optional_failure(
     capability = FakeCapability(interpreter)
     reports: list[tuple[str, str]] = []
     attachments = prepare_attachments(
-        _base(tmp_path), [AttentionAttachment("zed", capability, cwd=str(tmp_path))],
+        _base(tmp_path), [_attach(capability, tmp_path)],
         report=lambda name, phase: reports.append((name, phase)))
     assert reports == [("attention", "prepare")]
     assert attachments.state == _base(tmp_path)
@@ -193,16 +200,16 @@ def test_a_grid_that_cannot_run_is_an_optional_failure(
 class InvalidPlan(FakeCapability):
     """A provider whose plan the launch refuses (an empty argv)."""
 
-    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
         self.contexts.append(context)
-        return AttentionPlan(argv=())
+        return AttachmentPlan(argv=())
 
 
 def test_a_plan_the_launch_refuses_releases_everything(tmp_path: Path, interpreter: Path) -> None:
     capability = InvalidPlan(interpreter)
     reports: list[tuple[str, str]] = []
     attachments = prepare_attachments(
-        _base(tmp_path), [AttentionAttachment("zed", capability, cwd=str(tmp_path))],
+        _base(tmp_path), [_attach(capability, tmp_path)],
         report=lambda name, phase: reports.append((name, phase)))
     assert reports == [("attention", "prepare")]
     assert attachments.state == _base(tmp_path)
@@ -221,7 +228,7 @@ def test_launch_directories_of_dead_launchers_are_swept(tmp_path: Path, interpre
         directory.mkdir()
         if pid is not None:
             (directory / LAUNCHER_FILE).write_text(pid)
-    step = AttentionAttachment("zed", FakeCapability(interpreter), cwd=str(tmp_path))
+    step = _attach(FakeCapability(interpreter), tmp_path)
     attachments = prepare_attachments(_base(tmp_path), [step])
     try:
         assert not orphan.exists()
@@ -238,7 +245,7 @@ def test_a_launch_directory_that_is_not_private_is_refused(
     launches.chmod(0o777)
     capability = FakeCapability(interpreter)
     reports: list[tuple[str, str]] = []
-    step = AttentionAttachment("zed", capability, cwd=str(tmp_path))
+    step = _attach(capability, tmp_path)
     prepare_attachments(_base(tmp_path), [step],
                         report=lambda name, phase: reports.append((name, phase)))
     assert reports == [("attention", "prepare")]

@@ -23,9 +23,9 @@ import sys
 import threading
 from pathlib import Path
 
-from clanker.attention.attachment import HOOK_SCRIPT
 from clanker.grid.client import GridClient
 from clanker.grid.protocol import StreamEvent
+from clanker.launch.attention import HOOK_SCRIPT
 from clanker.testing.attention import running_grid
 
 TERMINALS = 8

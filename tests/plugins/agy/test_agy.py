@@ -16,12 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_agy
-from clanker.capabilities import ModelsContext
-from clanker.descriptor import Capability, Support, Transport
+from clanker.capabilities import Capability
+from clanker.descriptor import Support, Transport
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult, LocalTransport
 from clanker.launch.planning import InvalidSessionIdError, plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
+from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
 from clanker.testing import HarnessProviderContract, ScriptedExecutor
 from clanker.testing.strategies import model_ids
@@ -34,7 +36,7 @@ CONVERSATION = "d6b9f466-8d4d-4b93-adbe-9bdb0b6df587"
 
 
 class TestAgyContract(HarnessProviderContract):
-    plugin = clanker_agy
+    plugin = clanker_agy.plugin
     harness_id = "agy"
     valid_session_ids = (CONVERSATION, "01a22b8c-ca4c-72fc-ac3b-8d1148698ba1")
     invalid_session_ids = (
@@ -273,7 +275,8 @@ def replayed_agy(exit_code: int = 0) -> ScriptedExecutor:
 
 
 def discover(executor: ScriptedExecutor, refresh: bool = False) -> tuple[Model, ...]:
-    context = ModelsContext(executor=executor, session_executor=None, refresh=refresh)
+    context = ModelsContext(files=LocalFiles(), environ={},
+                            executor=executor, session_executor=None, refresh=refresh)
     return asyncio.run(AgyModels().discover(context))
 
 
@@ -327,7 +330,8 @@ def test_real_agy_version() -> None:
 def test_real_agy_lists_models_or_fails_typed() -> None:
     """A signed-in agy lists rows; a signed-out or offline one must fail typed, not empty."""
     transport = LocalTransport()
-    context = ModelsContext(executor=transport, session_executor=transport)
+    context = ModelsContext(files=LocalFiles(), environ={},
+                            executor=transport, session_executor=transport)
 
     async def outcome() -> tuple[Model, ...] | HarnessCapabilityError:
         try:

@@ -30,11 +30,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import clanker_agy
-from clanker.attention.attachment import write_hook_command
-from clanker.attention.capability import AttentionCapability, AttentionContext
-from clanker.descriptor import Capability
+from clanker.attention.capability import AttachmentContext, AttentionCapability
+from clanker.capabilities import Capability
+from clanker.launch.attention import write_hook_command
 from clanker.testing.attention import check_interpretation, load_interpreter
+from clanker.testing.commit import installed_provider
+from clanker.testing.doubles import attachment_context
 from clanker_agy.attention import (
     ASK_MATCHER,
     GUARD,
@@ -709,17 +710,17 @@ def test_a_failed_staging_leaves_nothing(target: Path, monkeypatch: pytest.Monke
 # -- prepare() ------------------------------------------------------------------------------
 
 
-def context(home: Path | None, private: Path, **env: str) -> AttentionContext:
+def context(home: Path | None, private: Path, **env: str) -> AttachmentContext:
     environ = {"CLANKER_ATTENTION_COMMAND": str(private / "hook"), **env}
     if home is not None:
         environ["HOME"] = str(home)
-    return AttentionContext(argv=("agy", "--model=gemini-3.1-pro-low"), env=environ,
+    return attachment_context(argv=("agy", "--model=gemini-3.1-pro-low"), env=environ,
                             cwd=str(private), private_dir=private, user_flags=())
 
 
 def test_the_capability_is_declared_and_wired() -> None:
-    assert Capability.ATTENTION in clanker_agy.clanker_descriptor().capabilities
-    attention = clanker_agy.clanker_attention()
+    assert Capability.ATTENTION in installed_provider("agy").capabilities
+    attention = installed_provider("agy").attention
     assert isinstance(attention, AttentionCapability)
     assert isinstance(attention, AgyAttention)
     assert attention.interpreter == INTERPRETER and INTERPRETER.is_file()
@@ -759,7 +760,7 @@ def test_prepare_without_a_usable_home_declines(tmp_path: Path) -> None:
 
 
 def test_prepare_without_the_hook_command_is_an_operational_failure(tmp_path: Path) -> None:
-    bare = AttentionContext(argv=("agy",), env={"HOME": str(tmp_path)}, cwd=str(tmp_path),
+    bare = attachment_context(argv=("agy",), env={"HOME": str(tmp_path)}, cwd=str(tmp_path),
                             private_dir=tmp_path)
     with pytest.raises(ValueError, match="hook command"):
         AgyAttention().prepare(bare)

@@ -18,10 +18,10 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clanker.capabilities import Capability
 from clanker.cli import cli
 from clanker.commit.message import Style, normalize_message
 from clanker.commit.prompt import PROMPT_LIMIT
-from clanker.descriptor import Capability
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult, LocalTransport
 from clanker.execution.request import MAX_STDIN
@@ -170,7 +170,7 @@ def test_the_stdin_fixture_in_the_other_reported_form_is_not_what_clanker_sends(
 
 def test_agy_declares_and_implements_the_commit_capability() -> None:
     provider = installed_provider("agy")
-    assert Capability.COMMIT in provider.descriptor.capabilities
+    assert Capability.COMMIT in provider.capabilities
     assert isinstance(provider.commit, AgyCommit)
 
 

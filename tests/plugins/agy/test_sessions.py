@@ -25,7 +25,9 @@ from hypothesis import strategies as st
 
 import clanker_agy
 import clanker_agy.sessions as agy_sessions
-from clanker.descriptor import Capability, SessionOperation
+from clanker.capabilities import Capability
+from clanker.descriptor import SessionOperation
+from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
@@ -33,7 +35,7 @@ from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.cache import SummaryCache
-from clanker.sessions.context import SessionsContext
+from clanker.sessions.capability import SessionsContext
 from clanker.sessions.files import confined
 from clanker.sessions.selection import SessionNotFoundError, resolve_selection
 from clanker.sessions.service import SessionService
@@ -83,7 +85,8 @@ def home(tmp_path: Path) -> dict[str, str]:
 
 
 def context(environ: Mapping[str, str], **fields: Any) -> SessionsContext:
-    return SessionsContext(harness=HarnessId("agy"), executor=LocalTransport(), environ=environ,
+    return SessionsContext(files=LocalFiles(),
+                           harness=HarnessId("agy"), executor=LocalTransport(), environ=environ,
                            cache=SummaryCache(HarnessId("agy"), None), **fields)
 
 
@@ -291,8 +294,9 @@ def test_only_canonical_conversation_ids_are_offered(native_id: object) -> None:
 def test_the_store_is_under_the_home(tmp_path: Path) -> None:
     environ = {"HOME": str(tmp_path), "GEMINI_HOME": str(tmp_path / "elsewhere")}
     assert agy_dir(environ) == tmp_path / ".gemini" / "antigravity-cli"
-    assert AgySessions().store_roots(environ) == (tmp_path / ".gemini" / "antigravity-cli",)
-    found = agy_dir({})
+    assert (AgySessions().store_roots(environ, LocalFiles())
+            == (tmp_path / ".gemini" / "antigravity-cli",))
+    found = agy_dir(host_environ({}))
     assert found is not None and found.is_absolute() and found.name == "antigravity-cli"
     assert agy_dir({"HOME": "relative"}) is None
 
@@ -358,7 +362,7 @@ def test_the_index_is_never_written(home: dict[str, str], tmp_path: Path) -> Non
 
 
 def registry() -> Registry:
-    return Registry.from_plugins({"agy": clanker_agy}, environ={})
+    return Registry.from_plugins({"agy": clanker_agy.plugin}, environ={})
 
 
 def provider() -> HarnessProvider:
@@ -366,12 +370,12 @@ def provider() -> HarnessProvider:
 
 
 def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(executor=LocalTransport(), cache_dir=None, environ=environ)
+    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
 
 
 def test_the_capability_is_declared_and_implemented() -> None:
     found = provider()
-    assert Capability.SESSIONS in found.descriptor.capabilities
+    assert Capability.SESSIONS in found.capabilities
     assert isinstance(found.sessions, AgySessions)
 
 
@@ -396,10 +400,10 @@ def test_a_refound_conversation_resumes_by_id_in_its_directory(tmp_path: Path) -
     environ = {"HOME": str(tmp_path), "PATH": os.environ["PATH"]}
     selection = asyncio.run(resolve_selection(
         service(environ), registry(), f"agy:{FIRST.upper()}", operation=SessionOperation.RESUME,
-        workspace="/somewhere/else", environ=environ))
+        workspace="/somewhere/else"))
     assert (selection.session.native_id, selection.launch_cwd) == (FIRST, str(work))
     assert selection.session.store_path == str(directory / "conversations" / f"{FIRST}.db")
-    assert confined(selection.session.store_path, AgySessions().store_roots(environ))
+    assert confined(selection.session.store_path, AgySessions().store_roots(environ, LocalFiles()))
     target = SessionTarget(native_id=FIRST, store_path=selection.session.store_path)
     for operation in (LaunchOperation.RESUME, LaunchOperation.FORK):  # fork: emulated resume
         plan = plan_launch(selection.provider, LaunchRequest(
@@ -412,7 +416,7 @@ def test_a_conversation_whose_directory_is_gone_is_refused(home: dict[str, str],
     with pytest.raises(HarnessCapabilityError) as caught:
         asyncio.run(resolve_selection(
             service(home), registry(), f"agy:{GONE}", operation=SessionOperation.RESUME,
-            workspace=str(tmp_path), environ=home))
+            workspace=str(tmp_path)))
     assert caught.value.kind is ErrorKind.UNSUPPORTED
     assert "no longer exists" in str(caught.value)
 
@@ -421,7 +425,7 @@ def test_a_global_conversation_resumes_in_the_workspace(home: dict[str, str],
                                                         tmp_path: Path) -> None:
     selection = asyncio.run(resolve_selection(
         service(home), registry(), "agy:44444444-4444-4444-8444-444444444444",
-        operation=SessionOperation.RESUME, workspace=str(tmp_path), environ=home))
+        operation=SessionOperation.RESUME, workspace=str(tmp_path)))
     assert (selection.launch_cwd, selection.notice) == (str(tmp_path), None)
 
 
@@ -431,7 +435,7 @@ def test_a_sub_agent_or_stale_row_is_not_found(home: dict[str, str], tmp_path: P
         with pytest.raises(SessionNotFoundError):
             asyncio.run(resolve_selection(
                 service(home), registry(), f"agy:{native_id}",
-                operation=SessionOperation.RESUME, workspace=str(tmp_path), environ=home))
+                operation=SessionOperation.RESUME, workspace=str(tmp_path)))
 
 
 def test_agy_is_not_trusted_to_resume_without_its_directory() -> None:
@@ -517,7 +521,7 @@ def test_a_truncated_or_garbage_index_fails_typed(data: st.DataObject) -> None:
             for session in found.sessions:
                 check_types(session)
                 assert confined(session.store_path or "", AgySessions().store_roots(
-                    {"HOME": directory}))
+                    {"HOME": directory}, LocalFiles()))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -546,7 +550,7 @@ def test_discovery_never_offers_a_file_outside_the_store(layout: list[tuple[str,
             elif kind == "dir":
                 path.mkdir()
         environ = {"HOME": directory}
-        roots = AgySessions().store_roots(environ)
+        roots = AgySessions().store_roots(environ, LocalFiles())
         for session in scan(environ).sessions:
             assert session.store_path is not None and confined(session.store_path, roots)
             assert not Path(session.store_path).is_symlink()

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_agy
-from clanker.descriptor import Capability
+from clanker.capabilities import Capability
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, CommandRequest, CommandResult, LocalTransport
 from clanker.ids import HarnessId
@@ -438,7 +439,7 @@ USAGE = ("agy", "--output-format", "json", "-p=/usage")
 
 
 def run_probe(executor: object, usage: AgyUsage | None = None) -> UsageSnapshot:
-    context = UsageContext(executor=executor, session_executor=None)  # type: ignore[arg-type]
+    context = UsageContext(files=LocalFiles(), environ={}, executor=executor, session_executor=None)  # type: ignore[arg-type]
     return asyncio.run((usage or AgyUsage()).probe(context))
 
 
@@ -461,9 +462,9 @@ def test_the_requests_are_bounded_and_never_disable_slash_commands() -> None:
 
 
 def test_the_plugin_declares_and_provides_usage() -> None:
-    registry = Registry.from_plugins({"agy": clanker_agy}, environ={})
+    registry = Registry.from_plugins({"agy": clanker_agy.plugin}, environ={})
     provider = registry.get_provider(HarnessId("agy"))
-    assert Capability.USAGE in provider.descriptor.capabilities
+    assert Capability.USAGE in provider.capabilities
     assert isinstance(provider.usage, AgyUsage)
 
 

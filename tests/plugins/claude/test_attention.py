@@ -18,10 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import clanker_claude
-from clanker.attention.capability import AttentionCapability, AttentionContext, AttentionPlan
-from clanker.descriptor import Capability
+from clanker.attention.capability import AttachmentPlan, AttentionCapability
+from clanker.capabilities import Capability
 from clanker.testing.attention import check_interpretation, load_interpreter
+from clanker.testing.commit import installed_provider
+from clanker.testing.doubles import attachment_context
 from clanker_claude.attention import (
     HOOK_EVENTS,
     HOOK_TIMEOUT_SECONDS,
@@ -339,18 +340,18 @@ def launch(tmp_path: Path) -> dict[str, Any]:
 
 def prepare(launch: dict[str, Any], *, flags: tuple[str, ...] = (),
             env: dict[str, str] | None = None,
-            argv: tuple[str, ...] = ("claude", "--model", "sonnet")) -> AttentionPlan | None:
+            argv: tuple[str, ...] = ("claude", "--model", "sonnet")) -> AttachmentPlan | None:
     environ = {"HOME": str(launch["home"]), "CLAUDE_CONFIG_DIR": str(launch["home"] / ".claude"),
                "CLANKER_ATTENTION_COMMAND": launch["command"], **(env or {})}
     (launch["private"] / SETTINGS_FILE).unlink(missing_ok=True)  # one launch per call
-    context = AttentionContext(argv=(*argv, *flags), env=environ, cwd=str(launch["cwd"]),
+    context = attachment_context(argv=(*argv, *flags), env=environ, cwd=str(launch["cwd"]),
                                private_dir=launch["private"], user_flags=flags)
     return ClaudeAttention(policy_dir=launch["policy"]).prepare(context)
 
 
 def test_the_capability_is_declared_and_wired() -> None:
-    assert Capability.ATTENTION in clanker_claude.clanker_descriptor().capabilities
-    attention = clanker_claude.clanker_attention()
+    assert Capability.ATTENTION in installed_provider("claude").capabilities
+    attention = installed_provider("claude").attention
     assert isinstance(attention, AttentionCapability)
     assert attention.interpreter == INTERPRETER and INTERPRETER.is_file()
     assert attention.resume_preserves_session_id is False
@@ -464,7 +465,7 @@ def test_a_relative_config_dir_is_the_launch_directorys(launch: dict[str, Any]) 
 
 def test_without_config_dir_the_home_directory_is_read(launch: dict[str, Any]) -> None:
     _write(launch["home"] / ".claude" / "settings.json", '{"disableAllHooks": true}')
-    context = AttentionContext(
+    context = attachment_context(
         argv=("claude",), env={"HOME": str(launch["home"]),
                                "CLANKER_ATTENTION_COMMAND": launch["command"]},
         cwd=str(launch["cwd"]), private_dir=launch["private"])
@@ -495,7 +496,7 @@ def test_harmless_or_malformed_policy(launch: dict[str, Any]) -> None:
 
 def test_a_launch_without_the_hook_command_is_an_operational_failure(
         launch: dict[str, Any]) -> None:
-    context = AttentionContext(argv=("claude",), env={"HOME": str(launch["home"])},
+    context = attachment_context(argv=("claude",), env={"HOME": str(launch["home"])},
                                cwd=str(launch["cwd"]), private_dir=launch["private"])
     with pytest.raises(ValueError, match="hook command"):
         ClaudeAttention(policy_dir=launch["policy"]).prepare(context)
@@ -527,7 +528,7 @@ def test_real_launch_runs_our_hook_beside_the_users(tmp_path: Path) -> None:
                    DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
                    CLANKER_ATTENTION_COMMAND=str(hook))
     flags = ("-p", "hello")
-    plan = ClaudeAttention(policy_dir=tmp_path / "no-policy").prepare(AttentionContext(
+    plan = ClaudeAttention(policy_dir=tmp_path / "no-policy").prepare(attachment_context(
         argv=("claude", *flags), env=environ, cwd=str(work), private_dir=private,
         user_flags=flags))
     assert plan is not None and plan.argv is not None

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 import clanker_claude
-from clanker.capabilities import ModelsContext
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandResult, LocalTransport
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
+from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
 from clanker.testing import HarnessProviderContract, ScriptedSession, ScriptedSessionExecutor
 from clanker_claude.launch import ClaudeLaunch
@@ -30,7 +31,7 @@ NO_CREDENTIALS = ["default", "opus[1m]", "sonnet", "haiku"]
 
 
 class TestClaudeContract(HarnessProviderContract):
-    plugin = clanker_claude
+    plugin = clanker_claude.plugin
     harness_id = "claude"
     valid_session_ids = (SESSION,)
     invalid_session_ids = (
@@ -199,7 +200,8 @@ def replayed(
 
 
 def discover(executor: ScriptedSessionExecutor) -> tuple[Model, ...]:
-    context = ModelsContext(executor=executor, session_executor=executor)  # type: ignore[arg-type]
+    context = ModelsContext(files=LocalFiles(), environ={},
+                            executor=executor, session_executor=executor)  # type: ignore[arg-type]
     return asyncio.run(ClaudeModels().discover(context))
 
 
@@ -275,7 +277,8 @@ def test_a_refused_input_fails_typed_without_the_stderr_text() -> None:
 
 
 def test_without_a_session_executor_listing_is_unsupported() -> None:
-    context = ModelsContext(executor=object(), session_executor=None)  # type: ignore[arg-type]
+    context = ModelsContext(files=LocalFiles(), environ={},
+                            executor=object(), session_executor=None)  # type: ignore[arg-type]
     with pytest.raises(HarnessCapabilityError) as caught:
         asyncio.run(ClaudeModels().discover(context))
     assert caught.value.kind is ErrorKind.UNSUPPORTED
@@ -300,7 +303,8 @@ def signed_out_environment(home: Path) -> dict[str, str]:
 def test_real_probe_accepts_the_isolation_flags_and_lists_models(tmp_path: Path) -> None:
     """A signed-out first-party home: the probe runs, exits 0 and parses."""
     transport = LocalTransport(signed_out_environment(tmp_path))
-    context = ModelsContext(executor=transport, session_executor=transport)
+    context = ModelsContext(files=LocalFiles(), environ={},
+                            executor=transport, session_executor=transport)
     models = asyncio.run(ClaudeModels().discover(context))
     assert [m.id for m in models if m.is_default] == ["default"]
     launch = ClaudeLaunch()

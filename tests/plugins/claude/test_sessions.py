@@ -22,14 +22,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_claude
-from clanker.descriptor import Capability, SessionOperation
+from clanker.capabilities import Capability
+from clanker.descriptor import SessionOperation
+from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.cache import SummaryCache
-from clanker.sessions.context import SessionsContext
+from clanker.sessions.capability import SessionsContext
 from clanker.sessions.files import FileSample, confined, read_sample
 from clanker.sessions.selection import Selection, resolve_selection
 from clanker.sessions.service import SessionService
@@ -242,7 +244,7 @@ def test_the_project_filter_keeps_long_paths_whatever_their_hash() -> None:
 def test_the_config_dir_defaults_to_dot_claude() -> None:
     assert config_dir({"HOME": "/home/u"}) == Path("/home/u/.claude")
     assert projects_dir({"HOME": "/home/u"}) == Path("/home/u/.claude/projects")
-    assert ClaudeSessions().store_roots({"HOME": "/home/u"}) == (
+    assert ClaudeSessions().store_roots({"HOME": "/home/u"}, LocalFiles()) == (
         Path("/home/u/.claude/projects"),)
 
 
@@ -257,14 +259,15 @@ def test_claude_config_dir_wins() -> None:
 def test_a_config_dir_relative_to_claudes_cwd_is_not_guessed(value: str) -> None:
     # `??` keeps an empty value, and nothing expands "~": all relative to Claude's cwd.
     assert config_dir({"HOME": "/home/u", "CLAUDE_CONFIG_DIR": value}) is None
-    assert ClaudeSessions().store_roots({"CLAUDE_CONFIG_DIR": value}) == ()
+    assert ClaudeSessions().store_roots({"CLAUDE_CONFIG_DIR": value}, LocalFiles()) == ()
 
 
 def test_without_home_the_password_database_names_it() -> None:
     import pwd
 
-    assert config_dir({}) == Path(pwd.getpwuid(os.getuid()).pw_dir) / ".claude"
-    assert config_dir({"HOME": ""}) == Path(pwd.getpwuid(os.getuid()).pw_dir) / ".claude"
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    assert config_dir(host_environ({})) == home / ".claude"
+    assert config_dir(host_environ({"HOME": ""})) == home / ".claude"
 
 
 # -- titles, places and times, from synthetic transcripts -----------------------------------
@@ -441,7 +444,7 @@ def test_the_entrypoint_decides_what_is_listed() -> None:
 
 
 def registry() -> Registry:
-    return Registry.from_plugins({"claude": clanker_claude}, environ={})
+    return Registry.from_plugins({"claude": clanker_claude.plugin}, environ={})
 
 
 def provider() -> HarnessProvider:
@@ -461,11 +464,12 @@ def store(tmp_path: Path) -> dict[str, str]:
 
 
 def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(executor=LocalTransport(), cache_dir=None, environ=environ)
+    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
 
 
 def context(environ: Mapping[str, str], **fields: Any) -> SessionsContext:
-    return SessionsContext(harness=HarnessId("claude"), executor=LocalTransport(),
+    return SessionsContext(files=LocalFiles(),
+                           harness=HarnessId("claude"), executor=LocalTransport(),
                            environ=environ, cache=SummaryCache(HarnessId("claude"), None),
                            **fields)
 
@@ -476,7 +480,7 @@ def test_the_whole_store_is_listed_without_print_mode_runs(store: dict[str, str]
     # Ten `claude -p` transcripts are hidden on purpose, not counted as unreadable.
     assert listing.scans[0].scan.skipped == 0
     assert [s.native_id for s in listing.sessions] == [E, D, C]
-    roots = ClaudeSessions().store_roots(store)
+    roots = ClaudeSessions().store_roots(store, LocalFiles())
     assert all(s.store_path and confined(s.store_path, roots) for s in listing.sessions)
 
 
@@ -493,9 +497,9 @@ def test_hidden_sessions_stay_uncounted_when_the_cache_answers(store: dict[str, 
     project = tmp_path / "claude" / "projects" / "-home-dev-src-app"
     (project / f"{SID}.jsonl").write_bytes(b"unreadable")
     cache = SummaryCache(HarnessId("claude"), None)
-    first = asyncio.run(ClaudeSessions().discover(SessionsContext(
+    first = asyncio.run(ClaudeSessions().discover(SessionsContext(files=LocalFiles(),
         harness=HarnessId("claude"), executor=LocalTransport(), environ=store, cache=cache)))
-    again = asyncio.run(ClaudeSessions().discover(SessionsContext(
+    again = asyncio.run(ClaudeSessions().discover(SessionsContext(files=LocalFiles(),
         harness=HarnessId("claude"), executor=LocalTransport(), environ=store, cache=cache)))
     # Ten print-mode transcripts are hidden, one file is unreadable: the same count
     # whether the files were parsed or the cache remembered them.
@@ -531,7 +535,7 @@ def test_refinding_a_print_mode_session_and_resuming_it_by_path(store: dict[str,
     workspace.mkdir()
     selection = asyncio.run(resolve_selection(
         service(store), registry(), f"claude:{A}", operation=SessionOperation.RESUME,
-        workspace=str(workspace), environ=store))
+        workspace=str(workspace)))
     assert isinstance(selection, Selection)
     # /home/dev/src/app does not exist here: Claude continues it by path.
     assert selection.launch_cwd == str(workspace)
@@ -557,11 +561,12 @@ def test_a_refind_does_not_poison_the_listing_cache(store: dict[str, str]) -> No
     cache = SummaryCache(HarnessId("claude"), None)
     base = {"harness": HarnessId("claude"), "executor": LocalTransport(), "environ": store,
             "cache": cache}
-    listed = asyncio.run(ClaudeSessions().discover(SessionsContext(**base)))
+    listed = asyncio.run(ClaudeSessions().discover(SessionsContext(files=LocalFiles(), **base)))
     assert A not in {s.native_id for s in listed.sessions}
-    refound = asyncio.run(ClaudeSessions().discover(SessionsContext(**base, native_id=A)))
+    refound = asyncio.run(ClaudeSessions().discover(SessionsContext(files=LocalFiles(),
+                                                                    **base, native_id=A)))
     assert [s.native_id for s in refound.sessions] == [A]
-    again = asyncio.run(ClaudeSessions().discover(SessionsContext(**base)))
+    again = asyncio.run(ClaudeSessions().discover(SessionsContext(files=LocalFiles(), **base)))
     assert again.sessions == listed.sessions
 
 
@@ -592,7 +597,7 @@ def test_a_missing_store_is_empty(tmp_path: Path) -> None:
 
 def test_the_capability_is_declared_and_implemented() -> None:
     found = provider()
-    assert Capability.SESSIONS in found.descriptor.capabilities
+    assert Capability.SESSIONS in found.capabilities
     assert isinstance(found.sessions, ClaudeSessions)
 
 
@@ -724,7 +729,7 @@ def test_discovery_never_leaves_the_store(layout: list[tuple[str, str, int]]) ->
                 (directory / ids[index] / "subagents" / f"{ids[0]}.jsonl").write_bytes(copy)
         environ = {"CLAUDE_CONFIG_DIR": str(base / "claude")}
         scan = asyncio.run(ClaudeSessions().discover(context(environ)))
-        roots = ClaudeSessions().store_roots(environ)
+        roots = ClaudeSessions().store_roots(environ, LocalFiles())
         for found in scan.sessions:
             assert found.store_path is not None
             assert Path(found.store_path).resolve().is_relative_to(projects.resolve())

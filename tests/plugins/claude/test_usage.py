@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_claude
-from clanker.descriptor import Capability
+from clanker.capabilities import Capability
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, LocalTransport
 from clanker.ids import HarnessId
@@ -378,7 +379,8 @@ def replaying(name: str, *, before_usage: list[dict[str, Any]] | None = None,
 
 
 def probe(executor: object, usage: ClaudeUsage | None = None) -> UsageSnapshot:
-    context = UsageContext(executor=executor, session_executor=executor)  # type: ignore[arg-type]
+    context = UsageContext(files=LocalFiles(), environ={},
+                           executor=executor, session_executor=executor)  # type: ignore[arg-type]
     return asyncio.run((usage or ClaudeUsage()).probe(context))
 
 
@@ -430,7 +432,8 @@ def test_data_counts_only_after_a_clean_exit() -> None:
 
 
 def test_without_a_session_executor_usage_is_unsupported() -> None:
-    context = UsageContext(executor=FailingExecutor(HarnessCapabilityError(ErrorKind.TIMEOUT)),
+    context = UsageContext(files=LocalFiles(), environ={},
+                           executor=FailingExecutor(HarnessCapabilityError(ErrorKind.TIMEOUT)),
                            session_executor=None)
     error = failure(lambda: asyncio.run(ClaudeUsage().probe(context)))
     assert error.kind is ErrorKind.UNSUPPORTED
@@ -553,9 +556,9 @@ def test_the_request_is_the_isolated_probe_bounded() -> None:
 
 
 def test_the_plugin_declares_and_provides_usage() -> None:
-    registry = Registry.from_plugins({"claude": clanker_claude}, environ={})
+    registry = Registry.from_plugins({"claude": clanker_claude.plugin}, environ={})
     provider = registry.get_provider(HarnessId("claude"))
-    assert Capability.USAGE in provider.descriptor.capabilities
+    assert Capability.USAGE in provider.capabilities
     assert isinstance(provider.usage, ClaudeUsage)
 
 

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clanker.attention.capability import AttentionCapability, AttentionContext
+from clanker.attention.capability import AttachmentContext, AttentionCapability
 from clanker.testing.attention import check_interpretation, load_interpreter
+from clanker.testing.doubles import attachment_context
 from clanker_codex.attention import (
     HOOK_COMMAND,
     HOOK_EVENTS,
@@ -24,9 +25,7 @@ from clanker_codex.attention import (
     CodexAttention,
     hook_arguments,
 )
-from clanker_codex.attention import (
-    INTERPRETER as INTERPRETER_FILE,
-)
+from clanker_codex.attention import INTERPRETER as INTERPRETER_FILE
 from clanker_codex.launch import CodexLaunch
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "codex" / "attention"
@@ -431,10 +430,10 @@ def home(tmp_path: Path) -> Path:
 
 def context(home: Path, tmp_path: Path, *, argv: tuple[str, ...] = ("codex",),
             user_flags: tuple[str, ...] = (), command: str = "/run/clanker/a/hook",
-            **env: str) -> AttentionContext:
+            **env: str) -> AttachmentContext:
     private = tmp_path / "private"
     private.mkdir(exist_ok=True)
-    return AttentionContext(
+    return attachment_context(
         argv=argv + user_flags,
         env={"HOME": str(tmp_path), "CODEX_HOME": str(home),
              "CLANKER_ATTENTION_COMMAND": command, **env},
@@ -582,7 +581,7 @@ def test_codex_home_defaults_to_dot_codex_and_must_be_known(tmp_path: Path) -> N
     (default / "hooks.json").write_text("{}")
     ctx = context(default, tmp_path)
     env = {k: v for k, v in ctx.env.items() if k != "CODEX_HOME"}
-    ctx = AttentionContext(argv=ctx.argv, env=env, cwd=ctx.cwd, private_dir=ctx.private_dir)
+    ctx = attachment_context(argv=ctx.argv, env=env, cwd=ctx.cwd, private_dir=ctx.private_dir)
     assert attention(tmp_path).prepare(ctx) is None  # ~/.codex/hooks.json was found
     relative = context(default, tmp_path, CODEX_HOME="relative/home")
     assert attention(tmp_path).prepare(relative) is None

@@ -14,11 +14,12 @@ import pytest
 
 import clanker
 import clanker_codex
-from clanker.capabilities import ModelsContext
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandResult, LocalTransport
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
+from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
 from clanker.testing import HarnessProviderContract, ScriptedSession, ScriptedSessionExecutor
 from clanker_codex.launch import CodexLaunch
@@ -38,7 +39,7 @@ VISIBLE = [
 
 
 class TestCodexContract(HarnessProviderContract):
-    plugin = clanker_codex
+    plugin = clanker_codex.plugin
     harness_id = "codex"
     valid_session_ids = (SESSION, SESSION.upper())
     invalid_session_ids = (
@@ -251,7 +252,8 @@ class ReplayedAppServer:
 
 
 def discover(executor: object, refresh: bool = False) -> tuple[Model, ...]:
-    context = ModelsContext(executor=executor, session_executor=executor, refresh=refresh)  # type: ignore[arg-type]
+    context = ModelsContext(files=LocalFiles(), environ={}, executor=executor,  # type: ignore[arg-type]
+                            session_executor=executor, refresh=refresh)
     return asyncio.run(CodexModels().discover(context))
 
 
@@ -400,7 +402,8 @@ def test_duplicate_slugs_across_pages_are_listed_once() -> None:
 
 
 def test_without_a_session_executor_listing_is_unsupported() -> None:
-    context = ModelsContext(executor=object(), session_executor=None)  # type: ignore[arg-type]
+    context = ModelsContext(files=LocalFiles(), environ={},
+                            executor=object(), session_executor=None)  # type: ignore[arg-type]
     with pytest.raises(HarnessCapabilityError) as caught:
         asyncio.run(CodexModels().discover(context))
     assert caught.value.kind is ErrorKind.UNSUPPORTED
@@ -414,7 +417,8 @@ def test_without_a_session_executor_listing_is_unsupported() -> None:
 def test_real_app_server_lists_the_bundled_catalog(tmp_path: Path) -> None:
     # A fresh CODEX_HOME: app-server writes its state databases there.
     transport = LocalTransport({**os.environ, "CODEX_HOME": str(tmp_path)})
-    context = ModelsContext(executor=transport, session_executor=transport)
+    context = ModelsContext(files=LocalFiles(), environ={},
+                            executor=transport, session_executor=transport)
     models = asyncio.run(CodexModels().discover(context))
     assert models
     assert len([m for m in models if m.is_default]) == 1

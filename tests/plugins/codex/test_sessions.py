@@ -22,14 +22,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_codex
-from clanker.descriptor import Capability, SessionOperation
+from clanker.capabilities import Capability
+from clanker.descriptor import SessionOperation
+from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.cache import SummaryCache
-from clanker.sessions.context import SessionsContext
+from clanker.sessions.capability import SessionsContext
 from clanker.sessions.files import FileSample, confined, read_sample
 from clanker.sessions.selection import Selection, SessionNotFoundError, resolve_selection
 from clanker.sessions.service import SessionService
@@ -298,20 +300,21 @@ def test_the_home_defaults_to_dot_codex() -> None:
     # Verified live: an empty CODEX_HOME is unset (~/.codex is used).
     assert codex_home({"HOME": "/home/u", "CODEX_HOME": ""}) == Path("/home/u/.codex")
     assert sessions_dir({"HOME": "/home/u"}) == Path("/home/u/.codex/sessions")
-    assert CodexSessions().store_roots({"HOME": "/home/u"}) == (Path("/home/u/.codex/sessions"),)
+    assert (CodexSessions().store_roots({"HOME": "/home/u"}, LocalFiles())
+            == (Path("/home/u/.codex/sessions"),))
 
 
 def test_codex_home_wins_and_a_relative_one_is_not_guessed() -> None:
     assert codex_home({"HOME": "/home/u", "CODEX_HOME": "/srv/codex/"}) == Path("/srv/codex")
     # Codex takes "rel" relative to its own cwd ("CODEX_HOME points to "rel"").
     assert codex_home({"HOME": "/home/u", "CODEX_HOME": "rel"}) is None
-    assert CodexSessions().store_roots({"CODEX_HOME": "rel"}) == ()
+    assert CodexSessions().store_roots({"CODEX_HOME": "rel"}, LocalFiles()) == ()
 
 
 def test_without_home_the_password_database_names_it() -> None:
     import pwd
 
-    assert codex_home({}) == Path(pwd.getpwuid(os.getuid()).pw_dir) / ".codex"
+    assert codex_home(host_environ({})) == Path(pwd.getpwuid(os.getuid()).pw_dir) / ".codex"
 
 
 def write_config(home: Path, text: str) -> None:
@@ -321,23 +324,23 @@ def write_config(home: Path, text: str) -> None:
 
 def test_the_index_lives_in_the_home_by_default(tmp_path: Path) -> None:
     environ = {"CODEX_HOME": str(tmp_path)}
-    assert index_path(environ) == tmp_path / INDEX_NAME
+    assert index_path(environ, LocalFiles()) == tmp_path / INDEX_NAME
     write_config(tmp_path, 'model = "x"\n')
-    assert index_path(environ) == tmp_path / INDEX_NAME
+    assert index_path(environ, LocalFiles()) == tmp_path / INDEX_NAME
 
 
 def test_codex_sqlite_home_moves_the_index(tmp_path: Path) -> None:
     environ = {"CODEX_HOME": str(tmp_path), "CODEX_SQLITE_HOME": "/srv/db"}
-    assert index_path(environ) == Path("/srv/db") / INDEX_NAME
-    assert index_path({**environ, "CODEX_SQLITE_HOME": ""}) == tmp_path / INDEX_NAME
-    assert index_path({**environ, "CODEX_SQLITE_HOME": "relative"}) is None
+    assert index_path(environ, LocalFiles()) == Path("/srv/db") / INDEX_NAME
+    assert index_path({**environ, "CODEX_SQLITE_HOME": ""}, LocalFiles()) == tmp_path / INDEX_NAME
+    assert index_path({**environ, "CODEX_SQLITE_HOME": "relative"}, LocalFiles()) is None
 
 
 def test_the_config_key_beats_the_variable(tmp_path: Path) -> None:
     # Verified live: with both set, `sqlite_home` won.
     write_config(tmp_path, 'sqlite_home = "/from/config"\n')
     environ = {"CODEX_HOME": str(tmp_path), "CODEX_SQLITE_HOME": "/from/env"}
-    assert index_path(environ) == Path("/from/config") / INDEX_NAME
+    assert index_path(environ, LocalFiles()) == Path("/from/config") / INDEX_NAME
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -350,7 +353,8 @@ def test_config_values_clanker_cannot_follow(tmp_path: Path, text: str,
                                              expected: str | None) -> None:
     write_config(tmp_path, text)
     environ = {"CODEX_HOME": str(tmp_path), "CODEX_SQLITE_HOME": "/from/env"}
-    assert index_path(environ) == (None if expected is None else Path("/from/env") / INDEX_NAME)
+    assert (index_path(environ, LocalFiles())
+            == (None if expected is None else Path("/from/env") / INDEX_NAME))
 
 
 # -- the index ----------------------------------------------------------------------------
@@ -370,7 +374,7 @@ def test_index_rows_are_read_by_rollout_path(tmp_path: Path) -> None:
     make_index(tmp_path / INDEX_NAME, Path("/c"))
     a = f"/c/sessions/2026/11/30/{rollout(A).name}"
     g = f"/c/archived_sessions/{rollout(G).name}"
-    entries = read_index(tmp_path / INDEX_NAME, [a, g, "/c/none.jsonl"])
+    entries = read_index(LocalFiles(), tmp_path / INDEX_NAME, [a, g, "/c/none.jsonl"])
     assert entries == {
         a: IndexEntry(name="README work", title="Add a README section about installation",
                       archived=False),
@@ -380,25 +384,25 @@ def test_index_rows_are_read_by_rollout_path(tmp_path: Path) -> None:
 
 def test_an_index_clanker_cannot_trust_is_not_read(tmp_path: Path) -> None:
     paths = [f"/c/sessions/2026/11/30/{rollout(A).name}"]
-    assert read_index(None, paths) == {}
-    assert read_index(tmp_path / INDEX_NAME, paths) == {}  # missing
+    assert read_index(LocalFiles(), None, paths) == {}
+    assert read_index(LocalFiles(), tmp_path / INDEX_NAME, paths) == {}  # missing
     (tmp_path / "garbage.sqlite").write_bytes(b"not a database" * 100)
-    assert read_index(tmp_path / "garbage.sqlite", paths) is None
+    assert read_index(LocalFiles(), tmp_path / "garbage.sqlite", paths) is None
     changed = tmp_path / "changed.sqlite"
     with sqlite3.connect(changed) as connection:
         connection.execute("CREATE TABLE threads (id TEXT, rollout_path TEXT, title TEXT)")
         connection.execute("INSERT INTO threads VALUES ('x', ?, 't')", (paths[0],))
     connection.close()
-    assert read_index(changed, paths) is None  # a column is missing: storage changed
+    assert read_index(LocalFiles(), changed, paths) is None  # a column is missing: storage changed
     (tmp_path / "dir.sqlite").mkdir()
-    assert read_index(tmp_path / "dir.sqlite", paths) == {}
+    assert read_index(LocalFiles(), tmp_path / "dir.sqlite", paths) == {}
 
 
 # -- discovery, end to end ----------------------------------------------------------------
 
 
 def registry() -> Registry:
-    return Registry.from_plugins({"codex": clanker_codex}, environ={})
+    return Registry.from_plugins({"codex": clanker_codex.plugin}, environ={})
 
 
 def provider() -> HarnessProvider:
@@ -414,11 +418,12 @@ def store(tmp_path: Path) -> dict[str, str]:
 
 
 def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(executor=LocalTransport(), cache_dir=None, environ=environ)
+    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
 
 
 def context(environ: Mapping[str, str], **fields: Any) -> SessionsContext:
-    return SessionsContext(harness=HarnessId("codex"), executor=LocalTransport(),
+    return SessionsContext(files=LocalFiles(),
+                           harness=HarnessId("codex"), executor=LocalTransport(),
                            environ=environ, cache=SummaryCache(HarnessId("codex"), None),
                            **fields)
 
@@ -429,7 +434,7 @@ def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
     # The sub-agent's rollout is left out on purpose, not counted as unreadable.
     assert listing.scans[0].scan.skipped == 0
     assert sorted(s.native_id for s in listing.sessions) == sorted([A, B, C, D, E, H])
-    roots = CodexSessions().store_roots(store)
+    roots = CodexSessions().store_roots(store, LocalFiles())
     assert all(s.store_path and confined(s.store_path, roots) for s in listing.sessions)
     # Without an index the rollouts alone decide.
     assert next(s for s in listing.sessions if s.native_id == A).title == (
@@ -514,7 +519,7 @@ def test_refinding_by_id_and_continuing_elsewhere(store: dict[str, str], tmp_pat
     workspace.mkdir()
     selection = asyncio.run(resolve_selection(
         service(store), registry(), f"codex:{A}", operation=SessionOperation.RESUME,
-        workspace=str(workspace), environ=store))
+        workspace=str(workspace)))
     assert isinstance(selection, Selection)
     # /home/dev/src/beta does not exist here; Codex continues elsewhere with -C.
     assert selection.launch_cwd == str(workspace)
@@ -539,7 +544,7 @@ def test_archived_sessions_are_not_refound_and_sub_agents_only_by_id(
         with pytest.raises(SessionNotFoundError):
             asyncio.run(resolve_selection(service(store), registry(), f"codex:{native_id}",
                                           operation=SessionOperation.RESUME,
-                                          workspace="/", environ=store))
+                                          workspace="/"))
 
 
 def test_a_refind_reads_only_the_rollout_named_by_the_id(store: dict[str, str]) -> None:
@@ -590,7 +595,7 @@ def test_sub_agents_stay_uncounted_when_the_cache_answers(store: dict[str, str])
     day = Path(store["CODEX_HOME"]) / "sessions" / "2026" / "11" / "30"
     (day / "rollout-2026-11-30T00-00-00-broken.jsonl").write_bytes(b"\x00garbage")
     cache = SummaryCache(HarnessId("codex"), None)
-    scans = [asyncio.run(CodexSessions().discover(SessionsContext(
+    scans = [asyncio.run(CodexSessions().discover(SessionsContext(files=LocalFiles(),
         harness=HarnessId("codex"), executor=LocalTransport(), environ=store, cache=cache)))
         for _ in range(2)]
     assert [scan.skipped for scan in scans] == [1, 1]
@@ -605,7 +610,7 @@ def test_a_missing_store_is_empty(tmp_path: Path) -> None:
 
 def test_the_capability_is_declared_and_implemented() -> None:
     found = provider()
-    assert Capability.SESSIONS in found.descriptor.capabilities
+    assert Capability.SESSIONS in found.capabilities
     assert isinstance(found.sessions, CodexSessions)
 
 
@@ -735,7 +740,7 @@ def test_discovery_never_leaves_the_store(layout: list[tuple[str, str, str]]) ->
                 target.symlink_to(outside, target_is_directory=True)
         environ = {"CODEX_HOME": str(base / "codex")}
         scan = asyncio.run(CodexSessions().discover(context(environ)))
-        roots = CodexSessions().store_roots(environ)
+        roots = CodexSessions().store_roots(environ, LocalFiles())
         for found in scan.sessions:
             assert found.store_path is not None
             assert Path(found.store_path).resolve().is_relative_to(roots[0].resolve())

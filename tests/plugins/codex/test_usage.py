@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_codex
-from clanker.descriptor import Capability
+from clanker.capabilities import Capability
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, LocalTransport
 from clanker.ids import HarnessId
@@ -458,7 +459,8 @@ def server(name: str, *, overrides: dict[int, dict[str, Any]] | None = None,
 
 
 def probe(executor: object, usage: CodexUsage | None = None) -> UsageSnapshot:
-    context = UsageContext(executor=executor, session_executor=executor)  # type: ignore[arg-type]
+    context = UsageContext(files=LocalFiles(), environ={},
+                           executor=executor, session_executor=executor)  # type: ignore[arg-type]
     return asyncio.run((usage or CodexUsage()).probe(context))
 
 
@@ -521,7 +523,8 @@ def test_data_counts_only_after_a_clean_exit() -> None:
 
 
 def test_without_a_session_executor_usage_is_unsupported() -> None:
-    context = UsageContext(executor=FailingExecutor(HarnessCapabilityError(ErrorKind.TIMEOUT)),
+    context = UsageContext(files=LocalFiles(), environ={},
+                           executor=FailingExecutor(HarnessCapabilityError(ErrorKind.TIMEOUT)),
                            session_executor=None)
     error = failure(lambda: asyncio.run(CodexUsage().probe(context)))
     assert error.kind is ErrorKind.UNSUPPORTED
@@ -641,9 +644,9 @@ def test_the_request_is_bounded_plain_app_server() -> None:
 
 
 def test_the_plugin_declares_and_provides_usage() -> None:
-    registry = Registry.from_plugins({"codex": clanker_codex}, environ={})
+    registry = Registry.from_plugins({"codex": clanker_codex.plugin}, environ={})
     provider = registry.get_provider(HarnessId("codex"))
-    assert Capability.USAGE in provider.descriptor.capabilities
+    assert Capability.USAGE in provider.capabilities
     assert isinstance(provider.usage, CodexUsage)
 
 

@@ -29,19 +29,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import clanker_hermes
-from clanker.attention.capability import AttentionCapability, AttentionContext
+from clanker.attention.capability import AttachmentContext, AttentionCapability
 from clanker.attention.envelope import parse_envelope
-from clanker.descriptor import Capability
+from clanker.capabilities import Capability
 from clanker.grid.client import Registration
 from clanker.grid.server import Grid
 from clanker.testing.attention import GridDouble
-from clanker_hermes.attention import (
-    BUNDLED_ENV,
-    OBSERVER_SOURCE,
-    PLUGIN_NAME,
-    HermesAttention,
-)
+from clanker.testing.commit import installed_provider
+from clanker.testing.doubles import attachment_context
+from clanker_hermes.attention import BUNDLED_ENV, OBSERVER_SOURCE, PLUGIN_NAME, HermesAttention
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "hermes" / "attention"
 ROOT = "20261130_120000_aaaaaa"
@@ -610,15 +606,15 @@ def fake_bundled(root: Path) -> Path:
 
 
 def context(private_dir: Path, *, env: dict[str, str], flags: tuple[str, ...] = ()) -> (
-        AttentionContext):
+        AttachmentContext):
     private_dir.mkdir(mode=0o700, exist_ok=True)
-    return AttentionContext(argv=("hermes", "--tui", *flags), env=env, cwd="/tmp",
+    return attachment_context(argv=("hermes", "--tui", *flags), env=env, cwd="/tmp",
                             private_dir=private_dir, user_flags=flags)
 
 
 def test_the_descriptor_declares_attention() -> None:
-    assert Capability.ATTENTION in clanker_hermes.clanker_descriptor().capabilities
-    capability = clanker_hermes.clanker_attention()
+    assert Capability.ATTENTION in installed_provider("hermes").capabilities
+    capability = installed_provider("hermes").attention
     assert isinstance(capability, AttentionCapability)
     assert capability.interpreter is None
     assert capability.resume_preserves_session_id is False

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import clanker_hermes
+from clanker.capabilities import Capability
 from clanker.cli import cli
-from clanker.descriptor import Capability
 from clanker.registry import Registry, override_registry
 from clanker.testing.commit import git, installed_provider
 from clanker.testing.doubles import prepend_to_path
@@ -29,8 +28,8 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "hermes" / "commit
 def test_hermes_declares_and_implements_no_commit_capability() -> None:
     provider = installed_provider("hermes")
     assert provider.commit is None
-    assert Capability.COMMIT not in provider.descriptor.capabilities
-    assert not hasattr(clanker_hermes, "clanker_commit")
+    assert Capability.COMMIT not in provider.capabilities
+    assert "clanker_commit" not in provider.hooks
 
 
 def test_the_commit_fixtures_say_they_back_no_capability() -> None:

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 import clanker_hermes
-from clanker.capabilities import ModelsContext
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandResult, LocalTransport
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
+from clanker.models.capability import ModelsContext
 from clanker.testing import HarnessProviderContract, ScriptedSession, ScriptedSessionExecutor
 from clanker_hermes.launch import HermesLaunch, split_model
 from clanker_hermes.models import HermesModels, gateway_interpreter, parse_model_options
@@ -31,7 +32,7 @@ def known_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class TestHermesContract(HarnessProviderContract):
-    plugin = clanker_hermes
+    plugin = clanker_hermes.plugin
     harness_id = "hermes"
     valid_session_ids = ("20261130_081830_cec5d8",)
     invalid_session_ids = (
@@ -180,7 +181,8 @@ class ReplayedGateway:
 
 
 def discover(executor: ScriptedSessionExecutor, refresh: bool = False) -> tuple[object, ...]:
-    context = ModelsContext(executor=executor, session_executor=executor, refresh=refresh)  # type: ignore[arg-type]
+    context = ModelsContext(files=LocalFiles(), environ=dict(os.environ), executor=executor,  # type: ignore[arg-type]
+                            session_executor=executor, refresh=refresh)
     return asyncio.run(HermesModels().discover(context))
 
 
@@ -221,14 +223,15 @@ def test_a_gateway_that_never_gets_ready_fails_typed() -> None:
 
 
 def test_interpreter_from_hermes_python() -> None:
-    assert gateway_interpreter({"HERMES_PYTHON": "/opt/h/bin/python3"}) == ("python3", "/opt/h/bin")
+    assert (gateway_interpreter({"HERMES_PYTHON": "/opt/h/bin/python3"}, LocalFiles())
+            == ("python3", "/opt/h/bin"))
 
 
 def test_interpreter_from_the_installer_venv(tmp_path: Path) -> None:
     python = tmp_path / "hermes-agent" / "venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
     python.write_text("")
-    assert gateway_interpreter({"HERMES_HOME": str(tmp_path), "PATH": ""}) == (
+    assert gateway_interpreter({"HERMES_HOME": str(tmp_path), "PATH": ""}, LocalFiles()) == (
         "python", str(python.parent)
     )
 
@@ -246,7 +249,8 @@ def test_interpreter_from_the_launcher_shebang(
     launcher = tmp_path / "hermes"
     launcher.write_text(shebang + "from hermes_cli.main import main\n")
     launcher.chmod(0o755)
-    assert gateway_interpreter({"PATH": str(tmp_path), "HOME": str(tmp_path)}) == expected
+    assert (gateway_interpreter({"PATH": str(tmp_path), "HOME": str(tmp_path)}, LocalFiles())
+            == expected)
 
 
 @pytest.mark.parametrize("content", ["no shebang\n", "#!\n", "#!relative/python extra args\n"])
@@ -255,13 +259,13 @@ def test_unusable_launcher_is_not_configured(tmp_path: Path, content: str) -> No
     launcher.write_text(content)
     launcher.chmod(0o755)
     with pytest.raises(HarnessCapabilityError) as caught:
-        gateway_interpreter({"PATH": str(tmp_path), "HOME": str(tmp_path)})
+        gateway_interpreter({"PATH": str(tmp_path), "HOME": str(tmp_path)}, LocalFiles())
     assert caught.value.kind is ErrorKind.NOT_CONFIGURED
 
 
 def test_missing_hermes_is_binary_unavailable(tmp_path: Path) -> None:
     with pytest.raises(HarnessCapabilityError) as caught:
-        gateway_interpreter({"PATH": str(tmp_path), "HOME": str(tmp_path)})
+        gateway_interpreter({"PATH": str(tmp_path), "HOME": str(tmp_path)}, LocalFiles())
     assert caught.value.kind is ErrorKind.BINARY_UNAVAILABLE
 
 
@@ -277,5 +281,6 @@ def test_real_gateway_lists_nothing_for_an_unconfigured_home(
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / ".hermes"))
     transport = LocalTransport()
-    context = ModelsContext(executor=transport, session_executor=transport)
+    context = ModelsContext(files=LocalFiles(), environ=dict(os.environ),
+                            executor=transport, session_executor=transport)
     assert asyncio.run(HermesModels().discover(context)) == ()

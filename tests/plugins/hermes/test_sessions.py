@@ -26,7 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_hermes
-from clanker.descriptor import Capability, SessionOperation
+from clanker.capabilities import Capability
+from clanker.descriptor import SessionOperation
+from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
@@ -34,7 +36,7 @@ from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.cache import SummaryCache
-from clanker.sessions.context import SessionsContext
+from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import SessionNotFoundError, resolve_selection
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
@@ -82,7 +84,8 @@ def home(tmp_path: Path) -> dict[str, str]:
 
 
 def context(environ: Mapping[str, str], **fields: Any) -> SessionsContext:
-    return SessionsContext(harness=HarnessId("hermes"), executor=LocalTransport(),
+    return SessionsContext(files=LocalFiles(),
+                           harness=HarnessId("hermes"), executor=LocalTransport(),
                            environ=environ, cache=SummaryCache(HarnessId("hermes"), None),
                            **fields)
 
@@ -312,18 +315,18 @@ def test_a_compressed_conversation_belongs_where_its_entry_is(extended: dict[str
 
 
 def test_the_default_home(tmp_path: Path) -> None:
-    assert hermes_home({"HOME": str(tmp_path)}) == tmp_path / ".hermes"
-    assert state_db({"HOME": str(tmp_path)}) == tmp_path / ".hermes" / "state.db"
+    assert hermes_home({"HOME": str(tmp_path)}, LocalFiles()) == tmp_path / ".hermes"
+    assert state_db({"HOME": str(tmp_path)}, LocalFiles()) == tmp_path / ".hermes" / "state.db"
 
 
 def test_without_home_the_password_database_names_it() -> None:
-    found = hermes_home({})
+    found = hermes_home(host_environ({}), LocalFiles())
     assert found is not None and found.name == ".hermes" and found.is_absolute()
 
 
 def test_hermes_home_wins_without_a_sticky_profile(tmp_path: Path) -> None:
     environ = {"HOME": str(tmp_path), "HERMES_HOME": str(tmp_path / "elsewhere")}
-    assert hermes_home(environ) == tmp_path / "elsewhere"
+    assert hermes_home(environ, LocalFiles()) == tmp_path / "elsewhere"
 
 
 def sticky(root: Path, name: str, *, create: bool = True) -> None:
@@ -335,7 +338,8 @@ def sticky(root: Path, name: str, *, create: bool = True) -> None:
 
 def test_the_sticky_profile(tmp_path: Path) -> None:
     sticky(tmp_path / ".hermes", "work")
-    assert hermes_home({"HOME": str(tmp_path)}) == tmp_path / ".hermes" / "profiles" / "work"
+    assert (hermes_home({"HOME": str(tmp_path)}, LocalFiles())
+            == tmp_path / ".hermes" / "profiles" / "work")
 
 
 def test_the_sticky_profile_beats_a_hermes_home_inside_the_default_root(tmp_path: Path) -> None:
@@ -343,31 +347,32 @@ def test_the_sticky_profile_beats_a_hermes_home_inside_the_default_root(tmp_path
     # profile chosen with `hermes profile use` still applies.
     sticky(tmp_path / ".hermes", "work")
     environ = {"HOME": str(tmp_path), "HERMES_HOME": str(tmp_path / ".hermes")}
-    assert hermes_home(environ) == tmp_path / ".hermes" / "profiles" / "work"
+    assert hermes_home(environ, LocalFiles()) == tmp_path / ".hermes" / "profiles" / "work"
 
 
 def test_a_hermes_home_outside_the_default_root_is_the_root(tmp_path: Path) -> None:
     sticky(tmp_path / ".hermes", "ignored")
     sticky(tmp_path / "opt", "coder")  # Docker-style HERMES_HOME=/opt/data
     environ = {"HOME": str(tmp_path), "HERMES_HOME": str(tmp_path / "opt")}
-    assert hermes_home(environ) == tmp_path / "opt" / "profiles" / "coder"
+    assert hermes_home(environ, LocalFiles()) == tmp_path / "opt" / "profiles" / "coder"
 
 
 def test_a_hermes_home_that_is_a_profile_is_used_as_it_is(tmp_path: Path) -> None:
     sticky(tmp_path / ".hermes", "work")
     chosen = tmp_path / ".hermes" / "profiles" / "other"
-    assert hermes_home({"HOME": str(tmp_path), "HERMES_HOME": str(chosen)}) == chosen
+    assert hermes_home({"HOME": str(tmp_path), "HERMES_HOME": str(chosen)}, LocalFiles()) == chosen
 
 
 @pytest.mark.parametrize("name", ["default", "Default", "", "  "])
 def test_the_default_profile_is_no_profile(tmp_path: Path, name: str) -> None:
     sticky(tmp_path / ".hermes", name, create=False)
-    assert hermes_home({"HOME": str(tmp_path)}) == tmp_path / ".hermes"
+    assert hermes_home({"HOME": str(tmp_path)}, LocalFiles()) == tmp_path / ".hermes"
 
 
 def test_a_sticky_name_is_lowered_as_hermes_does(tmp_path: Path) -> None:
     sticky(tmp_path / ".hermes", "Work")
-    assert hermes_home({"HOME": str(tmp_path)}) == tmp_path / ".hermes" / "profiles" / "work"
+    assert (hermes_home({"HOME": str(tmp_path)}, LocalFiles())
+            == tmp_path / ".hermes" / "profiles" / "work")
 
 
 @pytest.mark.parametrize(("name", "create"), [
@@ -377,14 +382,14 @@ def test_a_profile_hermes_would_refuse_is_not_configured(tmp_path: Path, name: s
                                                          create: bool) -> None:
     sticky(tmp_path / ".hermes", name, create=create)
     with pytest.raises(HarnessCapabilityError) as caught:
-        hermes_home({"HOME": str(tmp_path)})
+        hermes_home({"HOME": str(tmp_path)}, LocalFiles())
     assert caught.value.kind is ErrorKind.NOT_CONFIGURED
-    assert HermesSessions().store_roots({"HOME": str(tmp_path)}) == ()
+    assert HermesSessions().store_roots({"HOME": str(tmp_path)}, LocalFiles()) == ()
 
 
 def test_a_relative_hermes_home_is_not_guessed(tmp_path: Path) -> None:
     with pytest.raises(HarnessCapabilityError) as caught:
-        hermes_home({"HOME": str(tmp_path), "HERMES_HOME": "rel/home"})
+        hermes_home({"HOME": str(tmp_path), "HERMES_HOME": "rel/home"}, LocalFiles())
     assert caught.value.kind is ErrorKind.NOT_CONFIGURED
 
 
@@ -392,14 +397,15 @@ def test_an_unreadable_sticky_file_is_no_profile(tmp_path: Path) -> None:
     root = tmp_path / ".hermes"
     root.mkdir()
     (root / "active_profile").write_bytes(b"\xff\xfe")
-    assert hermes_home({"HOME": str(tmp_path)}) == root
+    assert hermes_home({"HOME": str(tmp_path)}, LocalFiles()) == root
     (root / "active_profile").unlink()
     os.mkfifo(root / "active_profile")  # never waited on
-    assert hermes_home({"HOME": str(tmp_path)}) == root
+    assert hermes_home({"HOME": str(tmp_path)}, LocalFiles()) == root
 
 
 def test_the_store_root_is_the_directory_of_the_database(tmp_path: Path) -> None:
-    assert HermesSessions().store_roots({"HOME": str(tmp_path)}) == (tmp_path / ".hermes",)
+    assert (HermesSessions().store_roots({"HOME": str(tmp_path)}, LocalFiles())
+            == (tmp_path / ".hermes",))
 
 
 # -- the database as it may be found --------------------------------------------------------
@@ -485,7 +491,7 @@ def test_the_database_is_never_written(home: dict[str, str]) -> None:
 
 
 def registry() -> Registry:
-    return Registry.from_plugins({"hermes": clanker_hermes}, environ={})
+    return Registry.from_plugins({"hermes": clanker_hermes.plugin}, environ={})
 
 
 def provider() -> HarnessProvider:
@@ -493,12 +499,12 @@ def provider() -> HarnessProvider:
 
 
 def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(executor=LocalTransport(), cache_dir=None, environ=environ)
+    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
 
 
 def test_the_capability_is_declared_and_implemented() -> None:
     found = provider()
-    assert Capability.SESSIONS in found.descriptor.capabilities
+    assert Capability.SESSIONS in found.capabilities
     assert isinstance(found.sessions, HermesSessions)
 
 
@@ -523,7 +529,7 @@ def test_a_session_whose_directory_is_gone_resumes_in_the_workspace(
     # /home/dev/src/gone does not exist: Hermes continues such a session elsewhere.
     selection = asyncio.run(resolve_selection(
         service(home), registry(), f"hermes:{GONE}", operation=SessionOperation.RESUME,
-        workspace=str(tmp_path), environ=home))
+        workspace=str(tmp_path)))
     assert selection.launch_cwd == str(tmp_path)
     assert selection.notice is not None and "/home/dev/src/gone" in selection.notice
     target = SessionTarget(native_id=selection.session.native_id,
@@ -537,7 +543,7 @@ def test_a_session_without_a_directory_resumes_in_the_workspace(home: dict[str, 
                                                                 tmp_path: Path) -> None:
     selection = asyncio.run(resolve_selection(
         service(home), registry(), f"hermes:{TUI}", operation=SessionOperation.RESUME,
-        workspace=str(tmp_path), environ=home))
+        workspace=str(tmp_path)))
     assert (selection.launch_cwd, selection.notice) == (str(tmp_path), None)
 
 
@@ -547,7 +553,7 @@ def test_an_unknown_or_archived_session_is_not_found(home: dict[str, str],
         with pytest.raises(SessionNotFoundError):
             asyncio.run(resolve_selection(
                 service(home), registry(), f"hermes:{native_id}",
-                operation=SessionOperation.RESUME, workspace=str(tmp_path), environ=home))
+                operation=SessionOperation.RESUME, workspace=str(tmp_path)))
 
 
 def test_hermes_resumes_a_session_whose_directory_is_gone() -> None:
@@ -653,7 +659,7 @@ def test_a_truncated_or_garbage_database_fails_typed(data: st.DataObject) -> Non
 @pytest.mark.skipif(shutil.which("hermes") is None, reason="hermes is not installed")
 def test_real_hermes_picker_lists_the_same_conversations(extended: dict[str, str]) -> None:
     """Hermes's own picker query over the extended database agrees with clanker's."""
-    python, _ = gateway_interpreter(os.environ)
+    python, _ = gateway_interpreter(os.environ, LocalFiles())
     db = Path(extended["HOME"]) / ".hermes" / "state.db"
     script = (
         "import sys, json\n"

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_hermes
-from clanker.descriptor import Capability
+from clanker.capabilities import Capability
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, CommandResult, LocalTransport
 from clanker.ids import HarnessId
@@ -256,7 +257,7 @@ def test_no_identity_is_invented() -> None:
 
 
 def run_probe(executor: object) -> UsageSnapshot:
-    context = UsageContext(executor=executor, session_executor=None)  # type: ignore[arg-type]
+    context = UsageContext(files=LocalFiles(), environ={}, executor=executor, session_executor=None)  # type: ignore[arg-type]
     return asyncio.run(HermesUsage().probe(context))
 
 
@@ -275,9 +276,9 @@ def test_the_request_is_bounded() -> None:
 
 
 def test_the_plugin_declares_and_provides_usage() -> None:
-    registry = Registry.from_plugins({"hermes": clanker_hermes}, environ={})
+    registry = Registry.from_plugins({"hermes": clanker_hermes.plugin}, environ={})
     provider = registry.get_provider(HarnessId("hermes"))
-    assert Capability.USAGE in provider.descriptor.capabilities
+    assert Capability.USAGE in provider.capabilities
     assert isinstance(provider.usage, HermesUsage)
 
 

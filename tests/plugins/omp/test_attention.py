@@ -27,13 +27,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clanker.attention.capability import AttentionCapability, AttentionContext
+from clanker.attention.capability import AttachmentContext, AttentionCapability
 from clanker.attention.presentation import Attention, derive_attention
-from clanker.descriptor import Capability
+from clanker.capabilities import Capability
 from clanker.grid.server import Grid
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.testing.attention import GridDouble
-from clanker_omp import clanker_attention, clanker_descriptor
+from clanker.testing.commit import installed_provider
+from clanker.testing.doubles import attachment_context
 from clanker_omp.attention import EXTENSION, EXTENSION_FILE_NAME, OmpAttention
 from clanker_omp.launch import OmpLaunch
 
@@ -392,16 +393,17 @@ def test_the_real_grid_accepts_what_the_extension_sends(short_dir: Path) -> None
 
 
 def context(tmp_path: Path, argv: tuple[str, ...], flags: tuple[str, ...] = (),
-            env: dict[str, str] | None = None) -> AttentionContext:
+            env: dict[str, str] | None = None) -> AttachmentContext:
     private = tmp_path / "private"
     private.mkdir(mode=0o700, exist_ok=True)
-    return AttentionContext(argv=argv, env=attention_env("/tmp/g.sock") if env is None else env,
+    return attachment_context(argv=argv, env=attention_env("/tmp/g.sock") if env is None else env,
                             cwd=CWD, private_dir=private, user_flags=flags)
 
 
 def test_the_capability_is_declared() -> None:
-    assert Capability.ATTENTION in clanker_descriptor().capabilities
-    attention = clanker_attention()
+    provider = installed_provider("omp")
+    assert Capability.ATTENTION in provider.capabilities
+    attention = provider.attention
     assert isinstance(attention, AttentionCapability)
     assert attention.interpreter is None
     assert attention.resume_preserves_session_id is True
@@ -503,7 +505,7 @@ def test_real_omp_loads_the_extension_and_reports_its_session(
             environ.update(attention_env(real.socket_path, registration.terminal,
                                          registration.token))
             argv = ("omp", "launch", "--model", "loopback/probe-model", *flags)
-            plan = OmpAttention().prepare(AttentionContext(
+            plan = OmpAttention().prepare(attachment_context(
                 argv=argv, env=environ, cwd=str(work), private_dir=short_dir, user_flags=flags))
             assert plan is not None and plan.argv is not None
             stop = threading.Event()

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 import clanker_omp
-from clanker.capabilities import ModelsContext
 from clanker.descriptor import Transport
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest, CommandResult, LocalTransport
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
+from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
 from clanker.testing import HarnessProviderContract, ScriptedExecutor
 from clanker_omp.launch import OmpLaunch
@@ -38,7 +39,7 @@ STORE_PATH = f"/home/dev/.omp/agent/sessions/example-project/{FORK_FILE.name}"
 
 
 class TestOmpContract(HarnessProviderContract):
-    plugin = clanker_omp
+    plugin = clanker_omp.plugin
     harness_id = "omp"
     valid_session_ids = (SOURCE_ID, FORK_ID, "3f2c9a4e-8b1d-4c6e-9f0a-1b2c3d4e5f60")
     invalid_session_ids = (
@@ -247,7 +248,8 @@ def replayed_omp(exit_code: int = 0) -> ScriptedExecutor:
 
 
 def discover(executor: ScriptedExecutor, refresh: bool = False) -> tuple[Model, ...]:
-    context = ModelsContext(executor=executor, session_executor=None, refresh=refresh)
+    context = ModelsContext(files=LocalFiles(), environ={},
+                            executor=executor, session_executor=None, refresh=refresh)
     return asyncio.run(OmpModels().discover(context))
 
 
@@ -313,7 +315,8 @@ def loopback_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.mark.skipif(shutil.which("omp") is None, reason="omp is not installed")
 def test_real_omp_lists_its_configured_provider(loopback_home: Path) -> None:
     transport = LocalTransport()
-    models = asyncio.run(OmpModels().discover(ModelsContext(executor=transport,
+    models = asyncio.run(OmpModels().discover(ModelsContext(files=LocalFiles(), environ={},
+                                                            executor=transport,
                                                             session_executor=transport)))
     assert Model(id="loopback/probe-model", label="probe-model", provider="loopback") in models
 

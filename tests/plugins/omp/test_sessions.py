@@ -18,14 +18,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_omp
-from clanker.descriptor import Capability, SessionOperation
+from clanker.capabilities import Capability
+from clanker.descriptor import SessionOperation
+from clanker.environment.local import LocalEnvironment, LocalFiles
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.cache import SummaryCache
-from clanker.sessions.context import SessionsContext
+from clanker.sessions.capability import SessionsContext
 from clanker.sessions.files import FileSample, confined, parse_timestamp, read_sample
 from clanker.sessions.selection import resolve_selection
 from clanker.sessions.service import SessionService
@@ -410,38 +412,40 @@ def test_agent_dir_precedence(environ: dict[str, str], expected: tuple[str, bool
 def test_xdg_moves_sessions_only_when_its_directory_exists(tmp_path: Path) -> None:
     data = tmp_path / "data"
     environ = {"HOME": "/home/u", "XDG_DATA_HOME": str(data)}
-    assert sessions_dir(environ, platform="linux") == Path("/home/u/.omp/agent/sessions")
+    assert (sessions_dir(environ, LocalFiles(), platform="linux")
+            == Path("/home/u/.omp/agent/sessions"))
     (data / "omp").mkdir(parents=True)
-    assert sessions_dir(environ, platform="linux") == data / "omp" / "sessions"
-    assert sessions_dir(environ, platform="darwin") == data / "omp" / "sessions"
-    assert sessions_dir(environ, platform="win32") == Path("/home/u/.omp/agent/sessions")
+    assert sessions_dir(environ, LocalFiles(), platform="linux") == data / "omp" / "sessions"
+    assert sessions_dir(environ, LocalFiles(), platform="darwin") == data / "omp" / "sessions"
+    assert (sessions_dir(environ, LocalFiles(), platform="win32")
+            == Path("/home/u/.omp/agent/sessions"))
     # A custom agent dir is never relocated; one equal to the default is.
-    assert sessions_dir({**environ, "PI_CODING_AGENT_DIR": "/srv/alt"},
+    assert sessions_dir({**environ, "PI_CODING_AGENT_DIR": "/srv/alt"}, LocalFiles(),
                         platform="linux") == Path("/srv/alt/sessions")
-    assert sessions_dir({**environ, "PI_CODING_AGENT_DIR": "/home/u/.omp/agent"},
+    assert sessions_dir({**environ, "PI_CODING_AGENT_DIR": "/home/u/.omp/agent"}, LocalFiles(),
                         platform="linux") == data / "omp" / "sessions"
-    assert sessions_dir({**environ, "XDG_DATA_HOME": "relative"},
+    assert sessions_dir({**environ, "XDG_DATA_HOME": "relative"}, LocalFiles(),
                         platform="linux") == Path("/home/u/.omp/agent/sessions")
     # A named profile moves only once its own XDG directory exists.
     profile = {**environ, "OMP_PROFILE": "work"}
-    assert sessions_dir(profile, platform="linux") == Path(
+    assert sessions_dir(profile, LocalFiles(), platform="linux") == Path(
         "/home/u/.omp/profiles/work/agent/sessions")
     (data / "omp" / "profiles" / "work").mkdir(parents=True)
     moved = data / "omp" / "profiles" / "work" / "sessions"
-    assert sessions_dir(profile, platform="linux") == moved
+    assert sessions_dir(profile, LocalFiles(), platform="linux") == moved
 
 
 def test_roots_managed_and_explicit() -> None:
     environ = {"HOME": "/home/u", "PI_CODING_AGENT_SESSION_DIR": "/srv/sessions"}
-    assert session_roots(environ, platform="linux") == (
+    assert session_roots(environ, LocalFiles(), platform="linux") == (
         SessionRoot(Path("/home/u/.omp/agent/sessions"), nested=True),
         SessionRoot(Path("/srv/sessions"), nested=False),
     )
     for relative in ("~/envsess", "relsess"):  # omp expands neither
-        assert session_roots({**environ, "PI_CODING_AGENT_SESSION_DIR": relative}) == (
-            SessionRoot(Path("/home/u/.omp/agent/sessions"), nested=True),)
-    assert session_roots({"HOME": "/home/u", "PI_CODING_AGENT_DIR": "rel"}) == ()
-    assert OmpSessions().store_roots(environ) == (Path("/home/u/.omp/agent/sessions"),
+        found = session_roots({**environ, "PI_CODING_AGENT_SESSION_DIR": relative}, LocalFiles())
+        assert found == (SessionRoot(Path("/home/u/.omp/agent/sessions"), nested=True),)
+    assert session_roots({"HOME": "/home/u", "PI_CODING_AGENT_DIR": "rel"}, LocalFiles()) == ()
+    assert OmpSessions().store_roots(environ, LocalFiles()) == (Path("/home/u/.omp/agent/sessions"),
                                                   Path("/srv/sessions"))
 
 
@@ -460,7 +464,7 @@ def test_the_project_filter_keeps_every_captured_project(path: Path) -> None:
     cwd = str(header_of(path)["cwd"])
     # The workspace clanker matches is canonical: the symlink's target, not the link.
     scope = "/home/dev/src/real" if cwd == "/srv/link-to-real" else cwd
-    accept = project_dir_filter((scope,), ENV_FOR_FIXTURES)
+    accept = project_dir_filter((scope,), ENV_FOR_FIXTURES, LocalFiles())
     if scope in ("/home/dev", "/tmp"):
         assert accept is None
     else:
@@ -468,20 +472,20 @@ def test_the_project_filter_keeps_every_captured_project(path: Path) -> None:
 
 
 def test_the_project_filter_drops_other_projects() -> None:
-    accept = project_dir_filter(("/home/dev/src/a-b",), ENV_FOR_FIXTURES)
+    accept = project_dir_filter(("/home/dev/src/a-b",), ENV_FOR_FIXTURES, LocalFiles())
     assert accept is not None
     assert accept(0, "-src-a-b") and accept(0, "-src-a-b-sub")
     assert not accept(0, "-src-dots.v1.2") and not accept(0, "-tmp") and not accept(0, "-")
     assert accept(0, "--home-dev-src-a-b--")  # the name before omp's home migration
     assert accept(0, "home-a-b-0123abcd")  # a hashed 17.2.5-17.2.8 name: not recognizable
-    temp = project_dir_filter(("/tmp/work/x",), ENV_FOR_FIXTURES)
+    temp = project_dir_filter(("/tmp/work/x",), ENV_FOR_FIXTURES, LocalFiles())
     assert temp is not None and temp(0, "-tmp-work-x") and not temp(0, "-src-a-b")
-    outside = project_dir_filter(("/srv/work/abs",), ENV_FOR_FIXTURES)
+    outside = project_dir_filter(("/srv/work/abs",), ENV_FOR_FIXTURES, LocalFiles())
     assert outside is not None and outside(0, "--srv-work-abs--") and not outside(0, "-src")
-    assert project_dir_filter(("/home",), ENV_FOR_FIXTURES) is None  # holds the home
-    assert project_dir_filter(("/",), ENV_FOR_FIXTURES) is None
-    assert project_dir_filter(("rel",), ENV_FOR_FIXTURES) is None
-    assert project_dir_filter((), ENV_FOR_FIXTURES) is None
+    assert project_dir_filter(("/home",), ENV_FOR_FIXTURES, LocalFiles()) is None  # holds the home
+    assert project_dir_filter(("/",), ENV_FOR_FIXTURES, LocalFiles()) is None
+    assert project_dir_filter(("rel",), ENV_FOR_FIXTURES, LocalFiles()) is None
+    assert project_dir_filter((), ENV_FOR_FIXTURES, LocalFiles()) is None
 
 
 def test_the_project_filter_knows_a_linked_home(tmp_path: Path) -> None:
@@ -490,7 +494,8 @@ def test_the_project_filter_knows_a_linked_home(tmp_path: Path) -> None:
     link = tmp_path / "home-link"
     link.symlink_to(real)
     # omp names from the canonical home; older omp from $HOME as spelled.
-    accept = project_dir_filter((str(real / "src" / "x"),), {"HOME": str(link), "TMPDIR": "/nx"})
+    accept = project_dir_filter((str(real / "src" / "x"),), {"HOME": str(link), "TMPDIR": "/nx"},
+                                LocalFiles())
     assert accept is not None
     assert accept(0, "-src-x")
     assert accept(0, f"--{encode_cwd(str(link)[1:])}-src-x--")
@@ -500,7 +505,7 @@ def test_the_project_filter_knows_a_linked_home(tmp_path: Path) -> None:
 
 
 def registry() -> Registry:
-    return Registry.from_plugins({"omp": clanker_omp}, environ={})
+    return Registry.from_plugins({"omp": clanker_omp.plugin}, environ={})
 
 
 def provider() -> HarnessProvider:
@@ -508,7 +513,7 @@ def provider() -> HarnessProvider:
 
 
 def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(executor=LocalTransport(), cache_dir=None, environ=environ)
+    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
 
 
 @pytest.fixture
@@ -531,7 +536,7 @@ def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
         "01a22ba8-453b", "01a22ba8-cc16", "01a22ba9-06d0", "01a22ba9-073c", "01a22bac-a70c",
         "01a22bb0-9544", "5f0c7a52-3c1e",
     ]
-    roots = OmpSessions().store_roots(store)
+    roots = OmpSessions().store_roots(store, LocalFiles())
     assert all(s.store_path and confined(s.store_path, roots) for s in listing.sessions)
 
 
@@ -589,7 +594,7 @@ def test_a_gone_directory_resumes_by_path_in_the_workspace(store: dict[str, str]
     # directory (verified, see OmpSessions), so clanker continues it in the workspace...
     selection = asyncio.run(resolve_selection(
         service(store), registry(), f"omp:{MAIN_ID}", operation=SessionOperation.RESUME,
-        workspace=str(tmp_path), environ=store))
+        workspace=str(tmp_path)))
     assert selection.launch_cwd == str(tmp_path)
     assert selection.notice is not None and "no longer exists" in selection.notice
     store_path = str(tmp_path / "agent" / "sessions" / "-src-omprepo" / MAIN.name)
@@ -615,7 +620,7 @@ def test_an_existing_directory_is_where_the_session_resumes(tmp_path: Path) -> N
     assert [s.native_id for s in listing.sessions] == [MAIN_ID]
     selection = asyncio.run(resolve_selection(
         service(environ), registry(), f"omp:{MAIN_ID}", operation=SessionOperation.RESUME,
-        workspace=str(tmp_path), environ=environ))
+        workspace=str(tmp_path)))
     assert (selection.launch_cwd, selection.notice) == (str(work.resolve()), None)
     assert selection.session.store_path == str(copied)
 
@@ -626,7 +631,8 @@ def test_a_refind_reads_only_files_that_can_hold_the_id(store: dict[str, str],
     (project / "2026-01-01T00-00-00-000Z_00000000-0000-7000-8000-000000000000.jsonl").write_bytes(
         b"garbage")
     (project / "renamed.jsonl").write_bytes(MAIN.read_bytes())
-    context = SessionsContext(harness=HarnessId("omp"), executor=LocalTransport(), environ=store,
+    context = SessionsContext(files=LocalFiles(),
+                              harness=HarnessId("omp"), executor=LocalTransport(), environ=store,
                               cache=SummaryCache(HarnessId("omp"), None), native_id=MAIN_ID)
     scan = asyncio.run(OmpSessions().discover(context))
     assert scan.skipped == 0
@@ -645,19 +651,20 @@ def test_the_project_filter_is_a_value_that_follows_the_home_through_links(
     home.symlink_to(tmp_path / "a")
     environ = {"HOME": str(home), "TMPDIR": "/tmp"}
     scope = str(home / "src" / "x")
-    first = project_dir_filter((scope,), environ)
-    assert first is not None and first == project_dir_filter((scope,), environ)
-    assert hash(first) == hash(project_dir_filter((scope,), environ))
+    first = project_dir_filter((scope,), environ, LocalFiles())
+    assert first is not None and first == project_dir_filter((scope,), environ, LocalFiles())
+    assert hash(first) == hash(project_dir_filter((scope,), environ, LocalFiles()))
     home.unlink()
     home.symlink_to(tmp_path / "b")
-    assert project_dir_filter((scope,), environ) != first
+    assert project_dir_filter((scope,), environ, LocalFiles()) != first
 
 
 def test_an_unchanged_store_is_remembered_and_a_removed_session_is_not(
     store: dict[str, str], tmp_path: Path
 ) -> None:
     def context(memo: ScanMemo | None) -> SessionsContext:
-        return SessionsContext(harness=HarnessId("omp"), executor=LocalTransport(), environ=store,
+        return SessionsContext(files=LocalFiles(),
+                               harness=HarnessId("omp"), executor=LocalTransport(), environ=store,
                                cache=SummaryCache(HarnessId("omp"), None), memo=memo)
 
     [session, *_] = sorted((tmp_path / "envsess").glob("*.jsonl"))
@@ -666,7 +673,8 @@ def test_an_unchanged_store_is_remembered_and_a_removed_session_is_not(
 
 def test_a_refind_from_another_workspace_is_not_filtered(store: dict[str, str]) -> None:
     # On a re-find the scopes say where the caller is; they must not hide the session.
-    context = SessionsContext(harness=HarnessId("omp"), executor=LocalTransport(), environ=store,
+    context = SessionsContext(files=LocalFiles(),
+                              harness=HarnessId("omp"), executor=LocalTransport(), environ=store,
                               cache=SummaryCache(HarnessId("omp"), None),
                               scopes=("/home/dev/src/elsewhere",), native_id=MAIN_ID)
     scan = asyncio.run(OmpSessions().discover(context))
@@ -686,7 +694,7 @@ def test_overlapping_roots_list_a_file_once(store: dict[str, str], tmp_path: Pat
 
 def test_the_capability_is_declared_and_implemented() -> None:
     found = provider()
-    assert Capability.SESSIONS in found.descriptor.capabilities
+    assert Capability.SESSIONS in found.capabilities
     assert isinstance(found.sessions, OmpSessions)
 
 
@@ -806,10 +814,11 @@ def test_discovery_never_leaves_the_store(layout: list[tuple[str, str, str]]) ->
                 (directory / name).mkdir(exist_ok=True)
                 (directory / name / "s.jsonl").write_bytes(MAIN.read_bytes())
         environ = {"HOME": raw, "PI_CODING_AGENT_SESSION_DIR": str(flat)}
-        context = SessionsContext(harness=HarnessId("omp"), executor=LocalTransport(),
+        context = SessionsContext(files=LocalFiles(),
+                                  harness=HarnessId("omp"), executor=LocalTransport(),
                                   environ=environ, cache=SummaryCache(HarnessId("omp"), None))
         scan = asyncio.run(OmpSessions().discover(context))
-        roots = OmpSessions().store_roots(environ)
+        roots = OmpSessions().store_roots(environ, LocalFiles())
         real_roots = [r.resolve() for r in roots]
         for found in scan.sessions:
             assert found.store_path is not None

@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_omp
-from clanker.descriptor import Capability
+from clanker.capabilities import Capability
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, CommandRequest, CommandResult, LocalTransport
 from clanker.ids import HarnessId
@@ -362,7 +363,7 @@ def test_unknown_future_fields_are_tolerated_everywhere() -> None:
 
 
 def run_probe(executor: object) -> UsageSnapshot:
-    context = UsageContext(executor=executor, session_executor=None)  # type: ignore[arg-type]
+    context = UsageContext(files=LocalFiles(), environ={}, executor=executor, session_executor=None)  # type: ignore[arg-type]
     return asyncio.run(OmpUsage().probe(context))
 
 
@@ -385,9 +386,9 @@ def test_the_request_is_bounded_and_passes_no_environment() -> None:
 
 
 def test_the_plugin_declares_and_provides_usage() -> None:
-    registry = Registry.from_plugins({"omp": clanker_omp}, environ={})
+    registry = Registry.from_plugins({"omp": clanker_omp.plugin}, environ={})
     provider = registry.get_provider(HarnessId("omp"))
-    assert Capability.USAGE in provider.descriptor.capabilities
+    assert Capability.USAGE in provider.capabilities
     assert isinstance(provider.usage, OmpUsage)
 
 

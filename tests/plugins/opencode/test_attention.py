@@ -28,10 +28,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import clanker_opencode
-from clanker.attention.capability import AttentionCapability, AttentionContext
+from clanker.attention.capability import AttachmentContext, AttentionCapability
 from clanker.attention.envelope import parse_envelope
-from clanker.descriptor import Capability
+from clanker.capabilities import Capability
 from clanker.grid.server import Grid
+from clanker.testing.commit import installed_provider
+from clanker.testing.doubles import attachment_context
 from clanker_opencode.attention import (
     CONFIG_VARIABLE,
     PLUGIN_FILE_NAME,
@@ -105,10 +107,10 @@ def built(name: str) -> dict[str, Any]:
 
 
 def context(tmp_path: Path, env: dict[str, str] | None = None,
-            flags: tuple[str, ...] = ()) -> AttentionContext:
+            flags: tuple[str, ...] = ()) -> AttachmentContext:
     private = tmp_path / "private"
     private.mkdir(mode=0o700, exist_ok=True)
-    return AttentionContext(
+    return attachment_context(
         argv=("opencode", *flags), env={"PATH": "/usr/bin", **CREDENTIALS, **(env or {})},
         cwd=CWD, private_dir=private, user_flags=flags,
     )
@@ -243,9 +245,8 @@ def summary(envelopes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 
 def test_the_plugin_declares_the_capability() -> None:
-    descriptor = clanker_opencode.clanker_descriptor()
-    assert Capability.ATTENTION in descriptor.capabilities
-    attention = clanker_opencode.clanker_attention()
+    assert Capability.ATTENTION in installed_provider("opencode").capabilities
+    attention = installed_provider("opencode").attention
     assert isinstance(attention, AttentionCapability)
     assert attention.interpreter is None
     assert attention.resume_preserves_session_id is True
@@ -309,7 +310,7 @@ def test_flags_without_pure_never_decline(flags: list[str]) -> None:
 def test_a_launch_without_credentials_is_an_operational_failure(tmp_path: Path) -> None:
     private = tmp_path / "private"
     private.mkdir()
-    ctx = AttentionContext(argv=("opencode",), env={"PATH": "/usr/bin"}, cwd=CWD,
+    ctx = attachment_context(argv=("opencode",), env={"PATH": "/usr/bin"}, cwd=CWD,
                            private_dir=private)
     with pytest.raises(ValueError, match="credentials"):
         OpenCodeAttention().prepare(ctx)
@@ -565,7 +566,7 @@ def test_real_opencode_loads_the_plugin_and_reports_a_failed_turn(tmp_path: Path
                 "CLANKER_ATTENTION_STATE": str(private),
                 "CLANKER_ATTENTION_COMMAND": str(private / "hook"),
             }
-            plan = OpenCodeAttention().prepare(AttentionContext(
+            plan = OpenCodeAttention().prepare(attachment_context(
                 argv=(opencode,), env=env, cwd=str(project), private_dir=private))
             assert plan is not None
             process = await asyncio.create_subprocess_exec(

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 import clanker_opencode
-from clanker.capabilities import ModelsContext
 from clanker.descriptor import Transport
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest, CommandResult, LocalTransport
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
+from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
 from clanker.testing import HarnessProviderContract, ScriptedExecutor
 from clanker_opencode.launch import OpenCodeLaunch
@@ -34,7 +35,7 @@ SOURCE_ID = "ses_dd477e2caffeRx4w8c0S7Feig0"  # the session the captured fork wa
 
 
 class TestOpenCodeContract(HarnessProviderContract):
-    plugin = clanker_opencode
+    plugin = clanker_opencode.plugin
     harness_id = "opencode"
     valid_session_ids = (*SESSION_IDS, "ses_dd492bd1fffecAWp6ORPt8WKIi")
     invalid_session_ids = (
@@ -224,7 +225,8 @@ def replayed_opencode(stdout: str = "models-offline.txt", exit_code: int = 0) ->
 
 
 def discover(executor: ScriptedExecutor, refresh: bool = False) -> tuple[Model, ...]:
-    context = ModelsContext(executor=executor, session_executor=None, refresh=refresh)
+    context = ModelsContext(files=LocalFiles(), environ={},
+                            executor=executor, session_executor=None, refresh=refresh)
     return asyncio.run(OpenCodeModels().discover(context))
 
 
@@ -299,7 +301,8 @@ def loopback_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_real_opencode_lists_its_configured_provider(loopback_home: Path) -> None:
     transport = LocalTransport()
     models = asyncio.run(OpenCodeModels().discover(
-        ModelsContext(executor=transport, session_executor=transport)
+        ModelsContext(files=LocalFiles(), environ={},
+                      executor=transport, session_executor=transport)
     ))
     assert Model(id="loop/m1", provider="loop") in models
     assert Model(id="loop/m2", provider="loop") in models

@@ -20,7 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_opencode
-from clanker.descriptor import Capability, SessionOperation
+from clanker.capabilities import Capability
+from clanker.descriptor import SessionOperation
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest, CommandResult, LocalTransport
 from clanker.ids import HarnessId
@@ -28,11 +30,12 @@ from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.cache import SummaryCache
-from clanker.sessions.context import SessionsContext
+from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import SessionNotFoundError, resolve_selection
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.testing import ScriptedExecutor
+from clanker.testing.doubles import EnvironmentDouble
 from clanker.testing.strategies import json_values, prefixes
 from clanker_opencode.sessions import (
     LIST_ARGS,
@@ -243,7 +246,8 @@ def test_the_listing_command() -> None:
 
 def context(executor: ScriptedExecutor, *, scopes: tuple[str, ...] = (),
             native_id: str | None = None, limit: int = 512) -> SessionsContext:
-    return SessionsContext(harness=HarnessId("opencode"), executor=executor, environ={},
+    return SessionsContext(files=LocalFiles(),
+                           harness=HarnessId("opencode"), executor=executor, environ={},
                            cache=SummaryCache(HarnessId("opencode"), None), scopes=scopes,
                            native_id=native_id, limit=limit)
 
@@ -289,9 +293,9 @@ def test_a_failed_listing_never_shows_opencodes_stderr() -> None:
 
 def test_the_capability_is_declared_and_implemented() -> None:
     found = provider()
-    assert Capability.SESSIONS in found.descriptor.capabilities
+    assert Capability.SESSIONS in found.capabilities
     assert isinstance(found.sessions, OpenCodeSessions)
-    assert found.sessions.store_roots({"HOME": "/home/dev"}) == ()
+    assert found.sessions.store_roots({"HOME": "/home/dev"}, LocalFiles()) == ()
 
 
 def test_opencode_refuses_a_session_whose_directory_is_gone() -> None:
@@ -306,7 +310,7 @@ def test_opencode_refuses_a_session_whose_directory_is_gone() -> None:
 
 
 def registry() -> Registry:
-    return Registry.from_plugins({"opencode": clanker_opencode}, environ={})
+    return Registry.from_plugins({"opencode": clanker_opencode.plugin}, environ={})
 
 
 def provider() -> HarnessProvider:
@@ -323,7 +327,8 @@ def answering(stdout: str | Callable[[CommandRequest], str]) -> ScriptedExecutor
 
 
 def service(executor: ScriptedExecutor) -> SessionService:
-    return SessionService(executor=executor, cache_dir=None, environ={})
+    return SessionService(environment=EnvironmentDouble(executor=executor, environ={}),
+                          cache_dir=None)
 
 
 def test_the_service_keeps_the_workspaces_own_sessions() -> None:
@@ -362,7 +367,7 @@ def test_a_refound_session_resumes_and_forks_by_id_in_its_directory(tmp_path: Pa
     for operation, flags in ((SessionOperation.RESUME, ()), (SessionOperation.FORK, ("--fork",))):
         selection = asyncio.run(resolve_selection(
             service(executor), registry(), f"opencode:{SUB_ID}", operation=operation,
-            workspace=str(tmp_path), environ={}))
+            workspace=str(tmp_path)))
         assert (selection.session.native_id, selection.launch_cwd) == (SUB_ID, str(work))
         assert selection.notice is None and selection.session.store_path is None
         target = SessionTarget(native_id=SUB_ID, store_path=selection.session.store_path)
@@ -385,7 +390,7 @@ def test_a_session_whose_directory_is_gone_is_refused(tmp_path: Path) -> None:
     with pytest.raises(HarnessCapabilityError) as caught:
         asyncio.run(resolve_selection(
             service(answering(GLOBAL.read_text())), registry(), f"opencode:{GONE_ID}",
-            operation=SessionOperation.RESUME, workspace=str(tmp_path), environ={}))
+            operation=SessionOperation.RESUME, workspace=str(tmp_path)))
     assert caught.value.kind is ErrorKind.UNSUPPORTED
     assert "no longer exists" in str(caught.value)
 
@@ -395,7 +400,7 @@ def test_a_session_of_another_project_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(SessionNotFoundError):
         asyncio.run(resolve_selection(
             service(answering(GIT.read_text())), registry(), f"opencode:{GONE_ID}",
-            operation=SessionOperation.RESUME, workspace=str(tmp_path), environ={}))
+            operation=SessionOperation.RESUME, workspace=str(tmp_path)))
 
 
 # -- properties -----------------------------------------------------------------------------
@@ -535,11 +540,13 @@ def test_real_opencode_session_is_listed_in_its_workspace(opencode_home: Path) -
     (work / "sub").mkdir(parents=True)
     session_id = new_acp_session(work)
     transport = LocalTransport(base_env=dict(os.environ))
-    listing = asyncio.run(SessionService(executor=transport, cache_dir=None).discover(
+    listing = asyncio.run(SessionService(environment=EnvironmentDouble(executor=transport),
+                          cache_dir=None).discover(
         [provider()], workspace=str(work / "sub")))
     # Listed from a subdirectory (one project), but it is the parent's session: not shown.
     assert listing.sessions == () and listing.complete
-    listing = asyncio.run(SessionService(executor=transport, cache_dir=None).discover(
+    listing = asyncio.run(SessionService(environment=EnvironmentDouble(executor=transport),
+                          cache_dir=None).discover(
         [provider()], workspace=str(work)))
     [found] = listing.sessions
     assert (found.native_id, found.cwd, found.title) == (session_id, str(work.resolve()), None)

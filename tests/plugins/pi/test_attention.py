@@ -18,10 +18,12 @@ from hypothesis import strategies as st
 
 import clanker_pi
 from clanker.attention.broker import Broker, Decision
-from clanker.attention.capability import AttentionCapability, AttentionContext
+from clanker.attention.capability import AttachmentContext, AttentionCapability
 from clanker.attention.envelope import parse_envelope
-from clanker.descriptor import Capability
+from clanker.capabilities import Capability
 from clanker.testing.attention import GridDouble, running_grid
+from clanker.testing.commit import installed_provider
+from clanker.testing.doubles import attachment_context
 from clanker_pi.attention import EXTENSION, EXTENSION_NAME, SUBCOMMANDS, PiAttention
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "pi" / "attention"
@@ -282,10 +284,10 @@ def test_the_real_grid_accepts_the_turn_and_status_follows(
 
 def context(
     tmp_path: Path, argv: tuple[str, ...], user_flags: tuple[str, ...] = ()
-) -> AttentionContext:
+) -> AttachmentContext:
     private = tmp_path / "private"
     private.mkdir(mode=0o700, exist_ok=True)
-    return AttentionContext(
+    return attachment_context(
         argv=argv, env={"CLANKER_ATTENTION_SOCKET": "/s", "CLANKER_ATTENTION_TERMINAL": "t",
                         "CLANKER_ATTENTION_TOKEN": TOKEN},
         cwd=CWD, private_dir=private, user_flags=user_flags,
@@ -293,11 +295,11 @@ def context(
 
 
 def test_the_plugin_declares_attention() -> None:
-    capability = clanker_pi.clanker_attention()
+    capability = installed_provider("pi").attention
     assert isinstance(capability, AttentionCapability)
     assert capability.interpreter is None
     assert capability.resume_preserves_session_id is False
-    assert Capability.ATTENTION in clanker_pi.clanker_descriptor().capabilities
+    assert Capability.ATTENTION in installed_provider("pi").capabilities
 
 
 @pytest.mark.parametrize(
@@ -347,7 +349,7 @@ def test_a_subcommand_runs_no_agent_so_attention_declines(tmp_path: Path, word: 
 def test_a_launch_without_a_grid_connection_is_an_operational_error(tmp_path: Path) -> None:
     private = tmp_path / "p"
     private.mkdir()
-    ctx = AttentionContext(argv=("pi",), env={}, cwd=CWD, private_dir=private)
+    ctx = attachment_context(argv=("pi",), env={}, cwd=CWD, private_dir=private)
     with pytest.raises(ValueError, match="grid"):
         PiAttention().prepare(ctx)
 

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 import clanker_pi
-from clanker.capabilities import ModelsContext
 from clanker.descriptor import Transport
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandResult, LocalTransport
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
+from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
 from clanker.testing import HarnessProviderContract, ScriptedSession, ScriptedSessionExecutor
 from clanker_pi.launch import PiLaunch
@@ -38,7 +39,7 @@ STORE_PATH = header(FORK_FILE)["parentSession"]
 
 
 class TestPiContract(HarnessProviderContract):
-    plugin = clanker_pi
+    plugin = clanker_pi.plugin
     harness_id = "pi"
     valid_session_ids = (
         SESSION_ID,
@@ -247,7 +248,8 @@ def replayed_rpc(capture: str, exit_code: int = 0) -> ScriptedSessionExecutor:
 
 
 def discover(executor: ScriptedSessionExecutor, refresh: bool = False) -> tuple[Model, ...]:
-    context = ModelsContext(executor=executor, session_executor=executor, refresh=refresh)  # type: ignore[arg-type]
+    context = ModelsContext(files=LocalFiles(), environ={}, executor=executor,  # type: ignore[arg-type]
+                            session_executor=executor, refresh=refresh)
     return asyncio.run(PiModels().discover(context))
 
 
@@ -319,7 +321,8 @@ def test_a_pathologically_nested_line_is_a_parse_failure() -> None:
 
 def test_listing_needs_a_session_executor() -> None:
     executor = replayed_rpc("rpc-get_available_models-loopback.jsonl")
-    context = ModelsContext(executor=executor, session_executor=None)  # type: ignore[arg-type]
+    context = ModelsContext(files=LocalFiles(), environ={},
+                            executor=executor, session_executor=None)  # type: ignore[arg-type]
     with pytest.raises(HarnessCapabilityError) as caught:
         asyncio.run(PiModels().discover(context))
     assert caught.value.kind is ErrorKind.UNSUPPORTED
@@ -344,7 +347,8 @@ def loopback_agent_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.mark.skipif(shutil.which("pi") is None, reason="pi is not installed")
 def test_real_pi_lists_its_configured_provider(loopback_agent_dir: Path) -> None:
     transport = LocalTransport()
-    context = ModelsContext(executor=transport, session_executor=transport)
+    context = ModelsContext(files=LocalFiles(), environ={},
+                            executor=transport, session_executor=transport)
     models = asyncio.run(PiModels().discover(context))
     assert Model(id="loopback/probe-model", label="probe-model", provider="loopback") in models
     assert not (loopback_agent_dir / "sessions").exists()  # --no-session wrote nothing

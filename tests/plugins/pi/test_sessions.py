@@ -17,7 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_pi
-from clanker.descriptor import Capability, SessionOperation
+from clanker.capabilities import Capability
+from clanker.descriptor import SessionOperation
+from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
@@ -25,7 +27,7 @@ from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.cache import SummaryCache
-from clanker.sessions.context import SessionsContext
+from clanker.sessions.capability import SessionsContext
 from clanker.sessions.files import FileSample, confined, parse_timestamp, read_sample
 from clanker.sessions.selection import Selection, resolve_selection
 from clanker.sessions.service import SessionService
@@ -342,7 +344,7 @@ def test_pi_coding_agent_dir(value: str, expected: str | None) -> None:
 def test_without_home_the_password_database_names_it() -> None:
     import pwd
 
-    assert agent_dir({}) == Path(pwd.getpwuid(os.getuid()).pw_dir) / ".pi" / "agent"
+    assert agent_dir(host_environ({})) == Path(pwd.getpwuid(os.getuid()).pw_dir) / ".pi" / "agent"
 
 
 def test_roots_default_env_and_settings(tmp_path: Path) -> None:
@@ -351,19 +353,19 @@ def test_roots_default_env_and_settings(tmp_path: Path) -> None:
     (agent / "settings.json").write_text(json.dumps({"sessionDir": "~/from-settings"}))
     environ = {"HOME": str(tmp_path), "PI_CODING_AGENT_DIR": str(agent),
                "PI_CODING_AGENT_SESSION_DIR": "~/from-env"}
-    assert session_roots(environ) == (
+    assert session_roots(environ, LocalFiles()) == (
         SessionRoot(agent / "sessions", nested=True),
         SessionRoot(tmp_path / "from-env", nested=False),
         SessionRoot(tmp_path / "from-settings", nested=False),
     )
-    assert PiSessions().store_roots(environ) == (
+    assert PiSessions().store_roots(environ, LocalFiles()) == (
         agent / "sessions", tmp_path / "from-env", tmp_path / "from-settings"
     )
 
 
 def test_a_relative_session_dir_is_not_guessed(tmp_path: Path) -> None:
     environ = {"HOME": str(tmp_path), "PI_CODING_AGENT_SESSION_DIR": "relsess"}
-    assert session_roots(environ) == (
+    assert session_roots(environ, LocalFiles()) == (
         SessionRoot(tmp_path / ".pi" / "agent" / "sessions", nested=True),
     )
 
@@ -372,7 +374,7 @@ def test_the_same_directory_twice_is_one_root(tmp_path: Path) -> None:
     environ = {"HOME": str(tmp_path), "PI_CODING_AGENT_SESSION_DIR": str(tmp_path / "s")}
     (tmp_path / ".pi" / "agent").mkdir(parents=True)
     (tmp_path / ".pi" / "agent" / "settings.json").write_text('{"sessionDir": "~/s"}')
-    assert [r.path for r in session_roots(environ)] == [
+    assert [r.path for r in session_roots(environ, LocalFiles())] == [
         tmp_path / ".pi" / "agent" / "sessions", tmp_path / "s"
     ]
 
@@ -392,25 +394,25 @@ def test_the_same_directory_twice_is_one_root(tmp_path: Path) -> None:
 def test_the_global_settings_session_dir(tmp_path: Path, content: str, expected: str | None
                                          ) -> None:
     (tmp_path / "settings.json").write_text(content)
-    found = settings_session_dir(tmp_path, {"HOME": "/home/u"})
+    found = settings_session_dir(tmp_path, {"HOME": "/home/u"}, LocalFiles())
     assert found == (None if expected is None else Path(expected.replace("HOME", "/home/u")))
 
 
 def test_no_settings_file_is_no_setting(tmp_path: Path) -> None:
-    assert settings_session_dir(tmp_path, {"HOME": "/home/u"}) is None
+    assert settings_session_dir(tmp_path, {"HOME": "/home/u"}, LocalFiles()) is None
     (tmp_path / "settings.json").mkdir()
-    assert settings_session_dir(tmp_path, {"HOME": "/home/u"}) is None
+    assert settings_session_dir(tmp_path, {"HOME": "/home/u"}, LocalFiles()) is None
 
 
 def test_a_settings_fifo_is_not_waited_on(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "settings.json")
-    assert settings_session_dir(tmp_path, {"HOME": "/home/u"}) is None
+    assert settings_session_dir(tmp_path, {"HOME": "/home/u"}, LocalFiles()) is None
 
 
 def test_a_linked_settings_file_is_read(tmp_path: Path) -> None:
     (tmp_path / "dotfiles.json").write_text('{"sessionDir": "/linked"}')
     (tmp_path / "settings.json").symlink_to(tmp_path / "dotfiles.json")
-    assert settings_session_dir(tmp_path, {"HOME": "/home/u"}) == Path("/linked")
+    assert settings_session_dir(tmp_path, {"HOME": "/home/u"}, LocalFiles()) == Path("/linked")
 
 
 def test_the_encoding_matches_every_captured_project_dir() -> None:
@@ -439,7 +441,7 @@ def test_the_project_filter_is_conservative() -> None:
 
 
 def registry() -> Registry:
-    return Registry.from_plugins({"pi": clanker_pi}, environ={})
+    return Registry.from_plugins({"pi": clanker_pi.plugin}, environ={})
 
 
 def provider() -> HarnessProvider:
@@ -456,14 +458,15 @@ def store(tmp_path: Path) -> dict[str, str]:
 
 
 def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(executor=LocalTransport(), cache_dir=None, environ=environ)
+    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
 
 
 def test_an_unchanged_store_is_remembered_and_a_new_session_is_not(
     store: dict[str, str], tmp_path: Path
 ) -> None:
     def context(memo: ScanMemo | None) -> SessionsContext:
-        return SessionsContext(harness=HarnessId("pi"), executor=LocalTransport(), environ=store,
+        return SessionsContext(files=LocalFiles(),
+                               harness=HarnessId("pi"), executor=LocalTransport(), environ=store,
                                cache=SummaryCache(HarnessId("pi"), None), memo=memo)
 
     [session] = (tmp_path / "custom").glob("*.jsonl")
@@ -478,7 +481,7 @@ def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
     assert listing.scans[0].scan.skipped == 0
     assert len(listing.sessions) == 11
     assert {s.harness for s in listing.sessions} == {"pi"}
-    roots = PiSessions().store_roots(store)
+    roots = PiSessions().store_roots(store, LocalFiles())
     assert all(s.store_path and confined(s.store_path, roots) for s in listing.sessions)
 
 
@@ -497,7 +500,8 @@ def test_a_workspace_lists_its_own_sessions_newest_first(store: dict[str, str]) 
 
 
 def test_the_workspace_prefilter_skips_other_projects(store: dict[str, str]) -> None:
-    context = SessionsContext(harness=HarnessId("pi"), executor=LocalTransport(), environ=store,
+    context = SessionsContext(files=LocalFiles(),
+                              harness=HarnessId("pi"), executor=LocalTransport(), environ=store,
                               cache=SummaryCache(HarnessId("pi"), None),
                               scopes=("/home/dev/src/a:b",))
     scan = asyncio.run(PiSessions().discover(context))
@@ -517,7 +521,7 @@ def test_refinding_by_id_and_the_removed_directory_policy(store: dict[str, str],
     with pytest.raises(HarnessCapabilityError) as caught:
         asyncio.run(resolve_selection(service(store), registry(), f"pi:{MAIN_ID}",
                                       operation=SessionOperation.RESUME,
-                                      workspace=str(tmp_path), environ=store))
+                                      workspace=str(tmp_path)))
     assert caught.value.kind is ErrorKind.UNSUPPORTED
     assert "no longer exists" in str(caught.value)
 
@@ -533,7 +537,7 @@ def test_resume_and_fork_use_the_refound_file(tmp_path: Path) -> None:
                "PATH": os.environ["PATH"]}
     selection = asyncio.run(resolve_selection(
         service(environ), registry(), f"pi:{MAIN_ID}", operation=SessionOperation.RESUME,
-        workspace=str(tmp_path), environ=environ))
+        workspace=str(tmp_path)))
     assert isinstance(selection, Selection)
     assert selection.launch_cwd == str(work)
     assert selection.notice is None
@@ -555,7 +559,8 @@ def test_a_refind_reads_only_files_that_can_hold_the_id(store: dict[str, str],
     renamed = tmp_path / "custom" / "my-own-name.jsonl"
     renamed.write_bytes((STORE / CAPTURED[5][0].removeprefix("sessions/")).read_bytes())
     target = "01a22ba4-e9a4-7477-a8fa-84d3574418b0"
-    context = SessionsContext(harness=HarnessId("pi"), executor=LocalTransport(), environ=store,
+    context = SessionsContext(files=LocalFiles(),
+                              harness=HarnessId("pi"), executor=LocalTransport(), environ=store,
                               cache=SummaryCache(HarnessId("pi"), None), native_id=target)
     scan = asyncio.run(PiSessions().discover(context))
     assert scan.skipped == 0  # the decoy's name says it is another session: never read
@@ -583,7 +588,8 @@ def test_what_is_not_a_session_file_is_never_read(store: dict[str, str], tmp_pat
 
 def test_a_refind_from_another_workspace_is_not_filtered(store: dict[str, str]) -> None:
     # On a re-find the scopes say where the caller is; they must not hide the session.
-    context = SessionsContext(harness=HarnessId("pi"), executor=LocalTransport(), environ=store,
+    context = SessionsContext(files=LocalFiles(),
+                              harness=HarnessId("pi"), executor=LocalTransport(), environ=store,
                               cache=SummaryCache(HarnessId("pi"), None),
                               scopes=("/somewhere/else",), native_id=MAIN_ID)
     scan = asyncio.run(PiSessions().discover(context))
@@ -602,7 +608,7 @@ def test_overlapping_roots_list_a_file_once(store: dict[str, str], tmp_path: Pat
 
 def test_the_capability_is_declared_and_implemented() -> None:
     found = provider()
-    assert Capability.SESSIONS in found.descriptor.capabilities
+    assert Capability.SESSIONS in found.capabilities
     assert isinstance(found.sessions, PiSessions)
 
 
@@ -719,10 +725,11 @@ def test_discovery_never_leaves_the_store(layout: list[tuple[str, str, str]]) ->
                 (directory / name).mkdir(exist_ok=True)
                 (directory / name / "s.jsonl").write_bytes(MAIN.read_bytes())
         environ = {"HOME": raw, "PI_CODING_AGENT_DIR": str(agent)}
-        context = SessionsContext(harness=HarnessId("pi"), executor=LocalTransport(),
+        context = SessionsContext(files=LocalFiles(),
+                                  harness=HarnessId("pi"), executor=LocalTransport(),
                                   environ=environ, cache=SummaryCache(HarnessId("pi"), None))
         scan: SessionScan = asyncio.run(PiSessions().discover(context))
-        roots = PiSessions().store_roots(environ)
+        roots = PiSessions().store_roots(environ, LocalFiles())
         real_root = (agent / "sessions").resolve()
         for found in scan.sessions:
             assert found.store_path is not None

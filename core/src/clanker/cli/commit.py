@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from typing import Any
 
 import click
 
-from clanker.cli.common import HarnessArgument, capability_errors, echo_json, json_option, run_async
+from clanker.api import Clanker
+from clanker.cli.common import (
+    HarnessArgument,
+    capability_errors,
+    echo_json,
+    json_option,
+    library,
+    run_async,
+)
 from clanker.commit.gitcontext import NotARepositoryError, NothingToCommitError
 from clanker.commit.message import Style
 from clanker.commit.service import (
     CommitProposal,
-    CommitService,
     InvalidModelError,
     RepositoryBusyError,
+    StagingError,
 )
 from clanker.config import ConfigError, load_settings
 from clanker.errors import (
@@ -25,10 +32,7 @@ from clanker.errors import (
     EXIT_NOTHING_TO_COMMIT,
     EXIT_USAGE,
 )
-from clanker.execution import LocalTransport
-from clanker.execution.process import resolve_executable
-from clanker.paths import clanker_paths
-from clanker.registry import HarnessProvider, get_registry
+from clanker.registry import HarnessProvider
 
 __all__ = ["commit_message"]
 
@@ -38,10 +42,12 @@ def _fail(message: str, code: int) -> SystemExit:
     return SystemExit(code)
 
 
-def _choose_harness(given: HarnessProvider | None, configured: str | None) -> HarnessProvider:
+def _choose_harness(
+    clanker: Clanker, given: HarnessProvider | None, configured: str | None
+) -> HarnessProvider:
     if given is not None:
         return given
-    registry = get_registry()
+    registry = clanker.registry
     if configured is not None:
         provider = registry.find_provider(configured)
         if provider is None:
@@ -50,7 +56,7 @@ def _choose_harness(given: HarnessProvider | None, configured: str | None) -> Ha
     able = [p.id for p in registry.providers.values() if p.commit is not None]
     raise _fail(
         "choose a harness with --harness, or set [commit] harness in "
-        f"{clanker_paths().config / 'config.toml'} (harnesses that can: {', '.join(able)})",
+        f"{clanker.paths.config / 'config.toml'} (harnesses that can: {', '.join(able)})",
         EXIT_USAGE,
     )
 
@@ -65,22 +71,6 @@ def _record(proposal: CommitProposal) -> dict[str, Any]:
         "repository": proposal.change.root,
         "omitted": list(proposal.change.omitted),
     }
-
-
-def _commit(root: str, message: str) -> int:
-    """Stage everything the message describes, then commit; a failed stage commits nothing.
-
-    Runs in the foreground without a time bound: the user's own commit hooks
-    may take their time and print to the terminal.
-    """
-    git = resolve_executable("git", os.environ)
-    staged = subprocess.run([git, "-C", root, "add", "--all"], check=False)
-    if staged.returncode != 0:
-        raise _fail("staging the change failed; nothing was committed", staged.returncode)
-    done = subprocess.run(
-        [git, "-C", root, "commit", "--file", "-"], input=message.encode(), check=False
-    )
-    return done.returncode
 
 
 @click.command("commit-message")
@@ -104,16 +94,16 @@ def commit_message(
 
     Nothing in the repository changes unless --commit is given and confirmed.
     """
+    clanker = library()
     try:
-        settings = load_settings(clanker_paths().config).commit
+        settings = load_settings(clanker.paths.config).commit
     except ConfigError as exc:
         raise _fail(str(exc), EXIT_USAGE) from exc
-    provider = _choose_harness(harness, settings.harness)
+    provider = _choose_harness(clanker, harness, settings.harness)
     chosen_style = Style(style or settings.style or Style.PLAIN.value)
-    service = CommitService(executor=LocalTransport(), lock_dir=clanker_paths().state / "locks")
     with capability_errors():
         try:
-            proposal = run_async(service.propose(
+            proposal = run_async(clanker.commit_message(
                 provider, os.getcwd(), model=model or settings.model, style=chosen_style
             ))
         except NotARepositoryError as exc:
@@ -130,11 +120,19 @@ def commit_message(
         click.echo(proposal.message.text)
     for note in proposal.change.omitted:
         click.echo(f"clanker: left out of the prompt: {note}", err=True)
-    if not do_commit:
-        return
-    if not yes:
+    if do_commit:
+        raise SystemExit(_commit(clanker, proposal, confirmed=yes))
+
+
+def _commit(clanker: Clanker, proposal: CommitProposal, *, confirmed: bool) -> int:
+    """Stage everything and commit, after the person said yes (or ``--yes`` did)."""
+    if not confirmed:
         if not sys.stdin.isatty():
             raise _fail("--commit needs --yes when there is no terminal to confirm", EXIT_USAGE)
         if not click.confirm("Stage everything and commit with this message?", err=True):
             raise _fail("not committed", 1)
-    raise SystemExit(_commit(proposal.change.root, proposal.message.text))
+    with capability_errors():
+        try:
+            return clanker.commit(proposal)
+        except StagingError as exc:
+            raise _fail(str(exc), exc.status) from exc

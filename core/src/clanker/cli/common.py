@@ -16,6 +16,7 @@ from clanker.errors import HarnessCapabilityError
 if TYPE_CHECKING:
     # Loading the registry imports every plugin: only commands that name a
     # harness pay for it (`clanker status` in a prompt must stay quick).
+    from clanker.api import Clanker
     from clanker.registry import HarnessProvider
 
 __all__ = [
@@ -25,12 +26,20 @@ __all__ = [
     "echo_json",
     "echo_table",
     "json_option",
+    "library",
     "relative_time",
     "run_async",
 ]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+def library() -> Clanker:
+    """The library object this command works through (the CLI wires nothing itself)."""
+    from clanker.api import Clanker
+
+    return Clanker()
 
 
 class CapabilityFailure(click.ClickException):

@@ -7,12 +7,8 @@ from pathlib import Path
 
 import click
 
-from clanker.cli.common import echo_json, json_option, run_async
+from clanker.cli.common import echo_json, json_option, library, run_async
 from clanker.cli.harnesses import installation_record
-from clanker.execution import LocalTransport
-from clanker.installation import probe_installations
-from clanker.paths import clanker_paths
-from clanker.registry import get_registry
 
 __all__ = ["doctor"]
 
@@ -39,10 +35,11 @@ def doctor(as_json: bool) -> None:
     binary that does not answer, an unwritable directory); a harness that is
     simply not installed is reported with how to install it.
     """
-    registry = get_registry()
-    found = run_async(probe_installations(list(registry.providers.values()), LocalTransport()))
+    clanker = library()
+    registry = clanker.registry
+    found = run_async(clanker.installations())
     harness_records = [installation_record(f) for f in found]
-    paths = clanker_paths()
+    paths = clanker.paths
     directories = {
         name: {"path": str(path), "problem": _directory_problem(path)}
         for name, path in (("config", paths.config), ("cache", paths.cache), ("state", paths.state))

@@ -6,10 +6,8 @@ from typing import Any
 
 import click
 
-from clanker.cli.common import echo_json, echo_table, json_option, run_async
-from clanker.execution import LocalTransport
-from clanker.installation import Installation, probe_installations
-from clanker.registry import get_registry
+from clanker.cli.common import echo_json, echo_table, json_option, library, run_async
+from clanker.installation import Installation
 
 __all__ = ["harnesses", "installation_record"]
 
@@ -36,7 +34,7 @@ def installation_record(found: Installation) -> dict[str, Any]:
         "error": None if found.error is None else {
             "kind": found.error.kind.value, "message": found.error.message
         },
-        "capabilities": sorted(c.value for c in descriptor.capabilities),
+        "capabilities": sorted(c.value for c in found.provider.capabilities),
         "operations": operations,
         "install_hint": descriptor.install_hint,
     }
@@ -46,8 +44,7 @@ def installation_record(found: Installation) -> dict[str, Any]:
 @json_option
 def harnesses(as_json: bool) -> None:
     """List every known harness: installed or not, version, path, capabilities."""
-    providers = list(get_registry().providers.values())
-    found = run_async(probe_installations(providers, LocalTransport()))
+    found = run_async(library().installations())
     records = [installation_record(f) for f in found]
     if as_json:
         echo_json(records)

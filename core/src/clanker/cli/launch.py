@@ -7,13 +7,10 @@ from pathlib import Path
 
 import click
 
-from clanker.attention.attachment import AttentionAttachment
-from clanker.cli.common import HarnessArgument, capability_errors
-from clanker.envvars import strip_credentials
-from clanker.launch.attachments import LaunchState, prepare_attachments
-from clanker.launch.foreground import run_foreground
-from clanker.launch.planning import InvalidSessionIdError, plan_launch
+from clanker.cli.common import HarnessArgument, capability_errors, library
+from clanker.launch.planning import InvalidSessionIdError
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
+from clanker.launch.service import LaunchOptions
 from clanker.registry import HarnessProvider
 
 __all__ = ["launch", "no_attention_option", "run_launch"]
@@ -26,32 +23,18 @@ def run_launch(
     attention: bool = True,
     trusted_session_id: str | None = None,
 ) -> int:
-    """Plan, attach, run in the foreground and dispose: the one launch path.
+    """Run ``request`` through the library's one launch path, reporting as the CLI does.
 
     ``trusted_session_id`` is a session id re-found in trusted storage (by
     ``clanker resume``): the attention broker may bind it before the first event.
     Returns the harness's exit status; failures before it starts raise.
     """
-    assert request.cwd is not None
+    options = LaunchOptions(attention=attention, trusted_session_id=trusted_session_id)
     with capability_errors():
         try:
-            plan = plan_launch(provider, request)
+            return library().launch(provider, request, options, report=_report)
         except InvalidSessionIdError as exc:
             raise click.BadParameter(str(exc), param_hint="session id") from exc
-        # PWD as a shell would set it: several harnesses read $PWD, not getcwd().
-        environment = {**strip_credentials(os.environ), "PWD": request.cwd, **plan.env}
-        base = LaunchState(argv=plan.argv, env=environment)
-        steps = []
-        if attention and provider.attention is not None:
-            steps.append(AttentionAttachment(
-                provider.id, provider.attention, cwd=request.cwd,
-                user_flags=request.user_flags, trusted_root_session_id=trusted_session_id,
-            ))
-        attachments = prepare_attachments(base, steps=steps, report=_report)
-        try:
-            return run_foreground(attachments.state.argv, attachments.state.env, request.cwd)
-        finally:
-            attachments.dispose()
 
 
 def _report(step: str, phase: str) -> None:

@@ -11,12 +11,10 @@ from clanker.cli.common import (
     echo_json,
     echo_table,
     json_option,
+    library,
     run_async,
 )
-from clanker.execution import LocalTransport
-from clanker.models.service import ModelService
 from clanker.models.types import CatalogSource, ModelCatalog
-from clanker.paths import clanker_paths
 from clanker.registry import HarnessProvider
 
 __all__ = ["models"]
@@ -48,12 +46,8 @@ def models(harness: HarnessProvider, refresh: bool, as_json: bool) -> None:
     When listing fails, the last good list (marked stale) or the harness's
     fallback list is shown and the exit code is the failure's.
     """
-    transport = LocalTransport()
-    service = ModelService(
-        executor=transport, session_executor=transport, cache_dir=clanker_paths().cache
-    )
     with capability_errors():
-        catalog = run_async(service.catalog(harness, refresh=refresh))
+        catalog = run_async(library().models(harness, refresh=refresh))
     if as_json:
         echo_json(_record(catalog))
     elif catalog.models:

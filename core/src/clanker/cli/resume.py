@@ -7,18 +7,12 @@ from pathlib import Path
 
 import click
 
-from clanker.cli.common import capability_errors, run_async
+from clanker.cli.common import capability_errors, library, run_async
 from clanker.cli.launch import no_attention_option, run_launch
-from clanker.cli.sessions import session_service
 from clanker.descriptor import SessionOperation
 from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.registry import get_registry
-from clanker.sessions.selection import (
-    InvalidSelectionError,
-    SessionNotFoundError,
-    resolve_selection,
-)
+from clanker.sessions.selection import InvalidSelectionError, SessionNotFoundError
 
 __all__ = ["fork", "resume"]
 
@@ -30,10 +24,8 @@ def _continue(
     directory = os.path.abspath(workspace or os.getcwd())
     with capability_errors():
         try:
-            found = run_async(resolve_selection(
-                session_service(), get_registry(), selection,
-                operation=SessionOperation(operation.value), workspace=directory,
-            ))
+            found = run_async(library().find_session(
+                selection, operation=SessionOperation(operation.value), workspace=directory))
         except InvalidSelectionError as exc:
             click.echo(f"clanker: {exc}", err=True)
             raise SystemExit(EXIT_USAGE) from exc

@@ -16,27 +16,18 @@ from clanker.cli.common import (
     echo_json,
     echo_table,
     json_option,
+    library,
     relative_time,
     run_async,
 )
 from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
-from clanker.execution import LocalTransport
-from clanker.paths import clanker_paths
-from clanker.registry import HarnessProvider, get_registry
-from clanker.sessions.context import DEFAULT_STORE_LIMIT
-from clanker.sessions.selection import (
-    InvalidSelectionError,
-    SessionNotFoundError,
-    resolve_selection,
-)
-from clanker.sessions.service import SessionListing, SessionService
+from clanker.registry import HarnessProvider
+from clanker.sessions.capability import DEFAULT_STORE_LIMIT
+from clanker.sessions.selection import InvalidSelectionError, SessionNotFoundError
+from clanker.sessions.service import SessionListing
 from clanker.sessions.types import HarnessSession
 
-__all__ = ["session_record", "session_service", "sessions"]
-
-
-def session_service() -> SessionService:
-    return SessionService(executor=LocalTransport(), cache_dir=clanker_paths().cache)
+__all__ = ["session_record", "sessions"]
 
 
 def session_record(session: HarnessSession) -> dict[str, Any]:
@@ -95,12 +86,12 @@ def sessions(
         return
     if workspace is not None and everywhere:
         raise click.UsageError("--workspace and --all cannot be combined")
-    providers = list(harnesses) or list(get_registry().providers.values())
     directory = None if everywhere else os.path.abspath(workspace or os.getcwd())
     interactive = sys.stderr.isatty() and not as_json
     if interactive:
         click.echo("Reading session history…", err=True, nl=False)
-    listing = run_async(session_service().discover(providers, workspace=directory, limit=limit))
+    listing = run_async(library().sessions(
+        workspace=directory, harnesses=harnesses or None, limit=limit))
     if interactive:
         click.echo("\r\x1b[K", err=True, nl=False)
     notes = _report_scans(listing, limit)
@@ -137,12 +128,9 @@ def sessions(
 @json_option
 def show(selection: str, as_json: bool) -> None:
     """Show one session, re-found in its harness's own history."""
-    service = session_service()
     with capability_errors():
         try:
-            found = run_async(resolve_selection(
-                service, get_registry(), selection, operation=None, workspace=os.getcwd()
-            ))
+            found = run_async(library().find_session(selection, workspace=os.getcwd()))
         except InvalidSelectionError as exc:
             click.echo(f"clanker: {exc}", err=True)
             raise SystemExit(EXIT_USAGE) from exc

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
 import click
 
-from clanker.cli.common import HarnessArgument, echo_json, json_option, relative_time, run_async
+from clanker.cli.common import (
+    HarnessArgument,
+    echo_json,
+    json_option,
+    library,
+    relative_time,
+    run_async,
+)
 from clanker.errors import EXIT_CODES, ErrorKind
-from clanker.execution import LocalTransport
-from clanker.paths import clanker_paths
-from clanker.registry import HarnessProvider, get_registry
-from clanker.usage.service import UsageEntry, UsageService, UsageStatus
-from clanker.usage.store import UsageStore
+from clanker.registry import HarnessProvider
+from clanker.usage.service import UsageEntry, UsageStatus
 from clanker.usage.types import Measurement
 
 __all__ = ["format_duration", "usage"]
@@ -151,27 +154,18 @@ def _record(provider: HarnessProvider, entry: UsageEntry) -> dict[str, Any]:
 def usage(harnesses: tuple[HarnessProvider, ...], refresh: bool, as_json: bool) -> None:
     """Show every subscription's remaining quota, as each harness reports it."""
     requested = bool(harnesses)
-    providers = list(harnesses) or [
-        p for p in get_registry().providers.values() if p.usage is not None
-    ]
-    transport = LocalTransport()
-    service = UsageService(executor=transport, session_executor=transport,
-                           store=UsageStore(clanker_paths().cache))
+    clanker = library()
 
     async def collect() -> list[tuple[HarnessProvider, UsageEntry]]:
-        async def one(provider: HarnessProvider) -> tuple[HarnessProvider, UsageEntry]:
-            return provider, await service.read(provider, force=refresh)
-
-        results = []
-        try:
-            for done in asyncio.as_completed([one(p) for p in providers]):
-                provider, entry = await done
+        async with clanker:
+            chosen = list(harnesses) or [p for p in clanker.harnesses() if p.usage is not None]
+            results = []
+            async for entry in clanker.usage_as_completed(chosen, refresh=refresh):
+                provider = clanker.harness(entry.harness)
                 if not as_json:  # progressive: each block as soon as its probe answers
                     _render(provider, entry, datetime.now(UTC))
                 results.append((provider, entry))
-        finally:
-            await service.close()
-        order = {p.id: i for i, p in enumerate(providers)}
+        order = {p.id: i for i, p in enumerate(chosen)}
         return sorted(results, key=lambda pair: order[pair[0].id])
 
     results = run_async(collect())

@@ -6,7 +6,9 @@ import contextlib
 import fcntl
 import hashlib
 import os
-from collections.abc import Iterator
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from attrs import evolve, frozen
@@ -19,11 +21,26 @@ from clanker.execution import INFERENCE_TIMEOUT, MAX_OUTPUT, CommandExecutor
 from clanker.models.types import model_text
 from clanker.registry import HarnessProvider
 
-__all__ = ["CommitProposal", "CommitService", "InvalidModelError", "RepositoryBusyError"]
+__all__ = [
+    "CommitProposal",
+    "CommitService",
+    "InvalidModelError",
+    "RepositoryBusyError",
+    "StagingError",
+    "commit_change",
+]
 
 
 class RepositoryBusyError(Exception):
     """Another commit-message request for this repository is still running."""
+
+
+class StagingError(Exception):
+    """``git add`` failed, so nothing was committed; ``status`` is its exit status."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__("staging the change failed; nothing was committed")
+        self.status = status
 
 
 class InvalidModelError(ValueError):
@@ -95,3 +112,23 @@ class CommitService:
             yield
         finally:
             os.close(fd)
+
+
+def commit_change(root: str, message: str, environ: Mapping[str, str]) -> int:
+    """Stage everything the message describes, then commit; a failed stage commits nothing.
+
+    Returns ``git commit``'s exit status; raises :class:`StagingError`. Runs in the
+    foreground without a time bound: the user's own commit hooks may take
+    their time and print to the terminal.
+    """
+    git = shutil.which("git", path=environ.get("PATH", os.defpath))
+    if git is None:
+        raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, "git")
+    env = dict(environ)
+    staged = subprocess.run([git, "-C", root, "add", "--all"], check=False, env=env)
+    if staged.returncode != 0:
+        raise StagingError(staged.returncode)
+    done = subprocess.run(
+        [git, "-C", root, "commit", "--file", "-"], input=message.encode(), check=False, env=env
+    )
+    return done.returncode

@@ -18,10 +18,10 @@ from typing import Final
 
 from attrs import frozen
 
-from clanker.capabilities import ModelsContext
 from clanker.converters import BoundaryError, make_boundary_converter, structure
+from clanker.environment import Environment
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandExecutor, SessionExecutor
+from clanker.models.capability import ModelsContext
 from clanker.models.types import CatalogSource, Model, ModelCatalog
 from clanker.registry import HarnessProvider
 from clanker.storage import read_json, write_json_atomic
@@ -46,14 +46,14 @@ class ModelService:
     def __init__(
         self,
         *,
-        executor: CommandExecutor,
-        session_executor: SessionExecutor | None,
+        environment: Environment,
         cache_dir: Path,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self._executor = executor
-        self._session_executor = session_executor
-        self._dir = cache_dir / "models"
+        self._environment = environment
+        # Catalogs of different hosts never mix (the local one keeps its old place).
+        where = "" if environment.name == "local" else f"-{environment.name}"
+        self._dir = cache_dir / f"models{where}"
         self._clock = clock
         self._inflight: dict[tuple[str, bool], asyncio.Task[ModelCatalog]] = {}
         self._generation: dict[str, int] = {}
@@ -91,8 +91,10 @@ class ModelService:
             )
         generation = self._generation.get(harness, 0) + (1 if refresh else 0)
         self._generation[harness] = generation
+        environment = self._environment
         context = ModelsContext(
-            executor=self._executor, session_executor=self._session_executor, refresh=refresh
+            executor=environment.executor, session_executor=environment.session_executor,
+            files=environment.files, environ=environment.environ, refresh=refresh,
         )
         try:
             models = tuple(await capability.discover(context))

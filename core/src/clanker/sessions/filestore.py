@@ -1,7 +1,9 @@
 """Scanning a directory tree of session files, bounded and incremental.
 
 Providers say where their files are and how to summarize one; this module
-walks, bounds, caches and counts. It never follows a symbolic link (neither a
+walks (:func:`find_files`, the local :class:`~clanker.environment.HostFiles`
+walk), bounds, caches and counts (:func:`scan_files`, through whatever host
+files the context hands it). A walk never follows a symbolic link (neither a
 linked directory nor a linked file), so discovery cannot leave the store.
 """
 
@@ -16,13 +18,8 @@ from attrs import evolve, frozen
 
 from clanker._logging import get_logger
 from clanker.sessions.cache import MISS
-from clanker.sessions.context import SessionsContext
-from clanker.sessions.files import (
-    DEFAULT_HEAD_BYTES,
-    DEFAULT_TAIL_BYTES,
-    FileSample,
-    read_sample,
-)
+from clanker.sessions.capability import SessionsContext
+from clanker.sessions.files import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, FileSample
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.sessions.witness import Witness
 
@@ -123,8 +120,8 @@ def scan_files(
         cached = context.cache.lookup(key, candidate.stat)
         if cached is MISS:
             try:
-                sample = read_sample(Path(key), head_bytes=head_bytes, tail_bytes=tail_bytes,
-                                     stat=candidate.stat)
+                sample = context.files.sample(key, head_bytes=head_bytes, tail_bytes=tail_bytes,
+                                              stat=candidate.stat)
             except OSError as exc:
                 # Not remembered: a file that cannot be read now (permissions,
                 # an I/O error) may be readable next time without changing.

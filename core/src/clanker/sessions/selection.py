@@ -7,16 +7,13 @@ in the harness's own store, never from the caller.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from pathlib import Path
+import stat
 
 from attrs import frozen
 
 from clanker.descriptor import SessionOperation
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.registry import HarnessProvider, Registry
-from clanker.sessions.files import confined
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession
 
@@ -78,14 +75,12 @@ async def resolve_selection(
     *,
     operation: SessionOperation | None,
     workspace: str,
-    environ: Mapping[str, str] | None = None,
 ) -> Selection:
     """Re-find ``raw`` in its harness's store and decide where it may be launched.
 
     ``operation`` (resume or fork) is checked against the descriptor first, so
     an unsupported fork fails before any scan. ``None`` only looks it up.
     """
-    environ = os.environ if environ is None else environ
     provider, native_id = parse_selection(registry, raw)
     if operation is not None and provider.descriptor.operation(operation) is None:
         raise HarnessCapabilityError(ErrorKind.UNSUPPORTED, operation.value, harness=provider.id)
@@ -94,14 +89,17 @@ async def resolve_selection(
         raise SessionNotFoundError(f"{provider.id} has no session {native_id} in its history")
     capability = provider.sessions
     assert capability is not None
-    if session.store_path is not None and not confined(
-        session.store_path, capability.store_roots(environ)
+    environment = service.environment
+    roots = capability.store_roots(environment.environ, environment.files)
+    if session.store_path is not None and not environment.files.confined(
+        session.store_path, roots
     ):
         raise HarnessCapabilityError(
             ErrorKind.STORAGE_CHANGED, "the session file lies outside the harness's store",
             harness=provider.id,
         )
-    if session.cwd is None or Path(session.cwd).is_dir():
+    place = None if session.cwd is None else environment.files.stat(session.cwd)
+    if session.cwd is None or (place is not None and stat.S_ISDIR(place.st_mode)):
         return Selection(provider=provider, session=session, launch_cwd=session.cwd or workspace)
     if capability.resumes_without_original_directory:
         return Selection(

@@ -8,19 +8,18 @@ and a scan with any failure is never taken for a complete one.
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from attrs import evolve, frozen
 
 from clanker._logging import get_logger
+from clanker.environment import Environment
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandExecutor
 from clanker.registry import HarnessProvider
 from clanker.sessions.cache import SummaryCache
-from clanker.sessions.context import DEFAULT_STORE_LIMIT, SessionsContext
+from clanker.sessions.capability import DEFAULT_STORE_LIMIT, SessionsContext
 from clanker.sessions.scope import canonical, in_scope, workspace_scopes
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.sessions.witness import ScanMemo
@@ -62,16 +61,9 @@ class SessionService:
     proof of what they read (so an unchanged store costs a stat per file).
     """
 
-    def __init__(
-        self,
-        *,
-        executor: CommandExecutor,
-        cache_dir: Path | None,
-        environ: Mapping[str, str] | None = None,
-    ) -> None:
-        self._executor = executor
+    def __init__(self, *, environment: Environment, cache_dir: Path | None) -> None:
+        self.environment = environment
         self._cache_dir = cache_dir
-        self._environ = dict(os.environ if environ is None else environ)
         self._caches: dict[str, SummaryCache] = {}
         self._memos: dict[str, ScanMemo] = {}
         # One worker: scans are Python-bound and hold the interpreter lock;
@@ -86,7 +78,7 @@ class SessionService:
         limit: int = DEFAULT_STORE_LIMIT,
     ) -> SessionListing:
         """List sessions of ``providers`` in ``workspace`` (``None``: everywhere)."""
-        scopes = await workspace_scopes(workspace, self._executor) if workspace else ()
+        scopes = await workspace_scopes(workspace, self.environment.executor) if workspace else ()
         return await self._collect(providers, scopes=scopes, native_id=None, limit=limit)
 
     async def find(
@@ -99,7 +91,7 @@ class SessionService:
         error when its store cannot be read: a selection is never launched on
         the strength of a failed scan.
         """
-        scopes = await workspace_scopes(workspace, self._executor) if workspace else ()
+        scopes = await workspace_scopes(workspace, self.environment.executor) if workspace else ()
         listing = await self._collect([provider], scopes=scopes, native_id=native_id,
                                       limit=DEFAULT_STORE_LIMIT)
         [result] = listing.scans
@@ -165,8 +157,10 @@ class SessionService:
     ) -> SessionScan:
         capability = provider.sessions
         assert capability is not None
+        environment = self.environment
         context = SessionsContext(
-            harness=provider.id, executor=self._executor, environ=self._environ,
+            harness=provider.id, executor=environment.executor, files=environment.files,
+            environ=environment.environ,
             cache=self._cache(provider), scopes=scopes, native_id=native_id, limit=limit,
             scan_executor=self._scans, memo=self._memo(provider),
         )

@@ -17,21 +17,26 @@ from clanker.testing.commit import (
 )
 from clanker.testing.contract import HarnessProviderContract
 from clanker.testing.doubles import (
+    EnvironmentDouble,
     FailingExecutor,
     ScriptedExecutor,
     ScriptedSession,
     ScriptedSessionExecutor,
+    attachment_context,
     prepend_to_path,
+    run_locally,
     write_script,
 )
 
 __all__ = [
+    "EnvironmentDouble",
     "FailingExecutor",
     "HarnessProviderContract",
     "ReplayDouble",
     "ScriptedExecutor",
     "ScriptedSession",
     "ScriptedSessionExecutor",
+    "attachment_context",
     "change_repository",
     "git",
     "install_replay_double",
@@ -39,5 +44,6 @@ __all__ = [
     "prepend_to_path",
     "propose",
     "repository_state",
+    "run_locally",
     "write_script",
 ]

@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from clanker.capabilities import CommitCapability
+from clanker.commit.capability import CommitCapability
 from clanker.commit.message import Style
 from clanker.commit.service import CommitProposal, CommitService
 from clanker.errors import ErrorKind, HarnessCapabilityError

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
 from datetime import timedelta
 from typing import ClassVar
 
@@ -24,13 +25,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clanker.capabilities import ModelsContext
-from clanker.descriptor import Capability, SessionOperation, Transport
+from clanker.capabilities import Capability
+from clanker.descriptor import SessionOperation, Transport
+from clanker.environment.local import LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 from clanker.ids import HarnessId
 from clanker.launch.planning import InvalidSessionIdError, plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
+from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
 from clanker.registry import HarnessProvider, Registry
 from clanker.testing.doubles import (
@@ -278,7 +281,9 @@ class HarnessProviderContract:
         provider = self._require(Capability.USAGE)
         assert provider.usage is not None
         failing = FailingExecutor(HarnessCapabilityError(kind))
-        context = UsageContext(executor=failing, session_executor=failing)
+        context = UsageContext(files=LocalFiles(),
+                               environ=host_environ(os.environ), executor=failing,
+                               session_executor=failing)
         with pytest.raises(HarnessCapabilityError) as caught:
             asyncio.run(provider.usage.probe(context))
         assert caught.value.kind is kind
@@ -294,7 +299,9 @@ class HarnessProviderContract:
         sessions = ScriptedSessionExecutor(
             lambda _: ScriptedSession(output.splitlines(), exit_code=exit_code)
         )
-        context = UsageContext(executor=executor, session_executor=sessions)
+        context = UsageContext(files=LocalFiles(),
+                               environ=host_environ(os.environ), executor=executor,
+                               session_executor=sessions)
         try:
             snapshot = asyncio.run(provider.usage.probe(context))
         except HarnessCapabilityError:
@@ -317,7 +324,9 @@ class HarnessProviderContract:
         provider = self._require(Capability.MODELS)
         assert provider.models is not None
         failing = FailingExecutor(HarnessCapabilityError(kind))
-        context = ModelsContext(executor=failing, session_executor=failing)
+        context = ModelsContext(files=LocalFiles(),
+                                environ=host_environ(os.environ), executor=failing,
+                                session_executor=failing)
         with pytest.raises(HarnessCapabilityError) as caught:
             asyncio.run(provider.models.discover(context))
         assert caught.value.kind is kind
@@ -333,7 +342,9 @@ class HarnessProviderContract:
         sessions = ScriptedSessionExecutor(
             lambda _: ScriptedSession(output.splitlines(), exit_code=exit_code)
         )
-        context = ModelsContext(executor=executor, session_executor=sessions)
+        context = ModelsContext(files=LocalFiles(),
+                                environ=host_environ(os.environ), executor=executor,
+                                session_executor=sessions)
         try:
             models = asyncio.run(provider.models.discover(context))
         except HarnessCapabilityError:

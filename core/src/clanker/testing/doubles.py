@@ -7,25 +7,39 @@ provider code under test.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import sys
 import textwrap
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
 import pytest
 
+from clanker.descriptor import Transport
+from clanker.environment.local import LocalFiles, host_environ
 from clanker.errors import HarnessCapabilityError
-from clanker.execution import CommandRequest, CommandResult, SessionExit
+from clanker.execution import (
+    CommandExecutor,
+    CommandRequest,
+    CommandResult,
+    LocalTransport,
+    SessionExecutor,
+    SessionExit,
+)
+from clanker.launch.capability import AttachmentContext
 
 __all__ = [
+    "EnvironmentDouble",
     "FailingExecutor",
     "ScriptedExecutor",
     "ScriptedSession",
     "ScriptedSessionExecutor",
+    "attachment_context",
     "prepend_to_path",
+    "run_locally",
     "write_script",
 ]
 
@@ -137,3 +151,56 @@ def write_script(directory: Path, name: str, body: str) -> Path:
 def prepend_to_path(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:
     """Make ``directory`` the first place ``PATH`` is searched, for this test."""
     monkeypatch.setenv("PATH", f"{directory}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+class EnvironmentDouble:
+    """An :class:`~clanker.environment.Environment` for tests: the executors a
+    test hands it (scripted doubles speaking a captured protocol, or a real
+    :class:`~clanker.execution.LocalTransport`), this machine's files, and the
+    environment variables given (``HOME`` filled in as on the host).
+
+    It stands for this machine (``name`` is ``local``, so caches land where a
+    local run's do). Binary lookup searches the given ``PATH``; an interactive
+    run is refused, since a test never owns a terminal.
+    """
+
+    name = "local"
+    transport = Transport.LOCAL
+
+    def __init__(
+        self,
+        *,
+        executor: CommandExecutor,
+        session_executor: SessionExecutor | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> None:
+        self.executor = executor
+        self.session_executor = session_executor
+        self.files = LocalFiles()
+        self.environ = host_environ(environ or {})
+
+    async def locate(self, commands: Iterable[str]) -> dict[str, str | None]:
+        return {c: self.files.which(c, self.environ.get("PATH", "")) for c in commands}
+
+    def run_interactive(self, argv: tuple[str, ...], env: object, cwd: str) -> int:
+        raise AssertionError("a test environment has no terminal to run a harness in")
+
+
+def run_locally(request: CommandRequest) -> CommandResult:
+    """Run one bounded command on this machine, blocking (what a local launch hands
+    an attachment as :attr:`~clanker.launch.capability.AttachmentContext.run`)."""
+    return asyncio.run(LocalTransport().run(request))
+
+
+def attachment_context(
+    *,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str,
+    private_dir: Path,
+    user_flags: Sequence[str] = (),
+) -> AttachmentContext:
+    """The :class:`~clanker.launch.capability.AttachmentContext` a local launch
+    builds: this machine's files and commands."""
+    return AttachmentContext(argv=tuple(argv), env=env, cwd=cwd, private_dir=private_dir,
+                             user_flags=tuple(user_flags), files=LocalFiles(), run=run_locally)

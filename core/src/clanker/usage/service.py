@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import os
-import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from attrs import evolve, frozen
 
+from clanker.environment import Environment
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandExecutor, SessionExecutor
 from clanker.registry import HarnessProvider
 from clanker.usage.capability import UsageContext
 from clanker.usage.policy import decide
@@ -30,7 +28,6 @@ from clanker.usage.types import UsageSnapshot
 __all__ = ["PROBE_DEADLINE", "UsageEntry", "UsageService", "UsageStatus"]
 
 PROBE_DEADLINE: Final = timedelta(seconds=45)
-ENVIRONMENT: Final = "local"
 
 
 class UsageStatus(enum.StrEnum):
@@ -58,18 +55,14 @@ class UsageService:
     def __init__(
         self,
         *,
-        executor: CommandExecutor,
-        session_executor: SessionExecutor | None,
+        environment: Environment,
         store: UsageStore,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        environ: Mapping[str, str] | None = None,
         deadline: timedelta = PROBE_DEADLINE,
     ) -> None:
-        self._executor = executor
-        self._session_executor = session_executor
+        self._environment = environment
         self._store = store
         self._clock = clock
-        self._environ = os.environ if environ is None else environ
         self._deadline = deadline
         self._inflight: dict[str, asyncio.Task[UsageEntry]] = {}
 
@@ -79,10 +72,11 @@ class UsageService:
         """Return ``provider``'s usage, probing only when the policy allows."""
         if provider.usage is None:
             return UsageEntry(harness=provider.id, status=UsageStatus.UNSUPPORTED)
-        path = self._environ.get("PATH", os.defpath)
-        if shutil.which(provider.descriptor.executable, path=path) is None:
+        executable = provider.descriptor.executable
+        found = await self._environment.locate([executable])
+        if found.get(executable) is None:
             return UsageEntry(harness=provider.id, status=UsageStatus.NOT_INSTALLED)
-        key = f"{ENVIRONMENT}\0{provider.id}\0{account or ''}"
+        key = f"{self._environment.name}\0{provider.id}\0{account or ''}"
         task = self._inflight.get(key)
         if task is None:
             task = asyncio.ensure_future(self._read(provider, key, force, account))
@@ -119,8 +113,11 @@ class UsageService:
         capability = provider.usage
         assert capability is not None
         state = evolve(remembered.state, last_probe_at=started)
-        context = UsageContext(executor=self._executor,
-                               session_executor=self._session_executor, account_id=account)
+        environment = self._environment
+        context = UsageContext(
+            executor=environment.executor, session_executor=environment.session_executor,
+            files=environment.files, environ=environment.environ, account_id=account,
+        )
         try:
             async with asyncio.timeout(self._deadline.total_seconds()):
                 snapshot = await capability.probe(context)

@@ -6,15 +6,14 @@ or PyPI): see docs/harnesses/agy.md.
 
 from __future__ import annotations
 
-from clanker import hookimpl
-from clanker.descriptor import (
-    Capability,
+from clanker.plugin import (
     HarnessDescriptor,
+    HarnessId,
     OperationSupport,
     Support,
     Transport,
+    define_harness,
 )
-from clanker.ids import HarnessId
 from clanker_agy.attention import AgyAttention
 from clanker_agy.commit import AgyCommit
 from clanker_agy.launch import AgyLaunch
@@ -22,27 +21,13 @@ from clanker_agy.models import AgyModels
 from clanker_agy.sessions import AgySessions
 from clanker_agy.usage import AgyUsage
 
-__all__ = [
-    "clanker_attention",
-    "clanker_commit",
-    "clanker_descriptor",
-    "clanker_launch",
-    "clanker_models",
-    "clanker_sessions",
-    "clanker_usage",
-]
+__all__ = ["plugin"]
 
-
-@hookimpl
-def clanker_descriptor() -> HarnessDescriptor:
-    return HarnessDescriptor(
+plugin = define_harness(
+    HarnessDescriptor(
         id=HarnessId("agy"),
         display_name="Antigravity CLI",
         executable="agy",
-        capabilities={
-            Capability.COMMIT, Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
-            Capability.USAGE, Capability.ATTENTION,
-        },
         # `--conversation=ID` resumes wherever agy keeps the conversation. agy
         # has no fork on the command line (only /fork inside the TUI); as in
         # the spec, a local fork continues the conversation itself, and over
@@ -51,38 +36,11 @@ def clanker_descriptor() -> HarnessDescriptor:
         fork=OperationSupport(Support.EMULATED, {Transport.LOCAL}),
         install_hint="curl -fsSL https://antigravity.google/cli/install.sh | bash",
         homepage="https://antigravity.google",
-    )
-
-
-@hookimpl
-def clanker_commit() -> AgyCommit:
-    # Not tool-free and not non-persisting: see AgyCommit and
-    # docs/harnesses/agy.md, "Commit messages".
-    return AgyCommit()
-
-
-@hookimpl
-def clanker_launch() -> AgyLaunch:
-    return AgyLaunch()
-
-
-@hookimpl
-def clanker_models() -> AgyModels:
-    return AgyModels()
-
-
-@hookimpl
-def clanker_sessions() -> AgySessions:
-    return AgySessions()
-
-
-@hookimpl
-def clanker_usage() -> AgyUsage:
-    return AgyUsage()
-
-
-@hookimpl
-def clanker_attention() -> AgyAttention:
-    # A persistent plugin of clanker's in agy's plugin directory, inert outside
-    # clanker's launches: see AgyAttention and docs/harnesses/agy.md, "Attention".
-    return AgyAttention()
+    ),
+    launch=AgyLaunch,
+    models=AgyModels,
+    sessions=AgySessions,
+    attention=AgyAttention,
+    usage=AgyUsage,
+    commit=AgyCommit,
+)

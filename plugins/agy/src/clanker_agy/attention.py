@@ -37,8 +37,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttentionContext, AttentionPlan
-from clanker_agy.sessions import home_dir
+from clanker.attention.capability import AttachmentContext, AttachmentPlan
+from clanker.stores import home_directory
 
 __all__ = [
     "GUARD",
@@ -79,8 +79,8 @@ _TOOL_EVENTS: Final = frozenset({"PreToolUse", "PostToolUse"})
 
 def plugin_dir(environ: Mapping[str, str]) -> Path | None:
     """``~/.gemini/config/plugins/clanker-grid-attention``; ``None`` without a home."""
-    home = home_dir(environ)
-    return None if home is None else home / ".gemini" / "config" / "plugins" / PLUGIN_NAME
+    home = home_directory(environ)
+    return None if home is None else Path(home) / ".gemini" / "config" / "plugins" / PLUGIN_NAME
 
 
 def _hooks(guard: Path) -> dict[str, object]:
@@ -267,7 +267,7 @@ class AgyAttention:
         # PreInvocation #0 binds the conversation instead.
         self.resume_preserves_session_id = False
 
-    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
         if not context.env.get("CLANKER_ATTENTION_COMMAND"):
             raise ValueError("attention: the launch environment has no hook command")
         directory = plugin_dir(context.env)
@@ -277,4 +277,4 @@ class AgyAttention:
             return None  # the user's own directory by that name: never overwritten
         # Nothing to add: the attachment's CLANKER_ATTENTION_* variables are in
         # agy's environment, and agy passes them to its hook commands.
-        return AttentionPlan()
+        return AttachmentPlan()

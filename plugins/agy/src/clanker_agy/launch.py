@@ -6,8 +6,7 @@ import re
 from typing import Final
 
 from clanker.execution import CommandRequest, CommandResult
-from clanker.launch.request import LaunchPlan, LaunchRequest
-from clanker.launch.version import parse_version_output
+from clanker.launch.capability import LaunchPlan, LaunchRequest, parse_version_output
 
 __all__ = ["AgyLaunch"]
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from clanker.capabilities import ModelsContext
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest
-from clanker.models.types import Model, model_text
+from clanker.models.capability import Model, ModelsContext, model_text
 
 __all__ = ["FALLBACK", "AgyModels", "parse_models_listing"]
 

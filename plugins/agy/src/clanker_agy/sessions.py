@@ -13,8 +13,6 @@ that file exists.
 from __future__ import annotations
 
 import json
-import os
-import pwd
 import re
 import stat
 from collections.abc import Mapping
@@ -26,9 +24,8 @@ from urllib.parse import unquote, urlsplit
 from attrs import evolve, frozen
 
 from clanker.ids import HarnessId
-from clanker.sessions.context import SessionsContext
-from clanker.sessions.sqlite import open_readonly, require_columns
-from clanker.sessions.types import HarnessSession, SessionScan, clean_text
+from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
+from clanker.stores import HostFiles, clean_text, home_directory, require_columns
 from clanker_agy.launch import AgyLaunch
 
 __all__ = [
@@ -73,28 +70,14 @@ _LAUNCH: Final = AgyLaunch()
 # -- where the store is ---------------------------------------------------------------------
 
 
-def home_dir(environ: Mapping[str, str]) -> Path | None:
-    """The user's home as agy finds it (``HOME``, else the password database);
-    ``None`` when there is none or it is not an absolute path."""
-    home = environ.get("HOME")
-    if not home:
-        try:
-            home = pwd.getpwuid(os.getuid()).pw_dir
-        except (KeyError, OSError):
-            return None
-    if not home.startswith("/") or "\x00" in home:
-        return None
-    return Path(home)
-
-
 def agy_dir(environ: Mapping[str, str]) -> Path | None:
     """``~/.gemini/antigravity-cli``; ``None`` without a home directory.
 
     No override is documented. ``GEMINI_HOME`` is reported to move the ACP
     server's files, never verified for the CLI, so it is not read.
     """
-    home = home_dir(environ)
-    return None if home is None else home / ".gemini" / "antigravity-cli"
+    home = home_directory(environ)
+    return None if home is None else Path(home) / ".gemini" / "antigravity-cli"
 
 
 # -- one row --------------------------------------------------------------------------------
@@ -242,30 +225,27 @@ def _is_child(parent: object, depth: object) -> bool:
     return depth not in (None, 0, "0")
 
 
-def _conversations(directory: Path) -> Path | None:
+def _conversations(directory: Path, files: HostFiles) -> Path | None:
     """``conversations/`` if it is a directory itself (a link could lead out of the store)."""
     path = directory / "conversations"
-    try:
-        return path if stat.S_ISDIR(os.lstat(path).st_mode) else None
-    except (OSError, ValueError):
-        return None
+    info = files.stat(path, follow=False)
+    return path if info is not None and stat.S_ISDIR(info.st_mode) else None
 
 
-def _conversation_file(conversations: Path, native_id: str) -> Path | None:
+def _conversation_file(conversations: Path, native_id: str, files: HostFiles) -> Path | None:
     """``<id>.db`` in ``conversations`` if it is a regular file (not a link)."""
     path = conversations / f"{native_id}.db"
-    try:
-        info = os.lstat(path)
-    except (OSError, ValueError):
-        return None
-    return path if stat.S_ISREG(info.st_mode) else None
+    info = files.stat(path, follow=False)
+    return path if info is not None and stat.S_ISREG(info.st_mode) else None
 
 
-def _read(db: Path, native_id: str | None) -> tuple[list[HarnessSession], int, bool]:
+def _read(
+    db: Path, native_id: str | None, files: HostFiles
+) -> tuple[list[HarnessSession], int, bool]:
     """Top-level CLI conversations in the index, the malformed rows, and whether it was cut."""
     sessions: list[HarnessSession] = []
     skipped = 0
-    with open_readonly(db, harness=_AGY) as connection:
+    with files.sqlite(db, harness=_AGY) as connection:
         connection.text_factory = _decode
         require_columns(connection, REQUIRED_COLUMNS, harness=_AGY)
         rows = connection.execute(_QUERY, (native_id, native_id, _MAX_ROWS + 1)).fetchall()
@@ -292,7 +272,7 @@ class AgySessions:
     # False: clanker refuses rather than launching somewhere unknown.
     resumes_without_original_directory = False
 
-    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
+    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
         directory = agy_dir(environ)
         return () if directory is None else (directory,)
 
@@ -302,10 +282,11 @@ class AgySessions:
     def _discover(self, context: SessionsContext) -> SessionScan:
         directory = agy_dir(context.environ)
         db = None if directory is None else directory / "conversation_summaries.db"
-        if directory is None or db is None or not db.is_file():
+        found = None if db is None else context.files.stat(db)
+        if directory is None or db is None or found is None or not stat.S_ISREG(found.st_mode):
             return SessionScan()
-        sessions, skipped, truncated = _read(db, context.native_id)
-        conversations = _conversations(directory)
+        sessions, skipped, truncated = _read(db, context.native_id, context.files)
+        conversations = _conversations(directory, context.files)
         # Text times of mixed fraction lengths and offsets do not sort as text.
         sessions.sort(key=lambda s: (-s.updated_at.timestamp(), s.native_id))
         kept: list[HarnessSession] = []
@@ -315,7 +296,7 @@ class AgySessions:
             if not context.wants(session.cwd):
                 continue
             store_file = None if conversations is None else _conversation_file(
-                conversations, session.native_id)
+                conversations, session.native_id, context.files)
             if store_file is None:
                 continue  # the index outlived the conversation: nothing to resume
             if len(kept) == context.limit:

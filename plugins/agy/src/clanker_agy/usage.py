@@ -44,10 +44,17 @@ from typing import Any, Final, TypeGuard
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
-from clanker.usage.capability import UsageContext
-from clanker.usage.parsing import label_text, offset_timestamp
-from clanker.usage.policy import RefreshPolicy
-from clanker.usage.types import Measurement, MeasurementKind, Period, Scope, UsageSnapshot
+from clanker.usage.capability import (
+    Measurement,
+    MeasurementKind,
+    Period,
+    RefreshPolicy,
+    Scope,
+    UsageContext,
+    UsageSnapshot,
+    label_text,
+    offset_timestamp,
+)
 
 __all__ = [
     "MINIMUM_VERSION",

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttentionContext, AttentionPlan
-from clanker.storage import read_regular_file
+from clanker.attention.capability import AttachmentContext, AttachmentPlan
+from clanker.stores import read_regular_file
 from clanker_claude.sessions import config_dir
 
 __all__ = [
@@ -91,7 +91,7 @@ class ClaudeAttention:
         self.resume_preserves_session_id = False
         self._policy_dir = policy_dir if policy_dir is not None else _policy_dir()
 
-    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
         try:
             sources = _check_flags(context.user_flags)
             _check_environment(context.env)
@@ -111,7 +111,7 @@ class ClaudeAttention:
         # Right after the executable: clanker's own options and the user's
         # flags keep their order, and no variadic user option can swallow it.
         executable, *rest = context.argv
-        return AttentionPlan(argv=(executable, _SETTINGS_FLAG, str(path), *rest))
+        return AttachmentPlan(argv=(executable, _SETTINGS_FLAG, str(path), *rest))
 
 
 def _check_flags(flags: Iterable[str]) -> frozenset[str]:
@@ -172,7 +172,7 @@ def _check_policy(directory: Path) -> None:
             raise _Conflict
 
 
-def _settings_files(context: AttentionContext, sources: frozenset[str]) -> list[Path]:
+def _settings_files(context: AttachmentContext, sources: frozenset[str]) -> list[Path]:
     paths = []
     if "user" in sources:
         paths.append(_user_config_dir(context) / "settings.json")
@@ -184,7 +184,7 @@ def _settings_files(context: AttentionContext, sources: frozenset[str]) -> list[
     return paths
 
 
-def _user_config_dir(context: AttentionContext) -> Path:
+def _user_config_dir(context: AttachmentContext) -> Path:
     value = context.env.get("CLAUDE_CONFIG_DIR")
     if value is not None and not posixpath.isabs(value):
         # Claude resolves a relative directory against its own cwd: the launch's.

@@ -15,8 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from clanker.commit.exits import answer_by_exit
-from clanker.commit.message import text_answer
+from clanker.commit.capability import answer_by_exit, text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
 from clanker_claude.models import ISOLATION_ARGS, ISOLATION_ENV

@@ -16,11 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from clanker.capabilities import ModelsContext
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest
-from clanker.models.types import Model, model_text
-from clanker.protocols.jsonlines import read_matching, send
+from clanker.execution.jsonlines import read_matching, send
+from clanker.models.capability import Model, ModelsContext, model_text
 
 __all__ = [
     "ISOLATION_ARGS",

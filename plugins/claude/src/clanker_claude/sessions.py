@@ -19,9 +19,7 @@ the same way) and only those are decoded.
 from __future__ import annotations
 
 import json
-import os
 import posixpath
-import pwd
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -32,11 +30,16 @@ from typing import Any, Final
 from attrs import evolve, frozen
 
 from clanker.ids import HarnessId
-from clanker.sessions.context import SessionsContext
-from clanker.sessions.files import FileSample, parse_timestamp
-from clanker.sessions.filestore import find_files, scan_files
-from clanker.sessions.types import HarnessSession, SessionScan, clean_text
-from clanker.sessions.witness import Witness
+from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
+from clanker.stores import (
+    FileSample,
+    HostFiles,
+    Witness,
+    clean_text,
+    home_directory,
+    parse_timestamp,
+    scan_files,
+)
 
 __all__ = [
     "HEAD_BYTES",
@@ -95,17 +98,6 @@ _TITLE_PREFIXES: Final = tuple((kind, _META_LINE + kind + b'"') for kind in _TIT
 # -- where the store is ---------------------------------------------------------------------
 
 
-def _home(environ: Mapping[str, str]) -> str | None:
-    # node's os.homedir(): a non-empty $HOME, else the password database.
-    home = environ.get("HOME")
-    if home:
-        return home
-    try:
-        return pwd.getpwuid(os.getuid()).pw_dir or None
-    except (KeyError, OSError):
-        return None
-
-
 def config_dir(environ: Mapping[str, str]) -> Path | None:
     """``$CLAUDE_CONFIG_DIR`` if set, else ``~/.claude``; NFC-normalized as Claude does.
 
@@ -116,7 +108,7 @@ def config_dir(environ: Mapping[str, str]) -> Path | None:
     if "CLAUDE_CONFIG_DIR" in environ:
         value = environ["CLAUDE_CONFIG_DIR"]
     else:
-        home = _home(environ)
+        home = home_directory(environ)
         if home is None:
             return None
         value = posixpath.join(home, ".claude")
@@ -665,7 +657,7 @@ class ClaudeSessions:
     # (ClaudeLaunch), so True holds for the argv clanker builds.
     resumes_without_original_directory = True
 
-    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
+    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
         root = projects_dir(environ)
         return () if root is None else (root,)
 
@@ -682,7 +674,7 @@ class ClaudeSessions:
 
         def scan(witness: Witness) -> SessionScan:
             # Exactly one level: `<session>/subagents/` transcripts lie deeper.
-            candidates, cut = find_files(root, depth=1, witness=witness,
+            candidates, cut = context.files.walk(root, depth=1, witness=witness,
                                          accept_file=_accept_file(context.native_id),
                                          accept_dir=accept_dir)
             return scan_files(context, candidates, summarize, cut=cut,

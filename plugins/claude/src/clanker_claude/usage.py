@@ -52,11 +52,19 @@ from typing import Any, Final
 from attrs import evolve, frozen
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.protocols.jsonlines import read_matching, send
-from clanker.usage.capability import UsageContext
-from clanker.usage.parsing import finite_number, label_text, offset_timestamp
-from clanker.usage.policy import RefreshPolicy
-from clanker.usage.types import Measurement, MeasurementKind, Period, Scope, UsageSnapshot
+from clanker.execution.jsonlines import read_matching, send
+from clanker.usage.capability import (
+    Measurement,
+    MeasurementKind,
+    Period,
+    RefreshPolicy,
+    Scope,
+    UsageContext,
+    UsageSnapshot,
+    finite_number,
+    label_text,
+    offset_timestamp,
+)
 from clanker_claude.models import answers, probe_request
 
 __all__ = [

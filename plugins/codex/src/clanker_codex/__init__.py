@@ -5,15 +5,14 @@ Verified against Codex CLI 0.171.0: see docs/harnesses/codex.md.
 
 from __future__ import annotations
 
-from clanker import hookimpl
-from clanker.descriptor import (
-    Capability,
+from clanker.plugin import (
     HarnessDescriptor,
+    HarnessId,
     OperationSupport,
     Support,
     Transport,
+    define_harness,
 )
-from clanker.ids import HarnessId
 from clanker_codex.attention import CodexAttention
 from clanker_codex.commit import CodexCommit
 from clanker_codex.launch import CodexLaunch
@@ -21,61 +20,24 @@ from clanker_codex.models import CodexModels
 from clanker_codex.sessions import CodexSessions
 from clanker_codex.usage import CodexUsage
 
-__all__ = [
-    "clanker_attention",
-    "clanker_commit",
-    "clanker_descriptor",
-    "clanker_launch",
-    "clanker_models",
-    "clanker_sessions",
-    "clanker_usage",
-]
+__all__ = ["plugin"]
 
-
-@hookimpl
-def clanker_descriptor() -> HarnessDescriptor:
-    return HarnessDescriptor(
+plugin = define_harness(
+    HarnessDescriptor(
         id=HarnessId("codex"),
         display_name="Codex CLI",
         executable="codex",
-        capabilities={
-            Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS, Capability.COMMIT,
-            Capability.USAGE, Capability.ATTENTION,
-        },
         # `codex resume ID` and `codex fork ID` are native subcommands that
         # read the host's own rollouts, so they work wherever Codex runs.
         resume=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
         fork=OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH}),
         install_hint="npm install -g @openai/codex",
         homepage="https://github.com/openai/codex",
-    )
-
-
-@hookimpl
-def clanker_launch() -> CodexLaunch:
-    return CodexLaunch()
-
-
-@hookimpl
-def clanker_models() -> CodexModels:
-    return CodexModels()
-
-
-@hookimpl
-def clanker_sessions() -> CodexSessions:
-    return CodexSessions()
-
-
-@hookimpl
-def clanker_commit() -> CodexCommit:
-    return CodexCommit()
-
-
-@hookimpl
-def clanker_usage() -> CodexUsage:
-    return CodexUsage()
-
-
-@hookimpl
-def clanker_attention() -> CodexAttention:
-    return CodexAttention()
+    ),
+    launch=CodexLaunch,
+    models=CodexModels,
+    sessions=CodexSessions,
+    attention=CodexAttention,
+    usage=CodexUsage,
+    commit=CodexCommit,
+)

@@ -21,7 +21,7 @@ from typing import Any, Final
 import clanker
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, LineSession
-from clanker.protocols.jsonlines import read_matching, send
+from clanker.execution.jsonlines import read_matching, send
 
 __all__ = [
     "INITIALIZE_ID",

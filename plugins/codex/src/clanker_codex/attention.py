@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttentionContext, AttentionPlan
-from clanker.storage import read_regular_file
+from clanker.attention.capability import AttachmentContext, AttachmentPlan
+from clanker.stores import read_regular_file
 from clanker_codex.sessions import codex_home
 
 __all__ = [
@@ -99,7 +99,7 @@ class CodexAttention:
         self.resume_preserves_session_id = True
         self._policy_file = policy_file if policy_file is not None else POLICY_FILE
 
-    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
         try:
             _check_flags(context.user_flags)
             _check_policy(self._policy_file)
@@ -116,7 +116,7 @@ class CodexAttention:
         # its `resume`/`fork` subcommands alike, and the user's flags, which
         # come last, keep their order.
         executable, *rest = context.argv
-        return AttentionPlan(argv=(executable, *hook_arguments(), *rest))
+        return AttachmentPlan(argv=(executable, *hook_arguments(), *rest))
 
 
 # -- the user's flags ---------------------------------------------------------------------------

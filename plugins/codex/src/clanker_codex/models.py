@@ -15,11 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from clanker.capabilities import ModelsContext
 from clanker.errors import ErrorKind
 from clanker.execution import LineSession
-from clanker.models.types import Model, model_text
-from clanker.protocols.jsonlines import send
+from clanker.execution.jsonlines import send
+from clanker.models.capability import Model, ModelsContext, model_text
 from clanker_codex.appserver import (
     answer,
     app_server_request,

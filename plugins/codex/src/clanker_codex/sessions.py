@@ -19,9 +19,7 @@ not used.
 from __future__ import annotations
 
 import json
-import os
 import posixpath
-import pwd
 import re
 import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,11 +30,16 @@ from typing import Any, Final
 from attrs import evolve, frozen
 
 from clanker.ids import HarnessId
-from clanker.sessions.context import SessionsContext
-from clanker.sessions.files import FileSample, parse_timestamp
-from clanker.sessions.filestore import find_files, scan_files
-from clanker.sessions.types import HarnessSession, SessionScan, clean_text
-from clanker.sessions.witness import Witness
+from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
+from clanker.stores import (
+    FileSample,
+    HostFiles,
+    Witness,
+    clean_text,
+    home_directory,
+    parse_timestamp,
+    scan_files,
+)
 
 __all__ = [
     "HEAD_BYTES",
@@ -93,17 +96,6 @@ _NOT_PROMPTS: Final = ("<environment_context>", "<user_instructions>")
 # -- where the store is ---------------------------------------------------------------------
 
 
-def _home(environ: Mapping[str, str]) -> str | None:
-    # Rust's home_dir: a non-empty $HOME, else the password database.
-    home = environ.get("HOME")
-    if home:
-        return home
-    try:
-        return pwd.getpwuid(os.getuid()).pw_dir or None
-    except (KeyError, OSError):
-        return None
-
-
 def _absolute(value: str | None) -> Path | None:
     # Codex takes a relative CODEX_HOME relative to its own cwd, which clanker
     # cannot know: it is not guessed.
@@ -117,7 +109,7 @@ def codex_home(environ: Mapping[str, str]) -> Path | None:
     configured = environ.get("CODEX_HOME")
     if configured:
         return _absolute(configured)
-    home = _home(environ)
+    home = home_directory(environ)
     return None if home is None else _absolute(posixpath.join(home, ".codex"))
 
 
@@ -127,25 +119,7 @@ def sessions_dir(environ: Mapping[str, str]) -> Path | None:
     return None if home is None else home / "sessions"
 
 
-def _read_small(path: Path, limit: int) -> bytes | None:
-    """A regular file's bytes, or ``None`` if missing, larger than ``limit`` or no file."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except (OSError, ValueError):
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, limit + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data if len(data) <= limit else None
-
-
-def index_path(environ: Mapping[str, str]) -> Path | None:
+def index_path(environ: Mapping[str, str], files: HostFiles) -> Path | None:
     """Where ``state_5.sqlite`` lives, or ``None`` when clanker cannot know.
 
     Codex's order: ``sqlite_home`` in ``config.toml`` (it beat the variable
@@ -158,7 +132,7 @@ def index_path(environ: Mapping[str, str]) -> Path | None:
     home = codex_home(environ)
     if home is None:
         return None
-    data = _read_small(home / "config.toml", _CONFIG_BYTES)
+    data = files.read_small(home / "config.toml", _CONFIG_BYTES)
     configured: object = None
     if data is not None:
         try:
@@ -441,7 +415,9 @@ class IndexEntry:
     archived: bool
 
 
-def read_index(path: Path | None, rollouts: Sequence[str]) -> dict[str, IndexEntry] | None:
+def read_index(
+    files: HostFiles, path: Path | None, rollouts: Sequence[str]
+) -> dict[str, IndexEntry] | None:
     """The index's entries for ``rollouts`` (absolute paths), keyed by path.
 
     One read-only query. A missing index gives no entries; ``None`` says one
@@ -451,14 +427,17 @@ def read_index(path: Path | None, rollouts: Sequence[str]) -> dict[str, IndexEnt
     import sqlite3
 
     from clanker.errors import HarnessCapabilityError
-    from clanker.sessions.sqlite import open_readonly, require_columns
+    from clanker.stores import require_columns
 
-    if path is None or not rollouts or not path.is_file():
+    if path is None or not rollouts:
+        return {}
+    info = files.stat(path)
+    if info is None or not stat.S_ISREG(info.st_mode):
         return {}
     query = ("SELECT rollout_path, name, title, archived FROM threads "
              "WHERE rollout_path IN (SELECT value FROM json_each(?))")
     try:
-        with open_readonly(path, harness=_CODEX) as connection:
+        with files.sqlite(path, harness=_CODEX) as connection:
             connection.execute(f"PRAGMA busy_timeout = {_INDEX_BUSY_MS}")
             require_columns(connection, {"threads": _INDEX_COLUMNS}, harness=_CODEX)
             rows = connection.execute(query, (json.dumps(list(rollouts)),)).fetchall()
@@ -519,7 +498,7 @@ class CodexSessions:
     # from elsewhere continues it too.
     resumes_without_original_directory = True
 
-    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
+    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
         root = sessions_dir(environ)
         return () if root is None else (root,)
 
@@ -532,12 +511,12 @@ class CodexSessions:
             return SessionScan()
         # The index records canonical paths (Codex resolves its home), so the
         # walk starts from the resolved root and store paths compare equal.
-        real_root = Path(os.path.realpath(root))
-        index = index_path(context.environ)
+        real_root = Path(context.files.realpath(root))
+        index = index_path(context.environ, context.files)
 
         def scan(witness: Witness) -> SessionScan:
             # Rollouts carry no cwd in their path, so scopes cannot narrow the walk.
-            candidates, cut = find_files(
+            candidates, cut = context.files.walk(
                 real_root, depth=3, accept_dir=_accept_dir,
                 accept_file=_accept_file(context.native_id), witness=witness,
             )
@@ -546,7 +525,8 @@ class CodexSessions:
             if index is not None:  # SQLite writes go to the -wal file first
                 witness.path(index)
                 witness.path(f"{index}-wal")
-            entries = read_index(index, [s.store_path for s in found.sessions if s.store_path])
+            entries = read_index(context.files, index,
+                                 [s.store_path for s in found.sessions if s.store_path])
             if entries is None:
                 witness.usable = False  # locked or broken now, perhaps not next time
             return _enrich(found, entries or {})

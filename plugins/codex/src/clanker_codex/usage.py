@@ -48,11 +48,18 @@ from attrs import evolve, frozen
 
 from clanker.errors import ErrorKind
 from clanker.execution import CommandRequest, LineSession
-from clanker.protocols.jsonlines import send
-from clanker.usage.capability import UsageContext
-from clanker.usage.parsing import finite_number, label_text
-from clanker.usage.policy import RefreshPolicy
-from clanker.usage.types import Measurement, MeasurementKind, Period, Scope, UsageSnapshot
+from clanker.execution.jsonlines import send
+from clanker.usage.capability import (
+    Measurement,
+    MeasurementKind,
+    Period,
+    RefreshPolicy,
+    Scope,
+    UsageContext,
+    UsageSnapshot,
+    finite_number,
+    label_text,
+)
 from clanker_codex.appserver import answer, app_server_request, error_code, fail, start
 
 __all__ = [

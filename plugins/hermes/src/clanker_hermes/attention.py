@@ -24,15 +24,16 @@ entry, or a Hermes installation whose bundled directory cannot be found.
 
 from __future__ import annotations
 
-import os
+import logging
 import shutil
-import subprocess
+import stat
 from pathlib import Path
 from typing import Final
 
-from clanker._logging import get_logger
-from clanker.attention.capability import AttentionContext, AttentionPlan
+from clanker.attention.capability import AttachmentContext, AttachmentPlan
 from clanker.errors import HarnessCapabilityError
+from clanker.execution import CommandRequest
+from clanker.stores import HostFiles
 from clanker_hermes.models import gateway_interpreter
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
     "bundled_plugins_dir",
 ]
 
-log = get_logger(__name__)
+log = logging.getLogger(__name__)
 
 OBSERVER_SOURCE: Final = Path(__file__).with_name("attention_plugin.py")
 """The observer plugin, standard library only, run inside Hermes's process."""
@@ -71,40 +72,38 @@ _LOCATE: Final = (
 )
 
 
-def bundled_plugins_dir(env: dict[str, str]) -> Path | None:
-    """Hermes's bundled plugin directory for this environment, or ``None``.
+def _directory(path: Path, files: HostFiles) -> Path | None:
+    found = files.stat(path) if path.is_absolute() else None
+    return path if found is not None and stat.S_ISDIR(found.st_mode) else None
+
+
+def bundled_plugins_dir(context: AttachmentContext) -> Path | None:
+    """Hermes's bundled plugin directory for this launch, or ``None``.
 
     The user's own ``HERMES_BUNDLED_PLUGINS`` (a packaged install) when set;
     otherwise asked of Hermes's interpreter (found as the models capability
     finds it), without running any of Hermes.
     """
-    explicit = env.get(BUNDLED_ENV, "").strip()
+    explicit = context.env.get(BUNDLED_ENV, "").strip()
     if explicit:
-        path = Path(explicit)
-        return path if path.is_absolute() and path.is_dir() else None
+        return _directory(Path(explicit), context.files)
     try:
-        command, directory = gateway_interpreter(env)
+        command, directory = gateway_interpreter(context.env, context.files)
     except HarnessCapabilityError:
         return None
-    interpreter = (
-        os.path.join(directory, command) if directory is not None
-        else shutil.which(command, path=env.get("PATH", os.defpath))
+    search = context.env.get("PATH", "/usr/bin:/bin")
+    request = CommandRequest(
+        command=command, args=("-I", "-c", _LOCATE), timeout=_LOCATE_TIMEOUT_SECONDS,
+        env={"PATH": search if directory is None else f"{directory}:{search}"},
     )
-    if interpreter is None:
-        return None
     try:
-        result = subprocess.run(
-            [interpreter, "-I", "-c", _LOCATE],
-            capture_output=True, text=True, timeout=_LOCATE_TIMEOUT_SECONDS, check=False,
-            env={"PATH": env.get("PATH", os.defpath)},
-        )
-    except (OSError, subprocess.SubprocessError):
+        result = context.run(request)
+    except HarnessCapabilityError:
         return None
     lines = result.stdout.strip().splitlines()
-    if result.returncode != 0 or len(lines) != 1:
+    if result.exit_code != 0 or len(lines) != 1:
         return None
-    path = Path(lines[0])
-    return path if path.is_absolute() and path.is_dir() else None
+    return _directory(Path(lines[0]), context.files)
 
 
 class _Conflict(Exception):
@@ -121,13 +120,13 @@ class HermesAttention:
         # and let the first root turn bind.
         self.resume_preserves_session_id = False
 
-    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
         env = dict(context.env)
         try:
             _check(context.user_flags, env)
         except _Conflict:
             return None
-        source = bundled_plugins_dir(env)
+        source = bundled_plugins_dir(context)
         if source is None:
             log.info("attention: Hermes's plugin directory was not found")
             return None
@@ -142,7 +141,7 @@ class HermesAttention:
         plugin.mkdir(mode=0o700)
         (plugin / "plugin.yaml").write_text(MANIFEST, encoding="utf-8")
         shutil.copyfile(OBSERVER_SOURCE, plugin / "__init__.py")
-        return AttentionPlan(env={BUNDLED_ENV: str(mirror)})
+        return AttachmentPlan(env={BUNDLED_ENV: str(mirror)})
 
 
 def _check(user_flags: tuple[str, ...], env: dict[str, str]) -> None:

@@ -8,23 +8,24 @@ only providers the user configured are listed. No model call is made.
 
 from __future__ import annotations
 
-import os
-import shutil
+import posixpath
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from clanker.capabilities import ModelsContext
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest
-from clanker.models.types import Model, model_text
-from clanker.protocols.jsonlines import read_matching, send
+from clanker.execution.jsonlines import read_matching, send
+from clanker.models.capability import Model, ModelsContext, model_text
+from clanker.stores import HostFiles, home_directory
 from clanker_hermes.launch import PROVIDER_SEPARATOR
 
 __all__ = ["HermesModels", "gateway_interpreter", "parse_model_options"]
 
 _REQUEST_ID: Final = 1
 _SHEBANG_LIMIT: Final = 512
+_LAUNCHER_LIMIT: Final = 64 * 1024
 
 
 def _from_path(interpreter: str) -> tuple[str, str | None]:
@@ -32,7 +33,7 @@ def _from_path(interpreter: str) -> tuple[str, str | None]:
     return path.name, str(path.parent)
 
 
-def gateway_interpreter(environ: Mapping[str, str]) -> tuple[str, str | None]:
+def gateway_interpreter(environ: Mapping[str, str], files: HostFiles) -> tuple[str, str | None]:
     """Return ``(command, directory to put first on PATH)`` for Hermes's Python.
 
     In order: ``HERMES_PYTHON``; the official installer's venv under
@@ -40,23 +41,23 @@ def gateway_interpreter(environ: Mapping[str, str]) -> tuple[str, str | None]:
     ``hermes`` script's shebang (pip, pipx and uv installs).
     """
     explicit = environ.get("HERMES_PYTHON")
-    if explicit and os.path.isabs(explicit):
+    if explicit and posixpath.isabs(explicit):
         return _from_path(explicit)
-    home = environ.get("HERMES_HOME") or os.path.join(environ.get("HOME", "~"), ".hermes")
-    bundled = Path(home).expanduser() / "hermes-agent" / "venv" / "bin" / "python"
-    if bundled.is_file():
-        return _from_path(str(bundled))
-    script = shutil.which("hermes", path=environ.get("PATH", os.defpath))
+    home = environ.get("HERMES_HOME") or posixpath.join(home_directory(environ) or "~", ".hermes")
+    bundled = posixpath.join(home, "hermes-agent", "venv", "bin", "python")
+    found = files.stat(bundled) if posixpath.isabs(bundled) else None
+    if found is not None and stat.S_ISREG(found.st_mode):
+        return _from_path(bundled)
+    script = files.which("hermes", environ.get("PATH"))
     if script is None:
         raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, "hermes", harness="hermes")
-    try:
-        with open(script, "rb") as handle:
-            first = handle.readline(_SHEBANG_LIMIT).decode("utf-8", errors="replace").strip()
-    except OSError as exc:
+    # A launcher script is small; a binary launcher's first bytes are no shebang.
+    head = files.read_small(script, _LAUNCHER_LIMIT) or b""
+    if not head:
         raise HarnessCapabilityError(
-            ErrorKind.NOT_CONFIGURED, "cannot read the hermes launcher", harness="hermes",
-            cause=exc,
-        ) from exc
+            ErrorKind.NOT_CONFIGURED, "cannot read the hermes launcher", harness="hermes"
+        )
+    first = head[:_SHEBANG_LIMIT].split(b"\n", 1)[0].decode("utf-8", errors="replace").strip()
     words = first.removeprefix("#!").split()
     if not first.startswith("#!") or not words:
         raise HarnessCapabilityError(
@@ -64,7 +65,7 @@ def gateway_interpreter(environ: Mapping[str, str]) -> tuple[str, str | None]:
         )
     if Path(words[0]).name == "env" and len(words) == 2:
         return words[1], None
-    if len(words) == 1 and os.path.isabs(words[0]):
+    if len(words) == 1 and posixpath.isabs(words[0]):
         return _from_path(words[0])
     raise HarnessCapabilityError(
         ErrorKind.NOT_CONFIGURED, "unrecognized hermes launcher", harness="hermes"
@@ -121,10 +122,10 @@ class HermesModels:
     fallback: tuple[Model, ...] = ()  # any fallback would guess at the user's providers
 
     async def discover(self, context: ModelsContext) -> tuple[Model, ...]:
-        command, directory = gateway_interpreter(os.environ)
+        command, directory = gateway_interpreter(context.environ, context.files)
         env = {"HERMES_DISABLE_LAZY_INSTALLS": "1"}  # never pip-install while listing
         if directory is not None:
-            env["PATH"] = directory + os.pathsep + os.environ.get("PATH", os.defpath)
+            env["PATH"] = directory + ":" + context.environ.get("PATH", "/usr/bin:/bin")
         request = CommandRequest(
             command=command,
             args=("-m", "tui_gateway.entry"),

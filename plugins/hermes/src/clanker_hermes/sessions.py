@@ -17,8 +17,6 @@ into a chain of rows is one entry, shown as its newest continuation (the
 from __future__ import annotations
 
 import math
-import os
-import pwd
 import re
 import sqlite3
 import stat
@@ -31,9 +29,8 @@ from attrs import evolve, frozen
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.ids import HarnessId
-from clanker.sessions.context import SessionsContext
-from clanker.sessions.sqlite import open_readonly, require_columns
-from clanker.sessions.types import HarnessSession, SessionScan, clean_text
+from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
+from clanker.stores import HostFiles, clean_text, home_directory, require_columns
 from clanker_hermes.launch import HermesLaunch
 
 __all__ = [
@@ -82,16 +79,6 @@ def _not_configured(detail: str) -> HarnessCapabilityError:
 # -- where the store is ---------------------------------------------------------------------
 
 
-def _home(environ: Mapping[str, str]) -> Path | None:
-    home = environ.get("HOME")
-    if not home:
-        try:
-            home = pwd.getpwuid(os.getuid()).pw_dir
-        except (KeyError, OSError):
-            return None
-    return Path(home) if home.startswith("/") else None
-
-
 def _absolute(value: str, name: str) -> Path:
     # Relative to the directory Hermes was started in, which clanker cannot know.
     if not value.startswith("/") or "\x00" in value:
@@ -99,32 +86,22 @@ def _absolute(value: str, name: str) -> Path:
     return Path(value)
 
 
-def _read_active_profile(root: Path) -> str | None:
+def _read_active_profile(root: Path, files: HostFiles) -> str | None:
     """The sticky profile name in ``<root>/active_profile``, as Hermes reads it.
 
     A missing, unreadable or undecodable file is no profile (Hermes skips it).
     Only a regular file is read (a FIFO there would block the listing).
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(root / "active_profile", flags)
-    except (OSError, ValueError):
+    data = files.read_small(root / "active_profile", _PROFILE_FILE_BYTES)
+    if data is None:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, _PROFILE_FILE_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     try:
         return data.decode("utf-8").strip() or None
     except UnicodeDecodeError:
         return None
 
 
-def hermes_home(environ: Mapping[str, str]) -> Path | None:
+def hermes_home(environ: Mapping[str, str], files: HostFiles) -> Path | None:
     """The ``HERMES_HOME`` a plain ``hermes`` started with ``environ`` uses.
 
     Hermes's order (hermes_cli/main.py, hermes_constants.py, 0.19.0):
@@ -143,23 +120,24 @@ def hermes_home(environ: Mapping[str, str]) -> Path | None:
     ``not-configured`` when Hermes itself would refuse to start (a relative
     ``HERMES_HOME``, an invalid or missing sticky profile).
     """
-    home = _home(environ)
-    native = None if home is None else home / ".hermes"
+    home = home_directory(environ)
+    native = None if home is None else Path(home) / ".hermes"
     env_value = environ.get("HERMES_HOME", "")
     if env_value and Path(env_value).parent.name == "profiles":
         return _absolute(env_value, "HERMES_HOME")
     env_home = _absolute(env_value.strip(), "HERMES_HOME") if env_value.strip() else None
     inside_native = (env_home is not None and native is not None
-                     and env_home.resolve().is_relative_to(native.resolve()))
+                     and Path(files.realpath(env_home)).is_relative_to(files.realpath(native)))
     root = native if env_home is None or inside_native else env_home
     if root is not None:
-        name = _read_active_profile(root)
+        name = _read_active_profile(root, files)
         if name is not None and name.casefold() != "default":
             profile = name.lower()
             if _PROFILE_ID.fullmatch(profile) is None or profile in _RESERVED_PROFILES:
                 raise _not_configured("the active Hermes profile has an invalid name")
             directory = root / "profiles" / profile
-            if not directory.is_dir():
+            found = files.stat(directory)
+            if found is None or not stat.S_ISDIR(found.st_mode):
                 raise _not_configured("the active Hermes profile does not exist")
             return directory
     if env_home is not None:
@@ -167,9 +145,9 @@ def hermes_home(environ: Mapping[str, str]) -> Path | None:
     return native
 
 
-def state_db(environ: Mapping[str, str]) -> Path | None:
+def state_db(environ: Mapping[str, str], files: HostFiles) -> Path | None:
     """``<HERMES_HOME>/state.db``, or ``None`` when there is no home to start from."""
-    home = hermes_home(environ)
+    home = hermes_home(environ, files)
     return None if home is None else home / "state.db"
 
 
@@ -404,7 +382,7 @@ def _wanted(context: SessionsContext, cwd: object) -> bool:
 
 
 def _scan(db: Path, context: SessionsContext) -> SessionScan:
-    with open_readonly(db, harness=_HERMES) as connection:
+    with context.files.sqlite(db, harness=_HERMES) as connection:
         connection.text_factory = _decode
         tables = _tables(connection)
         if not tables & {"sessions", "schema_version"}:
@@ -452,11 +430,11 @@ class HermesSessions:
     # existing ancestor's git root.
     resumes_without_original_directory = True
 
-    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
+    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
         # Database rows carry no store_path: there is no file to confine. The
         # directory is still the store's, for whoever asks.
         try:
-            db = state_db(environ)
+            db = state_db(environ, files)
         except HarnessCapabilityError:
             return ()
         return () if db is None else (db.parent,)
@@ -465,7 +443,8 @@ class HermesSessions:
         return await context.offload(lambda: self._discover(context))
 
     def _discover(self, context: SessionsContext) -> SessionScan:
-        db = state_db(context.environ)
-        if db is None or not db.is_file():
+        db = state_db(context.environ, context.files)
+        found = None if db is None else context.files.stat(db)
+        if db is None or found is None or not stat.S_ISREG(found.st_mode):
             return SessionScan()
         return _scan(db, context)

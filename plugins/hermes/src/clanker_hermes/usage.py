@@ -40,11 +40,18 @@ from typing import Final
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
-from clanker.sessions.types import clean_text
-from clanker.usage.capability import UsageContext
-from clanker.usage.parsing import label_text, offset_timestamp
-from clanker.usage.policy import RefreshPolicy
-from clanker.usage.types import Measurement, MeasurementKind, Period, Scope, UsageSnapshot
+from clanker.stores import clean_text
+from clanker.usage.capability import (
+    Measurement,
+    MeasurementKind,
+    Period,
+    RefreshPolicy,
+    Scope,
+    UsageContext,
+    UsageSnapshot,
+    label_text,
+    offset_timestamp,
+)
 
 __all__ = ["POLICY", "HermesUsage", "interpret_result", "parse_hermes_usage", "usage_request"]
 

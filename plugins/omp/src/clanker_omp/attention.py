@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttentionContext, AttentionPlan
+from clanker.attention.capability import AttachmentContext, AttachmentPlan
 
 __all__ = ["EXTENSION", "EXTENSION_FILE_NAME", "OmpAttention", "conflicting_flag"]
 
@@ -55,7 +55,7 @@ class OmpAttention:
         self.interpreter: Path | None = None  # in-process: the extension delivers itself
         self.resume_preserves_session_id = True
 
-    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
         if conflicting_flag(context.user_flags) is not None:
             return None
         missing = [name for name in _REQUIRED_ENV if not context.env.get(name)]
@@ -68,4 +68,4 @@ class OmpAttention:
         # user's flags stay last, together and in their order.
         argv = context.argv
         at = 2 if len(argv) > 1 and argv[1] == _SUBCOMMAND else 1
-        return AttentionPlan(argv=(*argv[:at], "--extension", str(target), *argv[at:]))
+        return AttachmentPlan(argv=(*argv[:at], "--extension", str(target), *argv[at:]))

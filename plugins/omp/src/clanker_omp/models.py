@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 from typing import Final
 
-from clanker.capabilities import ModelsContext
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest
-from clanker.models.types import Model, model_text
+from clanker.models.capability import Model, ModelsContext, model_text
 
 __all__ = ["OmpModels", "listing_args", "parse_models_json"]
 

@@ -15,9 +15,7 @@ pre-filters: it is not reversible, so a session belongs to its header's cwd.
 from __future__ import annotations
 
 import json
-import os
 import posixpath
-import pwd
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -29,11 +27,17 @@ from typing import Any, Final, cast
 from attrs import frozen
 
 from clanker.ids import HarnessId
-from clanker.sessions.context import SessionsContext
-from clanker.sessions.files import FileSample, parse_timestamp
-from clanker.sessions.filestore import Candidate, find_files, scan_files
-from clanker.sessions.types import HarnessSession, SessionScan, clean_text
-from clanker.sessions.witness import Witness
+from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
+from clanker.stores import (
+    Candidate,
+    FileSample,
+    HostFiles,
+    Witness,
+    clean_text,
+    home_directory,
+    parse_timestamp,
+    scan_files,
+)
 
 __all__ = [
     "HEAD_BYTES",
@@ -108,17 +112,6 @@ class SessionRoot:
 # -- where the store is ---------------------------------------------------------------------
 
 
-def _home(environ: Mapping[str, str]) -> str | None:
-    # os.homedir() under bun: $HOME, else the password database.
-    home = environ.get("HOME")
-    if home:
-        return home
-    try:
-        return pwd.getpwuid(os.getuid()).pw_dir or None
-    except (KeyError, OSError):
-        return None
-
-
 def _join(*parts: str) -> str:
     # node's path.join: concatenate with "/" (an absolute later part does not
     # restart the path, unlike os.path.join), then normalize.
@@ -165,7 +158,7 @@ def agent_dir(environ: Mapping[str, str]) -> tuple[str, bool] | None:
     ``$OMP_PROFILE`` overrode), else ``~/<cfg>/agent``, ``<cfg>`` being
     ``$PI_CONFIG_DIR`` or ``.omp``.
     """
-    home = _home(environ)
+    home = home_directory(environ)
     if home is None:
         return None
     config = environ.get("PI_CONFIG_DIR") or ".omp"
@@ -184,7 +177,9 @@ def agent_dir(environ: Mapping[str, str]) -> tuple[str, bool] | None:
     return resolved, resolved == default
 
 
-def sessions_dir(environ: Mapping[str, str], *, platform: str = sys.platform) -> Path | None:
+def sessions_dir(
+    environ: Mapping[str, str], files: HostFiles, *, platform: str = sys.platform
+) -> Path | None:
     """Where omp files managed sessions: ``<agent dir>/sessions``, or XDG's.
 
     On Linux and macOS, when the agent dir is the profile's default and
@@ -200,13 +195,14 @@ def sessions_dir(environ: Mapping[str, str], *, platform: str = sys.platform) ->
     if is_default and data_home is not None and platform in ("linux", "darwin"):
         profile = profile_name(environ)
         app = _join(data_home, "omp", "profiles", profile) if profile else _join(data_home, "omp")
-        if os.path.exists(app):
+        if files.stat(app) is not None:
             return Path(app) / "sessions"
     return Path(path) / "sessions"
 
 
-def session_roots(environ: Mapping[str, str], *, platform: str = sys.platform
-                  ) -> tuple[SessionRoot, ...]:
+def session_roots(
+    environ: Mapping[str, str], files: HostFiles, *, platform: str = sys.platform
+) -> tuple[SessionRoot, ...]:
     """The managed sessions dir and ``$PI_CODING_AGENT_SESSION_DIR`` (flat, absolute only).
 
     The explicit dir is where omp writes new sessions (``--session-dir`` is
@@ -214,7 +210,7 @@ def session_roots(environ: Mapping[str, str], *, platform: str = sys.platform
     managed dir, so history reads both.
     """
     roots: list[SessionRoot] = []
-    managed = sessions_dir(environ, platform=platform)
+    managed = sessions_dir(environ, files, platform=platform)
     if managed is not None:
         roots.append(SessionRoot(managed, nested=True))
     explicit = _absolute(environ.get("PI_CODING_AGENT_SESSION_DIR"))
@@ -232,10 +228,6 @@ def _contains(outer: str, inner: str) -> bool:
     return inner == outer or inner.startswith(outer.rstrip("/") + "/")
 
 
-def _real(path: str) -> str:
-    return os.path.realpath(path)
-
-
 @frozen
 class ProjectDirs:
     """A project-directory filter that is also a value: a remembered listing is keyed by it."""
@@ -247,7 +239,9 @@ class ProjectDirs:
         return not name.startswith("-") or name in self.exact or name.startswith(self.prefixes)
 
 
-def project_dir_filter(scopes: Iterable[str], environ: Mapping[str, str]) -> ProjectDirs | None:
+def project_dir_filter(
+    scopes: Iterable[str], environ: Mapping[str, str], files: HostFiles
+) -> ProjectDirs | None:
     """Which project directories can hold sessions of ``scopes`` (``None``: all).
 
     omp names a project dir from its canonical cwd: ``-<rel>`` under the
@@ -258,11 +252,11 @@ def project_dir_filter(scopes: Iterable[str], environ: Mapping[str, str]) -> Pro
     home or the temp root (their sessions carry relative names). Siblings that
     share a prefix are kept too; the service drops them by their cwd.
     """
-    home = _home(environ)
-    homes = {h for h in (home, home and _real(home)) if h and h.startswith("/")}
+    home = home_directory(environ)
+    homes = {h for h in (home, home and files.realpath(home)) if h and h.startswith("/")}
     # os.tmpdir(): $TMPDIR, $TMP, $TEMP, else /tmp. Every candidate counts.
     temp_values = (environ.get("TMPDIR"), environ.get("TMP"), environ.get("TEMP"), "/tmp")  # noqa: S108
-    temps = {_real(t.rstrip("/") or "/") for t in temp_values if t and t.startswith("/")}
+    temps = {files.realpath(t.rstrip("/") or "/") for t in temp_values if t and t.startswith("/")}
     temps |= {t.rstrip("/") or "/" for t in temp_values if t and t.startswith("/")}
     exact: set[str] = set()
     prefixes: set[str] = set()
@@ -711,12 +705,12 @@ def _candidates(
         # Exactly one level of project dirs (flat: none). Sub-agent transcripts
         # live one level deeper, in a session's artifacts dir, and are not
         # sessions of their own; the gc archive lies outside the sessions dir.
-        files, root_cut = find_files(
+        walked, root_cut = context.files.walk(
             root.path, depth=1 if root.nested else 0, accept_file=accept_file,
             accept_dir=accept_dir, witness=witness,
         )
         cut = cut or root_cut
-        for candidate in files:
+        for candidate in walked:
             # A session dir inside the managed one would list a file twice.
             found.setdefault((candidate.stat.st_dev, candidate.stat.st_ino), candidate)
     return list(found.values()), cut
@@ -732,19 +726,20 @@ class OmpSessions:
     # clanker's argv only.
     resumes_without_original_directory = True
 
-    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
-        return tuple(root.path for root in session_roots(environ))
+    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
+        return tuple(root.path for root in session_roots(environ, files))
 
     async def discover(self, context: SessionsContext) -> SessionScan:
         return await context.offload(lambda: self._discover(context))
 
     def _discover(self, context: SessionsContext) -> SessionScan:
-        roots = session_roots(context.environ)
+        roots = session_roots(context.environ, context.files)
         # The filter resolves the home and the temp root through links, so it is
         # part of what a remembered answer is keyed by.
         accept_dir: Callable[[int, str], bool] = _every_dir
         if context.native_id is None:  # on a re-find the scopes say where the caller is, no more
-            accept_dir = project_dir_filter(context.scopes, context.environ) or _every_dir
+            accept_dir = (project_dir_filter(context.scopes, context.environ, context.files)
+                          or _every_dir)
 
         def scan(witness: Witness) -> SessionScan:
             candidates, cut = _candidates(context, roots, accept_dir, witness)

@@ -36,10 +36,18 @@ from typing import Any, Final
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest
-from clanker.usage.capability import UsageContext
-from clanker.usage.parsing import epoch_milliseconds, finite_number, label_text
-from clanker.usage.policy import RefreshPolicy
-from clanker.usage.types import Measurement, MeasurementKind, Period, Scope, UsageSnapshot
+from clanker.usage.capability import (
+    Measurement,
+    MeasurementKind,
+    Period,
+    RefreshPolicy,
+    Scope,
+    UsageContext,
+    UsageSnapshot,
+    epoch_milliseconds,
+    finite_number,
+    label_text,
+)
 
 __all__ = ["POLICY", "OmpUsage", "parse_omp_usage", "usage_request"]
 

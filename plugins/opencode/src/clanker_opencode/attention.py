@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttentionContext, AttentionPlan
+from clanker.attention.capability import AttachmentContext, AttachmentPlan
 
 __all__ = ["CONFIG_VARIABLE", "PLUGIN_FILE_NAME", "PLUGIN_SOURCE", "OpenCodeAttention",
            "plugin_config"]
@@ -61,7 +61,7 @@ class OpenCodeAttention:
         # bind the root before the first event.
         self.resume_preserves_session_id = True
 
-    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
         if _conflicts(context.env, context.user_flags):
             return None
         if any(not context.env.get(name) for name in _REQUIRED):
@@ -70,7 +70,7 @@ class OpenCodeAttention:
         descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "wb") as file, PLUGIN_SOURCE.open("rb") as source:
             shutil.copyfileobj(source, file)
-        return AttentionPlan(env={CONFIG_VARIABLE: plugin_config(target)})
+        return AttachmentPlan(env={CONFIG_VARIABLE: plugin_config(target)})
 
 
 def _conflicts(env: Mapping[str, str], flags: Iterable[str]) -> bool:

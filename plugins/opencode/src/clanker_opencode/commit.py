@@ -19,8 +19,7 @@ from typing import Any, Final
 
 from attrs import define, field
 
-from clanker.commit.exits import answer_by_exit
-from clanker.commit.message import text_answer
+from clanker.commit.capability import answer_by_exit, text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
 

@@ -6,8 +6,12 @@ import re
 from typing import Final
 
 from clanker.execution import CommandRequest, CommandResult
-from clanker.launch.request import LaunchOperation, LaunchPlan, LaunchRequest
-from clanker.launch.version import parse_version_output
+from clanker.launch.capability import (
+    LaunchOperation,
+    LaunchPlan,
+    LaunchRequest,
+    parse_version_output,
+)
 
 __all__ = ["OpenCodeLaunch"]
 

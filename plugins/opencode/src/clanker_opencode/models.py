@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from clanker.capabilities import ModelsContext
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest
-from clanker.models.types import Model, model_text
+from clanker.models.capability import Model, ModelsContext, model_text
 
 __all__ = ["FALLBACK", "OpenCodeModels", "listing_args", "parse_models_listing"]
 

@@ -28,8 +28,8 @@ from attrs import evolve, frozen
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, MAX_TIMEOUT, CommandRequest
 from clanker.ids import HarnessId
-from clanker.sessions.context import SessionsContext
-from clanker.sessions.types import HarnessSession, SessionScan, clean_text
+from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
+from clanker.stores import HostFiles, clean_text
 from clanker_opencode.launch import OpenCodeLaunch
 
 __all__ = [
@@ -200,7 +200,7 @@ class OpenCodeSessions:
     # always runs a session in its recorded directory, so clanker refuses.
     resumes_without_original_directory = False
 
-    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
+    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
         # No file of OpenCode's is ever read or passed on: nothing to confine.
         return ()
 

@@ -26,7 +26,7 @@ import shutil
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttentionContext, AttentionPlan
+from clanker.attention.capability import AttachmentContext, AttachmentPlan
 
 __all__ = ["EXTENSION", "EXTENSION_NAME", "SUBCOMMANDS", "PiAttention"]
 
@@ -56,7 +56,7 @@ class PiAttention:
         # pre-bound root would then refuse.
         self.resume_preserves_session_id = False
 
-    def prepare(self, context: AttentionContext) -> AttentionPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
         executable, *arguments = context.argv
         if arguments and arguments[0] in SUBCOMMANDS:
             return None  # a subcommand, not an agent: nothing to observe
@@ -68,4 +68,4 @@ class PiAttention:
         target.chmod(0o600)
         # First, so a subcommand word never follows an option of ours, and the
         # model, session and user flags that come after keep their order.
-        return AttentionPlan(argv=(executable, "--extension", str(target), *arguments))
+        return AttachmentPlan(argv=(executable, "--extension", str(target), *arguments))

@@ -14,11 +14,8 @@ belongs to the ``cwd`` its header records.
 from __future__ import annotations
 
 import json
-import os
 import posixpath
-import pwd
 import re
-import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from json.scanner import make_scanner
@@ -28,11 +25,17 @@ from typing import Any, Final, cast
 from attrs import frozen
 
 from clanker.ids import HarnessId
-from clanker.sessions.context import SessionsContext
-from clanker.sessions.files import FileSample, parse_timestamp
-from clanker.sessions.filestore import Candidate, find_files, scan_files
-from clanker.sessions.types import HarnessSession, SessionScan, clean_text
-from clanker.sessions.witness import Witness
+from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
+from clanker.stores import (
+    Candidate,
+    FileSample,
+    HostFiles,
+    Witness,
+    clean_text,
+    home_directory,
+    parse_timestamp,
+    scan_files,
+)
 
 __all__ = [
     "HEAD_BYTES",
@@ -104,21 +107,10 @@ class SessionRoot:
 # -- where the store is ---------------------------------------------------------------------
 
 
-def _home(environ: Mapping[str, str]) -> str | None:
-    # node's os.homedir(): $HOME, else the password database.
-    home = environ.get("HOME")
-    if home:
-        return home
-    try:
-        return pwd.getpwuid(os.getuid()).pw_dir or None
-    except (KeyError, OSError):
-        return None
-
-
 def _expand_tilde(value: str, environ: Mapping[str, str]) -> str | None:
     """Pi's ``expandTildePath``: only ``~`` and ``~/...``; ``~user`` stays literal."""
     if value == "~" or value.startswith("~/"):
-        home = _home(environ)
+        home = home_directory(environ)
         return None if home is None else home + value[1:]
     return value
 
@@ -136,39 +128,17 @@ def agent_dir(environ: Mapping[str, str]) -> Path | None:
     configured = environ.get("PI_CODING_AGENT_DIR")
     if configured:
         return _absolute(_expand_tilde(configured, environ))
-    home = _home(environ)
+    home = home_directory(environ)
     return None if home is None else _absolute(posixpath.join(home, ".pi", "agent"))
 
 
-def _read_small(path: Path, limit: int) -> bytes | None:
-    """A regular file's bytes, or ``None`` if it is missing, larger than ``limit``, or no file.
-
-    A link is followed (dotfile managers link settings files), but only a
-    regular file is read: a FIFO there would block the listing forever.
-    """
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except (OSError, ValueError):
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, limit + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data if len(data) <= limit else None
-
-
-def settings_session_dir(agent: Path, environ: Mapping[str, str]) -> Path | None:
+def settings_session_dir(agent: Path, environ: Mapping[str, str], files: HostFiles) -> Path | None:
     """``sessionDir`` from the global ``<agentDir>/settings.json``, if absolute after ``~``.
 
     One bounded read of one small file. A missing, oversized or malformed file
     is no setting, exactly as for pi (which then uses its default).
     """
-    data = _read_small(agent / "settings.json", _SETTINGS_BYTES)
+    data = files.read_small(agent / "settings.json", _SETTINGS_BYTES)
     if data is None:
         return None
     try:
@@ -181,7 +151,7 @@ def settings_session_dir(agent: Path, environ: Mapping[str, str]) -> Path | None
     return _absolute(_expand_tilde(value, environ))
 
 
-def session_roots(environ: Mapping[str, str]) -> tuple[SessionRoot, ...]:
+def session_roots(environ: Mapping[str, str], files: HostFiles) -> tuple[SessionRoot, ...]:
     """Every directory pi may have written sessions to, as clanker can know them.
 
     Pi writes a new session to the first of: ``--session-dir`` (per
@@ -198,7 +168,7 @@ def session_roots(environ: Mapping[str, str]) -> tuple[SessionRoot, ...]:
     explicit = _absolute(_expand_tilde(configured, environ)) if configured else None
     if explicit is not None:
         roots.append(SessionRoot(explicit, nested=False))
-    from_settings = settings_session_dir(agent, environ) if agent is not None else None
+    from_settings = settings_session_dir(agent, environ, files) if agent is not None else None
     if from_settings is not None:
         roots.append(SessionRoot(from_settings, nested=False))
     unique: dict[Path, SessionRoot] = {}
@@ -596,11 +566,11 @@ def _candidates(
     found: dict[tuple[int, int], Candidate] = {}
     cut = False
     for root in roots:
-        files, root_cut = find_files(root.path, depth=1 if root.nested else 0,
-                                     accept_file=accept_file, accept_dir=accept_dir,
-                                     witness=witness)
+        walked, root_cut = context.files.walk(root.path, depth=1 if root.nested else 0,
+                                              accept_file=accept_file, accept_dir=accept_dir,
+                                              witness=witness)
         cut = cut or root_cut
-        for candidate in files:
+        for candidate in walked:
             # Two roots may overlap (a session dir inside the default root): one file, one session.
             found.setdefault((candidate.stat.st_dev, candidate.stat.st_ino), candidate)
     return list(found.values()), cut
@@ -615,14 +585,14 @@ class PiSessions:
     # stdin instead). Clanker refuses and asks for the directory back.
     resumes_without_original_directory = False
 
-    def store_roots(self, environ: Mapping[str, str]) -> tuple[Path, ...]:
-        return tuple(root.path for root in session_roots(environ))
+    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
+        return tuple(root.path for root in session_roots(environ, files))
 
     async def discover(self, context: SessionsContext) -> SessionScan:
         return await context.offload(lambda: self._discover(context))
 
     def _discover(self, context: SessionsContext) -> SessionScan:
-        roots = session_roots(context.environ)
+        roots = session_roots(context.environ, context.files)
 
         def scan(witness: Witness) -> SessionScan:
             candidates, cut = _candidates(context, roots, witness)

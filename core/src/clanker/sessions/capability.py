@@ -1,22 +1,36 @@
-"""What a sessions provider is handed: bounds, scope, executors, its cache."""
+"""The sessions contract: what a provider implements to find its harness's
+history, and what a discovery hands it (bounds, scope, the host's files and
+executor, its cache).
+
+A plugin imports its sessions types from here; the shared store readers it
+scans with are in :mod:`clanker.stores`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Executor
-from typing import Final, TypeVar
+from pathlib import Path
+from typing import Final, Protocol, TypeVar, runtime_checkable
 
 from attrs import field, frozen
 
+from clanker.environment import HostFiles
 from clanker.execution import CommandExecutor
 from clanker.ids import HarnessId
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.scope import canonical, in_scope
-from clanker.sessions.types import SessionScan
+from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.sessions.witness import ScanMemo, Witness
 
-__all__ = ["DEFAULT_STORE_LIMIT", "SessionsContext"]
+__all__ = [
+    "DEFAULT_STORE_LIMIT",
+    "HarnessSession",
+    "SessionScan",
+    "SessionsCapability",
+    "SessionsContext",
+]
 
 _T = TypeVar("_T")
 
@@ -26,6 +40,10 @@ DEFAULT_STORE_LIMIT: Final = 512
 @frozen(kw_only=True)
 class SessionsContext:
     """One discovery request, as a provider sees it.
+
+    ``files`` and ``executor`` are the environment's: the only way to read the
+    store or run the harness. ``environ`` is the host's environment (``HOME``
+    set whenever the host knows it), from which a provider finds its store.
 
     ``scopes`` are the workspace's canonical directory and its git worktrees
     (plus the path as the caller spelled it), or empty for "everything". A
@@ -40,6 +58,7 @@ class SessionsContext:
 
     harness: HarnessId
     executor: CommandExecutor
+    files: HostFiles
     environ: Mapping[str, str]
     cache: SummaryCache
     scopes: tuple[str, ...] = ()
@@ -96,3 +115,29 @@ class SessionsContext:
     def _positive(self, _: object, value: int) -> None:
         if value < 1:
             raise ValueError("limit: must be at least 1")
+
+
+@runtime_checkable
+class SessionsCapability(Protocol):
+    """Finds a harness's past conversations in its own store, bounded."""
+
+    resumes_without_original_directory: bool
+    """Whether the harness continues a session whose recorded directory is gone
+    (verified per version; ``False`` unless proven)."""
+
+    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
+        """Return the directories the store's files live under (for confinement checks),
+        as found from the host's ``environ`` (and, where the harness reads a
+        setting for it, its ``files``).
+
+        Empty for a harness whose history is only reachable through its own command.
+        """
+        ...
+
+    async def discover(self, context: SessionsContext) -> SessionScan:
+        """Summarize the store's sessions within ``context``'s bounds.
+
+        A missing store is an empty scan. Malformed files are counted skips;
+        an unreadable store or a changed schema raises a typed error.
+        """
+        ...

@@ -18,11 +18,14 @@ import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clanker._logging import get_logger
-from clanker.attention.capability import AttentionCapability, AttentionContext
+from clanker.attention.capability import AttachmentContext, AttentionCapability
+from clanker.environment import HostFiles
+from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.attachments import LaunchState, PreparedAttachment
 from clanker.paths import ClankerPaths, clanker_paths
 
@@ -34,7 +37,7 @@ __all__ = ["HOOK_SCRIPT", "LAUNCHER_FILE", "AttentionAttachment", "sweep_orphans
 
 log = get_logger(__name__)
 
-HOOK_SCRIPT = Path(__file__).with_name("hook.py")
+HOOK_SCRIPT = Path(__file__).resolve().parent.parent / "attention" / "hook.py"
 """The hook bridge: standard library only, so it starts as fast as Python can."""
 
 LAUNCHER_FILE = "launcher.pid"
@@ -70,6 +73,8 @@ class AttentionAttachment:
         capability: AttentionCapability,
         *,
         cwd: str,
+        files: HostFiles,
+        run: Callable[[CommandRequest], CommandResult],
         user_flags: tuple[str, ...] = (),
         trusted_root_session_id: str | None = None,
         paths: ClankerPaths | None = None,
@@ -77,6 +82,8 @@ class AttentionAttachment:
         self._harness = harness
         self._capability = capability
         self._cwd = cwd
+        self._files = files
+        self._run = run
         self._user_flags = user_flags
         self._trusted_root = (
             trusted_root_session_id if capability.resume_preserves_session_id else None
@@ -117,12 +124,14 @@ class AttentionAttachment:
             }
             if self._capability.interpreter is not None:
                 env["CLANKER_ATTENTION_INTERPRETER"] = str(self._capability.interpreter)
-            plan = self._capability.prepare(AttentionContext(
+            plan = self._capability.prepare(AttachmentContext(
                 argv=state.argv,
                 env={**state.env, **env},
                 cwd=self._cwd,
                 private_dir=private_dir,
                 user_flags=self._user_flags,
+                files=self._files,
+                run=self._run,
             ))
             if plan is None:
                 log.info("attention: %s configuration is the user's; launching without it",

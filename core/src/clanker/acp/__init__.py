@@ -1,0 +1,1 @@
+"""Agent Client Protocol: starting a harness as an ACP server (contract only so far)."""

@@ -1,0 +1,409 @@
+"""The clanker library: one object that tools import, and that the CLI is a thin layer over.
+
+:class:`Clanker` is the composition root. It builds every service from one
+:class:`~clanker.environment.Environment` (this machine unless you pass
+another), one plugin :class:`~clanker.registry.Registry` (the installed
+plugins unless you pass another) and clanker's own directories::
+
+    import asyncio
+    from clanker.api import Clanker
+
+    async def main() -> None:
+        async with Clanker() as clanker:
+            listing = await clanker.sessions(workspace="/home/me/project")
+            for session in listing.sessions[:5]:
+                print(session.key, session.title)
+
+    asyncio.run(main())
+
+Everything that talks to a harness is a coroutine; launching a harness in
+the user's terminal (:meth:`Clanker.launch`) and the grid calls are plain
+functions. Failures are :class:`~clanker.errors.HarnessCapabilityError` with
+a ``kind`` (``docs/exit-codes.md``) unless a method says otherwise.
+``docs/library.md`` is the guide.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable, Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # Deferred imports keep `import clanker.api` cheap: a tool that only asks
+    # the grid which agents run never loads a plugin.
+    from clanker.commit.message import Style
+    from clanker.commit.service import CommitProposal, CommitService
+    from clanker.descriptor import SessionOperation
+    from clanker.environment import Environment
+    from clanker.grid.client import GridClient
+    from clanker.grid.daemon import GridStatus
+    from clanker.grid.protocol import ExplainReply, StreamEvent, TerminalEntry
+    from clanker.installation import Installation
+    from clanker.launch.attachments import Report
+    from clanker.launch.request import LaunchRequest
+    from clanker.launch.service import LaunchOptions, LaunchService, PreparedLaunch
+    from clanker.models.service import ModelService
+    from clanker.models.types import ModelCatalog
+    from clanker.paths import ClankerPaths
+    from clanker.registry import HarnessProvider, Registry
+    from clanker.sessions.selection import Selection
+    from clanker.sessions.service import SessionListing, SessionService
+    from clanker.usage.service import UsageEntry, UsageService
+
+__all__ = ["Clanker"]
+
+
+class Clanker:
+    """Every clanker capability, wired once.
+
+    ``environment`` is where harnesses run (default: this machine, with this
+    process's environment variables); ``registry`` the plugins (default: the
+    installed ones, loaded on first use); ``paths`` clanker's own directories
+    (default: ``CLANKER_HOME`` or the platform's). Services are built on first
+    use and kept: one object answers a warm session listing from memory.
+    Close it (``async with`` or :meth:`aclose`) to end probes still running.
+    """
+
+    def __init__(
+        self,
+        *,
+        environment: Environment | None = None,
+        registry: Registry | None = None,
+        paths: ClankerPaths | None = None,
+    ) -> None:
+        self._environment = environment
+        self._registry = registry
+        self._paths = paths
+        self._sessions: SessionService | None = None
+        self._models: ModelService | None = None
+        self._usage: UsageService | None = None
+        self._launch: LaunchService | None = None
+
+    # -- composition ---------------------------------------------------------
+
+    @property
+    def environment(self) -> Environment:
+        if self._environment is None:
+            from clanker.environment.local import LocalEnvironment
+
+            self._environment = LocalEnvironment()
+        return self._environment
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            from clanker.registry import get_registry
+
+            self._registry = get_registry()
+        return self._registry
+
+    @property
+    def paths(self) -> ClankerPaths:
+        if self._paths is None:
+            from clanker.paths import clanker_paths
+
+            self._paths = clanker_paths()
+        return self._paths
+
+    def _session_service(self) -> SessionService:
+        if self._sessions is None:
+            from clanker.sessions.service import SessionService
+
+            self._sessions = SessionService(environment=self.environment,
+                                            cache_dir=self.paths.cache)
+        return self._sessions
+
+    def _model_service(self) -> ModelService:
+        if self._models is None:
+            from clanker.models.service import ModelService
+
+            self._models = ModelService(environment=self.environment, cache_dir=self.paths.cache)
+        return self._models
+
+    def _usage_service(self) -> UsageService:
+        if self._usage is None:
+            from clanker.usage.service import UsageService
+            from clanker.usage.store import UsageStore
+
+            self._usage = UsageService(environment=self.environment,
+                                       store=UsageStore(self.paths.cache))
+        return self._usage
+
+    def _launch_service(self) -> LaunchService:
+        if self._launch is None:
+            from clanker.launch.service import LaunchService
+
+            self._launch = LaunchService(environment=self.environment, paths=self.paths)
+        return self._launch
+
+    async def aclose(self) -> None:
+        """Cancel usage probes still in flight (each child is reaped)."""
+        if self._usage is not None:
+            await self._usage.close()
+
+    async def __aenter__(self) -> Clanker:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- harnesses -----------------------------------------------------------
+
+    def harness(self, harness: HarnessProvider | str) -> HarnessProvider:
+        """Return the provider of a harness id.
+
+        Raises :class:`~clanker.registry.UnknownHarnessError` (a
+        :class:`LookupError` listing the known ids) for anything that is not
+        exactly a loaded id: an untrusted string never falls through to
+        another harness.
+        """
+        from clanker.registry import HarnessProvider, UnknownHarnessError
+
+        if isinstance(harness, HarnessProvider):
+            return harness
+        provider = self.registry.find_provider(harness)
+        if provider is None:
+            raise UnknownHarnessError(str(harness), self.registry.ids())
+        return provider
+
+    def harnesses(self) -> tuple[HarnessProvider, ...]:
+        """Every loaded harness, by id."""
+        return tuple(self.registry.providers.values())
+
+    def _chosen(self, harnesses: Iterable[HarnessProvider | str] | None) -> list[HarnessProvider]:
+        return list(self.harnesses()) if harnesses is None else [self.harness(h) for h in harnesses]
+
+    async def installations(
+        self, harnesses: Iterable[HarnessProvider | str] | None = None
+    ) -> list[Installation]:
+        """Where each harness's executable is and which version it reports."""
+        from clanker.installation import probe_installations
+
+        return await probe_installations(self._chosen(harnesses), self.environment)
+
+    # -- models --------------------------------------------------------------
+
+    async def models(self, harness: HarnessProvider | str, *, refresh: bool = False
+                     ) -> ModelCatalog:
+        """The models a harness accepts, from its own listing (cached for its TTL).
+
+        A failed listing is not raised: the catalog carries the last good list
+        or the fallback, and its ``failure``. Raises ``unsupported`` for a
+        harness without a models capability.
+        """
+        return await self._model_service().catalog(self.harness(harness), refresh=refresh)
+
+    # -- sessions ------------------------------------------------------------
+
+    async def sessions(
+        self,
+        *,
+        workspace: str | os.PathLike[str] | None,
+        harnesses: Iterable[HarnessProvider | str] | None = None,
+        limit: int | None = None,
+    ) -> SessionListing:
+        """Past conversations of every harness (or ``harnesses``) for ``workspace``,
+        newest first; ``workspace=None`` lists every directory.
+
+        ``limit`` bounds the sessions read per harness store (default 512). A
+        failing store is reported in ``listing.scans`` beside the others,
+        never instead of them.
+        """
+        from clanker.sessions.capability import DEFAULT_STORE_LIMIT
+
+        where = None if workspace is None else os.path.abspath(workspace)
+        return await self._session_service().discover(
+            self._chosen(harnesses), workspace=where, limit=limit or DEFAULT_STORE_LIMIT)
+
+    async def find_session(
+        self,
+        key: str,
+        *,
+        workspace: str | os.PathLike[str],
+        operation: SessionOperation | None = None,
+    ) -> Selection:
+        """Re-find ``HARNESS:ID`` in its harness's own store and say where it may run.
+
+        ``workspace`` is where the caller is (used when the session's own
+        directory is gone and the harness can continue elsewhere). Raises
+        :class:`~clanker.sessions.selection.InvalidSelectionError` (malformed
+        or unknown), :class:`~clanker.sessions.selection.SessionNotFoundError`,
+        and ``unsupported`` when ``operation`` is not offered.
+        """
+        from clanker.sessions.selection import resolve_selection
+
+        return await resolve_selection(
+            self._session_service(), self.registry, key, operation=operation,
+            workspace=os.path.abspath(workspace))
+
+    # -- usage ---------------------------------------------------------------
+
+    def _usage_capable(self, harnesses: Iterable[HarnessProvider | str] | None
+                       ) -> list[HarnessProvider]:
+        if harnesses is None:
+            return [p for p in self.harnesses() if p.usage is not None]
+        return self._chosen(harnesses)
+
+    async def usage_as_completed(
+        self, harnesses: Iterable[HarnessProvider | str] | None = None, *, refresh: bool = False
+    ) -> AsyncIterator[UsageEntry]:
+        """Yield each harness's usage as soon as its probe answers.
+
+        Without ``harnesses``, every harness with a usage capability. Each
+        probe runs within the harness's own refresh policy and hard limits;
+        ``refresh`` asks again now where they allow it.
+        """
+        import asyncio
+
+        service = self._usage_service()
+        reads = [service.read(p, force=refresh) for p in self._usage_capable(harnesses)]
+        for done in asyncio.as_completed(reads):
+            yield await done
+
+    async def usage(
+        self, harnesses: Iterable[HarnessProvider | str] | None = None, *, refresh: bool = False
+    ) -> list[UsageEntry]:
+        """Every harness's usage, in harness order (see :meth:`usage_as_completed`)."""
+        chosen = self._usage_capable(harnesses)
+        order: dict[str, int] = {p.id: index for index, p in enumerate(chosen)}
+        entries = [entry async for entry in self.usage_as_completed(chosen, refresh=refresh)]
+        return sorted(entries, key=lambda entry: order[entry.harness])
+
+    # -- commit messages -----------------------------------------------------
+
+    def _commit_service(self) -> CommitService:
+        from clanker.commit.service import CommitService
+
+        return CommitService(executor=self.environment.executor,
+                             lock_dir=self.paths.state / "locks")
+
+    async def commit_message(
+        self,
+        harness: HarnessProvider | str,
+        repository: str | os.PathLike[str],
+        *,
+        model: str | None = None,
+        style: Style | None = None,
+    ) -> CommitProposal:
+        """A checked commit message for everything uncommitted in ``repository``.
+
+        Nothing in the repository changes. Raises the git context errors of
+        :mod:`clanker.commit.gitcontext`, :class:`~clanker.commit.service.RepositoryBusyError`,
+        :class:`~clanker.commit.service.InvalidModelError` and the harness's typed failures.
+        """
+        from clanker.commit.message import Style
+
+        return await self._commit_service().propose(
+            self.harness(harness), os.path.abspath(repository), model=model,
+            style=style or Style.PLAIN)
+
+    def commit(self, proposal: CommitProposal) -> int:
+        """Stage everything and commit with ``proposal``'s message; return git's status.
+
+        Runs in the foreground without a time bound (the repository's own
+        commit hooks may take their time and talk to the terminal).
+        """
+        from clanker.commit.service import commit_change
+
+        return commit_change(proposal.change.root, proposal.message.text,
+                             self.environment.environ)
+
+    # -- launch --------------------------------------------------------------
+
+    def prepare_launch(
+        self,
+        harness: HarnessProvider | str,
+        request: LaunchRequest,
+        options: LaunchOptions | None = None,
+        *,
+        report: Report | None = None,
+    ) -> PreparedLaunch:
+        """Plan a launch and acquire its attachments, for a caller that runs it itself.
+
+        Use the result as a context manager: leaving it releases the
+        attachments (the grid retires the agent). See
+        :meth:`~clanker.launch.service.LaunchService.prepare` for the errors.
+        """
+        from clanker.launch.service import LaunchOptions
+
+        return self._launch_service().prepare(
+            self.harness(harness), request, options or LaunchOptions(), report=report)
+
+    def launch(
+        self,
+        harness: HarnessProvider | str,
+        request: LaunchRequest,
+        options: LaunchOptions | None = None,
+        *,
+        report: Report | None = None,
+    ) -> int:
+        """Run a harness in this terminal with its attachments; return its exit status.
+
+        Call it from the main thread (it forwards signals to the harness).
+        """
+        from clanker.launch.service import LaunchOptions
+
+        return self._launch_service().run(
+            self.harness(harness), request, options or LaunchOptions(), report=report)
+
+    # -- the grid and attention ----------------------------------------------
+
+    def grid_status(self) -> GridStatus:
+        """Whether the grid runs, and where (never starts it)."""
+        from clanker.grid import daemon
+
+        return daemon.status(self.paths)
+
+    def start_grid(self) -> GridStatus:
+        """Start the grid unless it already runs."""
+        from clanker.grid import daemon
+
+        found = daemon.status(self.paths)
+        return found if found.running else daemon.start(self.paths)
+
+    def stop_grid(self) -> bool:
+        """Stop the grid; say whether one was running."""
+        from clanker.grid import daemon
+
+        return daemon.stop(self.paths)
+
+    def agents(self) -> list[TerminalEntry]:
+        """Every launched agent the grid knows, with its attention; empty when no grid runs."""
+        from clanker.grid.client import GridClient
+        from clanker.grid.errors import GridUnavailableError
+
+        found = self.grid_status()
+        if not found.running:
+            return []
+        try:
+            return GridClient(found.location.socket).list_terminals()
+        except GridUnavailableError:
+            return []  # it stopped in between: nothing runs
+
+    def explain_agent(self, terminal: str) -> ExplainReply:
+        """Why one agent is in its state (safe metadata only)."""
+        return self._grid_client().explain(terminal)
+
+    def watch_agents(self) -> Iterator[StreamEvent]:
+        """Every agent's current revision, then each change as it happens.
+
+        Close the iterator to stop (``contextlib.closing``). Raises
+        :class:`~clanker.grid.errors.GridUnavailableError` when no grid runs.
+        """
+        return self._grid_client().subscribe()
+
+    def _grid_client(self) -> GridClient:
+        from clanker.grid.client import GridClient
+        from clanker.grid.errors import GridUnavailableError
+
+        found = self.grid_status()
+        if not found.running:
+            raise GridUnavailableError(
+                "the grid is not running (start it with `clanker grid start`)")
+        return GridClient(found.location.socket)
+

@@ -1,0 +1,1 @@
+"""Isolated checkouts: git worktrees as transactions (contract only so far)."""

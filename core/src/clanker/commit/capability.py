@@ -1,0 +1,29 @@
+"""The commit contract: what a provider implements to write a commit message
+through its harness's non-interactive structured mode.
+
+A plugin imports its commit types (and the shared answer checks) from here.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from clanker.commit.exits import answer_by_exit
+from clanker.commit.message import text_answer
+from clanker.execution import CommandRequest, CommandResult
+
+__all__ = ["CommitCapability", "answer_by_exit", "text_answer"]
+
+
+@runtime_checkable
+class CommitCapability(Protocol):
+    """Writes a commit message through the harness's non-interactive structured mode."""
+
+    def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
+        """Return the bounded inference command (the service decides cwd, time and caps)."""
+        ...
+
+    def parse_output(self, result: CommandResult) -> str:
+        """Return the authoritative message text, or raise ``parse-failure``
+        (``unauthenticated`` when the output says the harness is signed out)."""
+        ...

@@ -1,0 +1,148 @@
+"""Where harness commands run and harness stores are read: the Environment seam.
+
+Providers decide *what* to run and how to read their store; an
+:class:`Environment` decides *where*. It hands a provider bound pieces only:
+
+* ``executor`` / ``session_executor``: the two bounded execution forms;
+* ``files``: read-only access to the host's files (:class:`HostFiles`), the
+  only way a provider reads a harness's store or configuration;
+* ``environ``: the host's environment variables as a harness started there
+  would see them (clanker credentials removed, ``HOME`` always set when the
+  host knows it).
+
+The environment itself also locates binaries (:meth:`Environment.locate`)
+and runs a harness in the user's terminal (:meth:`Environment.run_interactive`);
+providers never do either. :class:`~clanker.environment.local.LocalEnvironment`
+is this machine. A provider never learns which environment it runs in.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from clanker.descriptor import Transport
+from clanker.execution import CommandExecutor, SessionExecutor
+
+if TYPE_CHECKING:
+    from clanker.environment.local import LocalEnvironment
+    from clanker.sessions.files import FileSample
+    from clanker.sessions.filestore import Candidate
+    from clanker.sessions.witness import Witness
+
+__all__ = ["Environment", "HostFiles", "LocalEnvironment"]
+
+
+@runtime_checkable
+class HostFiles(Protocol):
+    """Read-only, bounded access to the files of the host a harness lives on.
+
+    Paths are the host's absolute paths, as strings or :class:`~pathlib.Path`.
+    Nothing here follows a link out of a walk, blocks on a FIFO or reads a
+    file whole unless it is small. Every method is blocking: call them from
+    offloaded work (:meth:`~clanker.sessions.capability.SessionsContext.offload`).
+    """
+
+    def walk(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        depth: int,
+        accept_file: Callable[[str], bool],
+        accept_dir: Callable[[int, str], bool] = ...,
+        witness: Witness | None = None,
+    ) -> tuple[list[Candidate], bool]:
+        """Return the regular files exactly ``depth`` directories below ``root``,
+        and whether the walk stopped at its entry bound (see
+        :func:`~clanker.sessions.filestore.find_files`)."""
+        ...
+
+    def sample(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        head_bytes: int,
+        tail_bytes: int,
+        stat: os.stat_result | None = None,
+    ) -> FileSample:
+        """Return a bounded head and tail of a regular file; raise :class:`OSError`."""
+        ...
+
+    def read_small(self, path: str | os.PathLike[str], limit: int) -> bytes | None:
+        """Return a small regular file's bytes (through links), or ``None`` when it is
+        missing, not a regular file, unreadable or larger than ``limit``."""
+        ...
+
+    def stat(self, path: str | os.PathLike[str], *, follow: bool = True) -> os.stat_result | None:
+        """Return the file's status, or ``None`` when it cannot be looked at."""
+        ...
+
+    def realpath(self, path: str | os.PathLike[str]) -> str:
+        """Return the canonical path (links resolved as far as the path exists)."""
+        ...
+
+    def confined(self, path: str | os.PathLike[str], roots: Iterable[os.PathLike[str]]) -> bool:
+        """Say whether ``path`` is a regular file that resolves inside one of ``roots``."""
+        ...
+
+    def sqlite(
+        self, path: str | os.PathLike[str], *, harness: str
+    ) -> AbstractContextManager[sqlite3.Connection]:
+        """Open a harness's SQLite database read-only (see :mod:`clanker.sessions.sqlite`)."""
+        ...
+
+    def which(self, command: str, search_path: str | None) -> str | None:
+        """Return where ``command`` is found on ``search_path`` (``PATH`` syntax)."""
+        ...
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """One place harnesses live: this machine, or (later) an SSH host."""
+
+    @property
+    def name(self) -> str:
+        """Stable identity (``local``): keys caches, so readings never mix between hosts."""
+        ...
+
+    @property
+    def transport(self) -> Transport:
+        """The transport a launch over this environment declares to the provider."""
+        ...
+
+    @property
+    def executor(self) -> CommandExecutor: ...
+
+    @property
+    def session_executor(self) -> SessionExecutor | None: ...
+
+    @property
+    def files(self) -> HostFiles: ...
+
+    @property
+    def environ(self) -> Mapping[str, str]: ...
+
+    async def locate(self, commands: Iterable[str]) -> Mapping[str, str | None]:
+        """Find each command on the host's ``PATH`` (one batched lookup)."""
+        ...
+
+    def run_interactive(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: str) -> int:
+        """Run ``argv`` attached to the user's terminal and return its exit status.
+
+        ``env`` is the complete child environment. Raises ``binary-unavailable``
+        when ``argv[0]`` is not found. Call it from the main thread.
+        """
+        ...
+
+
+def __getattr__(name: str) -> object:
+    # Lazy: contexts import the protocols; only a composition root needs the
+    # local implementation (and the subprocess machinery behind it).
+    if name == "LocalEnvironment":
+        from clanker.environment.local import LocalEnvironment
+
+        return LocalEnvironment
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

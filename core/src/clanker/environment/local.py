@@ -1,0 +1,159 @@
+"""This machine as an :class:`~clanker.environment.Environment`."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import sqlite3
+import stat as stat_module
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from clanker.descriptor import Transport
+from clanker.envvars import strip_credentials
+from clanker.execution import LocalTransport
+
+if TYPE_CHECKING:
+    from clanker.sessions.files import FileSample
+    from clanker.sessions.filestore import Candidate
+    from clanker.sessions.witness import Witness
+
+__all__ = ["LocalEnvironment", "LocalFiles", "host_environ"]
+
+
+def host_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without clanker credentials, with ``HOME`` filled in as a program would.
+
+    A harness takes a non-empty ``$HOME`` and otherwise the password
+    database (Rust's ``home_dir``, Node's ``os.homedir``): resolving it once
+    here is what lets every provider read ``HOME`` and nothing else.
+    """
+    env = strip_credentials(environ)
+    if not env.get("HOME"):
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except (KeyError, OSError):
+            home = ""
+        if home:
+            env["HOME"] = home
+        else:
+            env.pop("HOME", None)
+    return env
+
+
+class LocalFiles:
+    """This machine's files, read the bounded way every store reader shares."""
+
+    def walk(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        depth: int,
+        accept_file: Callable[[str], bool],
+        accept_dir: Callable[[int, str], bool] = lambda level, name: True,
+        witness: Witness | None = None,
+    ) -> tuple[list[Candidate], bool]:
+        from clanker.sessions.filestore import find_files
+
+        return find_files(Path(root), depth=depth, accept_file=accept_file,
+                          accept_dir=accept_dir, witness=witness)
+
+    def sample(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        head_bytes: int,
+        tail_bytes: int,
+        stat: os.stat_result | None = None,
+    ) -> FileSample:
+        from clanker.sessions.files import read_sample
+
+        return read_sample(Path(path), head_bytes=head_bytes, tail_bytes=tail_bytes, stat=stat)
+
+    def read_small(self, path: str | os.PathLike[str], limit: int) -> bytes | None:
+        # Through links (dotfile managers link configuration files), but never
+        # blocking on a FIFO and never reading what is not a regular file.
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except (OSError, ValueError):
+            return None
+        try:
+            if not stat_module.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            data = os.read(fd, limit + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return data if len(data) <= limit else None
+
+    def stat(self, path: str | os.PathLike[str], *, follow: bool = True) -> os.stat_result | None:
+        try:
+            return os.stat(path, follow_symlinks=follow)
+        except (OSError, ValueError):
+            return None
+
+    def realpath(self, path: str | os.PathLike[str]) -> str:
+        return os.path.realpath(path)
+
+    def confined(self, path: str | os.PathLike[str], roots: Iterable[os.PathLike[str]]) -> bool:
+        from clanker.sessions.files import confined
+
+        return confined(Path(path), tuple(Path(root) for root in roots))
+
+    def sqlite(
+        self, path: str | os.PathLike[str], *, harness: str
+    ) -> AbstractContextManager[sqlite3.Connection]:
+        from clanker.sessions.sqlite import open_readonly
+
+        return open_readonly(Path(path), harness=harness)
+
+    def which(self, command: str, search_path: str | None) -> str | None:
+        return shutil.which(command, path=os.defpath if search_path is None else search_path)
+
+
+class LocalEnvironment:
+    """Harnesses on this machine: child processes, local files, this terminal.
+
+    ``environ`` is what children start from (default: this process's
+    environment); clanker credentials in it are never passed on.
+    """
+
+    name = "local"
+    transport = Transport.LOCAL
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        self._environ = host_environ(os.environ if environ is None else environ)
+        self._transport = LocalTransport(self._environ)
+        self._files = LocalFiles()
+
+    def __repr__(self) -> str:
+        return "LocalEnvironment()"
+
+    @property
+    def executor(self) -> LocalTransport:
+        return self._transport
+
+    @property
+    def session_executor(self) -> LocalTransport:
+        return self._transport
+
+    @property
+    def files(self) -> LocalFiles:
+        return self._files
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        return self._environ
+
+    async def locate(self, commands: Iterable[str]) -> dict[str, str | None]:
+        search = self._environ.get("PATH", os.defpath)
+        return {command: self._files.which(command, search) for command in commands}
+
+    def run_interactive(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: str) -> int:
+        from clanker.environment.foreground import run_foreground
+
+        return run_foreground(argv, env, cwd)

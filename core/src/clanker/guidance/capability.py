@@ -1,0 +1,22 @@
+"""The guidance contract: how a harness receives the launch-scoped instruction
+text through its own mechanism, leaving the user's own instructions alone. No
+service calls it yet.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from clanker.launch.capability import AttachmentContext, AttachmentPlan
+
+__all__ = ["GuidanceCapability"]
+
+
+@runtime_checkable
+class GuidanceCapability(Protocol):
+    """Delivers one instruction text to one launch."""
+
+    def prepare(self, context: AttachmentContext, text: str) -> AttachmentPlan | None:
+        """Return the launch additions, or ``None`` when delivering would replace the
+        user's own instructions."""
+        ...

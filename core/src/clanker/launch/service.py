@@ -1,0 +1,176 @@
+"""The one launch path: plan, attach, run, dispose.
+
+:class:`LaunchService` turns a :class:`~clanker.launch.request.LaunchRequest`
+into a running harness. It asks the provider for the exact command
+(:func:`~clanker.launch.planning.plan_launch`), checks that the executable is
+there before anything is acquired, composes the attachment steps from what the
+provider implements and what the launch asks for (attention today), and runs
+the result through the environment. Fresh launches, resumes and forks, in the
+foreground or handed to another runner (a tmux pane, say), all go through
+:meth:`LaunchService.prepare`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Coroutine
+from types import TracebackType
+from typing import Any, TypeVar
+
+from attrs import frozen
+
+from clanker.environment import Environment
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import CommandRequest, CommandResult
+from clanker.launch.attachments import (
+    Attachments,
+    AttachmentStep,
+    LaunchState,
+    Report,
+    prepare_attachments,
+)
+from clanker.launch.planning import plan_launch
+from clanker.launch.request import LaunchRequest
+from clanker.paths import ClankerPaths
+from clanker.registry import HarnessProvider
+
+__all__ = ["LaunchOptions", "LaunchService", "PreparedLaunch"]
+
+T = TypeVar("T")
+
+
+@frozen(kw_only=True)
+class LaunchOptions:
+    """What a launch asks for beyond the command itself."""
+
+    attention: bool = True
+    """Report the agent's state to the grid (when the harness can)."""
+    trusted_session_id: str | None = None
+    """A session id clanker re-found in trusted storage (``clanker resume``): the
+    attention broker may bind it before the harness's first event."""
+
+
+class PreparedLaunch:
+    """A launch with its attachments acquired: the exact argv, environment and
+    directory to run, and what to release afterwards.
+
+    Use it as a context manager (or call :meth:`dispose`): disposal is
+    idempotent and never raises. ``failed`` names the optional attachments
+    that could not be prepared (the launch goes on without them).
+    """
+
+    def __init__(self, provider: HarnessProvider, cwd: str, attachments: Attachments) -> None:
+        self.provider = provider
+        self.cwd = cwd
+        self._attachments = attachments
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return self._attachments.state.argv
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The complete child environment (it may hold launch credentials: pass it
+        to the child only, never print or store it)."""
+        return dict(self._attachments.state.env)
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        return self._attachments.failed_optional
+
+    def dispose(self) -> None:
+        self._attachments.dispose()
+
+    def __enter__(self) -> PreparedLaunch:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.dispose()
+
+    def __repr__(self) -> str:  # never the environment: it may hold a credential
+        return f"PreparedLaunch({self.provider.id!r}, argv={self.argv!r}, cwd={self.cwd!r})"
+
+
+def _blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to completion from synchronous code, even inside a running loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+class LaunchService:
+    """Launches harnesses in one environment."""
+
+    def __init__(self, *, environment: Environment, paths: ClankerPaths) -> None:
+        self.environment = environment
+        self._paths = paths
+
+    def prepare(
+        self,
+        provider: HarnessProvider,
+        request: LaunchRequest,
+        options: LaunchOptions = LaunchOptions(),
+        *,
+        report: Report | None = None,
+    ) -> PreparedLaunch:
+        """Plan ``request``, check its executable, and acquire its attachments.
+
+        Raises ``unsupported`` (the harness cannot do this operation over this
+        environment), ``binary-unavailable`` (checked before anything is
+        acquired, so a harness that is not installed starts no grid),
+        :class:`~clanker.launch.planning.InvalidSessionIdError`, and a required
+        attachment's error. ``report(step, phase)`` hears of an optional one
+        that failed.
+        """
+        if request.cwd is None:
+            raise ValueError("cwd: a launch needs its directory")
+        if request.transport is not self.environment.transport:
+            raise ValueError("transport: the request is for another environment")
+        plan = plan_launch(provider, request)
+        # PWD as a shell would set it: several harnesses read $PWD, not getcwd().
+        env = {**self.environment.environ, "PWD": request.cwd, **plan.env}
+        if self.environment.files.which(plan.argv[0], env.get("PATH")) is None:
+            raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, plan.argv[0],
+                                         harness=provider.id)
+        base = LaunchState(argv=plan.argv, env=env)
+        steps = self._steps(provider, request, options)
+        attachments = (prepare_attachments(base, steps) if report is None
+                       else prepare_attachments(base, steps, report=report))
+        return PreparedLaunch(provider, request.cwd, attachments)
+
+    def run(
+        self,
+        provider: HarnessProvider,
+        request: LaunchRequest,
+        options: LaunchOptions = LaunchOptions(),
+        *,
+        report: Report | None = None,
+    ) -> int:
+        """Prepare, run in the user's terminal, dispose; return the harness's exit status."""
+        with self.prepare(provider, request, options, report=report) as launch:
+            return self.environment.run_interactive(launch.argv, launch.env, launch.cwd)
+
+    def _steps(
+        self, provider: HarnessProvider, request: LaunchRequest, options: LaunchOptions
+    ) -> list[AttachmentStep]:
+        steps: list[AttachmentStep] = []
+        assert request.cwd is not None
+        if options.attention and provider.attention is not None:
+            from clanker.launch.attention import AttentionAttachment
+
+            steps.append(AttentionAttachment(
+                provider.id, provider.attention, cwd=request.cwd, files=self.environment.files,
+                run=self._run_command, user_flags=request.user_flags,
+                trusted_root_session_id=options.trusted_session_id, paths=self._paths,
+            ))
+        return steps
+
+    def _run_command(self, request: CommandRequest) -> CommandResult:
+        return _blocking(self.environment.executor.run(request))

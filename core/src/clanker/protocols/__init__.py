@@ -1,1 +1,0 @@
-"""Protocol helpers shared by providers (framing only: no harness semantics)."""

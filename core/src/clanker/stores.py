@@ -1,0 +1,61 @@
+"""The shared store readers a harness plugin builds its history discovery from.
+
+A provider walks and reads through the host's files it is handed
+(``context.files``: :class:`~clanker.environment.HostFiles`); what it does with
+the bytes it gets back is built from these pieces, so every store is bounded,
+cached and counted the same way:
+
+* :func:`scan_files` summarizes the newest files of a walk through the
+  per-file cache; a summarizer sees a :class:`FileSample` (a bounded head
+  and tail, never the whole file);
+* :class:`Witness` records what a scan read, for
+  :meth:`~clanker.sessions.capability.SessionsContext.remember`;
+* :func:`clean_text`, :func:`parse_timestamp`, :func:`home_directory`,
+  :func:`require_columns` and :func:`read_regular_file` are the small, strict
+  readers every provider would otherwise write again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from clanker.environment import HostFiles
+from clanker.sessions.files import (
+    DEFAULT_HEAD_BYTES,
+    DEFAULT_TAIL_BYTES,
+    FileSample,
+    parse_timestamp,
+)
+from clanker.sessions.filestore import MAX_ENTRIES, Candidate, scan_files
+from clanker.sessions.sqlite import require_columns
+from clanker.sessions.types import clean_text
+from clanker.sessions.witness import Witness
+from clanker.storage import read_regular_file
+
+__all__ = [
+    "DEFAULT_HEAD_BYTES",
+    "DEFAULT_TAIL_BYTES",
+    "MAX_ENTRIES",
+    "Candidate",
+    "FileSample",
+    "HostFiles",
+    "Witness",
+    "clean_text",
+    "home_directory",
+    "parse_timestamp",
+    "read_regular_file",
+    "require_columns",
+    "scan_files",
+]
+
+
+def home_directory(environ: Mapping[str, str]) -> str | None:
+    """The host's home directory: ``HOME`` when it is an absolute path, else ``None``.
+
+    The environment fills ``HOME`` in from the host's password database when
+    it is unset (as the harnesses themselves do), so this is the whole rule.
+    """
+    home = environ.get("HOME")
+    if not home or "\x00" in home or not home.startswith("/"):
+        return None
+    return home
