@@ -13,6 +13,8 @@ from clanker import hookimpl
 from clanker.capabilities import Capability
 from clanker.descriptor import HarnessDescriptor, OperationSupport, Support, Transport
 from clanker.environment import HostFiles
+from clanker.environment.files import FileSample
+from clanker.environment.witness import Witness
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 from clanker.ids import HarnessId
@@ -20,10 +22,8 @@ from clanker.launch.request import LaunchPlan, LaunchRequest
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
 from clanker.sessions.capability import SessionsContext
-from clanker.sessions.files import FileSample, parse_timestamp
 from clanker.sessions.filestore import scan_files
-from clanker.sessions.types import HarnessSession, SessionScan, clean_text
-from clanker.sessions.witness import Witness
+from clanker.sessions.types import HarnessSession, SessionScan, clean_text, parse_timestamp
 from clanker.testing.doubles import write_script as write_script  # re-exported
 from clanker.usage.capability import UsageContext
 from clanker.usage.policy import RefreshPolicy

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clanker.environment.files import confined, read_sample
+from clanker.environment.sqlite import open_readonly, require_columns
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.sessions.files import confined, parse_timestamp, read_sample
 from clanker.sessions.filestore import find_files
-from clanker.sessions.sqlite import open_readonly, require_columns
-from clanker.sessions.types import clean_text
+from clanker.sessions.types import clean_text, parse_timestamp
 
 _files = settings(max_examples=80, deadline=None,
                   suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -215,8 +215,8 @@ def test_an_unwritable_directory_opens_the_database_immutable(
         opened.append(database)
         return real_connect(database, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("clanker.sessions.sqlite.os.access", lambda path, mode: False)
-    monkeypatch.setattr("clanker.sessions.sqlite.sqlite3.connect", spy)
+    monkeypatch.setattr("clanker.environment.sqlite.os.access", lambda path, mode: False)
+    monkeypatch.setattr("clanker.environment.sqlite.sqlite3.connect", spy)
     with open_readonly(db, harness="h") as connection:
         assert connection.execute("SELECT id FROM conversations").fetchall() == [("c1",)]
     assert opened[0].endswith("?mode=ro&immutable=1")

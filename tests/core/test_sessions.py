@@ -139,7 +139,7 @@ def test_a_file_that_cannot_be_read_now_is_read_again_next_time(
 ) -> None:
     # Root reads anything, so the refusal (EACCES, as for mode 000) is injected
     # at the one call that reads; nothing about the file changes in between.
-    from clanker.sessions import files, witness
+    from clanker.environment import files, witness
 
     path = write_fake_session(home, "abc", str(tmp_path), T0)
     monkeypatch.setattr(witness, "SETTLE_NS", 0)  # the store may be remembered at once

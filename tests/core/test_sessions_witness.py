@@ -24,15 +24,16 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
+from clanker.environment import witness as witness_module
 from clanker.environment.local import LocalEnvironment
+from clanker.environment.witness import Witness
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.ids import HarnessId
 from clanker.registry import Registry
-from clanker.sessions import witness as witness_module
 from clanker.sessions.filestore import find_files
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import SessionScan
-from clanker.sessions.witness import ScanMemo, Witness
+from clanker.sessions.witness import ScanMemo
 from tests.helpers import FakeSessions, make_sessions_plugin, write_fake_session
 
 SETTLE_NS = 5_000_000

@@ -146,3 +146,68 @@ def test_commands_that_take_no_harness_never_load_the_registry(command: str) -> 
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""
+
+
+# -- the one direction of imports -----------------------------------------------------
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(CORE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _core_imports() -> dict[str, set[str]]:
+    """Each core module's imports of other core modules, deferred ones included."""
+    modules = {_module_name(p): p for p in CORE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            found: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            targets |= {f for f in found if f in modules and f != name}
+        graph[name] = targets
+    return graph
+
+
+def test_core_has_no_import_cycle() -> None:
+    graph = _core_imports()
+    done: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        if node in path:
+            cycles.append([*path[path.index(node):], node])
+            return
+        if node in done:
+            return
+        for target in sorted(graph[node]):
+            visit(target, [*path, node])
+        done.add(node)
+
+    for node in sorted(graph):
+        visit(node, [])
+    assert cycles == []
+
+
+# What a contract module may build on: the ground floor of core, never a
+# service, the registry, the grid, the library API or the CLI.
+_CONTRACT_GROUND = ("clanker.attachment", "clanker.descriptor", "clanker.environment",
+                    "clanker.errors", "clanker.execution", "clanker.ids", "clanker.envvars")
+
+
+def test_capability_contracts_build_only_on_the_ground_floor() -> None:
+    graph = _core_imports()
+    offenders = []
+    for name, targets in graph.items():
+        if not name.endswith(".capability"):
+            continue
+        package = name.rsplit(".", 1)[0]
+        for target in targets:
+            own = target.startswith(package + ".") and not target.endswith(".service")
+            if not own and not target.startswith(_CONTRACT_GROUND):
+                offenders.append(f"{name} -> {target}")
+    assert offenders == []

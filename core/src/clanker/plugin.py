@@ -22,7 +22,7 @@ module and, in its tests, :mod:`clanker.testing` (``docs/hooks.md``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from clanker.capabilities import CONTRACTS
 from clanker.descriptor import (
@@ -37,6 +37,7 @@ from clanker.hookspecs import hookimpl
 from clanker.ids import HarnessId
 
 __all__ = [
+    "SURFACE",
     "ErrorKind",
     "HarnessCapabilityError",
     "HarnessDescriptor",
@@ -49,6 +50,25 @@ __all__ = [
     "define_harness",
     "hookimpl",
 ]
+
+SURFACE: Final = frozenset({
+    "clanker",
+    "clanker.plugin",
+    "clanker.descriptor",
+    "clanker.errors",
+    "clanker.ids",
+    "clanker.execution",
+    "clanker.execution.jsonlines",
+    "clanker.stores",
+    # Each capability's contract module: where its protocol is defined.
+    *(row.protocol.__module__ for row in CONTRACTS.values()),
+})
+"""The core modules a plugin may import (each one's ``__all__`` is what it offers).
+
+A plugin's tests may import :mod:`clanker.testing` as well. Anything else
+(services, the registry, the CLI, private helpers) may change without notice;
+a meta-test holds the bundled plugins to this list.
+"""
 
 _ATTRIBUTES = {row.attribute: row.hook for row in CONTRACTS.values()}
 

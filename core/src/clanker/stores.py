@@ -20,16 +20,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from clanker.environment import HostFiles
-from clanker.sessions.files import (
-    DEFAULT_HEAD_BYTES,
-    DEFAULT_TAIL_BYTES,
-    FileSample,
-    parse_timestamp,
-)
+from clanker.environment.files import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, FileSample
+from clanker.environment.sqlite import require_columns
+from clanker.environment.witness import Witness
 from clanker.sessions.filestore import MAX_ENTRIES, Candidate, scan_files
-from clanker.sessions.sqlite import require_columns
-from clanker.sessions.types import clean_text
-from clanker.sessions.witness import Witness
+from clanker.sessions.types import clean_text, parse_timestamp
 from clanker.storage import read_regular_file
 
 __all__ = [

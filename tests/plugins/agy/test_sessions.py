@@ -27,6 +27,7 @@ import clanker_agy
 import clanker_agy.sessions as agy_sessions
 from clanker.capabilities import Capability
 from clanker.descriptor import SessionOperation
+from clanker.environment.files import confined
 from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LocalTransport
@@ -36,7 +37,6 @@ from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsContext
-from clanker.sessions.files import confined
 from clanker.sessions.selection import SessionNotFoundError, resolve_selection
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import clanker_claude
 from clanker.capabilities import Capability
 from clanker.descriptor import SessionOperation
+from clanker.environment.files import FileSample, confined, read_sample
 from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
@@ -32,7 +33,6 @@ from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsContext
-from clanker.sessions.files import FileSample, confined, read_sample
 from clanker.sessions.selection import Selection, resolve_selection
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan

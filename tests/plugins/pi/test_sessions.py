@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import clanker_pi
 from clanker.capabilities import Capability
 from clanker.descriptor import SessionOperation
+from clanker.environment.files import FileSample, confined, read_sample
 from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LocalTransport
@@ -28,10 +29,9 @@ from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsContext
-from clanker.sessions.files import FileSample, confined, parse_timestamp, read_sample
 from clanker.sessions.selection import Selection, resolve_selection
 from clanker.sessions.service import SessionService
-from clanker.sessions.types import HarnessSession, SessionScan
+from clanker.sessions.types import HarnessSession, SessionScan, parse_timestamp
 from clanker.sessions.witness import ScanMemo
 from clanker.testing.sessions import (
     check_session_types,

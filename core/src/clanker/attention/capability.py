@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from clanker.launch.capability import AttachmentContext, AttachmentPlan
+from clanker.attachment import AttachmentContext, AttachmentPlan
 
 __all__ = ["AttachmentContext", "AttachmentPlan", "AttentionCapability"]
 

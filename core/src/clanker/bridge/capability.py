@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 
 from attrs import frozen
 
-from clanker.launch.capability import AttachmentContext, AttachmentPlan
+from clanker.attachment import AttachmentContext, AttachmentPlan
 
 __all__ = ["AgentBridgeCapability", "BridgeEndpoint"]
 

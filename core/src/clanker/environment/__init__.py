@@ -28,12 +28,10 @@ from clanker.descriptor import Transport
 from clanker.execution import CommandExecutor, SessionExecutor
 
 if TYPE_CHECKING:
-    from clanker.environment.local import LocalEnvironment
-    from clanker.sessions.files import FileSample
-    from clanker.sessions.filestore import Candidate
-    from clanker.sessions.witness import Witness
+    from clanker.environment.files import Candidate, FileSample
+    from clanker.environment.witness import Witness
 
-__all__ = ["Environment", "HostFiles", "LocalEnvironment"]
+__all__ = ["Environment", "HostFiles"]
 
 
 @runtime_checkable
@@ -57,7 +55,7 @@ class HostFiles(Protocol):
     ) -> tuple[list[Candidate], bool]:
         """Return the regular files exactly ``depth`` directories below ``root``,
         and whether the walk stopped at its entry bound (see
-        :func:`~clanker.sessions.filestore.find_files`)."""
+        :func:`~clanker.environment.files.find_files`)."""
         ...
 
     def sample(
@@ -91,7 +89,7 @@ class HostFiles(Protocol):
     def sqlite(
         self, path: str | os.PathLike[str], *, harness: str
     ) -> AbstractContextManager[sqlite3.Connection]:
-        """Open a harness's SQLite database read-only (see :mod:`clanker.sessions.sqlite`)."""
+        """Open a harness's SQLite database read-only (see :mod:`clanker.environment.sqlite`)."""
         ...
 
     def which(self, command: str, search_path: str | None) -> str | None:
@@ -137,12 +135,3 @@ class Environment(Protocol):
         """
         ...
 
-
-def __getattr__(name: str) -> object:
-    # Lazy: contexts import the protocols; only a composition root needs the
-    # local implementation (and the subprocess machinery behind it).
-    if name == "LocalEnvironment":
-        from clanker.environment.local import LocalEnvironment
-
-        return LocalEnvironment
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

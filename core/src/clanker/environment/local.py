@@ -17,9 +17,8 @@ from clanker.envvars import strip_credentials
 from clanker.execution import LocalTransport
 
 if TYPE_CHECKING:
-    from clanker.sessions.files import FileSample
-    from clanker.sessions.filestore import Candidate
-    from clanker.sessions.witness import Witness
+    from clanker.environment.files import Candidate, FileSample
+    from clanker.environment.witness import Witness
 
 __all__ = ["LocalEnvironment", "LocalFiles", "host_environ"]
 
@@ -56,7 +55,7 @@ class LocalFiles:
         accept_dir: Callable[[int, str], bool] = lambda level, name: True,
         witness: Witness | None = None,
     ) -> tuple[list[Candidate], bool]:
-        from clanker.sessions.filestore import find_files
+        from clanker.environment.files import find_files
 
         return find_files(Path(root), depth=depth, accept_file=accept_file,
                           accept_dir=accept_dir, witness=witness)
@@ -69,7 +68,7 @@ class LocalFiles:
         tail_bytes: int,
         stat: os.stat_result | None = None,
     ) -> FileSample:
-        from clanker.sessions.files import read_sample
+        from clanker.environment.files import read_sample
 
         return read_sample(Path(path), head_bytes=head_bytes, tail_bytes=tail_bytes, stat=stat)
 
@@ -100,14 +99,14 @@ class LocalFiles:
         return os.path.realpath(path)
 
     def confined(self, path: str | os.PathLike[str], roots: Iterable[os.PathLike[str]]) -> bool:
-        from clanker.sessions.files import confined
+        from clanker.environment.files import confined
 
         return confined(Path(path), tuple(Path(root) for root in roots))
 
     def sqlite(
         self, path: str | os.PathLike[str], *, harness: str
     ) -> AbstractContextManager[sqlite3.Connection]:
-        from clanker.sessions.sqlite import open_readonly
+        from clanker.environment.sqlite import open_readonly
 
         return open_readonly(Path(path), harness=harness)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from clanker.launch.capability import AttachmentContext, AttachmentPlan
+from clanker.attachment import AttachmentContext, AttachmentPlan
 
 __all__ = ["GuidanceCapability"]
 

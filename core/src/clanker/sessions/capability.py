@@ -17,12 +17,13 @@ from typing import Final, Protocol, TypeVar, runtime_checkable
 from attrs import field, frozen
 
 from clanker.environment import HostFiles
+from clanker.environment.witness import Witness
 from clanker.execution import CommandExecutor
 from clanker.ids import HarnessId
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.scope import canonical, in_scope
 from clanker.sessions.types import HarnessSession, SessionScan
-from clanker.sessions.witness import ScanMemo, Witness
+from clanker.sessions.witness import ScanMemo
 
 __all__ = [
     "DEFAULT_STORE_LIMIT",

@@ -9,90 +9,29 @@ linked directory nor a linked file), so discovery cannot leave the store.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
-from pathlib import Path
-from typing import Final
 
-from attrs import evolve, frozen
+from attrs import evolve
 
 from clanker._logging import get_logger
+from clanker.environment.files import (
+    DEFAULT_HEAD_BYTES,
+    DEFAULT_TAIL_BYTES,
+    MAX_ENTRIES,
+    Candidate,
+    FileSample,
+    find_files,
+)
+from clanker.environment.witness import Witness
 from clanker.sessions.cache import MISS
 from clanker.sessions.capability import SessionsContext
-from clanker.sessions.files import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, FileSample
 from clanker.sessions.types import HarnessSession, SessionScan
-from clanker.sessions.witness import Witness
 
-__all__ = ["MAX_ENTRIES", "Candidate", "find_files", "scan_files"]
+__all__ = ["MAX_ENTRIES", "Candidate", "Summarize", "find_files", "scan_files"]
 
 log = get_logger(__name__)
 
-MAX_ENTRIES: Final = 200_000
-"""Directory entries one walk may visit before it stops (and says it was cut)."""
-
 Summarize = Callable[[FileSample], HarnessSession | None]
-
-
-@frozen
-class Candidate:
-    """A file found by a walk. The path stays a string: a scan makes thousands."""
-
-    path: str
-    stat: os.stat_result
-
-
-def find_files(
-    root: Path,
-    *,
-    depth: int,
-    accept_file: Callable[[str], bool],
-    accept_dir: Callable[[int, str], bool] = lambda level, name: True,
-    max_entries: int = MAX_ENTRIES,
-    witness: Witness | None = None,
-) -> tuple[list[Candidate], bool]:
-    """Return regular files exactly ``depth`` directories below ``root``.
-
-    ``accept_dir(level, name)`` prunes directories (level 0 is directly under
-    ``root``), ``accept_file(name)`` picks files. Links are never followed. The
-    second value says the walk stopped at ``max_entries``. A missing root is
-    an empty store. ``witness`` records every directory listed and every file
-    found, so the same walk can later be proved unchanged without walking.
-    """
-    found: list[Candidate] = []
-    visited = 0
-    frontier: list[tuple[str | Path, int]] = [(root, 0)]
-    # Two loops, one per kind of level, and the cheap name test first: this
-    # loop runs once per file of every store on every listing.
-    while frontier:
-        directory, level = frontier.pop()
-        if witness is not None:
-            witness.path(directory)  # before listing: a change after it shows
-        try:
-            entries = os.scandir(directory)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        with entries:
-            if level < depth:
-                for entry in entries:
-                    visited += 1
-                    if visited > max_entries:
-                        return found, True
-                    if entry.is_dir(follow_symlinks=False) and accept_dir(level, entry.name):
-                        frontier.append((entry.path, level + 1))
-                continue
-            for entry in entries:
-                visited += 1
-                if visited > max_entries:
-                    return found, True
-                if accept_file(entry.name) and entry.is_file(follow_symlinks=False):
-                    try:
-                        stat = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue  # vanished while we looked
-                    found.append(Candidate(entry.path, stat))
-                    if witness is not None:
-                        witness.file(entry.path, stat)
-    return found, False
 
 
 def scan_files(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from attrs import field, frozen, validators
@@ -11,7 +11,7 @@ from attrs import field, frozen, validators
 from clanker.errors import HarnessCapabilityError
 from clanker.ids import HarnessId
 
-__all__ = ["HarnessSession", "SessionScan", "clean_text"]
+__all__ = ["HarnessSession", "SessionScan", "clean_text", "parse_timestamp"]
 
 _TITLE_LIMIT = 200
 
@@ -28,6 +28,32 @@ def clean_text(value: object, *, limit: int = _TITLE_LIMIT) -> str | None:
     if not folded:
         return None
     return folded if len(folded) <= limit else folded[: limit - 1].rstrip() + "…"
+
+
+def parse_timestamp(value: object) -> datetime | None:
+    """Read an ISO 8601 string (``Z`` allowed) or epoch seconds/milliseconds as UTC.
+
+    Returns ``None`` for anything else, including naive timestamps, which
+    would otherwise be read in the wrong zone.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        seconds = value / 1000 if value > 10**11 else value  # milliseconds since 1973
+        try:
+            return datetime.fromtimestamp(seconds, UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = datetime.fromisoformat(text)
+            return parsed.astimezone(UTC) if parsed.tzinfo is not None else None
+        except (ValueError, OverflowError):  # Overflow: year 1 in a zone east of UTC
+            return None
+    return None
 
 
 def _aware(_: object, attribute: Any, value: Any) -> None:

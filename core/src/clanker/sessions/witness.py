@@ -1,129 +1,21 @@
-"""Proof that a store is unchanged since a scan, and the scans such proof keeps.
+"""The answers of earlier scans, each kept with the witness that proves it still holds.
 
 A second listing of an unchanged store should cost one ``stat`` per file, not
-a walk, a sort and thousands of cache lookups. A :class:`Witness` records the
-identity of everything a scan read (every directory it listed, every file it
-chose, every path it found missing); while all of them still look the same,
-the scan's answer still holds and :class:`ScanMemo` hands it back.
-
-Why this is sound: a file that is appended, rewritten or replaced changes its
-size, modification time, change time or inode; a file created, removed or
-renamed changes its directory's times. One gap remains, the same one git
-calls "racy": timestamps have a granularity, so a directory changed in the
-same tick as it was listed can look unchanged afterwards. An input whose
-times are that recent (a directory, an index database) makes the witness
-unusable, and the next listing walks again.
+a walk, a sort and thousands of cache lookups: :class:`ScanMemo` hands back
+an earlier answer while its :class:`~clanker.environment.witness.Witness`
+holds.
 """
 
 from __future__ import annotations
 
-import os
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Hashable
-from pathlib import Path
-from typing import Final
 
+from clanker.environment.witness import Witness
 from clanker.sessions.types import SessionScan
 
-__all__ = ["SETTLE_NS", "ScanMemo", "Witness"]
-
-SETTLE_NS: Final = 2_000_000_000
-"""How old a directory's last change must be before its listing can be trusted.
-
-Two seconds covers the coarsest common timestamps (FAT's, some network file
-systems') as well as Linux's clock tick.
-"""
-
-_Identity = tuple[int, int, int, int, int]
-
-
-def _identity(stat: os.stat_result) -> _Identity:
-    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-
-
-class Witness:
-    """What one scan read, and how each thing looked when it was read."""
-
-    def __init__(self, *, settle_ns: int | None = None) -> None:
-        settle = SETTLE_NS if settle_ns is None else settle_ns
-        self._settled_before = time.time_ns() - settle
-        self._inputs: list[tuple[str, _Identity]] = []  # checked through links
-        self._files: list[tuple[str, _Identity]] = []  # chosen by a walk: never links
-        self._absent: list[str] = []
-        self.usable = True
-        """False when something was too fresh to trust, or could not be read."""
-
-    def path(self, path: str | Path) -> None:
-        """Record an input before it is read: a directory before it is listed, a
-        config file, an index. Looked at through links, as reading it goes; a
-        missing one is recorded as missing.
-
-        Anything changed too recently to trust (see the module's note: a
-        directory, or a database rewritten in place at the same size) makes
-        the witness unusable, and so does an input that cannot be looked at.
-        """
-        try:
-            stat = os.stat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            self._absent.append(os.fspath(path))
-            return
-        except OSError:
-            self.usable = False
-            return
-        if max(stat.st_mtime_ns, stat.st_ctime_ns) > self._settled_before:
-            self.usable = False
-        self._inputs.append((os.fspath(path), _identity(stat)))
-
-    def file(self, path: str, stat: os.stat_result) -> None:
-        """Record a session file a walk chose, with the ``lstat`` it was chosen by.
-
-        These are not held to the settling rule: harnesses append to their
-        transcripts, which always moves the size, and the newest one is being
-        written whenever an agent works, so settling would turn the memo off
-        just when listings are frequent. A same-size rewrite within one
-        timestamp tick of the scan would go unseen, by the per-file summary
-        cache as well.
-        """
-        self._files.append((path, _identity(stat)))
-
-    def seal(self) -> None:
-        """Order the checks so a store in use fails fast: files newest first.
-
-        The file an agent is writing to is almost always the newest, and a
-        check that stops at it costs one stat instead of thousands.
-        """
-        self._files.sort(key=lambda entry: entry[1][3], reverse=True)
-
-    def holds(self) -> bool:
-        """Say whether everything recorded still looks as it did."""
-        # This is the whole cost of a warm listing: one stat per entry, so the
-        # loops stay bare (no helper calls). Inputs first: a new session shows
-        # in its directory, and there are few of them.
-        stat, lstat = os.stat, os.lstat
-        try:
-            for path, seen in self._inputs:
-                now = stat(path)
-                if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns,
-                        now.st_ctime_ns) != seen:
-                    return False
-            for path, seen in self._files:
-                now = lstat(path)
-                if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns,
-                        now.st_ctime_ns) != seen:
-                    return False
-        except OSError:
-            return False
-        for path in self._absent:
-            try:
-                stat(path)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            except OSError:
-                pass
-            return False
-        return True
+__all__ = ["ScanMemo"]
 
 
 class ScanMemo:

@@ -18,6 +18,7 @@ from types import TracebackType
 
 import pytest
 
+from clanker.attachment import AttachmentContext
 from clanker.descriptor import Transport
 from clanker.environment.local import LocalFiles, host_environ
 from clanker.errors import HarnessCapabilityError
@@ -29,7 +30,6 @@ from clanker.execution import (
     SessionExecutor,
     SessionExit,
 )
-from clanker.launch.capability import AttachmentContext
 
 __all__ = [
     "EnvironmentDouble",

@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
+from clanker.environment.files import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, FileSample
 from clanker.sessions.capability import SessionsCapability, SessionsContext
-from clanker.sessions.files import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, FileSample
 from clanker.sessions.types import HarnessSession
 from clanker.sessions.witness import ScanMemo
 

@@ -10,20 +10,24 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from attrs import frozen
 
+from clanker.environment.witness import Witness
+
 __all__ = [
     "DEFAULT_HEAD_BYTES",
     "DEFAULT_TAIL_BYTES",
+    "MAX_ENTRIES",
     "MAX_OPEN_FILES",
+    "Candidate",
     "FileSample",
     "confined",
-    "parse_timestamp",
+    "find_files",
     "read_sample",
 ]
 
@@ -112,32 +116,6 @@ def read_sample(
     return FileSample(path=path, size=info.st_size, mtime=mtime, head=head, tail=tail)
 
 
-def parse_timestamp(value: object) -> datetime | None:
-    """Read an ISO 8601 string (``Z`` allowed) or epoch seconds/milliseconds as UTC.
-
-    Returns ``None`` for anything else, including naive timestamps, which
-    would otherwise be read in the wrong zone.
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        seconds = value / 1000 if value > 10**11 else value  # milliseconds since 1973
-        try:
-            return datetime.fromtimestamp(seconds, UTC)
-        except (OverflowError, OSError, ValueError):
-            return None
-    if isinstance(value, str):
-        text = value.strip()
-        if text.endswith("Z"):
-            text = text[:-1] + "+00:00"
-        try:
-            parsed = datetime.fromisoformat(text)
-            return parsed.astimezone(UTC) if parsed.tzinfo is not None else None
-        except (ValueError, OverflowError):  # Overflow: year 1 in a zone east of UTC
-            return None
-    return None
-
-
 def confined(path: str | Path, roots: tuple[Path, ...]) -> bool:
     """Say whether ``path`` resolves, without escaping through links, inside a root.
 
@@ -158,3 +136,68 @@ def confined(path: str | Path, roots: tuple[Path, ...]) -> bool:
         if resolved.is_relative_to(real_root):
             return True
     return False
+
+
+MAX_ENTRIES: Final = 200_000
+"""Directory entries one walk may visit before it stops (and says it was cut)."""
+
+@frozen
+class Candidate:
+    """A file found by a walk. The path stays a string: a scan makes thousands."""
+
+    path: str
+    stat: os.stat_result
+
+
+def find_files(
+    root: Path,
+    *,
+    depth: int,
+    accept_file: Callable[[str], bool],
+    accept_dir: Callable[[int, str], bool] = lambda level, name: True,
+    max_entries: int = MAX_ENTRIES,
+    witness: Witness | None = None,
+) -> tuple[list[Candidate], bool]:
+    """Return regular files exactly ``depth`` directories below ``root``.
+
+    ``accept_dir(level, name)`` prunes directories (level 0 is directly under
+    ``root``), ``accept_file(name)`` picks files. Links are never followed. The
+    second value says the walk stopped at ``max_entries``. A missing root is
+    an empty store. ``witness`` records every directory listed and every file
+    found, so the same walk can later be proved unchanged without walking.
+    """
+    found: list[Candidate] = []
+    visited = 0
+    frontier: list[tuple[str | Path, int]] = [(root, 0)]
+    # Two loops, one per kind of level, and the cheap name test first: this
+    # loop runs once per file of every store on every listing.
+    while frontier:
+        directory, level = frontier.pop()
+        if witness is not None:
+            witness.path(directory)  # before listing: a change after it shows
+        try:
+            entries = os.scandir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        with entries:
+            if level < depth:
+                for entry in entries:
+                    visited += 1
+                    if visited > max_entries:
+                        return found, True
+                    if entry.is_dir(follow_symlinks=False) and accept_dir(level, entry.name):
+                        frontier.append((entry.path, level + 1))
+                continue
+            for entry in entries:
+                visited += 1
+                if visited > max_entries:
+                    return found, True
+                if accept_file(entry.name) and entry.is_file(follow_symlinks=False):
+                    try:
+                        stat = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue  # vanished while we looked
+                    found.append(Candidate(entry.path, stat))
+                    if witness is not None:
+                        witness.file(entry.path, stat)
+    return found, False
