@@ -218,3 +218,32 @@ def test_pwd_follows_the_requested_directory(bin_dir: Path, tmp_path: Path) -> N
     explicit = run(LocalTransport(env), CommandRequest(command="show-pwd", cwd=str(tmp_path),
                                                        env={"PWD": ""}))
     assert explicit.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ("#!/nonexistent/interpreter\n", "broken"),  # execve: ENOENT, although the file is there
+        ("\x7fELF not really a program\n", "broken could not be started"),  # ENOEXEC
+    ],
+)
+def test_a_file_that_cannot_be_executed_is_binary_unavailable(
+    bin_dir: Path, body: str, detail: str
+) -> None:
+    script = bin_dir / "broken"
+    script.write_text(body)
+    script.chmod(0o755)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        run(LocalTransport(path_with(bin_dir)), CommandRequest(command="broken"))
+    assert caught.value.kind is ErrorKind.BINARY_UNAVAILABLE
+    assert detail in str(caught.value)
+
+
+def test_death_by_signal_is_reported_as_a_negative_exit_code(bin_dir: Path) -> None:
+    write_script(bin_dir, "self-kill", """
+        import os, signal
+        print("before", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    result = run(LocalTransport(path_with(bin_dir)), CommandRequest(command="self-kill"))
+    assert (result.stdout, result.exit_code) == ("before\n", -9)

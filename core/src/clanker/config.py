@@ -18,6 +18,7 @@ from typing import Final
 from attrs import frozen
 
 from clanker.converters import BoundaryError, make_boundary_converter, structure
+from clanker.storage import UnusableFileError, read_own_file
 
 __all__ = ["CONFIG_FILE", "CommitSettings", "ConfigError", "Settings", "load_settings"]
 
@@ -43,21 +44,24 @@ class Settings:
 
 
 def load_settings(config_dir: Path) -> Settings:
-    """Read ``config_dir/config.toml``; raise :class:`ConfigError` naming the problem."""
+    """Read ``config_dir/config.toml``; raise :class:`ConfigError` naming the problem.
+
+    The file is read as clanker's own (:func:`~clanker.storage.read_own_file`):
+    a link, FIFO, socket, directory or oversized file is an error, never a hang.
+    """
     path = config_dir / CONFIG_FILE
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(_MAX_CONFIG + 1)
-    except FileNotFoundError:
+        raw = read_own_file(path, max_bytes=_MAX_CONFIG)
+    except UnusableFileError as exc:
+        raise ConfigError(str(exc)) from exc
+    if raw is None:
         return Settings()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from exc
-    if len(raw) > _MAX_CONFIG:
-        raise ConfigError(f"{path}: larger than {_MAX_CONFIG} bytes")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    except RecursionError as exc:  # tomllib recurses once per level of nesting
+        raise ConfigError(f"{path}: nested too deeply") from exc
     try:
         return structure(_converter, data, Settings)
     except BoundaryError as exc:

@@ -52,6 +52,8 @@ class LazyGroup(click.Group):
             module_name, attribute, _ = _COMMANDS[cmd_name]
             command = getattr(importlib.import_module(module_name), attribute)
             assert isinstance(command, click.Command)
+            if _Quiet.on:
+                _quiet_asyncio()
             return command
         return super().get_command(ctx, cmd_name)
 
@@ -70,12 +72,59 @@ def cli() -> None:
     """
 
 
+class _Quiet:
+    """Set by :func:`main` outside debug mode; a library caller's logging is its own."""
+
+    on = False
+
+
+def _one_line(text: str) -> None:
+    click.echo(f"clanker: internal warning: {text}", err=True)
+
+
+def _quiet_internals() -> None:
+    """Turn what Python reports on its own into one line each: an exception in
+    a destructor (``sys.unraisablehook``) or in a thread never reaches ``main``."""
+    import threading
+
+    def unraisable(info: sys.UnraisableHookArgs) -> None:
+        _one_line(f"{info.exc_type.__name__} ignored")
+
+    def in_thread(args: threading.ExceptHookArgs) -> None:
+        _one_line(f"{args.exc_type.__name__} in a thread")
+
+    sys.unraisablehook = unraisable
+    threading.excepthook = in_thread
+
+
+def _quiet_asyncio() -> None:
+    """One line for what asyncio logs (an unretrieved task exception, say), which
+    Python's last-resort handler would print with its traceback.
+
+    Called once a subcommand is imported: they all import asyncio, and so
+    ``logging``, which ``clanker --version`` need not pay for.
+    """
+    import logging
+
+    class OneLine(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            _one_line(record.getMessage().partition("\n")[0])
+
+    log = logging.getLogger("asyncio")
+    if not log.handlers:
+        log.addHandler(OneLine(logging.WARNING))
+        log.propagate = False
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI; never show a traceback unless CLANKER_DEBUG is set."""
     if os.environ.get("CLANKER_DEBUG"):
         import logging
 
         logging.basicConfig(level=logging.DEBUG, format="clanker: %(name)s: %(message)s")
+    else:
+        _Quiet.on = True
+        _quiet_internals()
     try:
         return cli.main(args=argv, prog_name="clanker", standalone_mode=True)
     except Exception as exc:  # click already handled its own exceptions

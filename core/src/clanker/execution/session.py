@@ -4,13 +4,16 @@ The session moves UTF-8 lines and knows no protocol and no harness. Two pump
 tasks drain stdout and stderr from the start, so a chatty child can never block
 on a full pipe, and both are capped cumulatively (which also bounds an
 unterminated line). One deadline bounds the whole lifetime.
+
+When the command exits, what it left running is ended and the pipes are
+closed once they are drained (or after a grace, when something out of reach
+still holds them): ``read_line`` then reports EOF, not a timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 from collections.abc import Awaitable
 from types import TracebackType
@@ -19,7 +22,7 @@ from typing import Final, TypeVar
 from attrs import frozen
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution.process import terminate
+from clanker.execution.process import Child, release, terminate
 from clanker.execution.request import MAX_SESSION_INPUT, CommandRequest
 
 __all__ = ["CommandSession", "SessionExit"]
@@ -44,11 +47,9 @@ class CommandSession:
     the block disposes the session (terminates and reaps the child).
     """
 
-    def __init__(self, process: asyncio.subprocess.Process, request: CommandRequest) -> None:
-        assert process.stdin is not None
-        assert process.stdout is not None
-        assert process.stderr is not None
-        self._process = process
+    def __init__(self, child: Child, request: CommandRequest) -> None:
+        assert child.stdin is not None
+        self._child = child
         self._command = request.command
         self._cap = request.max_output_bytes
         self._lines: asyncio.Queue[str | object] = asyncio.Queue()
@@ -61,9 +62,10 @@ class CommandSession:
         self._deadline = loop.time() + request.timeout
         self._timeout = request.timeout
         self._pumps = [
-            asyncio.create_task(self._pump_stdout(process.stdout)),
-            asyncio.create_task(self._pump_stderr(process.stderr)),
+            asyncio.create_task(self._pump_stdout(child.stdout)),
+            asyncio.create_task(self._pump_stderr(child.stderr)),
         ]
+        self._settler = asyncio.create_task(self._settle())
         self._watchdog = loop.call_at(self._deadline, self._expire)
 
     # -- pumps -----------------------------------------------------------
@@ -95,16 +97,20 @@ class CommandSession:
                 return
             self._stderr += chunk
 
+    async def _settle(self) -> None:
+        """Once the command exits, end what it left and let the pumps reach EOF."""
+        await self._child.exited()
+        await release(self._child, self._pumps)
+
     # -- failure ---------------------------------------------------------
 
     def _fail(self, kind: ErrorKind, detail: str) -> None:
         if self._failure is None:
             self._failure = HarnessCapabilityError(kind, f"{self._command}: {detail}")
         self._lines.put_nowait(_EOF)  # wake a waiting reader
-        if self._process.returncode is None:
-            # Stop the whole group now; dispose() reaps it.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._process.pid, signal.SIGKILL)
+        if self._child.returncode is None:
+            # Stop the whole tree now (the reaper ends what left the group); dispose() reaps it.
+            self._child.signal_tree(signal.SIGTERM)
 
     def _expire(self) -> None:
         self._fail(ErrorKind.TIMEOUT, f"session over {self._timeout:g}s")
@@ -129,7 +135,7 @@ class CommandSession:
         if self._input_total > MAX_SESSION_INPUT:
             self._fail(ErrorKind.INPUT_LIMIT, f"input over {MAX_SESSION_INPUT} bytes")
             self._check()
-        stdin = self._process.stdin
+        stdin = self._child.stdin
         assert stdin is not None
         try:
             stdin.write(data)
@@ -156,7 +162,7 @@ class CommandSession:
         if self._input_closed:
             return
         self._input_closed = True
-        stdin = self._process.stdin
+        stdin = self._child.stdin
         assert stdin is not None
         stdin.close()
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -166,11 +172,11 @@ class CommandSession:
         """Wait for the process to exit and the pumps to finish; return how it ended."""
         self._check()
         await self.close_input()
-        await self._bounded(self._process.wait())
+        exit_code = await self._bounded(self._child.exited())
+        await self._bounded(asyncio.shield(self._settler))
         await self._bounded(asyncio.gather(*self._pumps))
         self._check()
-        assert self._process.returncode is not None
-        return SessionExit(self._stderr.decode("utf-8", errors="replace"), self._process.returncode)
+        return SessionExit(self._stderr.decode("utf-8", errors="replace"), exit_code)
 
     async def dispose(self) -> None:
         """Terminate (if still running) and reap. Idempotent; safe in ``finally``."""
@@ -178,11 +184,13 @@ class CommandSession:
             return
         self._disposed = True
         self._watchdog.cancel()
-        if self._process.returncode is None:
-            await terminate(self._process)
-        for pump in self._pumps:
-            pump.cancel()
-        await asyncio.gather(*self._pumps, return_exceptions=True)
+        try:
+            await terminate(self._child)  # also ends what an exited command left behind
+        finally:
+            tasks = [*self._pumps, self._settler]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _bounded(self, awaitable: Awaitable[_T]) -> _T:
         """Await ``awaitable`` but give up at the session deadline."""

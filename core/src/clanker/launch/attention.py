@@ -27,7 +27,7 @@ from clanker.attention.capability import AttachmentContext, AttentionCapability
 from clanker.environment import HostFiles
 from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.attachments import LaunchState, PreparedAttachment
-from clanker.paths import ClankerPaths, clanker_paths
+from clanker.paths import ClankerPaths, clanker_paths, runtime_directory
 
 if TYPE_CHECKING:
     from clanker.grid.client import GridClient, Registration
@@ -98,7 +98,7 @@ class AttentionAttachment:
         paths = self._paths or clanker_paths()
         socket = ensure_running(paths)
         client = GridClient(socket)
-        launches = paths.runtime / "launches"
+        launches = runtime_directory(paths, create=True) / "launches"
         # The harness runs the hook command we put here: the directory must be ours alone.
         secure_directory(launches)
         sweep_orphans(launches)

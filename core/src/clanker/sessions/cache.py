@@ -3,7 +3,9 @@
 Keyed by path plus (size, mtime, inode): an appended, replaced or rewritten
 file is parsed again, an unchanged one never is. Files that were not sessions
 are remembered too, so a corrupt file costs one parse, not one per listing.
-The disk copy is a cache: unreadable, foreign or corrupt means empty.
+The disk copy is a cache: unreadable, foreign or corrupt means empty, and so
+does anything that is not a regular file (a link, a FIFO, a directory: see
+:func:`clanker.storage.read_own_file`); the next save replaces it.
 
 The disk format is a list of fixed-position rows rather than objects: a
 listing may load tens of thousands of them, and each row is still checked
@@ -19,11 +21,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from clanker._logging import get_logger
 from clanker.ids import HarnessId
 from clanker.sessions.types import HarnessSession
 from clanker.storage import read_json, write_json_atomic
 
 __all__ = ["MISS", "SummaryCache"]
+
+log = get_logger(__name__)
 
 _VERSION: Final = 3
 _MAX_CACHE_FILE: Final = 64 * 1024 * 1024
@@ -85,7 +90,11 @@ class SummaryCache:
         self._seen: set[str] = set()
         self._dirty = False
         if path is not None:
-            self._load(path)
+            try:
+                self._load(path)
+            except Exception as exc:  # a cache is never a reason to fail: start afresh
+                log.debug("sessions cache %s discarded: %s", path, type(exc).__name__)
+                self._entries = {}
 
     def lookup(self, path: str, stat: os.stat_result) -> HarnessSession | object | None:
         """Return the cached summary (``None`` for a known non-session) or :data:`MISS`."""

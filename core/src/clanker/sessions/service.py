@@ -114,9 +114,17 @@ class SessionService:
         limit: int,
     ) -> SessionListing:
         capable = [p for p in providers if p.sessions is not None]
-        scans = await asyncio.gather(
-            *(self._scan(p, scopes=scopes, native_id=native_id, limit=limit) for p in capable)
-        )
+        tasks = [asyncio.ensure_future(self._scan(p, scopes=scopes, native_id=native_id,
+                                                  limit=limit)) for p in capable]
+        try:
+            scans = await asyncio.gather(*tasks)
+        except BaseException:
+            # gather leaves the others running: stop them here, each reaping its
+            # commands, rather than leave them to asyncio.run's final cancellation.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         rank = {p.id: index for index, p in enumerate(capable)}
         memo: dict[str, str] = {}
         filtering = bool(scopes) and native_id is None
@@ -158,13 +166,13 @@ class SessionService:
         capability = provider.sessions
         assert capability is not None
         environment = self.environment
-        context = SessionsContext(
-            harness=provider.id, executor=environment.executor, files=environment.files,
-            environ=environment.environ,
-            cache=self._cache(provider), scopes=scopes, native_id=native_id, limit=limit,
-            scan_executor=self._scans, memo=self._memo(provider),
-        )
         try:
+            context = SessionsContext(
+                harness=provider.id, executor=environment.executor, files=environment.files,
+                environ=environment.environ, cache=self._cache(provider), scopes=scopes,
+                native_id=native_id, limit=limit, scan_executor=self._scans,
+                memo=self._memo(provider),
+            )
             return await capability.discover(context)
         except HarnessCapabilityError as exc:
             return SessionScan(error=exc.with_harness(provider.id))
