@@ -7,6 +7,7 @@ left in its private state directory.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
@@ -28,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clanker.attention import hook
+from clanker.attention import hook, wire
 from clanker.attention.envelope import parse_envelope
 
 HOOK = Path(hook.__file__)
@@ -348,10 +349,18 @@ def test_imports_only_the_standard_library(bridge: Bridge, tmp_path: Path) -> No
     foreign = [name for name in modules
                if name.split(".")[0] not in sys.stdlib_module_names
                and name not in sys.builtin_module_names
-               and name not in {"__main__", hook.INTERPRETER_MODULE}]
+               and name not in {"__main__", hook.INTERPRETER_MODULE, hook.WIRE_MODULE}]
     assert foreign == []
     assert "socket" in modules  # the list is the bridge's own, taken mid-transaction
+    assert hook.WIRE_MODULE in modules  # the schema, loaded by path
     assert not any(name.startswith("clanker") for name in modules)
+
+
+def test_the_wire_schema_imports_nothing() -> None:
+    # The bridge loads it by path, so whatever it imported would be imported there too.
+    tree = ast.parse(Path(wire.__file__).read_text())
+    assert [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)] \
+        == []
 
 
 def test_interpreter_failure_reports_nothing(bridge: Bridge, grid: GridDouble) -> None:

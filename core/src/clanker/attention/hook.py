@@ -2,8 +2,10 @@
 
 A harness runs ``$CLANKER_ATTENTION_COMMAND`` for each native event, which
 executes ``python -I -S hook.py``. This module imports nothing outside the
-standard library; it loads exactly one provider interpreter, by path, from
-``$CLANKER_ATTENTION_INTERPRETER``, and runs one bounded transaction:
+standard library; it loads two files by path, the envelope's wire schema
+(``wire.py`` beside it, itself import-free) and exactly one provider
+interpreter (``$CLANKER_ATTENTION_INTERPRETER``), and runs one bounded
+transaction:
 
 1. read the payload from stdin (at most 1 MiB, within 0.5 s) and parse it as
    JSON; anything else is malformed and nothing is delivered;
@@ -50,16 +52,39 @@ if TYPE_CHECKING:
     from types import FrameType, ModuleType
     from typing import TypeVar
 
+    from clanker.attention import wire
+
     T = TypeVar("T")
+
+
+def _load_wire() -> ModuleType:
+    """Load ``wire.py`` from beside this file: under ``-I`` its directory is not on the path."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wire.py")
+    spec = importlib.util.spec_from_file_location(WIRE_MODULE, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[WIRE_MODULE] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+WIRE_MODULE = "_clanker_attention_wire"
+INTERPRETER_MODULE = "_clanker_attention_interpreter"
+
+if not TYPE_CHECKING:
+    try:
+        wire = _load_wire()
+    except BaseException:
+        if __name__ != "__main__":
+            raise
+        os._exit(0)  # a broken installation: the hook still exits 0, silently
 
 # Bounds (bytes and seconds).
 MAX_PAYLOAD = 1 << 20
 MAX_STATE = 64 * 1024
 MAX_LINE = 65_536
-MAX_ENVELOPES = 16
-MAX_CWD_BYTES = 1024
-MAX_ID_CHARS = 256
-MAX_NATIVE_EVENT_CHARS = 64
+MAX_ENVELOPES = wire.MAX_ENVELOPES
 STDIN_SECONDS = 0.5
 LOAD_SECONDS = 0.5
 LOCK_SECONDS = 1.2
@@ -78,24 +103,13 @@ STATE_FILES = (LOCK_FILE, STATE_FILE, STATE_TEMPORARY, POISON_FILE, POISON_CLEAR
                INFLIGHT_FILE)
 """Every name the bridge may create, for cleanup that removes exactly these."""
 
-ENVELOPE_KEYS = (
-    "event", "scope", "sessionId", "turnId", "inputId", "continuesSessionId", "cwd",
-    "nativeEvent",
-)
+ENVELOPE_KEYS = wire.KEYS
 """The wire keys of an envelope, in the order the bridge sends them."""
-_ID_KEYS = ("sessionId", "turnId", "inputId", "continuesSessionId")
-EVENTS = frozenset({
-    "session_started", "turn_started", "turn_completed", "turn_interrupted", "turn_failed",
-    "input_requested", "input_resolved", "session_continued", "session_ended",
-    "location_changed",
-})
+EVENTS = wire.SOURCE_EVENTS
 """What an interpreter may report (``agent_exited`` is clanker's launcher's alone)."""
-BOUNDARIES = frozenset({
-    "turn_started", "turn_completed", "turn_interrupted", "turn_failed", "session_ended",
-})
+BOUNDARIES = wire.BOUNDARIES
 RESOLUTION = "input_resolved"
 LOCATION = "location_changed"
-INTERPRETER_MODULE = "_clanker_attention_interpreter"
 
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -259,59 +273,42 @@ def run_interpreter(
 # -- envelopes ------------------------------------------------------------------------------
 
 
-def _identifier(value: object, limit: int = MAX_ID_CHARS) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= limit and value.isprintable()
-
-
-def _valid_cwd(value: object) -> bool:
-    if not (isinstance(value, str) and value.isprintable() and value.startswith("/")):
-        return False
-    try:
-        return len(value.encode("utf-8")) <= MAX_CWD_BYTES
-    except UnicodeError:
-        return False
-
-
 def sanitize(envelopes: list[object]) -> list[Envelope]:
     """The wire form of each well-formed envelope, in order; the others are dropped.
 
     The grid refuses a whole request for one malformed envelope, so each one
-    is checked here against the wire rules: an object whose ``event`` is a
-    reportable event, ``scope`` null, ``"root"`` or ``"child"``, a ``sessionId``
-    and any ``turnId``, ``inputId`` or ``continuesSessionId`` non-empty printable
-    text of at most 256 characters, ``continuesSessionId`` only on
-    ``session_continued``. Other keys and null values are left out. An invalid
-    ``cwd`` (not printable, not absolute, over 1024 UTF-8 bytes) or ``nativeEvent``
-    (diagnostic only: over 64 characters) is dropped and the event still goes.
+    is held to the wire schema (:mod:`~clanker.attention.wire`) here: an
+    object whose ``event`` a source may report and whose keys all follow their
+    rule, written in the schema's key order. Unknown keys and null values are
+    left out; a bad droppable value (``cwd``, ``nativeEvent``) is left out and
+    the event still goes; any other bad value drops the envelope.
     """
     clean: list[Envelope] = []
     for item in envelopes:
-        if not isinstance(item, dict):
-            continue
-        event, scope = item.get("event"), item.get("scope")
-        if not (isinstance(event, str) and event in EVENTS):
-            continue
-        if scope is not None and scope not in ("root", "child"):
-            continue
-        envelope: Envelope = {"event": event} if scope is None else {"event": event,
-                                                                      "scope": scope}
-        for key in _ID_KEYS:
-            value = item.get(key)
-            if value is None:
-                continue
-            if not _identifier(value):
-                break
-            envelope[key] = value
-        else:
-            if "sessionId" not in envelope or (
-                    "continuesSessionId" in envelope and event != "session_continued"):
-                continue
-            if _valid_cwd(item.get("cwd")):
-                envelope["cwd"] = item["cwd"]
-            if _identifier(item.get("nativeEvent"), MAX_NATIVE_EVENT_CHARS):
-                envelope["nativeEvent"] = item["nativeEvent"]
-            clean.append(envelope)
+        if isinstance(item, dict):
+            envelope = _wire_form(item)
+            if envelope is not None:
+                clean.append(envelope)
     return clean
+
+
+def _wire_form(item: dict[object, object]) -> Envelope | None:
+    event = item.get("event")
+    if not (isinstance(event, str) and event in EVENTS):
+        return None
+    envelope: Envelope = {}
+    for key in ENVELOPE_KEYS:
+        value = item.get(key)
+        if value is None:
+            if key in wire.REQUIRED:
+                return None
+            continue
+        if wire.problem(key, value) is not None or wire.misplaced(key, event) is not None:
+            if key in wire.DROPPABLE:
+                continue
+            return None
+        envelope[key] = value
+    return envelope
 
 
 def without_early_resolutions(batch: list[Envelope]) -> list[Envelope]:
