@@ -89,7 +89,7 @@ STEPS = (
     ("start-up (spawn to hook code)", "startup", None),
     ("payload read", "read_stdin", "STDIN_SECONDS"),
     ("interpreter load", "load_interpreter", "LOAD_SECONDS"),
-    ("lock wait", "acquire_lock", "lock_deadline"),
+    ("lock wait (bound: from the hook's start)", "acquire_lock", "lock_deadline"),
     ("interpretation", "run_interpreter", "INTERPRET_SECONDS"),
     ("delivery", "deliver", "DELIVERY_SECONDS"),
     ("lock held", "_locked", None),

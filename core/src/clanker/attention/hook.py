@@ -644,6 +644,7 @@ class Transaction:
         return decisions
 
     def finish(self, deadline: float) -> None:
+        """Report a count no delivery carried, alone (not when the grid just failed us)."""
         if self.unreported and not self.unreachable:
             self.deliver([], deadline)
 
