@@ -636,3 +636,34 @@ def test_no_debug_log_without_the_switch(caplog: pytest.LogCaptureFixture) -> No
     broker.register(TERMINAL)
     broker.apply(TERMINAL, ev(E.TURN_STARTED, ROOT, "t1"))
     assert caplog.records == []
+
+
+# --------------------------------------------------------- failed-closed transactions
+
+
+def test_the_failed_closed_count_is_the_highest_heard_and_no_revision(h: Harness) -> None:
+    before, heard = h.revision, len(h.heard)
+    assert h.broker.failed_closed(TERMINAL) == 0
+    h.broker.record_failed_closed(TERMINAL, 3)
+    h.broker.record_failed_closed(TERMINAL, 2)  # an older report, arriving late
+    assert h.broker.failed_closed(TERMINAL) == 3
+    explained = h.broker.explain(TERMINAL)
+    assert explained is not None
+    assert explained["failedClosed"] == 3
+    # A health figure, not lifecycle: nothing is published.
+    assert (h.revision, len(h.heard)) == (before, heard)
+
+
+def test_the_failed_closed_count_belongs_to_one_registration(h: Harness) -> None:
+    h.broker.record_failed_closed("nobody", 5)
+    assert h.broker.failed_closed("nobody") == 0
+    h.broker.record_failed_closed(TERMINAL, 2)
+    h.broker.register(TERMINAL)  # a new launch: a new bridge state, a new count
+    assert h.broker.failed_closed(TERMINAL) == 0
+    h.broker.record_failed_closed(TERMINAL, 1)
+    h.broker.retire(TERMINAL)
+    h.broker.record_failed_closed(TERMINAL, 4)
+    assert h.broker.failed_closed(TERMINAL) == 0
+    explained = h.broker.explain(TERMINAL)
+    assert explained is not None
+    assert explained["failedClosed"] == 0

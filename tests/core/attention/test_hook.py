@@ -7,6 +7,7 @@ left in its private state directory.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
@@ -28,8 +29,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clanker.attention import hook
+from clanker.attention import hook, wire
 from clanker.attention.envelope import parse_envelope
+from clanker.grid.protocol import DeliverRequest, ProtocolError, parse_request
 
 HOOK = Path(hook.__file__)
 TOKEN = "ab" * 32
@@ -59,6 +61,8 @@ INTERPRETER = textwrap.dedent(f'''
                     time.sleep(60)
                 except BaseException:
                     pass
+        if payload.get("slow") and state:
+            time.sleep(60)  # far past the bridge's bound, on stored state only
         if "modules" in payload:
             with open(payload["modules"], "w") as file:
                 json.dump(sorted(sys.modules), file)
@@ -104,7 +108,9 @@ class GridDouble:
     terminal and its raw token, at most 16 envelopes), one JSON line back:
     ``{"v":1,"ok":true,"decisions":[...]}`` or ``{"v":1,"ok":false,"error":word}``.
     It records every authorized request, and in ``log`` when each was received
-    and answered. ``refuse`` makes it answer ``ok:false``;
+    and answered; each line also goes through the real grid's request parser,
+    and what that parser would refuse is kept in ``invalid`` (the fixture
+    checks it stays empty). ``refuse`` makes it answer ``ok:false``;
     ``decide`` chooses each envelope's decision; clearing ``release`` makes it
     hold its reply until the event is set again.
     """
@@ -112,6 +118,7 @@ class GridDouble:
     def __init__(self, path: str) -> None:
         self.path = path
         self.requests: list[dict[str, Any]] = []
+        self.invalid: list[str] = []
         self.log: list[str] = []
         self.refuse: str | None = None
         self.decide: Callable[[dict[str, Any]], str] = lambda _: "accepted"
@@ -141,6 +148,11 @@ class GridDouble:
         self.thread.start()
 
     def answer(self, line: bytes) -> dict[str, object]:
+        try:
+            if not isinstance(parse_request(line.rstrip(b"\n")), DeliverRequest):
+                self.invalid.append("not a deliver request")
+        except ProtocolError as error:
+            self.invalid.append(error.reason)
         try:
             request = json.loads(line)
         except ValueError:
@@ -227,6 +239,12 @@ class Bridge:
     def poisoned(self) -> bool:
         return (self.state / "poison").exists()
 
+    @property
+    def failed(self) -> int:
+        """How many transactions failed closed, by the bridge's own count."""
+        path = self.state / "failed"
+        return path.stat().st_size if path.exists() else 0
+
     def stored(self) -> object:
         return json.loads((self.state / "state.json").read_text())
 
@@ -247,6 +265,7 @@ def grid(short_dir: str) -> Iterator[GridDouble]:
     double = GridDouble(os.path.join(short_dir, "grid.sock"))
     yield double
     double.close()
+    assert double.invalid == []  # the real grid would have accepted every request
 
 
 @pytest.fixture
@@ -311,6 +330,8 @@ def test_delivers_in_order_and_keeps_state(bridge: Bridge, grid: GridDouble) -> 
     assert [e["nativeEvent"] for e in grid.delivered] == ["seen=0", "seen=0", "seen=1", "seen=1"]
     assert bridge.stored() == {"seen": 2}
     assert not bridge.poisoned
+    assert bridge.failed == 0
+    assert all("failedClosed" not in request for request in grid.requests)
 
 
 def test_private_files_only(bridge: Bridge) -> None:
@@ -348,19 +369,61 @@ def test_imports_only_the_standard_library(bridge: Bridge, tmp_path: Path) -> No
     foreign = [name for name in modules
                if name.split(".")[0] not in sys.stdlib_module_names
                and name not in sys.builtin_module_names
-               and name not in {"__main__", hook.INTERPRETER_MODULE}]
+               and name not in {"__main__", hook.INTERPRETER_MODULE, hook.WIRE_MODULE}]
     assert foreign == []
     assert "socket" in modules  # the list is the bridge's own, taken mid-transaction
+    assert hook.WIRE_MODULE in modules  # the schema, loaded by path
     assert not any(name.startswith("clanker") for name in modules)
 
 
-def test_interpreter_failure_reports_nothing(bridge: Bridge, grid: GridDouble) -> None:
+def test_the_wire_schema_imports_nothing() -> None:
+    # The bridge loads it by path, so whatever it imported would be imported there too.
+    tree = ast.parse(Path(wire.__file__).read_text())
+    assert [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)] \
+        == []
+
+
+def test_interpreter_failure_fails_closed(bridge: Bridge, grid: GridDouble) -> None:
     bridge.emit(envelope("turn_started"))
     bridge.emit(envelope("turn_completed"), **{"raise": True})
 
     assert events(grid.delivered) == ["turn_started"]
-    assert bridge.stored() == {"seen": 1}
-    assert not bridge.poisoned
+    assert bridge.stored() == {"seen": 1}  # the stored state is still what the grid saw
+    assert bridge.poisoned
+    assert bridge.failed == 1
+    assert grid.requests[-1]["envelopes"] == []  # the count, reported alone
+    assert grid.requests[-1]["failedClosed"] == 1
+
+
+def test_interpreter_past_its_bound_fails_closed_and_still_reports_a_wait(
+    bridge: Bridge, grid: GridDouble,
+) -> None:
+    bridge.emit(envelope("turn_started"))
+    # On the stored state it runs far past INTERPRET_SECONDS; the rerun on empty state
+    # answers at once, and its evidence of a wait goes (its resolution does not).
+    bridge.emit(envelope("input_requested", inputId="i"), envelope("input_resolved", inputId="j"),
+                slow=True)
+
+    assert events(grid.delivered) == ["turn_started", "input_requested"]
+    assert grid.delivered[1]["nativeEvent"] == "seen=0"  # interpreted on {}
+    assert grid.requests[-1]["failedClosed"] == 1  # the count went with it
+    assert bridge.stored() == {"seen": 1}  # left as the last healthy transaction stored it
+    assert bridge.poisoned
+    assert bridge.failed == 1
+    assert "inflight" not in bridge.names()
+
+
+def test_an_envelope_the_grid_would_refuse_fails_closed(bridge: Bridge,
+                                                       grid: GridDouble) -> None:
+    bridge.emit(envelope("turn_started"))
+    bridge.emit(envelope("input_requested", inputId="i"),
+                envelope("turn_completed", sessionId="s" * 257),
+                envelope("input_resolved", inputId="i"))
+
+    assert events(grid.delivered) == ["turn_started", "input_requested"]
+    assert bridge.stored() == {"seen": 2}  # the interpretation itself was sound
+    assert bridge.poisoned
+    assert bridge.failed == 1
 
 
 # -- sanitizing -------------------------------------------------------------------------------
@@ -421,11 +484,13 @@ def test_good_cwd_is_kept(bridge: Bridge, grid: GridDouble, cwd: str) -> None:
     assert grid.delivered[0]["cwd"] == cwd
 
 
-def test_more_than_sixteen_envelopes_poison(bridge: Bridge, grid: GridDouble) -> None:
+def test_more_than_sixteen_envelopes_fail_closed(bridge: Bridge, grid: GridDouble) -> None:
     bridge.emit(*[envelope("turn_started", turn=f"t-{i}") for i in range(20)])
 
     assert len(grid.delivered) == 16
     assert bridge.poisoned
+    assert bridge.failed == 1
+    assert grid.requests[0]["failedClosed"] == 1
 
 
 # -- input and environment --------------------------------------------------------------------
@@ -439,29 +504,47 @@ def test_more_than_sixteen_envelopes_poison(bridge: Bridge, grid: GridDouble) ->
     b'{"emit": [], "x": Infinity}',
     b"[" * 100_000 + b"]" * 100_000,
 ])
-def test_malformed_payload_delivers_nothing(bridge: Bridge, grid: GridDouble,
-                                            stdin: bytes) -> None:
+def test_malformed_payload_fails_closed(bridge: Bridge, grid: GridDouble,
+                                        stdin: bytes) -> None:
     done = bridge.run(stdin=stdin)
 
     assert (done.returncode, done.stdout, done.stderr) == (0, NEUTRAL.encode(), b"")
-    assert grid.requests == []
-    assert bridge.names() == set()
+    assert grid.delivered == []
+    assert [request["failedClosed"] for request in grid.requests] == [1]
+    assert bridge.names() == {"poison", "failed"}
 
 
-def test_oversized_stdin_delivers_nothing(bridge: Bridge, grid: GridDouble) -> None:
+def _fails_closed_unread(bridge: Bridge, grid: GridDouble) -> None:
+    """The event could not be read: nothing is interpreted, the transaction is counted."""
+    assert grid.delivered == []
+    assert [request["failedClosed"] for request in grid.requests] == [1]
+    assert bridge.poisoned
+    assert bridge.failed == 1
+    assert "state.json" not in bridge.names()
+
+
+def test_oversized_stdin_fails_closed(bridge: Bridge, grid: GridDouble) -> None:
     payload = {"emit": [envelope("turn_started")], "pad": "x" * (1 << 20)}
     done = bridge.run(payload)
 
     assert (done.returncode, done.stdout) == (0, NEUTRAL.encode())
-    assert grid.requests == []
-    assert bridge.names() == set()
+    _fails_closed_unread(bridge, grid)
 
 
-def test_stdin_left_open_delivers_nothing(bridge: Bridge, grid: GridDouble) -> None:
+def test_stdin_left_open_past_its_bound_fails_closed(bridge: Bridge, grid: GridDouble) -> None:
     process = bridge.start({"emit": [envelope("turn_started")]}, close=False)
 
     assert finish(process) == (0, NEUTRAL.encode(), b"")
-    assert grid.requests == []
+    _fails_closed_unread(bridge, grid)
+
+
+def test_interpreter_loading_past_its_bound_fails_closed(bridge: Bridge,
+                                                         grid: GridDouble) -> None:
+    bridge.interpreter.write_text("import time\ntime.sleep(60)\n" + INTERPRETER)
+    done = bridge.run({"emit": [envelope("turn_started")]})
+
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    _fails_closed_unread(bridge, grid)
 
 
 @pytest.mark.parametrize("variable", [
@@ -517,7 +600,7 @@ def test_state_directory_must_be_private(bridge: Bridge, grid: GridDouble,
     assert bridge.names() == set()
 
 
-def test_broken_interpreter_does_nothing(bridge: Bridge, grid: GridDouble) -> None:
+def test_broken_interpreter_fails_closed(bridge: Bridge, grid: GridDouble) -> None:
     bridge.interpreter.write_text("raise SystemExit(3)\n")
     done = bridge.run({"emit": [envelope("turn_started")]})
     bridge.interpreter.write_text("HOOK_STDOUT = 'x'\n")  # no interpret()
@@ -525,7 +608,9 @@ def test_broken_interpreter_does_nothing(bridge: Bridge, grid: GridDouble) -> No
 
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
     assert (missing.returncode, missing.stdout) == (0, b"")
-    assert grid.requests == []
+    assert grid.delivered == []
+    assert [request["failedClosed"] for request in grid.requests] == [1, 2]
+    assert bridge.poisoned
 
 
 # -- state faults -----------------------------------------------------------------------------
@@ -561,7 +646,9 @@ def test_unusable_state_fails_closed(bridge: Bridge, grid: GridDouble,
 
     assert events(grid.delivered) == ["input_requested", "turn_completed"]
     assert {e["nativeEvent"] for e in grid.delivered} == {"seen=0"}  # interpreted on {}
+    assert grid.requests[0]["failedClosed"] == 1
     assert bridge.poisoned
+    assert bridge.failed == 1
 
 
 def test_corrupt_state_is_replaced_from_empty_state(bridge: Bridge, grid: GridDouble) -> None:
@@ -569,9 +656,11 @@ def test_corrupt_state_is_replaced_from_empty_state(bridge: Bridge, grid: GridDo
     bridge.emit(envelope("input_resolved", inputId="i"))
     bridge.emit(envelope("input_resolved", inputId="i"))
 
-    assert grid.requests == []
+    assert grid.delivered == []
+    assert [request["failedClosed"] for request in grid.requests] == [1]  # the first run's
     assert bridge.stored() == {"seen": 2}  # the second run was a healthy transaction
     assert bridge.poisoned
+    assert bridge.failed == 1
 
 
 @pytest.mark.parametrize("option", ["big_state", "set_state"])
@@ -585,6 +674,7 @@ def test_unwritable_new_state_fails_closed(bridge: Bridge, grid: GridDouble,
     assert grid.delivered[1]["nativeEvent"] == "seen=0"  # the rerun on empty state
     assert bridge.stored() == {"seen": 1}
     assert bridge.poisoned
+    assert bridge.failed == 1
 
 
 # -- the lock ---------------------------------------------------------------------------------
@@ -600,6 +690,8 @@ def test_live_lock_holder_is_never_broken(bridge: Bridge, grid: GridDouble) -> N
     assert events(grid.delivered) == ["turn_started", "input_requested", "turn_completed"]
     assert [e["nativeEvent"] for e in grid.delivered[1:]] == ["seen=0", "seen=0"]
     assert bridge.stored() == {"seen": 1}  # nothing stored without the lock
+    assert bridge.failed == 1
+    assert grid.requests[-1]["failedClosed"] == 1
 
 
 def test_dead_lock_holder_is_released_by_the_kernel(bridge: Bridge, grid: GridDouble) -> None:
@@ -611,6 +703,7 @@ def test_dead_lock_holder_is_released_by_the_kernel(bridge: Bridge, grid: GridDo
     assert events(grid.delivered) == ["turn_started", "input_resolved"]
     assert grid.delivered[1]["nativeEvent"] == "seen=1"
     assert not bridge.poisoned
+    assert bridge.failed == 0
 
 
 def test_hook_killed_mid_transaction(bridge: Bridge, grid: GridDouble, tmp_path: Path) -> None:
@@ -621,11 +714,17 @@ def test_hook_killed_mid_transaction(bridge: Bridge, grid: GridDouble, tmp_path:
     hung.kill()
     returncode = finish(hung)[0]
     bridge.emit(envelope("input_resolved", inputId="i"))
+    bridge.emit(envelope("turn_completed"), envelope("input_resolved", inputId="j"))
 
     assert returncode == -signal.SIGKILL
-    assert events(grid.delivered) == ["turn_started", "input_resolved"]
-    assert grid.delivered[1]["nativeEvent"] == "seen=1"
-    assert not bridge.poisoned  # it died before storing anything
+    # Its turn_completed was lost: the next holder counts it and withholds resolutions
+    # until a boundary is accepted.
+    assert events(grid.delivered) == ["turn_started", "turn_completed", "input_resolved"]
+    assert grid.delivered[1]["nativeEvent"] == "seen=2"  # nothing was stored by the dead one
+    assert [request.get("failedClosed") for request in grid.requests] == [None, 1, 1]
+    assert not bridge.poisoned  # the accepted boundary cleared it
+    assert bridge.failed == 1
+    assert "inflight" not in bridge.names()
 
 
 def test_hook_killed_before_its_delivery_was_confirmed(bridge: Bridge,
@@ -643,6 +742,7 @@ def test_hook_killed_before_its_delivery_was_confirmed(bridge: Bridge,
     assert bridge.poisoned
     assert events(grid.delivered) == ["turn_started", "input_requested"]
     assert bridge.stored() == {"seen": 3}
+    assert bridge.failed == 1  # counted by the next holder
     assert "inflight" not in bridge.names()
 
 
@@ -670,6 +770,7 @@ def test_grid_down_poisons(tmp_path: Path, short_dir: str) -> None:
 
     assert bridge.poisoned
     assert bridge.stored() == {"seen": 1}  # the state already holds what the grid never saw
+    assert bridge.failed == 1
     assert "inflight" not in bridge.names()
 
 
@@ -681,6 +782,7 @@ def test_refusal_poisons(bridge: Bridge, grid: GridDouble) -> None:
 
     assert events(grid.delivered) == ["turn_started", "input_requested"]
     assert bridge.poisoned
+    assert grid.requests[-1]["failedClosed"] == 1  # the refused one, heard with the next
 
 
 def test_failed_location_delivery_is_not_a_failed_transaction(tmp_path: Path,
@@ -689,8 +791,10 @@ def test_failed_location_delivery_is_not_a_failed_transaction(tmp_path: Path,
     bridge.emit(envelope("location_changed", turn=None, cwd="/a"))
 
     assert not bridge.poisoned
+    assert bridge.failed == 0
     bridge.emit(envelope("location_changed", turn=None, cwd="/b"), envelope("turn_started"))
     assert bridge.poisoned
+    assert bridge.failed == 1
 
 
 def test_poison_cleared_only_by_an_accepted_boundary(bridge: Bridge, grid: GridDouble) -> None:

@@ -41,6 +41,11 @@ Revisions come from one counter per broker, so a terminal's revision strictly
 increases across re-registration and retirement (and never goes back even once a
 tombstone is forgotten); they are not consecutive per terminal.
 
+Apart from lifecycle, the broker keeps one health figure per terminal: how many
+of its hook transactions *failed closed* (the hook bridge's running count,
+:meth:`Broker.record_failed_closed`). It is not a lifecycle fact, so it takes no
+revision; :meth:`Broker.explain` and the grid's terminal entries show it.
+
 The broker is pure: no IO, no threads, no timers. Time comes from ``clock``
 and is only recorded, never used to decide. ``CLANKER_DEBUG_ATTENTION=1`` logs
 one bounded line per applied envelope (safe metadata only).
@@ -258,6 +263,7 @@ class _Entry:
     __slots__ = (
         "continued_from",
         "ended_session",
+        "failed_closed",
         "last_resolved",
         "live",
         "published",
@@ -288,6 +294,7 @@ class _Entry:
         self.waits: dict[str | None, datetime] = {}
         self.waits_turn: str | None = None
         self.waits_overflow = False
+        self.failed_closed = 0  # the highest failed-closed count this registration reported
 
     def waits_of(self, turn: str) -> dict[str | None, datetime]:
         """The outstanding waits of ``turn`` (a turn boundary forgets the others)."""
@@ -379,6 +386,21 @@ class Broker:
         self._notify(entry.published)
         return entry.published
 
+    def record_failed_closed(self, terminal: str, count: int) -> None:
+        """Note that ``count`` of ``terminal``'s hook transactions have failed closed in all.
+
+        The count is a running total, so the highest one heard is kept and
+        reports may arrive in any order. Publishes nothing: it is not lifecycle.
+        """
+        entry = self._entries.get(terminal)
+        if entry is not None and entry.live and count > entry.failed_closed:
+            entry.failed_closed = count
+
+    def failed_closed(self, terminal: str) -> int:
+        """How many of ``terminal``'s hook transactions failed closed (0 if unknown)."""
+        entry = self._entries.get(terminal)
+        return entry.failed_closed if entry is not None and entry.live else 0
+
     def snapshot(self, terminal: str) -> Revision | None:
         """The latest revision of ``terminal`` (a tombstone once retired), else ``None``."""
         entry = self._entries.get(terminal)
@@ -440,6 +462,7 @@ class Broker:
                 "turn": _short(completion.turn_id), "revision": completion.revision},
             "hasLocation": entry.live and snap.location is not None,
             "retiredTurns": len(entry.retired),
+            "failedClosed": entry.failed_closed if entry.live else 0,
             "recent": [
                 {"event": str(event), "nativeEvent": native, "session": _short(session),
                  "turn": _short(turn), "decision": str(decision), "revision": revision}

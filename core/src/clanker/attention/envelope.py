@@ -2,7 +2,10 @@
 
 An envelope is one JSON object with camelCase keys (``event``, ``scope``,
 ``sessionId``, ``turnId``, ``inputId``, ``continuesSessionId``, ``cwd``,
-``nativeEvent``). It crosses a trust boundary, so :func:`parse_envelope`
+``nativeEvent``). Its schema has one definition, :mod:`~clanker.attention.wire`,
+which the hook bridge sanitizes with too: this module turns it into
+:class:`Envelope` (each field validated by the schema's own rule) and a strict
+parser. An envelope crosses a trust boundary, so :func:`parse_envelope`
 structures it through a strict converter: unknown keys, wrong types and
 out-of-range values raise :class:`EnvelopeError`, never a guess.
 
@@ -32,6 +35,7 @@ from attrs import field, frozen
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter
 
+from clanker.attention import wire
 from clanker.converters import BoundaryError, make_boundary_converter
 
 __all__ = [
@@ -51,9 +55,9 @@ __all__ = [
     "structure_wire",
 ]
 
-MAX_ID_LENGTH: Final = 256
-MAX_CWD_BYTES: Final = 1024
-MAX_NATIVE_EVENT_LENGTH: Final = 64
+MAX_ID_LENGTH: Final = wire.MAX_ID_CHARS
+MAX_CWD_BYTES: Final = wire.MAX_CWD_BYTES
+MAX_NATIVE_EVENT_LENGTH: Final = wire.MAX_NATIVE_EVENT_CHARS
 
 T = TypeVar("T")
 ErrorT = TypeVar("ErrorT", bound=BoundaryError)
@@ -64,6 +68,8 @@ class EnvelopeError(BoundaryError):
 
 
 class LifecycleEvent(enum.StrEnum):
+    """The events of :data:`clanker.attention.wire.EVENTS` (a test holds the two equal)."""
+
     SESSION_STARTED = "session_started"  # identity only: binds an unbound registration
     TURN_STARTED = "turn_started"
     TURN_COMPLETED = "turn_completed"
@@ -91,7 +97,10 @@ TURN_EVENTS: Final = frozenset(
 
 
 class Scope(enum.StrEnum):
-    """Whose event it is, as the provider asserts it (absent: unknown subject)."""
+    """Whose event it is, as the provider asserts it (absent: unknown subject).
+
+    The values of :data:`clanker.attention.wire.SCOPES`.
+    """
 
     ROOT = "root"
     CHILD = "child"
@@ -101,69 +110,47 @@ def check_id(value: str, name: str) -> str:
     """Return ``value`` if it is a usable identifier, else raise naming ``name``."""
     if not isinstance(value, str):
         raise EnvelopeError(f"{name} must be a string")
-    if not value or len(value) > MAX_ID_LENGTH or not value.isprintable():
-        raise EnvelopeError(
-            f"{name} must be non-empty printable text of at most {MAX_ID_LENGTH} characters"
-        )
+    reason = wire.identifier_problem(name, value)
+    if reason is not None:
+        raise EnvelopeError(reason)
     return value
 
 
-def _id(name: str) -> Callable[[Any, Any, str | None], None]:
-    def validate(_: Any, __: Any, value: str | None) -> None:
+def _rule(key: str) -> Callable[[Any, Any, Any], None]:
+    """The attrs validator of wire key ``key``: the schema's own rule (``None`` is absent)."""
+
+    def validate(_: Any, __: Any, value: object) -> None:
         if value is not None:
-            check_id(value, name)
+            reason = wire.problem(key, value)
+            if reason is not None:
+                raise EnvelopeError(reason)
 
     return validate
-
-
-def _session_id(_: Any, __: Any, value: str) -> None:
-    check_id(value, "sessionId")
-
-
-def _cwd(_: Any, __: Any, value: str | None) -> None:
-    if value is None:
-        return
-    if not isinstance(value, str):
-        raise EnvelopeError("cwd must be a string")
-    if not value.startswith("/"):
-        raise EnvelopeError("cwd must be an absolute path")
-    if not value.isprintable() or len(value.encode("utf-8", "surrogatepass")) > MAX_CWD_BYTES:
-        raise EnvelopeError(f"cwd must be printable and at most {MAX_CWD_BYTES} bytes")
-
-
-def _native_event(_: Any, __: Any, value: str | None) -> None:
-    if value is None:
-        return
-    if not isinstance(value, str):
-        raise EnvelopeError("nativeEvent must be a string")
-    if not value or len(value) > MAX_NATIVE_EVENT_LENGTH or not value.isprintable():
-        raise EnvelopeError(
-            "nativeEvent must be non-empty printable text of at most "
-            f"{MAX_NATIVE_EVENT_LENGTH} characters"
-        )
 
 
 @frozen(kw_only=True)
 class Envelope:
     """One canonical lifecycle event, valid by construction (see the module notes)."""
 
+    # One attribute per wire key, in the schema's order; the two required keys have
+    # no default. Each validator is the schema's rule for its key.
     event: LifecycleEvent = field(validator=attrs.validators.instance_of(LifecycleEvent))
-    session_id: str = field(validator=_session_id)
     scope: Scope | None = field(
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Scope))
     )
-    turn_id: str | None = field(default=None, validator=_id("turnId"))
-    input_id: str | None = field(default=None, validator=_id("inputId"))
-    continues_session_id: str | None = field(default=None, validator=_id("continuesSessionId"))
-    cwd: str | None = field(default=None, validator=_cwd)
-    native_event: str | None = field(default=None, validator=_native_event)
+    session_id: str = field(validator=_rule("sessionId"))
+    turn_id: str | None = field(default=None, validator=_rule("turnId"))
+    input_id: str | None = field(default=None, validator=_rule("inputId"))
+    continues_session_id: str | None = field(default=None, validator=_rule("continuesSessionId"))
+    cwd: str | None = field(default=None, validator=_rule("cwd"))
+    native_event: str | None = field(default=None, validator=_rule("nativeEvent"))
 
     def __attrs_post_init__(self) -> None:
-        if (
-            self.continues_session_id is not None
-            and self.event is not LifecycleEvent.SESSION_CONTINUED
-        ):
-            raise EnvelopeError("continuesSessionId belongs only on session_continued")
+        # The schema's cross-field rule (``continuesSessionId`` only on session_continued).
+        if self.continues_session_id is not None:
+            reason = wire.misplaced("continuesSessionId", self.event)
+            if reason is not None:
+                raise EnvelopeError(reason)
 
     def to_wire(self) -> dict[str, object]:
         """Return the JSON-able wire form (camelCase keys; absent fields left out)."""
@@ -221,7 +208,7 @@ def _make_converter() -> JsonConverter:
 
 
 _CONVERTER: Final = _make_converter()
-_WIRE_KEYS: Final = frozenset(camel(a.name) for a in attrs.fields(Envelope))
+_WIRE_KEYS: Final = frozenset(wire.KEYS)
 _KEY_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 
 

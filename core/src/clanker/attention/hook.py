@@ -2,32 +2,54 @@
 
 A harness runs ``$CLANKER_ATTENTION_COMMAND`` for each native event, which
 executes ``python -I -S hook.py``. This module imports nothing outside the
-standard library; it loads exactly one provider interpreter, by path, from
-``$CLANKER_ATTENTION_INTERPRETER``, and runs one bounded transaction:
+standard library; it loads two files by path, the envelope's wire schema
+(``wire.py`` beside it, itself import-free) and exactly one provider
+interpreter (``$CLANKER_ATTENTION_INTERPRETER``), and runs one bounded
+transaction:
 
-1. read the payload from stdin (at most 1 MiB, within 0.5 s) and parse it as
-   JSON; anything else is malformed and nothing is delivered;
+1. read the payload from stdin (at most 1 MiB, within ``STDIN_SECONDS``) and
+   load the interpreter (within ``LOAD_SECONDS``);
 2. take this terminal's exclusive lock (``flock`` on ``lock`` in
-   ``$CLANKER_ATTENTION_STATE``, waiting at most about 1.2 s; the kernel drops a
-   dead holder's lock, a live holder is never broken);
+   ``$CLANKER_ATTENTION_STATE``, waiting until :func:`lock_deadline`: as long
+   as the rest of the transaction can still finish within its bounds; the
+   kernel drops a dead holder's lock, a live holder is never broken);
 3. read ``state.json`` (a JSON object of at most 64 KiB; missing = ``{}``),
-   call ``interpret(payload, state)``, write the new state atomically
-   (``state.json.tmp``, fsync, rename) and deliver the sanitized envelopes to
-   the grid in one ``deliver`` request, all while holding the lock, so the
-   broker sees events in the order the state produced them.
+   call ``interpret(payload, state)`` (within ``INTERPRET_SECONDS``), write the
+   new state atomically (``state.json.tmp``, fsync, rename) and deliver the
+   sanitized envelopes to the grid in one ``deliver`` request (within
+   ``DELIVERY_SECONDS``), all while holding the lock, so the broker sees
+   events in the order the state produced them. ``inflight`` exists for as
+   long as the lock is held, so a holder that dies leaves it behind.
 
-Fail closed. A transaction that cannot be established (lock not acquired in
-time, state unreadable, corrupt, oversized or unwritable) runs the interpreter
-on empty state, creates the ``poison`` marker and delivers everything except
-``input_resolved``. A failed delivery, or a holder that died after writing
-state but before its delivery was confirmed (``inflight`` left behind), also
-creates the marker. While it exists, ``input_resolved`` is dropped until a
-healthy transaction delivers a turn boundary the grid accepts; the marker is
-then removed and the rest of that batch goes through.
+Fail closed. A transaction either completes, or it *fails closed*: whenever
+any step cannot be done within its bound, or at all. That is a payload that
+is too large, too late, unreadable or not JSON; an interpreter that cannot be
+loaded in time; the lock not acquired in time; state that is unreadable,
+corrupt, oversized or unwritable; an interpreter that runs past its bound,
+raises or answers malformed; an envelope the wire schema refuses or more
+than 16; a failed delivery (not of a batch of ``location_changed`` only);
+and a holder that died inside its transaction (``inflight`` left behind,
+counted by the next holder). A transaction that fails closed
+
+- creates the ``poison`` marker: while it exists ``input_resolved`` is
+  dropped until a healthy transaction delivers a turn boundary the grid
+  accepts; the marker is then removed and the rest of that batch goes through;
+- once it has failed, delivers no ``input_resolved`` but still the evidence
+  of a possible human wait: when it has a payload and an interpreter but could
+  not use the stored state (no lock, state unusable, or the interpreter failed
+  on it), the interpreter runs again on empty state and everything else it
+  reports is delivered. The stored state is replaced only when it is unusable
+  (or the new one cannot be written); otherwise it stays as the last healthy
+  transaction left it, which is what the grid has seen;
+- is counted: one byte is appended to ``failed`` (its size is how many of this
+  terminal's transactions failed closed), every delivery carries that count
+  as ``failedClosed``, and a transaction that failed closed with nothing else
+  to deliver delivers the count alone, so ``clanker attention explain`` shows it.
 
 The hook always exits 0 and writes nothing but the interpreter's optional
 ``HOOK_STDOUT``; payload content and the credential are never printed, logged
-or stored. Every step is bounded, so the whole hook ends within about 2.5 s.
+or stored. Every step is bounded, so the whole hook ends within
+``TOTAL_SECONDS`` of starting, inside the 3 s the harnesses give their hooks.
 """
 
 from __future__ import annotations
@@ -50,21 +72,57 @@ if TYPE_CHECKING:
     from types import FrameType, ModuleType
     from typing import TypeVar
 
+    from clanker.attention import wire
+
     T = TypeVar("T")
 
-# Bounds (bytes and seconds).
+
+def _load_wire() -> ModuleType:
+    """Load ``wire.py`` from beside this file: under ``-I`` its directory is not on the path."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wire.py")
+    spec = importlib.util.spec_from_file_location(WIRE_MODULE, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[WIRE_MODULE] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+WIRE_MODULE = "_clanker_attention_wire"
+INTERPRETER_MODULE = "_clanker_attention_interpreter"
+
+if not TYPE_CHECKING:
+    try:
+        wire = _load_wire()
+    except BaseException:
+        if __name__ != "__main__":
+            raise
+        os._exit(0)  # a broken installation: the hook still exits 0, silently
+
+# Bounds (bytes).
 MAX_PAYLOAD = 1 << 20
 MAX_STATE = 64 * 1024
 MAX_LINE = 65_536
-MAX_ENVELOPES = 16
-MAX_CWD_BYTES = 1024
-MAX_ID_CHARS = 256
-MAX_NATIVE_EVENT_CHARS = 64
+MAX_ENVELOPES = wire.MAX_ENVELOPES
+MAX_FAILED_CLOSED = 1 << 16
+"""The count of failed-closed transactions stops here (``failed`` stays small)."""
+
+# Bounds (seconds). They are synchronization, not guesses of how fast Python runs, and each is many
+# times what ``benchmarks/attention.py`` measures with one busy loop per core
+# (see ``benchmarks/RESULTS.md``): the payload is already written when the hook
+# starts, loading an interpreter is compiling one file (under 100 ms there), and
+# interpreting one event or a round trip to the grid takes under 10 ms. The whole
+# hook must end inside the 3 s Codex and Claude Code give a hook, start-up (under
+# 200 ms there) included: a hook they kill while it waits for the lock would be
+# lost without a trace. So the lock is not given a bound of its own: it is waited
+# for as long as the transaction can still finish within its bounds after it
+# (:func:`lock_deadline`), which lets a waiter outlast one holder's whole bounded
+# transaction.
 STDIN_SECONDS = 0.5
 LOAD_SECONDS = 0.5
-LOCK_SECONDS = 1.2
-INTERPRET_SECONDS = 0.5
-DELIVERY_SECONDS = 1.0
+INTERPRET_SECONDS = 0.25
+DELIVERY_SECONDS = 0.5
 TOTAL_SECONDS = 2.5
 
 # The private files this bridge keeps in the state directory (and nothing else).
@@ -74,28 +132,18 @@ STATE_TEMPORARY = "state.json.tmp"
 POISON_FILE = "poison"
 POISON_CLEARING = "poison.clearing"
 INFLIGHT_FILE = "inflight"
+FAILED_FILE = "failed"
 STATE_FILES = (LOCK_FILE, STATE_FILE, STATE_TEMPORARY, POISON_FILE, POISON_CLEARING,
-               INFLIGHT_FILE)
+               INFLIGHT_FILE, FAILED_FILE)
 """Every name the bridge may create, for cleanup that removes exactly these."""
 
-ENVELOPE_KEYS = (
-    "event", "scope", "sessionId", "turnId", "inputId", "continuesSessionId", "cwd",
-    "nativeEvent",
-)
+ENVELOPE_KEYS = wire.KEYS
 """The wire keys of an envelope, in the order the bridge sends them."""
-_ID_KEYS = ("sessionId", "turnId", "inputId", "continuesSessionId")
-EVENTS = frozenset({
-    "session_started", "turn_started", "turn_completed", "turn_interrupted", "turn_failed",
-    "input_requested", "input_resolved", "session_continued", "session_ended",
-    "location_changed",
-})
+EVENTS = wire.SOURCE_EVENTS
 """What an interpreter may report (``agent_exited`` is clanker's launcher's alone)."""
-BOUNDARIES = frozenset({
-    "turn_started", "turn_completed", "turn_interrupted", "turn_failed", "session_ended",
-})
+BOUNDARIES = wire.BOUNDARIES
 RESOLUTION = "input_resolved"
 LOCATION = "location_changed"
-INTERPRETER_MODULE = "_clanker_attention_interpreter"
 
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -259,59 +307,42 @@ def run_interpreter(
 # -- envelopes ------------------------------------------------------------------------------
 
 
-def _identifier(value: object, limit: int = MAX_ID_CHARS) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= limit and value.isprintable()
-
-
-def _valid_cwd(value: object) -> bool:
-    if not (isinstance(value, str) and value.isprintable() and value.startswith("/")):
-        return False
-    try:
-        return len(value.encode("utf-8")) <= MAX_CWD_BYTES
-    except UnicodeError:
-        return False
-
-
 def sanitize(envelopes: list[object]) -> list[Envelope]:
     """The wire form of each well-formed envelope, in order; the others are dropped.
 
     The grid refuses a whole request for one malformed envelope, so each one
-    is checked here against the wire rules: an object whose ``event`` is a
-    reportable event, ``scope`` null, ``"root"`` or ``"child"``, a ``sessionId``
-    and any ``turnId``, ``inputId`` or ``continuesSessionId`` non-empty printable
-    text of at most 256 characters, ``continuesSessionId`` only on
-    ``session_continued``. Other keys and null values are left out. An invalid
-    ``cwd`` (not printable, not absolute, over 1024 UTF-8 bytes) or ``nativeEvent``
-    (diagnostic only: over 64 characters) is dropped and the event still goes.
+    is held to the wire schema (:mod:`~clanker.attention.wire`) here: an
+    object whose ``event`` a source may report and whose keys all follow their
+    rule, written in the schema's key order. Unknown keys and null values are
+    left out; a bad droppable value (``cwd``, ``nativeEvent``) is left out and
+    the event still goes; any other bad value drops the envelope.
     """
     clean: list[Envelope] = []
     for item in envelopes:
-        if not isinstance(item, dict):
-            continue
-        event, scope = item.get("event"), item.get("scope")
-        if not (isinstance(event, str) and event in EVENTS):
-            continue
-        if scope is not None and scope not in ("root", "child"):
-            continue
-        envelope: Envelope = {"event": event} if scope is None else {"event": event,
-                                                                      "scope": scope}
-        for key in _ID_KEYS:
-            value = item.get(key)
-            if value is None:
-                continue
-            if not _identifier(value):
-                break
-            envelope[key] = value
-        else:
-            if "sessionId" not in envelope or (
-                    "continuesSessionId" in envelope and event != "session_continued"):
-                continue
-            if _valid_cwd(item.get("cwd")):
-                envelope["cwd"] = item["cwd"]
-            if _identifier(item.get("nativeEvent"), MAX_NATIVE_EVENT_CHARS):
-                envelope["nativeEvent"] = item["nativeEvent"]
-            clean.append(envelope)
+        if isinstance(item, dict):
+            envelope = _wire_form(item)
+            if envelope is not None:
+                clean.append(envelope)
     return clean
+
+
+def _wire_form(item: dict[object, object]) -> Envelope | None:
+    event = item.get("event")
+    if not (isinstance(event, str) and event in EVENTS):
+        return None
+    envelope: Envelope = {}
+    for key in ENVELOPE_KEYS:
+        value = item.get(key)
+        if value is None:
+            if key in wire.REQUIRED:
+                return None
+            continue
+        if wire.problem(key, value) is not None or wire.misplaced(key, event) is not None:
+            if key in wire.DROPPABLE:
+                continue
+            return None
+        envelope[key] = value
+    return envelope
 
 
 def without_early_resolutions(batch: list[Envelope]) -> list[Envelope]:
@@ -471,17 +502,52 @@ def clear_poison(directory: str, expected: bytes) -> None:
     _unlink(aside)
 
 
+def count_failure(directory: str) -> None:
+    """Count one failed-closed transaction: append a byte to ``failed``, best effort.
+
+    An append is atomic, so transactions that do not hold the lock can count
+    too, and the file's size is the count; it stops at :data:`MAX_FAILED_CLOSED`.
+    """
+    try:
+        fd = os.open(os.path.join(directory, FAILED_FILE),
+                     os.O_WRONLY | os.O_CREAT | os.O_APPEND | _OPEN_FLAGS, 0o600)
+        try:
+            if os.fstat(fd).st_size < MAX_FAILED_CLOSED:
+                os.write(fd, b"x")
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def failed_count(directory: str) -> int:
+    """How many of this terminal's transactions failed closed (0 when none, or unreadable)."""
+    try:
+        info = os.lstat(os.path.join(directory, FAILED_FILE))
+    except OSError:
+        return 0
+    return min(info.st_size, MAX_FAILED_CLOSED) if stat.S_ISREG(info.st_mode) else 0
+
+
 # -- delivery -------------------------------------------------------------------------------
 
 
 def deliver(env: Environment, batch: list[Envelope], deadline: float) -> list[object] | None:
     """Send one ``deliver`` request and read its reply; the decisions, or ``None`` on failure.
 
-    One connection, one line out, one line back, at most 1.0 s in all.
+    The request carries this terminal's count of failed-closed transactions
+    (``failedClosed``) whenever it is not zero; with a count, ``batch`` may be
+    empty (the count alone is reported). One connection, one line out, one line
+    back, at most ``DELIVERY_SECONDS`` in all.
     """
+    failed = failed_count(env.state)
+    if not (batch or failed):
+        return []
     end = min(time.monotonic() + DELIVERY_SECONDS, deadline)
-    request = {"v": 1, "op": "deliver", "terminal": env.terminal, "token": env.token,
-               "envelopes": batch}
+    request: dict[str, object] = {"v": 1, "op": "deliver", "terminal": env.terminal,
+                                  "token": env.token, "envelopes": batch}
+    if failed:
+        request["failedClosed"] = failed
     try:
         line = json.dumps(request, separators=(",", ":"), allow_nan=False).encode("ascii")
     except Exception:
@@ -542,91 +608,164 @@ def _only_locations(batch: list[Envelope]) -> bool:
 # -- the transaction ------------------------------------------------------------------------
 
 
-def transact(env: Environment, module: ModuleType, raw: bytes, deadline: float) -> None:
-    """One read, interpret, write, deliver transaction, failing closed (see the module doc)."""
-    lock = acquire_lock(env.state, min(time.monotonic() + LOCK_SECONDS, deadline))
+class Transaction:
+    """One hook run's bookkeeping: whether it failed closed, and whether the grid heard.
+
+    :meth:`fail` poisons and counts the transaction (once); every delivery
+    carries the count; :meth:`finish` reports it alone when no delivery did.
+    """
+
+    __slots__ = ("env", "failed", "unreachable", "unreported")
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.failed = False
+        self.unreported = False  # a count the grid has not been sent since it grew
+        self.unreachable = False  # a delivery failed: do not spend the deadline on another
+
+    def fail(self) -> None:
+        """This transaction fails closed: (re)create the poison marker, count it once."""
+        mark_poison(self.env.state)
+        if not self.failed:
+            self.failed = True
+            self.count()
+
+    def count(self) -> None:
+        """Count one failed-closed transaction (this one, or a dead holder's)."""
+        count_failure(self.env.state)
+        self.unreported = True
+
+    def deliver(self, batch: list[Envelope], deadline: float) -> list[object] | None:
+        decisions = deliver(self.env, batch, deadline)
+        if decisions is None:
+            self.unreachable = True
+        else:
+            self.unreported = False
+        return decisions
+
+    def finish(self, deadline: float) -> None:
+        """Report a count no delivery carried, alone (not when the grid just failed us)."""
+        if self.unreported and not self.unreachable:
+            self.deliver([], deadline)
+
+
+def lock_deadline(deadline: float) -> float:
+    """Until when to wait for the lock: the last moment from which the transaction still
+    finishes within its bounds (two interpretations, its own and the rerun on empty state
+    when it fails closed, and one delivery). With the default bounds, 1.5 s after start."""
+    return deadline - (2 * INTERPRET_SECONDS + DELIVERY_SECONDS)
+
+
+def transact(env: Environment, module: ModuleType, raw: bytes, deadline: float,
+             tx: Transaction | None = None) -> Transaction:
+    """One read, interpret, write, deliver transaction, failing closed (see the module doc).
+
+    Returns its bookkeeping; the caller reports a count nothing carried
+    (:meth:`Transaction.finish`) after the lock is let go.
+    """
+    tx = Transaction(env) if tx is None else tx
+    lock = acquire_lock(env.state, lock_deadline(deadline))
     if lock is None:
-        _unlocked(env, module, raw, deadline)
-        return
+        _unlocked(tx, module, raw, deadline)
+        return tx
     try:
-        _locked(env, module, raw, deadline)
+        _locked(tx, module, raw, deadline)
     finally:
         os.close(lock)
+    return tx
 
 
-def _unlocked(env: Environment, module: ModuleType, raw: bytes, deadline: float) -> None:
+def _unlocked(tx: Transaction, module: ModuleType, raw: bytes, deadline: float) -> None:
     """The lock could not be taken: report from empty state, store nothing, poison."""
-    mark_poison(env.state)
-    result = run_interpreter(module, raw, {}, deadline)
-    if result is None:
-        return
-    batch = [e for e in sanitize(result[0]) if e["event"] != RESOLUTION][:MAX_ENVELOPES]
-    if batch:
-        deliver(env, batch, deadline)
+    tx.fail()
+    if _from_empty_state(tx, module, raw, deadline, store=False):
         # Renewed after delivery: a holder whose boundary the grid saw before these
         # events cannot clear it.
-        mark_poison(env.state)
+        mark_poison(tx.env.state)
 
 
-def _poisoned(env: Environment, module: ModuleType, raw: bytes, deadline: float) -> None:
-    """The lock is held but the state cannot be used: start over from empty state, poisoned."""
-    mark_poison(env.state)
+def _from_empty_state(tx: Transaction, module: ModuleType, raw: bytes, deadline: float, *,
+                      store: bool) -> bool:
+    """The failed-closed run: interpret on empty state, deliver all but resolutions.
+
+    ``store`` replaces the stored state with the new one (the stored state is
+    unusable); otherwise it stays. Says whether anything was delivered.
+    """
     result = run_interpreter(module, raw, {}, deadline)
     if result is None:
-        return
+        return False
     envelopes, new_state = result
-    data = encode_state(new_state)
-    if data is not None:
-        write_state(env.state, data)
+    if store:
+        data = encode_state(new_state)
+        if data is not None:
+            write_state(tx.env.state, data)
     batch = [e for e in sanitize(envelopes) if e["event"] != RESOLUTION][:MAX_ENVELOPES]
-    if batch:
-        deliver(env, batch, deadline)
+    if not batch:
+        return False
+    tx.deliver(batch, deadline)
+    return True
 
 
-def _locked(env: Environment, module: ModuleType, raw: bytes, deadline: float) -> None:
-    directory = env.state
-    stored = read_state(directory)
-    if stored is None:
-        _poisoned(env, module, raw, deadline)
-        return
-    state, stored_bytes = stored
+def _locked(tx: Transaction, module: ModuleType, raw: bytes, deadline: float) -> None:
+    directory = tx.env.state
     inflight = os.path.join(directory, INFLIGHT_FILE)
     nonce = poison_nonce(directory)
     if os.path.lexists(inflight):
-        # A holder died after storing state and before its delivery was confirmed:
-        # the state may hold events the grid never saw.
+        # The last holder died inside its transaction: its event is lost, and the
+        # state may hold events the grid never saw. This one counts it.
         nonce = mark_poison(directory)
+        tx.count()
+    try:
+        _create(inflight, b"")
+    except OSError:
+        # Without the marker a death in here would go unseen: store nothing.
+        tx.fail()
+        _from_empty_state(tx, module, raw, deadline, store=False)
+        return
+    try:
+        _interpret_and_deliver(tx, module, raw, deadline, nonce)
+    finally:
         _unlink(inflight)
+
+
+def _interpret_and_deliver(tx: Transaction, module: ModuleType, raw: bytes, deadline: float,
+                           nonce: bytes | None) -> None:
+    directory = tx.env.state
+    stored = read_state(directory)
+    if stored is None:
+        tx.fail()
+        _from_empty_state(tx, module, raw, deadline, store=True)
+        return
+    state, stored_bytes = stored
     result = run_interpreter(module, raw, state, deadline)
     if result is None:
-        return  # the interpreter failed: nothing to report, state unchanged
+        # Past its bound, raised or malformed: this event's effect on the state is
+        # lost, but the stored state is still what the grid has seen, so it stays.
+        tx.fail()
+        _from_empty_state(tx, module, raw, deadline, store=False)
+        return
     envelopes, new_state = result
     batch = sanitize(envelopes)
-    if nonce is not None:
+    if len(batch) != len(envelopes) or len(batch) > MAX_ENVELOPES:
+        tx.fail()  # an envelope the grid would refuse, or past the bound: events are lost
+    if tx.failed:
+        batch = [e for e in batch if e["event"] != RESOLUTION]
+    elif nonce is not None:
         batch = without_early_resolutions(batch)
-    overflow = len(batch) > MAX_ENVELOPES
     batch = batch[:MAX_ENVELOPES]
     data = encode_state(new_state)
-    if batch:
-        try:
-            _create(inflight, b"")
-        except OSError:
-            data = None  # cannot guard the write: treat the state as unwritable
     if data is None or not (data == stored_bytes or write_state(directory, data)):
-        _unlink(inflight)
-        _poisoned(env, module, raw, deadline)
+        tx.fail()
+        _from_empty_state(tx, module, raw, deadline, store=True)
         return
     if not batch:
         return
-    decisions = deliver(env, batch, deadline)
+    decisions = tx.deliver(batch, deadline)
     if decisions is None:
         if not _only_locations(batch):
-            mark_poison(directory)
-    elif overflow:
-        mark_poison(directory)
-    elif nonce is not None and _accepted_boundary(batch, decisions):
+            tx.fail()
+    elif not tx.failed and nonce is not None and _accepted_boundary(batch, decisions):
         clear_poison(directory, nonce)
-    _unlink(inflight)
 
 
 # -- entry point ----------------------------------------------------------------------------
@@ -654,13 +793,15 @@ def main() -> None:
     raw = read_stdin(started + STDIN_SECONDS)
     env = read_environment(os.environ)
     if env is None:
-        return
+        return  # not a clanker launch (or not this user's): nothing to report to
     module = load_interpreter(env.interpreter, deadline)
-    if module is None:
-        return
+    tx = Transaction(env)
     try:
-        if raw is not None and parse_json(raw)[0]:
-            transact(env, module, raw, deadline)
+        if raw is None or module is None or not parse_json(raw)[0]:
+            tx.fail()  # the event cannot be known: nothing to interpret, but it is counted
+        else:
+            transact(env, module, raw, deadline, tx)
+        tx.finish(deadline)
     finally:
         _write_stdout(module)
 

@@ -1,7 +1,9 @@
 """``clanker status``, ``clanker watch`` and ``clanker attention explain``.
 
 All three read the grid; none starts it. The attention shown is derived with
-nothing marked seen: a completion reads ``done`` until new work starts.
+nothing marked seen: a completion reads ``done`` until new work starts. An
+agent some of whose hook transactions failed closed (so some of its events
+may be missing, and its state may lag) is flagged with how many.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def entry_record(entry: TerminalEntry) -> dict[str, Any]:
         "since": entry.since.isoformat(),
         "revision": entry.revision.get("revision"),
         "snapshot": entry.revision.get("snapshot"),
+        "failed_closed": entry.failed_closed,
     }
 
 
@@ -89,11 +92,20 @@ def _state(attention: str, *, color: bool = True) -> str:
     return label
 
 
+def _failed_closed(count: int) -> str:
+    return f"{count} hook transaction{'s' if count != 1 else ''} failed closed"
+
+
 def _table(entries: list[TerminalEntry], now: datetime) -> None:
     # Styled cells would throw the column widths off; the state column goes last but one.
-    rows = [[e.terminal, e.harness, LABELS.get(e.attention, e.attention),
+    rows = [[e.terminal, e.harness, LABELS.get(e.attention, e.attention)
+             + ("*" if e.failed_closed else ""),
              relative_time(e.since, now), _place(e.location)] for e in entries]
     echo_table(["TERMINAL", "HARNESS", "STATE", "SINCE", "LOCATION"], rows)
+    for e in entries:
+        if e.failed_closed:
+            click.echo(f"* {e.terminal}: {_failed_closed(e.failed_closed)}; events may be "
+                       f"missing (clanker attention explain {e.terminal})")
 
 
 @click.command()

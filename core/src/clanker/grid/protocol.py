@@ -21,7 +21,8 @@ hello       (none)                                           server, version, pi
 register    harness, cwd, launcherPid, workspace?,           terminal, token
             trustedRootSessionId?
 retire      terminal, token                                  (none)
-deliver     terminal, token, envelopes (1..16)               decisions
+deliver     terminal, token, envelopes (0..16),              decisions
+            failedClosed? (required when envelopes is empty)
 list        (none)                                           terminals: [entry]
 subscribe   (none)                                           a stream of events (below)
 explain     terminal                                         entry, explanation
@@ -214,9 +215,9 @@ def _pid(_: Any, __: Any, value: int) -> None:
         raise ValueError("launcherPid must be a positive process id")
 
 
-def _envelopes(_: Any, __: Any, value: list[Any]) -> None:
-    if not value:
-        raise ValueError("envelopes must not be empty")
+def _failed_closed(_: Any, __: Any, value: int | None) -> None:
+    if value is not None and not 0 <= value <= 2**31 - 1:
+        raise ValueError("failedClosed must be a count")
 
 
 # -------------------------------------------------------------------- requests
@@ -246,10 +247,18 @@ class RetireRequest:
 
 @frozen(kw_only=True, repr=False)
 class DeliverRequest:
+    """Envelopes to apply in order, and the hook bridge's running count of this terminal's
+    failed-closed transactions (``failedClosed``), which may come alone."""
+
     op: ClassVar[Op] = Op.DELIVER
     terminal: str = field(validator=_terminal)
     token: str = field(validator=_token)
-    envelopes: list[Any] = field(validator=_envelopes)
+    envelopes: list[Any]
+    failed_closed: int | None = field(default=None, validator=_failed_closed)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.envelopes and self.failed_closed is None:
+            raise ValueError("envelopes must not be empty")
 
 
 @frozen(kw_only=True)
@@ -298,6 +307,7 @@ class TerminalEntry:
     for a tombstone). ``attention`` is the derived state with nothing marked
     seen (``unknown`` for a tombstone), ``since`` when it last changed, and
     ``location`` the agent's reported working directory or else the launch cwd.
+    ``failed_closed`` is how many of its hook transactions failed closed.
     """
 
     terminal: str
@@ -310,6 +320,7 @@ class TerminalEntry:
     attention: str
     since: datetime
     revision: dict[str, Any]
+    failed_closed: int = 0
 
 
 @frozen(kw_only=True)
@@ -371,7 +382,9 @@ def _register(converter: JsonConverter, cls: type[Any]) -> None:
     converter.register_structure_hook(
         cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **renames)
     )
-    converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **renames))
+    # A deliver without a failed-closed count leaves the key out, as sources write it.
+    converter.register_unstructure_hook(cls, make_dict_unstructure_fn(
+        cls, converter, _cattrs_omit_if_default=cls is DeliverRequest, **renames))
 
 
 def _make_converter() -> JsonConverter:

@@ -410,6 +410,7 @@ class Grid:
             cwd=info.cwd, launcher_pid=info.launcher_pid, registered_at=info.registered_at,
             location=reported or info.cwd, attention=record.attention, since=record.since,
             revision=dict(revision.to_json()),
+            failed_closed=self._broker.failed_closed(info.terminal),
         )
 
     def _register(self, request: RegisterRequest) -> Registration:
@@ -657,6 +658,8 @@ class Grid:
                 raise ProtocolError(
                     ErrorWord.BAD_REQUEST, f"deliver: envelope {index}: {exc}"
                 ) from None
+        if request.failed_closed is not None:
+            self._broker.record_failed_closed(request.terminal, request.failed_closed)
         decisions: list[Decision] = [self._broker.apply(request.terminal, e) for e in envelopes]
         log.debug("deliver %s: %s", request.terminal, ",".join(d.value for d in decisions))
         return DeliverReply(decisions=[d.value for d in decisions])

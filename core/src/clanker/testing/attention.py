@@ -3,8 +3,9 @@ interpreters loaded as the hook bridge loads them.
 
 :class:`GridDouble` listens on a Unix socket and speaks the grid protocol's
 ``deliver`` operation as the real grid does (one request line per connection,
-at most 65,536 bytes, ``"v": 1``, 1 to 16 envelopes, each one strictly parsed:
-the real grid refuses a whole batch for one malformed envelope). It records
+at most 65,536 bytes, ``"v": 1``, up to 16 envelopes, each one strictly parsed:
+the real grid refuses a whole batch for one malformed envelope; none only with
+the hook bridge's ``failedClosed`` count). It records
 every request and answers ``accepted`` for each envelope, or ``unauthorized``
 when the token is not the one it was given::
 
@@ -91,8 +92,12 @@ class GridDouble:
             if request.get("v") != 1 or request.get("op") != "deliver":
                 raise ValueError("request: not a version 1 deliver")
             envelopes = request["envelopes"]
-            if not 1 <= len(envelopes) <= 16:
-                raise ValueError("envelopes: not 1 to 16")
+            failed = request.get("failedClosed")
+            if failed is not None and (type(failed) is not int or failed < 0):
+                raise ValueError("failedClosed: not a count")
+            fewest = 1 if failed is None else 0  # a failed-closed count may come alone
+            if not fewest <= len(envelopes) <= 16:
+                raise ValueError("envelopes: not 1 to 16 (0 only with failedClosed)")
             for envelope in envelopes:
                 parse_envelope(envelope)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
