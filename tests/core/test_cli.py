@@ -85,10 +85,17 @@ def test_harnesses_lists_what_is_not_installed() -> None:
     assert "not installed" in result.output
 
 
-def test_doctor_is_ok_when_something_is_merely_absent() -> None:
+def test_doctor_says_when_no_harness_is_installed() -> None:
     result = invoke("doctor")
     assert result.exit_code == 0
     assert "to install: pip install fake-agent" in result.output
+    assert result.output.splitlines()[-1].startswith("no harness installed")
+
+
+def test_doctor_is_ok_when_a_harness_is_installed(fake_bin: Path) -> None:
+    result = invoke("doctor")
+    assert result.exit_code == 0
+    assert result.output.splitlines()[-1] == "ok"
 
 
 @pytest.mark.parametrize("mode", ["garbage", "hang"])
@@ -110,6 +117,11 @@ def test_doctor_reports_refused_plugins() -> None:
         result = invoke("doctor")
     assert result.exit_code == 1
     assert "plugin Bad" in result.output
+    with override_registry(broken):
+        report = json.loads(invoke("doctor", "--json").stdout)
+        listed = json.loads(invoke("plugins", "--json").stdout)
+    assert report["refused"] == listed["refused"]
+    assert report["refused"][0]["name"] == "Bad"
 
 
 def test_models_lists_then_serves_from_cache(
@@ -188,3 +200,66 @@ def test_the_installed_script_never_prints_a_traceback(tmp_path: Path) -> None:
     )
     assert "Traceback" not in done.stderr
     assert done.returncode == 2
+
+
+# -- one error format ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ("sessions", "show", "nope:abc", "--json"),
+    ("sessions", "show", "fake-agent:abc", "--json"),
+    ("attention", "explain", "t-none", "--json"),
+])
+def test_under_json_a_failure_is_json_on_stdout_too(
+    args: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLANKER_HOME", str(tmp_path / "home"))
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code not in (0, 1)
+    error = json.loads(result.stdout)["error"]
+    assert error["exit_code"] == result.exit_code
+    assert error["message"] and error["kind"]
+    assert result.stderr == f"clanker: {error['message']}\n"
+
+
+def test_without_json_a_failure_is_one_line_on_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLANKER_HOME", str(tmp_path / "home"))
+    result = CliRunner().invoke(cli, ["sessions", "show", "nope:abc"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("clanker: unknown harness 'nope'")
+
+
+def test_a_failing_store_is_named_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clanker.errors import ErrorKind, HarnessCapabilityError
+    from clanker.sessions.capability import SessionsContext
+    from clanker.sessions.types import SessionScan
+    from tests.helpers import FakeSessions, make_sessions_plugin
+
+    class Missing(FakeSessions):
+        async def discover(self, context: SessionsContext) -> SessionScan:
+            raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, "fake-agent")
+
+    monkeypatch.setenv("CLANKER_HOME", str(tmp_path / "home"))
+    registry = Registry.from_plugins({"fake-agent": make_sessions_plugin(Missing())}, environ={})
+    with override_registry(registry):
+        result = CliRunner().invoke(cli, ["sessions", "--all"])
+    assert result.stderr.splitlines() == [
+        "clanker: fake-agent: the harness executable was not found (fake-agent)"]
+
+
+def test_launching_a_harness_that_is_not_installed_starts_no_grid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clanker.grid import daemon
+    from clanker.paths import clanker_paths
+
+    monkeypatch.setenv("CLANKER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    result = CliRunner().invoke(cli, ["launch", "fake-agent", "--cwd", str(tmp_path)])
+    assert result.exit_code == 4
+    assert "the harness executable was not found" in result.stderr
+    assert not daemon.status(clanker_paths()).running
+    assert not (tmp_path / "home" / "run").exists()

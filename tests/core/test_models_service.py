@@ -12,7 +12,7 @@ import pytest
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 from clanker.ids import HarnessId
-from clanker.models.service import ModelService
+from clanker.models.service import EMPTY_TTL, ModelService
 from clanker.models.types import CatalogSource
 from clanker.registry import HarnessProvider, Registry
 from clanker.testing import FailingExecutor, ScriptedExecutor
@@ -54,6 +54,18 @@ def test_a_listing_is_cached_until_its_ttl(provider: HarnessProvider, tmp_path: 
     assert second.models == first.models
     assert len(executor.requests) == 1
     clock.now += timedelta(minutes=2)
+    assert asyncio.run(models.catalog(provider)).source is CatalogSource.LIVE
+    assert len(executor.requests) == 2
+
+
+def test_an_empty_listing_is_asked_again_soon(provider: HarnessProvider, tmp_path: Path) -> None:
+    clock = Clock()
+    executor = ScriptedExecutor.returning("")
+    models = service(executor, tmp_path, clock)
+    assert asyncio.run(models.catalog(provider)).models == ()
+    clock.now += timedelta(seconds=EMPTY_TTL - 1)
+    assert asyncio.run(models.catalog(provider)).source is CatalogSource.CACHE
+    clock.now += timedelta(seconds=2)
     assert asyncio.run(models.catalog(provider)).source is CatalogSource.LIVE
     assert len(executor.requests) == 2
 

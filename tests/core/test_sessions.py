@@ -20,6 +20,7 @@ from clanker.ids import HarnessId
 from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import (
+    AmbiguousSelectionError,
     InvalidSelectionError,
     SessionNotFoundError,
     resolve_selection,
@@ -318,6 +319,30 @@ def test_selection_refinds_the_session_and_launches_in_its_directory(
     assert found.session.native_id == "abc"  # type: ignore[attr-defined]
     assert found.launch_cwd == str(work)  # type: ignore[attr-defined]
     assert found.notice is None  # type: ignore[attr-defined]
+
+
+def test_a_unique_id_prefix_selects_its_session(home: Path, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    write_fake_session(home, "abcdef0123456789", str(work), T0)
+    write_fake_session(home, "abcdef99aaaa", str(work), T0, project="q")
+    registry = registry_with(("fake-agent", FakeSessions()))
+    found = select(home, registry, "fake-agent:ABCDEF01", SessionOperation.RESUME, tmp_path)
+    assert found.session.native_id == "abcdef0123456789"  # type: ignore[attr-defined]
+    assert found.launch_cwd == str(work)  # type: ignore[attr-defined]
+    with pytest.raises(SessionNotFoundError):  # shorter than a prefix may be
+        select(home, registry, "fake-agent:abcdef0", None, tmp_path)
+
+
+def test_an_ambiguous_prefix_names_its_candidates(home: Path, tmp_path: Path) -> None:
+    for native_id, project in (("abcdef01aaaa", "p"), ("abcdef01bbbb", "q")):
+        write_fake_session(home, native_id, str(tmp_path), T0, project=project)
+    registry = registry_with(("fake-agent", FakeSessions()))
+    with pytest.raises(AmbiguousSelectionError) as caught:
+        select(home, registry, "fake-agent:abcdef01", None, tmp_path)
+    assert sorted(caught.value.candidates) == ["fake-agent:abcdef01aaaa",
+                                               "fake-agent:abcdef01bbbb"]
+    assert "fake-agent:abcdef01aaaa" in str(caught.value)
 
 
 @pytest.mark.parametrize("raw", ["fake-agent", "fake-agent:", "nope:abc", "fake-agent:../x",

@@ -26,7 +26,7 @@ a ``kind`` (``docs/exit-codes.md``) unless a method says otherwise.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -341,15 +341,20 @@ class Clanker:
         options: LaunchOptions | None = None,
         *,
         report: Report | None = None,
+        notify: Callable[[str], None] | None = None,
     ) -> int:
         """Run a harness in this terminal with its attachments; return its exit status.
 
-        Call it from the main thread (it forwards signals to the harness).
+        ``report(step, phase)`` hears of an optional attachment that failed and
+        ``notify(sentence)`` of each notice (why attention is unavailable, say),
+        before the harness starts. Call it from the main thread (it forwards
+        signals to the harness).
         """
         from clanker.launch.service import LaunchOptions
 
         return self._launch_service().run(
-            self.harness(harness), request, options or LaunchOptions(), report=report)
+            self.harness(harness), request, options or LaunchOptions(), report=report,
+            notify=notify)
 
     # -- the grid and attention ----------------------------------------------
 

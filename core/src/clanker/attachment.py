@@ -16,7 +16,7 @@ from attrs import field, frozen
 from clanker.environment import HostFiles
 from clanker.execution import CommandRequest, CommandResult
 
-__all__ = ["AttachmentContext", "AttachmentPlan"]
+__all__ = ["AttachmentContext", "AttachmentPlan", "Declined"]
 
 
 def _strings(values: Iterable[str]) -> tuple[str, ...]:
@@ -55,3 +55,23 @@ class AttachmentPlan:
     """The complete new argv, or ``None`` to keep the one in the context."""
     env: Mapping[str, str] = field(default=None, converter=_freeze)
     """Environment additions."""
+    notice: str | None = None
+    """One safe sentence the person should read before the harness starts (a
+    one-time step the harness asks of them, say), or ``None``."""
+
+
+@frozen(kw_only=True)
+class Declined:
+    """The attachment cannot take part without overriding the user's own setup.
+
+    ``reason`` is one safe sentence for the person: which of their options or
+    settings owns what the attachment needs, and how to keep the attachment
+    (it never quotes a secret or a file's contents).
+    """
+
+    reason: str = field()
+
+    @reason.validator
+    def _sentence(self, _: object, value: str) -> None:
+        if not isinstance(value, str) or not value.strip() or "\n" in value or len(value) > 300:
+            raise ValueError("reason: one line of at most 300 characters")

@@ -33,7 +33,12 @@ from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsContext
-from clanker.sessions.selection import Selection, SessionNotFoundError, resolve_selection
+from clanker.sessions.selection import (
+    AmbiguousSelectionError,
+    Selection,
+    SessionNotFoundError,
+    resolve_selection,
+)
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.testing.sessions import (
@@ -521,6 +526,16 @@ def test_refinding_by_id_and_continuing_elsewhere(store: dict[str, str], tmp_pat
         service(store), registry(), f"codex:{A}", operation=SessionOperation.RESUME,
         workspace=str(workspace)))
     assert isinstance(selection, Selection)
+    # A unique prefix of its id selects it as well. Codex ids are UUIDv7, whose
+    # first 48 bits are the time: sessions of one minute share eight characters.
+    by_prefix = asyncio.run(resolve_selection(
+        service(store), registry(), f"codex:{A[:18]}", operation=SessionOperation.RESUME,
+        workspace=str(workspace)))
+    assert by_prefix.session == selection.session
+    with pytest.raises(AmbiguousSelectionError) as caught:
+        asyncio.run(resolve_selection(service(store), registry(), f"codex:{A[:8]}",
+                                      operation=None, workspace=str(workspace)))
+    assert f"codex:{A}" in caught.value.candidates
     # /home/dev/src/beta does not exist here; Codex continues elsewhere with -C.
     assert selection.launch_cwd == str(workspace)
     assert selection.notice is not None and "/home/dev/src/beta" in selection.notice

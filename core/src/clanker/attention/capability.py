@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from clanker.attachment import AttachmentContext, AttachmentPlan
+from clanker.attachment import AttachmentContext, AttachmentPlan, Declined
 
-__all__ = ["AttachmentContext", "AttachmentPlan", "AttentionCapability"]
+__all__ = ["AttachmentContext", "AttachmentPlan", "AttentionCapability", "Declined"]
 
 
 @runtime_checkable
@@ -25,11 +25,12 @@ class AttentionCapability(Protocol):
     """A resume keeps the native session id, so an id clanker validated in trusted
     storage may bind the root before the harness's first event."""
 
-    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         """Wire native events into this launch.
 
-        ``None`` means a configuration conflict: the user owns the hooks or
-        settings this would need, so attention is unavailable for this launch
-        (never a failed launch). Raise only for an operational failure.
+        :class:`Declined` means a configuration conflict: the user owns the
+        hooks or settings this would need, so attention is unavailable for
+        this launch (never a failed launch), and its reason says which and how
+        to keep attention. Raise only for an operational failure.
         """
         ...

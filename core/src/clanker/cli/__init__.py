@@ -70,6 +70,14 @@ def cli() -> None:
 
     Exit codes are stable and documented in docs/exit-codes.md.
     """
+    Output.json = False  # each invocation says for itself (one process may run several)
+
+
+class Output:
+    """How this invocation prints: set while its options are parsed."""
+
+    json = False
+    """``--json`` was given: a failure is then JSON on stdout as well."""
 
 
 class _Quiet:

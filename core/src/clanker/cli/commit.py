@@ -10,6 +10,7 @@ import click
 
 from clanker.api import Clanker
 from clanker.cli.common import (
+    Failure,
     HarnessArgument,
     capability_errors,
     echo_json,
@@ -37,9 +38,8 @@ from clanker.registry import HarnessProvider
 __all__ = ["commit_message"]
 
 
-def _fail(message: str, code: int) -> SystemExit:
-    click.echo(f"clanker: {message}", err=True)
-    return SystemExit(code)
+def _fail(message: str, code: int, kind: str = "usage") -> Failure:
+    return Failure(message, code, kind=kind)
 
 
 def _choose_harness(
@@ -107,11 +107,11 @@ def commit_message(
                 provider, os.getcwd(), model=model or settings.model, style=chosen_style
             ))
         except NotARepositoryError as exc:
-            raise _fail(str(exc), EXIT_NOT_A_REPOSITORY) from exc
+            raise _fail(str(exc), EXIT_NOT_A_REPOSITORY, "not-a-repository") from exc
         except NothingToCommitError as exc:
-            raise _fail(str(exc), EXIT_NOTHING_TO_COMMIT) from exc
+            raise _fail(str(exc), EXIT_NOTHING_TO_COMMIT, "nothing-to-commit") from exc
         except RepositoryBusyError as exc:
-            raise _fail(str(exc), EXIT_BUSY) from exc
+            raise _fail(str(exc), EXIT_BUSY, "busy") from exc
         except InvalidModelError as exc:
             raise _fail(str(exc), EXIT_USAGE) from exc
     if as_json:
@@ -130,9 +130,9 @@ def _commit(clanker: Clanker, proposal: CommitProposal, *, confirmed: bool) -> i
         if not sys.stdin.isatty():
             raise _fail("--commit needs --yes when there is no terminal to confirm", EXIT_USAGE)
         if not click.confirm("Stage everything and commit with this message?", err=True):
-            raise _fail("not committed", 1)
+            raise _fail("not committed", 1, "declined")
     with capability_errors():
         try:
             return clanker.commit(proposal)
         except StagingError as exc:
-            raise _fail(str(exc), exc.status) from exc
+            raise _fail(str(exc), exc.status, "command-failed") from exc

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
+from clanker.cli import Output
 from clanker.errors import HarnessCapabilityError
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CapabilityFailure",
+    "Failure",
     "HarnessArgument",
     "capability_errors",
     "echo_json",
@@ -42,12 +44,32 @@ def library() -> Clanker:
     return Clanker()
 
 
-class CapabilityFailure(click.ClickException):
+class Failure(click.ClickException):
+    """A failure of a command, in the one format every command uses.
+
+    On stderr: ``clanker: <message>`` (a capability failure's message is
+    ``<harness>: <fixed sentence> (<safe detail>)``). Under ``--json``, stdout
+    also gets ``{"error": {"kind", "message", "exit_code"}}``, so a program
+    never has to parse stderr.
+    """
+
+    def __init__(self, message: str, exit_code: int, *, kind: str = "usage") -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # type: ignore[misc]  # click reads it per instance
+        self.kind = kind
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"clanker: {self.message}", err=True)
+        if Output.json:
+            echo_json({"error": {"kind": self.kind, "message": self.message,
+                                 "exit_code": self.exit_code}})
+
+
+class CapabilityFailure(Failure):
     """A typed capability failure, shown as its safe message with its exit code."""
 
     def __init__(self, error: HarnessCapabilityError) -> None:
-        super().__init__(error.message)
-        self.exit_code = error.exit_code  # type: ignore[misc]  # click reads it per instance
+        super().__init__(error.message, error.exit_code, kind=error.kind.value)
 
 
 @contextmanager
@@ -88,10 +110,14 @@ class HarnessArgument(click.ParamType):  # type: ignore[type-arg,unused-ignore]
         return [CompletionItem(i) for i in get_registry().ids() if i.startswith(incomplete)]
 
 
+def _remember_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    Output.json = Output.json or value
+    return value
+
+
 def json_option(function: Callable[P, T]) -> Callable[P, T]:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON for programs.")(
-        function
-    )
+    return click.option("--json", "as_json", is_flag=True, callback=_remember_json,
+                        is_eager=True, help="Print JSON for programs.")(function)
 
 
 def run_async(coroutine: Coroutine[Any, Any, T]) -> T:

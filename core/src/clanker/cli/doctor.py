@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
 from clanker.cli.common import echo_json, json_option, library, run_async
 from clanker.cli.harnesses import installation_record
+from clanker.cli.plugins import refused_record
 
 __all__ = ["doctor"]
 
@@ -24,6 +26,28 @@ def _directory_problem(path: Path) -> str | None:
     except OSError as exc:
         return exc.strerror or type(exc).__name__
     return None
+
+
+def _print(
+    harnesses: list[dict[str, Any]], problems: list[dict[str, str | None]],
+    directories: dict[str, dict[str, str | None]], *, plugins: bool,
+) -> None:
+    for record in harnesses:
+        if record["error"]:
+            mark, text = "✗", f"{record['name']}: {record['error']['message']}"
+        elif record["installed"]:
+            mark, text = "✓", f"{record['name']} {record['version']} ({record['path']})"
+        else:
+            hint = record["install_hint"] or "see its documentation"
+            mark, text = "-", f"{record['name']}: not installed; to install: {hint}"
+        click.echo(f"{mark} {text}")
+    for problem in problems:
+        click.echo(f"✗ plugin {problem['name']}: {problem['reason']}")
+    for name, info in directories.items():
+        if info["problem"]:
+            click.echo(f"✗ {name} directory {info['path']}: {info['problem']}")
+    if not plugins and not problems:
+        click.echo("- no harness plugins are installed")
 
 
 @click.command()
@@ -44,36 +68,24 @@ def doctor(as_json: bool) -> None:
         name: {"path": str(path), "problem": _directory_problem(path)}
         for name, path in (("config", paths.config), ("cache", paths.cache), ("state", paths.state))
     }
-    problems = [
-        {"plugin": p.name, "reason": p.reason,
-         "distribution": p.distribution.name if p.distribution else None}
-        for p in registry.problems
-    ]
+    problems = [refused_record(p) for p in registry.problems]
     broken = (
         bool(problems)
         or any(r["error"] for r in harness_records)
         or any(d["problem"] for d in directories.values())
     )
     if as_json:
-        echo_json({"ok": not broken, "harnesses": harness_records, "plugins": problems,
+        echo_json({"ok": not broken, "harnesses": harness_records, "refused": problems,
                    "directories": directories})
     else:
-        for record in harness_records:
-            if record["error"]:
-                mark, text = "✗", f"{record['name']}: {record['error']['message']}"
-            elif record["installed"]:
-                mark, text = "✓", f"{record['name']} {record['version']} ({record['path']})"
-            else:
-                hint = record["install_hint"] or "see its documentation"
-                mark, text = "-", f"{record['name']}: not installed; to install: {hint}"
-            click.echo(f"{mark} {text}")
-        for problem in problems:
-            click.echo(f"✗ plugin {problem['plugin']}: {problem['reason']}")
-        for name, info in directories.items():
-            if info["problem"]:
-                click.echo(f"✗ {name} directory {info['path']}: {info['problem']}")
-        if not registry.providers and not problems:
-            click.echo("- no harness plugins are installed")
-        click.echo("broken: see the lines marked ✗" if broken else "ok")
+        _print(harness_records, problems, directories, plugins=bool(registry.providers))
+        if broken:
+            click.echo("broken: see the lines marked ✗")
+        elif not any(r["installed"] for r in harness_records):
+            # Nothing is wrong, and nothing can run yet either: "ok" would mislead.
+            click.echo("no harness installed: install one with its line above, then run "
+                       "`clanker doctor` again")
+        else:
+            click.echo("ok")
     if broken:
         raise SystemExit(EXIT_BROKEN)

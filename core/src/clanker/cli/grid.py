@@ -9,16 +9,17 @@ from typing import Any
 
 import click
 
-from clanker.cli.common import echo_json, json_option, relative_time
+from clanker.cli.common import Failure, echo_json, json_option, relative_time
 from clanker.errors import EXIT_GRID_UNAVAILABLE
 
 __all__ = ["GridFailure", "grid", "grid_errors"]
 
 
-class GridFailure(click.ClickException):
-    """A grid failure, shown as its safe message with the grid's exit code."""
+class GridFailure(Failure):
+    """A grid failure, shown as its safe message with the grid's exit code (18)."""
 
-    exit_code = EXIT_GRID_UNAVAILABLE
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_GRID_UNAVAILABLE, kind="grid-unavailable")
 
 
 @contextmanager

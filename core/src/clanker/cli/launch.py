@@ -32,9 +32,14 @@ def run_launch(
     options = LaunchOptions(attention=attention, trusted_session_id=trusted_session_id)
     with capability_errors():
         try:
-            return library().launch(provider, request, options, report=_report)
+            return library().launch(provider, request, options, report=_report,
+                                    notify=_notify)
         except InvalidSessionIdError as exc:
             raise click.BadParameter(str(exc), param_hint="session id") from exc
+
+
+def _notify(notice: str) -> None:
+    click.echo(f"clanker: {notice}", err=True)
 
 
 def _report(step: str, phase: str) -> None:

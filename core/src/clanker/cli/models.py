@@ -57,7 +57,8 @@ def models(harness: HarnessProvider, refresh: bool, as_json: bool) -> None:
         ]
         echo_table(["MODEL", "NAME", "PROVIDER"], rows)
     elif catalog.failure is None:
-        click.echo(f"{harness.descriptor.display_name} lists no models (is it configured?)")
+        click.echo(f"{harness.descriptor.display_name} lists no models: is a provider "
+                   "configured? (`--refresh` asks it again now)")
     if catalog.failure is not None:
         if catalog.source is CatalogSource.CACHE:
             note = "showing the last good list"

@@ -5,9 +5,18 @@ from __future__ import annotations
 import click
 
 from clanker.cli.common import echo_json, echo_table, json_option
-from clanker.registry import get_registry
+from clanker.registry import PluginProblem, get_registry
 
-__all__ = ["plugins"]
+__all__ = ["plugins", "refused_record"]
+
+
+def refused_record(problem: PluginProblem) -> dict[str, str | None]:
+    """The JSON shape of a plugin that was not loaded (``plugins`` and ``doctor``)."""
+    return {
+        "name": problem.name,
+        "distribution": problem.distribution.name if problem.distribution else None,
+        "reason": problem.reason,
+    }
 
 
 @click.command()
@@ -24,14 +33,7 @@ def plugins(as_json: bool) -> None:
         }
         for provider in registry.providers.values()
     ]
-    refused = [
-        {
-            "name": problem.name,
-            "distribution": problem.distribution.name if problem.distribution else None,
-            "reason": problem.reason,
-        }
-        for problem in registry.problems
-    ]
+    refused = [refused_record(problem) for problem in registry.problems]
     if as_json:
         echo_json({"plugins": loaded, "refused": refused})
         return

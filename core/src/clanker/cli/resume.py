@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from clanker.cli.common import capability_errors, library, run_async
+from clanker.cli.common import Failure, capability_errors, library, run_async
 from clanker.cli.launch import no_attention_option, run_launch
 from clanker.descriptor import SessionOperation
 from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
@@ -27,11 +27,9 @@ def _continue(
             found = run_async(library().find_session(
                 selection, operation=SessionOperation(operation.value), workspace=directory))
         except InvalidSelectionError as exc:
-            click.echo(f"clanker: {exc}", err=True)
-            raise SystemExit(EXIT_USAGE) from exc
+            raise Failure(str(exc), EXIT_USAGE) from exc
         except SessionNotFoundError as exc:
-            click.echo(f"clanker: {exc}", err=True)
-            raise SystemExit(EXIT_NOT_FOUND) from exc
+            raise Failure(str(exc), EXIT_NOT_FOUND, kind="not-found") from exc
     if found.notice:
         click.echo(f"clanker: {found.notice}", err=True)
     request = LaunchRequest(

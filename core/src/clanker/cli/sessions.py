@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from clanker.cli.common import (
+    Failure,
     HarnessArgument,
     capability_errors,
     echo_json,
@@ -52,7 +53,7 @@ def _report_scans(listing: SessionListing, limit: int) -> list[str]:
     for result in listing.scans:
         scan = result.scan
         if scan.error is not None:
-            notes.append(f"{result.harness}: {scan.error.message}")
+            notes.append(scan.error.message)  # it names its harness already
         if scan.skipped:
             notes.append(f"{result.harness}: {scan.skipped} unreadable file(s) skipped")
         if scan.partial is not None:
@@ -110,10 +111,11 @@ def sessions(
         })
     elif listing.sessions:
         now = datetime.now(UTC)
+        # The key, whole: it is what `clanker resume` takes back (a unique prefix works too).
         echo_table(
-            ["HARNESS", "UPDATED", "TITLE", "MODEL", "ID"],
-            [[s.harness, relative_time(s.updated_at, now), (s.title or "")[:60], s.model or "",
-              s.native_id] for s in listing.sessions],
+            ["UPDATED", "TITLE", "MODEL", "SESSION"],
+            [[relative_time(s.updated_at, now), (s.title or "")[:60], s.model or "", s.key]
+             for s in listing.sessions],
         )
     else:
         where = "anywhere" if directory is None else f"for {directory}"
@@ -132,11 +134,9 @@ def show(selection: str, as_json: bool) -> None:
         try:
             found = run_async(library().find_session(selection, workspace=os.getcwd()))
         except InvalidSelectionError as exc:
-            click.echo(f"clanker: {exc}", err=True)
-            raise SystemExit(EXIT_USAGE) from exc
+            raise Failure(str(exc), EXIT_USAGE) from exc
         except SessionNotFoundError as exc:
-            click.echo(f"clanker: {exc}", err=True)
-            raise SystemExit(EXIT_NOT_FOUND) from exc
+            raise Failure(str(exc), EXIT_NOT_FOUND, kind="not-found") from exc
     record = session_record(found.session)
     if as_json:
         echo_json(record)

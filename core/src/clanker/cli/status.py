@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from clanker.cli.common import echo_json, echo_table, json_option, relative_time
+from clanker.cli.common import Failure, echo_json, echo_table, json_option, relative_time
 from clanker.cli.grid import GridFailure, grid_errors
 from clanker.errors import EXIT_USAGE
 
@@ -282,8 +282,7 @@ def _lookup(client: GridClient, terminal: str) -> Any:
     if len(matches) == 1:
         return client.explain(matches[0])
     hint = "several agents match" if matches else "no running agent has that id"
-    click.echo(f"clanker: {hint}: {terminal!r} (see `clanker status`)", err=True)
-    raise SystemExit(EXIT_USAGE)
+    raise Failure(f"{hint}: {terminal!r} (see `clanker status`)", EXIT_USAGE)
 
 
 def _describe(value: object) -> str:

@@ -72,6 +72,9 @@ class PreparedAttachment:
     dispose: Disposer
     argv: tuple[str, ...] | None = field(default=None)
     env: Mapping[str, str] = field(default=None, converter=_freeze, validator=_check_env)
+    notice: str | None = None
+    """One safe sentence for the person: what this step had to leave out, or a
+    step the harness asks of them."""
 
     @argv.validator
     def _check_argv(self, _: object, value: tuple[str, ...] | None) -> None:
@@ -109,9 +112,11 @@ class Attachments:
         disposers: Sequence[tuple[str, Disposer]],
         skipped: tuple[str, ...],
         report: Report,
+        notices: tuple[str, ...] = (),
     ) -> None:
         self.state = state
         self.failed_optional = skipped
+        self.notices = notices
         self._disposers = list(disposers)
         self._report = report
 
@@ -139,6 +144,7 @@ def prepare_attachments(
     state = base
     disposers: list[tuple[str, Disposer]] = []
     skipped: list[str] = []
+    notices: list[str] = []
     for step in steps:
         try:
             prepared = step.prepare(state)
@@ -154,8 +160,10 @@ def prepare_attachments(
             Attachments(state, disposers, (), report).dispose()
             raise
         disposers.append((step.name, prepared.dispose))
+        if prepared.notice:
+            notices.append(f"{step.name}: {prepared.notice}")
         state = LaunchState(
             argv=prepared.argv if prepared.argv is not None else state.argv,
             env={**state.env, **prepared.env},
         )
-    return Attachments(state, disposers, tuple(skipped), report)
+    return Attachments(state, disposers, tuple(skipped), report, tuple(notices))

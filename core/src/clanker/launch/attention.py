@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clanker._logging import get_logger
-from clanker.attention.capability import AttachmentContext, AttentionCapability
+from clanker.attention.capability import AttachmentContext, AttentionCapability, Declined
 from clanker.environment import HostFiles
 from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.attachments import LaunchState, PreparedAttachment
@@ -133,11 +133,6 @@ class AttentionAttachment:
                 files=self._files,
                 run=self._run,
             ))
-            if plan is None:
-                log.info("attention: %s configuration is the user's; launching without it",
-                         self._harness)
-                _release(client, registration, private_dir)
-                return None
             released = False
 
             def dispose() -> None:
@@ -146,8 +141,15 @@ class AttentionAttachment:
                     released = True
                     _release(client, registration, private_dir)
 
+            if isinstance(plan, Declined):
+                # The agent still runs and is still listed, as one whose attention is
+                # unavailable; the harness gets no credential it would not use.
+                log.info("attention: declined for %s: %s", self._harness, plan.reason)
+                client.decline(registration.terminal, registration.token)
+                return PreparedAttachment(dispose=dispose, notice=plan.reason)
             # Inside the guard: a plan the attachment refuses must release everything too.
-            return PreparedAttachment(dispose=dispose, argv=plan.argv, env={**env, **plan.env})
+            return PreparedAttachment(dispose=dispose, argv=plan.argv, env={**env, **plan.env},
+                                      notice=plan.notice)
         except BaseException:
             _release(client, registration, private_dir)
             raise

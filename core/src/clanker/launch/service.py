@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -78,6 +78,12 @@ class PreparedLaunch:
     @property
     def failed(self) -> tuple[str, ...]:
         return self._attachments.failed_optional
+
+    @property
+    def notices(self) -> tuple[str, ...]:
+        """What the person should read before the harness starts, one sentence each
+        (``attention: <why it is unavailable>``, say)."""
+        return self._attachments.notices
 
     def dispose(self) -> None:
         self._attachments.dispose()
@@ -152,9 +158,16 @@ class LaunchService:
         options: LaunchOptions = LaunchOptions(),
         *,
         report: Report | None = None,
+        notify: Callable[[str], None] | None = None,
     ) -> int:
-        """Prepare, run in the user's terminal, dispose; return the harness's exit status."""
+        """Prepare, run in the user's terminal, dispose; return the harness's exit status.
+
+        ``notify`` hears each of :attr:`PreparedLaunch.notices` before the harness starts.
+        """
         with self.prepare(provider, request, options, report=report) as launch:
+            if notify is not None:
+                for notice in launch.notices:
+                    notify(notice)
             return self.environment.run_interactive(launch.argv, launch.env, launch.cwd)
 
     def _steps(

@@ -21,14 +21,17 @@ from attrs import frozen
 from clanker.converters import BoundaryError, make_boundary_converter, structure
 from clanker.environment import Environment
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.models.capability import ModelsContext
+from clanker.models.capability import ModelsCapability, ModelsContext
 from clanker.models.types import CatalogSource, Model, ModelCatalog
 from clanker.registry import HarnessProvider
 from clanker.storage import read_json, write_json_atomic
 
-__all__ = ["ModelService"]
+__all__ = ["EMPTY_TTL", "ModelService"]
 
 _CACHE_VERSION: Final = 1
+EMPTY_TTL: Final = 60.0
+"""Seconds an empty listing stays fresh: a harness that lists nothing is usually one
+being set up right now (a provider or key about to be added), so ask again soon."""
 _converter = make_boundary_converter()
 
 
@@ -38,6 +41,10 @@ class _CacheFile:
     harness: str
     fetched_at: datetime
     models: tuple[Model, ...]
+
+
+def _fresh_for(cached: _CacheFile, capability: ModelsCapability) -> float:
+    return capability.cache_ttl if cached.models else min(capability.cache_ttl, EMPTY_TTL)
 
 
 class ModelService:
@@ -83,7 +90,7 @@ class ModelService:
         if (
             not refresh
             and cached is not None
-            and 0 <= (now - cached.fetched_at).total_seconds() < capability.cache_ttl
+            and 0 <= (now - cached.fetched_at).total_seconds() < _fresh_for(cached, capability)
         ):
             return ModelCatalog(
                 harness=harness, models=cached.models, source=CatalogSource.CACHE,

@@ -7,7 +7,10 @@ in the harness's own store, never from the caller.
 
 from __future__ import annotations
 
+import contextlib
+import re
 import stat
+from typing import Final
 
 from attrs import frozen
 
@@ -18,6 +21,8 @@ from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession
 
 __all__ = [
+    "MIN_PREFIX",
+    "AmbiguousSelectionError",
     "InvalidSelectionError",
     "Selection",
     "SessionNotFoundError",
@@ -34,6 +39,21 @@ class SessionNotFoundError(LookupError):
     """The harness's history has no session with that id (any more)."""
 
 
+class AmbiguousSelectionError(InvalidSelectionError):
+    """An id prefix that more than one session of the harness starts with."""
+
+    def __init__(self, message: str, candidates: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.candidates = candidates
+        """The matching sessions' keys (``HARNESS:ID``), newest first."""
+
+
+MIN_PREFIX: Final = 8
+"""The shortest id prefix a selection may use (git's default abbreviation, rounded up)."""
+MAX_CANDIDATES: Final = 10
+_PREFIX: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
 @frozen(kw_only=True)
 class Selection:
     """A re-found session and the directory to launch it in.
@@ -48,8 +68,15 @@ class Selection:
     notice: str | None = None
 
 
-def parse_selection(registry: Registry, raw: str) -> tuple[HarnessProvider, str]:
-    """Split ``HARNESS:ID`` and check both parts (syntax only)."""
+def parse_selection(
+    registry: Registry, raw: str, *, prefixes: bool = False
+) -> tuple[HarnessProvider, str, bool]:
+    """Split ``HARNESS:ID`` and check both parts (syntax only).
+
+    Returns the provider, the id and whether it is a prefix to look up
+    (only with ``prefixes``: at least :data:`MIN_PREFIX` characters that are
+    not a whole id of the harness).
+    """
     harness, sep, native_id = raw.partition(":")
     if not sep or not native_id:
         raise InvalidSelectionError("a session is selected as HARNESS:ID (see `clanker sessions`)")
@@ -62,10 +89,32 @@ def parse_selection(registry: Registry, raw: str) -> tuple[HarnessProvider, str]
     if provider.launch is None:
         raise HarnessCapabilityError(ErrorKind.UNSUPPORTED, "launch", harness=provider.id)
     try:
-        native_id = provider.launch.validate_session_id(native_id)
+        return provider, provider.launch.validate_session_id(native_id), False
     except ValueError as exc:
-        raise InvalidSelectionError(f"{provider.id}: {exc}") from exc
-    return provider, native_id
+        if prefixes and len(native_id) >= MIN_PREFIX and _PREFIX.fullmatch(native_id):
+            return provider, native_id, True
+        hint = f" (or a unique prefix of one, at least {MIN_PREFIX} characters)" if prefixes else ""
+        raise InvalidSelectionError(f"{provider.id}: {exc}{hint}") from exc
+
+
+async def _by_prefix(service: SessionService, provider: HarnessProvider, prefix: str) -> str:
+    """The one native id of ``provider``'s history that starts with ``prefix``."""
+    listing = await service.discover([provider], workspace=None)
+    [result] = listing.scans
+    wanted = prefix.lower()
+    keys = list(dict.fromkeys(
+        s.native_id for s in listing.sessions if s.native_id.lower().startswith(wanted)))
+    if not keys and result.scan.error is not None:
+        raise result.scan.error
+    if not keys:
+        raise SessionNotFoundError(
+            f"{provider.id} has no session whose id starts with {prefix} in its history")
+    if len(keys) > 1:
+        shown = tuple(f"{provider.id}:{k}" for k in keys[:MAX_CANDIDATES])
+        more = f" and {len(keys) - len(shown)} more" if len(keys) > len(shown) else ""
+        raise AmbiguousSelectionError(
+            f"{provider.id}:{prefix} matches several sessions: {', '.join(shown)}{more}", shown)
+    return keys[0]
 
 
 async def resolve_selection(
@@ -78,13 +127,24 @@ async def resolve_selection(
 ) -> Selection:
     """Re-find ``raw`` in its harness's store and decide where it may be launched.
 
+    The id may be a unique prefix of at least :data:`MIN_PREFIX` characters (as
+    ``clanker sessions`` prints them); an ambiguous one raises
+    :class:`AmbiguousSelectionError` naming the candidates.
+
     ``operation`` (resume or fork) is checked against the descriptor first, so
     an unsupported fork fails before any scan. ``None`` only looks it up.
     """
-    provider, native_id = parse_selection(registry, raw)
+    provider, native_id, prefix = parse_selection(registry, raw, prefixes=True)
     if operation is not None and provider.descriptor.operation(operation) is None:
         raise HarnessCapabilityError(ErrorKind.UNSUPPORTED, operation.value, harness=provider.id)
+    if prefix:
+        native_id = await _by_prefix(service, provider, native_id)
     session = await service.find(provider, native_id, workspace=workspace)
+    if session is None and not prefix and len(native_id) >= MIN_PREFIX:
+        # Well-formed as a whole id for this harness, and yet perhaps a prefix.
+        with contextlib.suppress(SessionNotFoundError):
+            full = await _by_prefix(service, provider, native_id)
+            session = await service.find(provider, full, workspace=workspace)
     if session is None:
         raise SessionNotFoundError(f"{provider.id} has no session {native_id} in its history")
     capability = provider.sessions

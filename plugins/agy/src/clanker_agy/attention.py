@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan
+from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
 from clanker.stores import home_directory
 
 __all__ = [
@@ -267,14 +267,17 @@ class AgyAttention:
         # PreInvocation #0 binds the conversation instead.
         self.resume_preserves_session_id = False
 
-    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         if not context.env.get("CLANKER_ATTENTION_COMMAND"):
             raise ValueError("attention: the launch environment has no hook command")
         directory = plugin_dir(context.env)
         if directory is None:
-            return None  # which configuration agy reads cannot be told
+            return Declined(reason="which configuration agy reads cannot be told (no home "
+                                   "directory)")
         if not install_plugin(directory):
-            return None  # the user's own directory by that name: never overwritten
+            # The user's own directory by that name: never overwritten.
+            return Declined(reason=f"{directory} exists and is not clanker's; it is left as "
+                                   "it is, so this agent's state is not shown")
         # Nothing to add: the attachment's CLANKER_ATTENTION_* variables are in
         # agy's environment, and agy passes them to its hook commands.
         return AttachmentPlan()

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan
+from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
 from clanker.stores import read_regular_file
 from clanker_claude.sessions import config_dir
 
@@ -91,15 +91,15 @@ class ClaudeAttention:
         self.resume_preserves_session_id = False
         self._policy_dir = policy_dir if policy_dir is not None else _policy_dir()
 
-    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         try:
             sources = _check_flags(context.user_flags)
             _check_environment(context.env)
             _check_policy(self._policy_dir)
             for path in _settings_files(context, sources):
                 _check_settings(path)
-        except _Conflict:
-            return None
+        except _Conflict as conflict:
+            return Declined(reason=str(conflict))
         command = context.env.get("CLANKER_ATTENTION_COMMAND")
         if not command:
             raise ValueError("attention: the launch environment has no hook command")
@@ -122,8 +122,13 @@ def _check_flags(flags: Iterable[str]) -> frozenset[str]:
         if word == "--":
             break  # the rest are prompt words, as Claude itself reads them
         name, _, inline = word.partition("=")
-        if name in _NO_HOOKS_FLAGS or name == _SETTINGS_FLAG:
-            raise _Conflict
+        if name in _NO_HOOKS_FLAGS:
+            raise _Conflict(f"Claude Code runs no hooks with {name}; launch without it "
+                            "to see this agent's state")
+        if name == _SETTINGS_FLAG:
+            raise _Conflict(f"your own {name} owns Claude Code's settings; launch without it "
+                            "(put what it holds in .claude/settings.json) to see this "
+                            "agent's state")
         if name == _SOURCES_FLAG:
             value = inline if "=" in word else (
                 words[index + 1] if index + 1 < len(words) else None
@@ -141,7 +146,8 @@ def _parse_sources(value: str) -> frozenset[str]:
 def _check_environment(env: Mapping[str, str]) -> None:
     for name in _NO_HOOKS_VARIABLES:
         if env.get(name, "").strip().lower() in _TRUE:
-            raise _Conflict
+            raise _Conflict(f"{name} is set, so Claude Code runs no hooks; unset it to see "
+                            "this agent's state")
 
 
 def _check_policy(directory: Path) -> None:
@@ -153,10 +159,11 @@ def _check_policy(directory: Path) -> None:
     except FileNotFoundError:
         names = []
     except OSError:
-        raise _Conflict from None
+        raise _Conflict(f"{drop_ins} cannot be read, so whether the administrator allows "
+                        "hooks cannot be told") from None
     names = [n for n in names if n.endswith(".json") and not n.startswith(".")]
     if len(names) > MAX_POLICY_FILES:
-        raise _Conflict
+        raise _Conflict(f"{drop_ins} holds more than {MAX_POLICY_FILES} policy files")
     paths += [drop_ins / name for name in names]
     for path in paths:
         settings = _read_settings(path)
@@ -169,7 +176,7 @@ def _check_policy(directory: Path) -> None:
             or restriction is True
             or (isinstance(restriction, list) and "hooks" in restriction)
         ):
-            raise _Conflict
+            raise _Conflict(f"the administrator's {path.name} allows no hooks but theirs")
 
 
 def _settings_files(context: AttachmentContext, sources: frozenset[str]) -> list[Path]:
@@ -191,14 +198,15 @@ def _user_config_dir(context: AttachmentContext) -> Path:
         return Path(posixpath.normpath(posixpath.join(context.cwd, value)))
     directory = config_dir(context.env)
     if directory is None:
-        raise _Conflict  # no way to know which user settings Claude will read
+        raise _Conflict("which user settings Claude Code reads cannot be told (no home "
+                        "directory)")
     return directory
 
 
 def _check_settings(path: Path) -> None:
     settings = _read_settings(path)
     if settings is not None and settings.get("disableAllHooks", False) is not False:
-        raise _Conflict
+        raise _Conflict(f"{path} sets disableAllHooks; remove it to see this agent's state")
 
 
 def _read_settings(path: Path) -> dict[str, object] | None:
@@ -207,16 +215,17 @@ def _read_settings(path: Path) -> dict[str, object] | None:
     Anything that cannot be read as a small JSON object is a conflict: whether
     it would disable hooks cannot be told.
     """
+    unreadable = f"{path} cannot be read as settings, so whether it turns hooks off cannot be told"
     try:
         data = read_regular_file(path, max_bytes=MAX_SETTINGS_BYTES)
     except (OSError, ValueError):
-        raise _Conflict from None
+        raise _Conflict(unreadable) from None
     if data is None:
         return None
     try:
         settings = json.loads(data)
     except (ValueError, RecursionError):
-        raise _Conflict from None
+        raise _Conflict(unreadable) from None
     if not isinstance(settings, dict):
-        raise _Conflict
+        raise _Conflict(unreadable)
     return settings

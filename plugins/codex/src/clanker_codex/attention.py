@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan
+from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
 from clanker.stores import read_regular_file
 from clanker_codex.sessions import codex_home
 
@@ -99,17 +99,18 @@ class CodexAttention:
         self.resume_preserves_session_id = True
         self._policy_file = policy_file if policy_file is not None else POLICY_FILE
 
-    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         try:
             _check_flags(context.user_flags)
             _check_policy(self._policy_file)
             home = codex_home(context.env)
             if home is None:
-                raise _Conflict  # which user configuration Codex reads cannot be told
+                raise _Conflict("which configuration Codex reads cannot be told (a relative "
+                                "CODEX_HOME, or no home directory)")
             _check_config(home / "config.toml")
             _check_absent(home / "hooks.json")
-        except _Conflict:
-            return None
+        except _Conflict as conflict:
+            return Declined(reason=str(conflict))
         if not context.env.get("CLANKER_ATTENTION_COMMAND"):
             raise ValueError("attention: the launch environment has no hook command")
         # Right after the executable: top-level options apply to the TUI and to
@@ -155,15 +156,16 @@ def _override_key(value: str) -> list[str]:
 def _check_flags(flags: Iterable[str]) -> None:
     words = list(flags)
     if any(True for _ in _option_values(words, _PROFILE_FLAGS)):
-        raise _Conflict
+        raise _Conflict("a Codex profile (--profile) may set its own hooks; launch without "
+                        "it to see this agent's state")
     for value in _option_values(words, _CONFIG_FLAGS):
         key = _override_key(value)
-        if key[0] in ("hooks", "profile"):
-            raise _Conflict
-        if key[:2] == ["features", _HOOKS_FEATURE]:
-            raise _Conflict
+        if key[0] in ("hooks", "profile") or key[:2] == ["features", _HOOKS_FEATURE]:
+            raise _Conflict(f"your -c {'.'.join(key)} override owns Codex's hooks; launch "
+                            "without it to see this agent's state")
     if _HOOKS_FEATURE in _option_values(words, (_DISABLE_FLAG,)):
-        raise _Conflict
+        raise _Conflict("--disable hooks turns Codex's hooks off; launch without it to see "
+                        "this agent's state")
 
 
 # -- the user's and the administrator's files ---------------------------------------------------
@@ -174,13 +176,16 @@ def _check_config(path: Path) -> None:
     if config is None:
         return
     hooks = config.get("hooks")
+    # [hooks.state] alone is Codex's review bookkeeping, not the user's own hooks.
     if hooks is not None and (not isinstance(hooks, dict) or set(hooks) - {"state"}):
-        raise _Conflict  # the user's own [hooks] table (state alone is review bookkeeping)
+        raise _Conflict(f"{path} defines its own [hooks]; clanker adds none beside them, so "
+                        "this agent's state is not shown")
     if "profile" in config:
-        raise _Conflict
+        raise _Conflict(f"{path} selects a profile, which may set its own hooks")
     features = config.get("features")
     if isinstance(features, Mapping) and features.get(_HOOKS_FEATURE, True) is not True:
-        raise _Conflict
+        raise _Conflict(f"{path} turns the hooks feature off; turn it on to see this agent's "
+                        "state")
 
 
 def _check_policy(path: Path) -> None:
@@ -188,7 +193,7 @@ def _check_policy(path: Path) -> None:
     if requirements is None:
         return
     if requirements.get("allow_managed_hooks_only", False) is not False:
-        raise _Conflict  # the administrator runs managed hooks only
+        raise _Conflict(f"the administrator's {path} allows managed hooks only")
 
 
 def _check_absent(path: Path) -> None:
@@ -197,8 +202,10 @@ def _check_absent(path: Path) -> None:
     except FileNotFoundError:
         return
     except OSError:
-        raise _Conflict from None
-    raise _Conflict
+        raise _Conflict(f"{path} cannot be looked at, so whether it defines hooks cannot "
+                        "be told") from None
+    raise _Conflict(f"{path} defines your own hooks; clanker adds none beside them, so this "
+                    "agent's state is not shown")
 
 
 def _read_toml(path: Path) -> dict[str, object] | None:
@@ -207,13 +214,14 @@ def _read_toml(path: Path) -> dict[str, object] | None:
     Anything that cannot be read as a small TOML document is a conflict: what
     it says about hooks cannot be told.
     """
+    unreadable = f"{path} cannot be read as TOML, so what it says about hooks cannot be told"
     try:
         data = read_regular_file(path, max_bytes=MAX_CONFIG_BYTES)
     except (OSError, ValueError):
-        raise _Conflict from None
+        raise _Conflict(unreadable) from None
     if data is None:
         return None
     try:
         return tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
-        raise _Conflict from None
+        raise _Conflict(unreadable) from None

@@ -30,7 +30,7 @@ import stat
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan
+from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
 from clanker.errors import HarnessCapabilityError
 from clanker.execution import CommandRequest
 from clanker.stores import HostFiles
@@ -120,19 +120,20 @@ class HermesAttention:
         # and let the first root turn bind.
         self.resume_preserves_session_id = False
 
-    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         env = dict(context.env)
         try:
             _check(context.user_flags, env)
-        except _Conflict:
-            return None
+        except _Conflict as conflict:
+            return Declined(reason=str(conflict))
         source = bundled_plugins_dir(context)
         if source is None:
-            log.info("attention: Hermes's plugin directory was not found")
-            return None
+            return Declined(reason="Hermes's bundled plugin directory was not found, so "
+                                   "clanker's observer cannot be added")
         entries = sorted(source.iterdir())
         if any(entry.name == PLUGIN_NAME for entry in entries):
-            return None  # something else already carries this name; it is not ours to hide
+            # Something else already carries this name; it is not ours to hide.
+            return Declined(reason=f"a plugin named {PLUGIN_NAME} is already in {source}")
         mirror = context.private_dir / "hermes-plugins"
         mirror.mkdir(mode=0o700)
         for entry in entries:
@@ -150,6 +151,8 @@ def _check(user_flags: tuple[str, ...], env: dict[str, str]) -> None:
             break
         # argparse also takes an unambiguous prefix (``--safe``).
         if len(flag) >= len("--saf") and _SAFE_MODE_FLAG.startswith(flag.partition("=")[0]):
-            raise _Conflict
+            raise _Conflict("Hermes loads no plugins with --safe-mode; launch without it to "
+                            "see this agent's state")
     if env.get("HERMES_SAFE_MODE", "").strip().lower() in _TRUTHY:
-        raise _Conflict
+        raise _Conflict("HERMES_SAFE_MODE is set, so Hermes loads no plugins; unset it to see "
+                        "this agent's state")

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan
+from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
 
 __all__ = ["EXTENSION", "EXTENSION_FILE_NAME", "OmpAttention", "conflicting_flag"]
 
@@ -55,9 +55,11 @@ class OmpAttention:
         self.interpreter: Path | None = None  # in-process: the extension delivers itself
         self.resume_preserves_session_id = True
 
-    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
-        if conflicting_flag(context.user_flags) is not None:
-            return None
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
+        flag = conflicting_flag(context.user_flags)
+        if flag is not None:
+            return Declined(reason=f"{flag} decides exactly which extensions omp runs; launch "
+                                   "without it to see this agent's state")
         missing = [name for name in _REQUIRED_ENV if not context.env.get(name)]
         if missing:
             raise ValueError("attention: the launch environment lacks " + ", ".join(missing))

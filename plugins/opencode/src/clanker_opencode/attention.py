@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan
+from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
 
 __all__ = ["CONFIG_VARIABLE", "PLUGIN_FILE_NAME", "PLUGIN_SOURCE", "OpenCodeAttention",
            "plugin_config"]
@@ -61,9 +61,10 @@ class OpenCodeAttention:
         # bind the root before the first event.
         self.resume_preserves_session_id = True
 
-    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
-        if _conflicts(context.env, context.user_flags):
-            return None
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
+        conflict = _conflict(context.env, context.user_flags)
+        if conflict is not None:
+            return Declined(reason=conflict)
         if any(not context.env.get(name) for name in _REQUIRED):
             raise ValueError("attention: the launch environment has no grid credentials")
         target = context.private_dir / PLUGIN_FILE_NAME
@@ -73,13 +74,16 @@ class OpenCodeAttention:
         return AttachmentPlan(env={CONFIG_VARIABLE: plugin_config(target)})
 
 
-def _conflicts(env: Mapping[str, str], flags: Iterable[str]) -> bool:
-    if any(env.get(name) for name in _OWNED_VARIABLES):
-        return True  # opencode reads only a non-empty value
+def _conflict(env: Mapping[str, str], flags: Iterable[str]) -> str | None:
+    """Why the user's setup leaves no room for clanker's plugin, or ``None``."""
+    for name in _OWNED_VARIABLES:
+        if env.get(name):  # opencode reads only a non-empty value
+            return (f"your own {name} is set, and clanker adds its plugin through that "
+                    "variable; unset it to see this agent's state")
     pure = env.get(_PURE_VARIABLE, "")
-    if pure and pure.strip().lower() not in _FALSE:
-        return True
-    return _pure_flag(flags)
+    if (pure and pure.strip().lower() not in _FALSE) or _pure_flag(flags):
+        return "opencode runs no plugins in pure mode; launch without it to see this agent's state"
+    return None
 
 
 def _pure_flag(flags: Iterable[str]) -> bool:

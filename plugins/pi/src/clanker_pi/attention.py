@@ -26,7 +26,7 @@ import shutil
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan
+from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
 
 __all__ = ["EXTENSION", "EXTENSION_NAME", "SUBCOMMANDS", "PiAttention"]
 
@@ -56,10 +56,12 @@ class PiAttention:
         # pre-bound root would then refuse.
         self.resume_preserves_session_id = False
 
-    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         executable, *arguments = context.argv
         if arguments and arguments[0] in SUBCOMMANDS:
-            return None  # a subcommand, not an agent: nothing to observe
+            # A subcommand, not an agent: nothing to observe.
+            return Declined(reason=f"`pi {arguments[0]}` runs no agent, so there is no state "
+                                   "to show")
         missing = [name for name in _REQUIRED if not context.env.get(name)]
         if missing:
             raise ValueError("attention: the launch environment has no grid connection")
