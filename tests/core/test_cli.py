@@ -263,3 +263,13 @@ def test_launching_a_harness_that_is_not_installed_starts_no_grid(
     assert "the harness executable was not found" in result.stderr
     assert not daemon.status(clanker_paths()).running
     assert not (tmp_path / "home" / "run").exists()
+
+
+def test_harnesses_offer_only_the_transports_clanker_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    from clanker.descriptor import OperationSupport, Support, Transport
+
+    both = OperationSupport(Support.NATIVE, {Transport.LOCAL, Transport.SSH})
+    registry = Registry.from_plugins({"fake-agent": make_plugin(fork=both)}, environ={})
+    with override_registry(registry):
+        [record] = json.loads(invoke("harnesses", "--json").stdout)
+    assert record["operations"]["fork"]["transports"] == ["local"]

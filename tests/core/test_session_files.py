@@ -221,3 +221,71 @@ def test_an_unwritable_directory_opens_the_database_immutable(
         assert connection.execute("SELECT id FROM conversations").fetchall() == [("c1",)]
     assert opened[0].endswith("?mode=ro&immutable=1")
     assert not (tmp_path / "store.db-shm").exists()
+
+
+# -- odd files and directories inside a store ------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "directory"])
+def test_a_file_replaced_since_the_walk_is_refused_without_blocking(
+    tmp_path: Path, kind: str
+) -> None:
+    import socket
+    import threading
+
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"a":1}\n')
+    walked = os.lstat(path)  # what the walk saw: a regular file
+    path.unlink()
+    server = socket.socket(socket.AF_UNIX)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        server.bind(str(path))
+    else:
+        path.mkdir()
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            read_sample(path, stat=walked)
+        except OSError as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=30)  # a hang guard only: the read must not block at all
+    server.close()
+    assert not reader.is_alive(), "reading a replaced file blocked"
+    assert isinstance(outcome[0], OSError)
+
+
+def test_an_unreadable_project_directory_is_a_skip_not_a_lost_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clanker.environment.witness import Witness
+
+    for project in ("a", "b"):
+        (tmp_path / project).mkdir()
+        (tmp_path / project / "s.jsonl").write_text("{}\n")
+    refused = str(tmp_path / "a")
+    real_scandir = os.scandir
+
+    def scandir(path: object) -> object:
+        # Root reads any directory, so the refusal (EACCES, as for mode 000) is injected.
+        if os.fspath(path) == refused:  # type: ignore[arg-type]
+            raise PermissionError(13, "Permission denied", refused)
+        return real_scandir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    witness = Witness()
+    found, cut = find_files(tmp_path, depth=1, accept_file=lambda n: True, witness=witness)
+    assert [Path(c.path).parent.name for c in found] == ["b"]
+    assert not cut
+    assert witness.unreadable == 1 and not witness.usable
+    monkeypatch.setattr(os, "scandir", lambda path: (_ for _ in ()).throw(
+        PermissionError(13, "Permission denied", os.fspath(path))))
+    with pytest.raises(PermissionError):  # the store itself: the provider reports it
+        find_files(tmp_path, depth=1, accept_file=lambda n: True)

@@ -509,3 +509,30 @@ def test_a_cache_row_of_the_wrong_shape_discards_the_cache(
         [provider(registry_with(("fake-agent", again)))], workspace=None))
     assert [s.native_id for s in listing.sessions] == ["s"]
     assert again.parsed == 1  # nothing was trusted: the file was parsed again
+
+
+def test_one_unreadable_project_hides_nothing_else(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_fake_session(home, "seen", str(tmp_path), T0, project="p")
+    write_fake_session(home, "hidden", str(tmp_path), T0, project="q")
+    refused = {str(home / "sessions" / "q")}
+    real_scandir = os.scandir
+
+    def scandir(path: Any) -> Any:
+        # Root reads any directory, so the refusal (EACCES, as for mode 000) is injected.
+        if os.fspath(path) in refused:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    registry = registry_with(("fake-agent", FakeSessions()))
+    listing = asyncio.run(service(home).discover([provider(registry)], workspace=None))
+    assert [s.native_id for s in listing.sessions] == ["seen"]
+    [result] = listing.scans
+    assert result.scan.error is None and result.scan.skipped == 1
+    refused.add(str(home / "sessions"))  # now the store itself
+    listing = asyncio.run(service(home).discover([provider(registry)], workspace=None))
+    error = listing.scans[0].scan.error
+    assert error is not None and error.kind is ErrorKind.NOT_CONFIGURED
+    assert "cannot be read" in error.message

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from clanker.cli.common import echo_json, echo_table, json_option, library, run_async
+from clanker.environment import TRANSPORTS
 from clanker.installation import Installation
 
 __all__ = ["harnesses", "installation_record"]
@@ -21,8 +22,9 @@ def installation_record(found: Installation) -> dict[str, Any]:
         operations[name] = (
             None
             if support is None
+            # Only where clanker can run it today, whatever else the harness supports.
             else {"support": support.support.value,
-                  "transports": sorted(t.value for t in support.transports)}
+                  "transports": sorted(t.value for t in support.transports & TRANSPORTS)}
         )
     return {
         "id": descriptor.id,

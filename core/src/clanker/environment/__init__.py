@@ -22,7 +22,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from clanker.descriptor import Transport
 from clanker.execution import CommandExecutor, SessionExecutor
@@ -31,7 +31,11 @@ if TYPE_CHECKING:
     from clanker.environment.files import Candidate, FileSample
     from clanker.environment.witness import Witness
 
-__all__ = ["Environment", "HostFiles"]
+__all__ = ["TRANSPORTS", "Environment", "HostFiles"]
+
+TRANSPORTS: Final = frozenset({Transport.LOCAL})
+"""The transports clanker has an environment for. A descriptor may declare
+more (what the harness itself supports); only these are offered."""
 
 
 @runtime_checkable

@@ -7,15 +7,20 @@ from the end. Lines cut by a bound are dropped, never half-parsed.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from stat import S_ISREG
+from typing import TYPE_CHECKING, Any, Final
 
 from attrs import frozen
+
+if TYPE_CHECKING:
+    from os import _ScandirIterator as ScandirIterator
 
 from clanker.environment.witness import Witness
 
@@ -99,12 +104,18 @@ def read_sample(
 ) -> FileSample:
     """Read the head and tail of ``path`` (a regular file, not followed through a link).
 
-    Raises :class:`OSError` when it cannot be read; callers count that as a skip.
+    Raises :class:`OSError` when it cannot be read, or is no longer a regular
+    file (replaced by a FIFO since the walk, say: opened without blocking, then
+    checked); callers count that as a skip.
     """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     with _open_files:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags)
         try:
-            info = os.fstat(fd) if stat is None else stat
+            opened = os.fstat(fd)
+            if not S_ISREG(opened.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", str(path))
+            info = opened if stat is None else stat
             head = os.pread(fd, head_bytes, 0)
             tail = b""
             if info.st_size > head_bytes:
@@ -149,6 +160,25 @@ class Candidate:
     stat: os.stat_result
 
 
+def _listing(
+    directory: str | Path, level: int, witness: Witness | None
+) -> ScandirIterator[str] | None:
+    """``os.scandir(directory)``, or ``None`` when it is gone or (below the root) unreadable."""
+    if witness is not None:
+        witness.path(directory)  # before listing: a change after it shows
+    try:
+        return os.scandir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:
+        if level == 0:
+            raise  # the store itself cannot be read: the provider says so
+        # One project directory clanker may not read must not hide the rest.
+        if witness is not None:
+            witness.unreadable_directory(directory)
+        return None
+
+
 def find_files(
     root: Path,
     *,
@@ -163,8 +193,10 @@ def find_files(
     ``accept_dir(level, name)`` prunes directories (level 0 is directly under
     ``root``), ``accept_file(name)`` picks files. Links are never followed. The
     second value says the walk stopped at ``max_entries``. A missing root is
-    an empty store. ``witness`` records every directory listed and every file
-    found, so the same walk can later be proved unchanged without walking.
+    an empty store; an unreadable root raises :class:`OSError`, and an
+    unreadable directory below it is passed over and counted in ``witness``.
+    ``witness`` records every directory listed and every file found, so the
+    same walk can later be proved unchanged without walking.
     """
     found: list[Candidate] = []
     visited = 0
@@ -173,11 +205,8 @@ def find_files(
     # loop runs once per file of every store on every listing.
     while frontier:
         directory, level = frontier.pop()
-        if witness is not None:
-            witness.path(directory)  # before listing: a change after it shows
-        try:
-            entries = os.scandir(directory)
-        except (FileNotFoundError, NotADirectoryError):
+        entries = _listing(directory, level, witness)
+        if entries is None:
             continue
         with entries:
             if level < depth:

@@ -48,6 +48,8 @@ class Witness:
         self._files: list[tuple[str, _Identity]] = []  # chosen by a walk: never links
         self._absent: list[str] = []
         self.usable = True
+        self.unreadable = 0
+        """Directories a walk could not list: counted as skips, and tried again next time."""
         """False when something was too fresh to trust, or could not be read."""
 
     def path(self, path: str | Path) -> None:
@@ -70,6 +72,11 @@ class Witness:
         if max(stat.st_mtime_ns, stat.st_ctime_ns) > self._settled_before:
             self.usable = False
         self._inputs.append((os.fspath(path), _identity(stat)))
+
+    def unreadable_directory(self, path: str | Path) -> None:
+        """Record a directory a walk could not list (its sessions are not in the answer)."""
+        self.unreadable += 1
+        self.usable = False
 
     def file(self, path: str, stat: os.stat_result) -> None:
         """Record a session file a walk chose, with the ``lstat`` it was chosen by.

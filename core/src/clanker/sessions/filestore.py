@@ -46,14 +46,17 @@ def scan_files(
 ) -> SessionScan:
     """Summarize the newest ``context.limit`` candidates, reusing cached summaries.
 
-    A file that cannot be read or is not a session is a counted skip. The
+    A file that cannot be read or is not a session is a counted skip, and so
+    is each directory the walk could not list (``witness.unreadable``). The
     discovery order is newest file first. A file that could not be read makes
     ``witness`` unable to vouch for this scan: the next one tries it again.
     """
     ordered = sorted(candidates, key=lambda c: (-c.stat.st_mtime_ns, c.path))
     truncated = cut or len(ordered) > context.limit
     sessions: list[HarnessSession] = []
-    skipped = 0
+    # Directories the walk could not list count as skips too: their sessions are missing.
+    unlisted = 0 if witness is None else witness.unreadable
+    skipped = unlisted
     for order, candidate in enumerate(ordered[: context.limit]):
         key = candidate.path
         cached = context.cache.lookup(key, candidate.stat)
@@ -89,7 +92,7 @@ def scan_files(
             # Kept in memory so an unchanged store costs no copies on the next scan.
             context.cache.refresh(key, session)
         sessions.append(session)
-    if not context.scopes and context.native_id is None and not truncated:
+    if not context.scopes and context.native_id is None and not truncated and not unlisted:
         # Only a complete walk of the whole store proves a file is gone.
         context.cache.forget_unseen()
     context.cache.save()

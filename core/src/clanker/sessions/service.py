@@ -176,6 +176,12 @@ class SessionService:
             return await capability.discover(context)
         except HarnessCapabilityError as exc:
             return SessionScan(error=exc.with_harness(provider.id))
+        except OSError as exc:  # the store itself cannot be read (its files are skips)
+            return SessionScan(error=HarnessCapabilityError(
+                ErrorKind.NOT_CONFIGURED,
+                f"the history store cannot be read: {exc.strerror or type(exc).__name__}",
+                harness=provider.id, cause=exc,
+            ))
         except Exception as exc:  # one provider's bug must not hide the others' sessions
             log.warning("sessions provider %s failed: %s", provider.id, type(exc).__name__)
             return SessionScan(error=HarnessCapabilityError(
