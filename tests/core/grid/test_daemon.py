@@ -15,7 +15,7 @@ from clanker.grid import daemon
 from clanker.grid.client import GridClient
 from clanker.grid.errors import GridError, GridPathError, GridUnavailableError
 from clanker.paths import clanker_paths
-from tests.core.grid.conftest import end, eventually, root
+from tests.core.grid.conftest import end, eventually, register_as, root
 
 NOBODY = 65534
 
@@ -59,8 +59,7 @@ def test_the_daemon_retires_a_terminal_whose_launcher_dies(
     home: Path, launcher: subprocess.Popen[bytes]
 ) -> None:
     client = GridClient(daemon.ensure_running())
-    reg = client.register(harness="fake-agent", workspace=None, cwd="/tmp",
-                          launcher_pid=launcher.pid)
+    reg = register_as(launcher, client.socket_path)
     assert client.deliver(reg.terminal, reg.token, [root("session_started")]) == ["accepted"]
     assert [e.terminal for e in client.list_terminals()] == [reg.terminal]
     end(launcher)

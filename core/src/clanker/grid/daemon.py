@@ -5,7 +5,11 @@ Layout (``clanker_paths()``; ``CLANKER_HOME`` moves all of it)::
     <runtime>/grid/            0700, ours: anything else is refused
     <runtime>/grid/grid.sock   the socket (0600)
     <runtime>/grid/grid.lock   held with an exclusive flock by the running daemon
-    <state>/grid.log           the daemon's log (0600, rotated at 1 MiB)
+    <state>/grid.log           the daemon's log (0600, rotated at 1 MiB, one previous kept)
+
+The log and the lock are opened without following a final symlink and without
+waiting on a FIFO, and must be regular files (:mod:`~clanker.grid.files`):
+anything else there is a :class:`~clanker.grid.errors.GridPathError` naming it.
 
 A single instance is a lock, not a guess: the daemon takes an exclusive
 ``flock`` on ``grid.lock`` before it touches the socket, and the kernel drops
@@ -26,6 +30,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import resource
 import select
 import signal
 import stat
@@ -46,6 +51,7 @@ from clanker.grid.errors import (
     GridStartError,
     GridUnavailableError,
 )
+from clanker.grid.files import ensure_directory, open_regular
 from clanker.grid.protocol import HelloReply, check_socket_path
 from clanker.paths import ClankerPaths, clanker_paths
 
@@ -66,8 +72,10 @@ __all__ = [
 
 START_TIMEOUT: Final = 3.0
 STOP_TIMEOUT: Final = 3.0
-MAX_LOG: Final = 1024 * 1024
 HELLO_TIMEOUT: Final = 1.0
+DESCRIPTORS: Final = 8192
+"""The open-file limit the daemon asks for (within the hard limit): one per terminal
+watched and one per connection."""
 _READY: Final = b"ready\n"
 _BUSY: Final = b"busy\n"
 
@@ -197,6 +205,7 @@ def start(paths: ClankerPaths | None = None, *, timeout: float = START_TIMEOUT) 
     hello = _hello(location)
     if hello is not None:
         return _found(location, hello)
+    _lock_held(location.lock)  # refuses a lock path that is not a regular file
     deadline = time.monotonic() + timeout
     word = _spawn(paths, location, deadline)
     while True:
@@ -209,11 +218,9 @@ def start(paths: ClankerPaths | None = None, *, timeout: float = START_TIMEOUT) 
 
 
 def _open_log(path: Path) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with contextlib.suppress(OSError):
-        if path.stat().st_size > MAX_LOG:
-            os.replace(path, path.with_name(path.name + ".1"))
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    """The log, for the daemon's stdout and stderr until it opens the log itself."""
+    ensure_directory(path.parent)
+    return open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 
 
 def _spawn(paths: ClankerPaths, location: GridLocation, deadline: float) -> bytes:
@@ -223,7 +230,7 @@ def _spawn(paths: ClankerPaths, location: GridLocation, deadline: float) -> byte
         log_fd = _open_log(location.log)
         try:
             argv = [sys.executable, "-m", "clanker.grid.daemon", "--runtime", str(paths.runtime),
-                    "--state", str(paths.state), "--ready-fd", str(write_end)]
+                    "--state", str(paths.state), "--ready-fd", str(write_end), "--log"]
             process = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
                 pass_fds=(write_end,), start_new_session=True, cwd="/",
@@ -291,7 +298,7 @@ def stop(paths: ClankerPaths | None = None, *, timeout: float = STOP_TIMEOUT) ->
 def _lock_held(path: Path) -> bool:
     """Say whether a daemon holds the lock (probed with a shared, non-blocking lock)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_regular(path, os.O_RDONLY)
     except FileNotFoundError:
         return False
     try:
@@ -340,8 +347,7 @@ def _serve(location: GridLocation, ready: _Ready) -> int:
     from clanker.grid.server import Grid  # the broker is only needed here
 
     secure_directory(location.directory)
-    lock_fd = os.open(location.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                      0o600)
+    lock_fd = open_regular(location.lock, os.O_RDWR | os.O_CREAT)
     try:
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -351,6 +357,8 @@ def _serve(location: GridLocation, ready: _Ready) -> int:
             return 0
         os.ftruncate(lock_fd, 0)
         os.write(lock_fd, f"{os.getpid()}\n".encode())
+
+        _raise_descriptor_limit()
 
         async def run() -> None:
             grid = Grid(location.socket)
@@ -372,6 +380,30 @@ def _serve(location: GridLocation, ready: _Ready) -> int:
         os.close(lock_fd)
 
 
+def _raise_descriptor_limit() -> None:
+    """Ask for :data:`DESCRIPTORS` open files: a soft limit of 1024 is common, and
+    running out would stall accepting connections."""
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = DESCRIPTORS if hard == resource.RLIM_INFINITY else min(DESCRIPTORS, hard)
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def _configure_logging(log_file: Path | None) -> None:
+    """Log to ``log_file`` (bounded, see :mod:`~clanker.grid.logfile`), else to stderr."""
+    level = logging.DEBUG if os.environ.get("CLANKER_DEBUG") else logging.INFO
+    handler: logging.Handler
+    if log_file is None:
+        handler = logging.StreamHandler(sys.stderr)
+    else:
+        from clanker.grid.logfile import open_log
+
+        handler = open_log(log_file, capture_output=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m clanker.grid.daemon``: detach, then serve (see :func:`serve`)."""
     parser = argparse.ArgumentParser(prog="python -m clanker.grid.daemon")
@@ -379,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", type=Path, help="the state directory root")
     parser.add_argument("--ready-fd", type=int, help="report ready/busy on this descriptor")
     parser.add_argument("--foreground", action="store_true", help="do not fork")
+    parser.add_argument("--log", action="store_true",
+                        help="log to <state>/grid.log (bounded) instead of stderr")
     args = parser.parse_args(argv)
     paths = clanker_paths()
     if args.runtime is not None and args.state is not None:
@@ -386,12 +420,14 @@ def main(argv: list[str] | None = None) -> int:
                              runtime=args.runtime)
     if not args.foreground and os.fork() != 0:
         os._exit(0)  # the starter reaps this one; the daemon is nobody's child
-    logging.basicConfig(
-        level=logging.DEBUG if os.environ.get("CLANKER_DEBUG") else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr,
-    )
+    location = grid_location(paths)
     try:
-        return serve(grid_location(paths), ready_fd=args.ready_fd)
+        _configure_logging(location.log if args.log else None)
+    except GridError as exc:
+        print(f"the grid cannot log: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return serve(location, ready_fd=args.ready_fd)
     except GridError as exc:
         log.error("the grid cannot run: %s", exc)
         return 1

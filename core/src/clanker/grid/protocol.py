@@ -1,10 +1,12 @@
 """The grid protocol, version 1: JSON lines over a Unix socket.
 
-Every line is one UTF-8 JSON object terminated by ``\\n``. A request line is at
-most :data:`MAX_LINE` bytes (a longer one is answered with ``too-large`` and the
-connection is closed), carries ``"v": 1`` and an ``"op"``, and nothing else but
-that op's fields. Every reply carries ``"v": 1`` and ``"ok"``; a refusal carries
-``"error"``, one of the fixed :class:`ErrorWord` values, and nothing was changed.
+A connection carries one request: the grid answers and closes it, except for
+``subscribe``, which streams. Every line is one UTF-8 JSON object terminated by
+``\\n``. A request line is at most :data:`MAX_LINE` bytes (a longer one is
+answered with ``too-large`` and the connection is closed), carries ``"v": 1``
+and an ``"op"``, and nothing else but that op's fields. Every reply carries
+``"v": 1`` and ``"ok"``; a refusal carries ``"error"``, one of the fixed
+:class:`ErrorWord` values, and nothing was changed.
 
 Parsing goes through one strict cattrs converter: unknown keys, wrong types
 (``"1"`` is not a number, ``1`` is not a boolean), ``NaN``, duplicate keys and
@@ -117,10 +119,10 @@ class ErrorWord(enum.StrEnum):
     UNSUPPORTED_VERSION = "unsupported-version"  # "v" is a number other than 1
     UNKNOWN_OP = "unknown-op"
     TOO_LARGE = "too-large"  # a line over MAX_LINE bytes, or over MAX_ENVELOPES envelopes
-    UNAUTHORIZED = "unauthorized"  # a wrong, revoked or foreign terminal credential
+    UNAUTHORIZED = "unauthorized"  # a wrong, revoked or foreign credential; a foreign launcher
     UNKNOWN_TERMINAL = "unknown-terminal"  # explain of a terminal that is not live
     LAUNCHER_GONE = "launcher-gone"  # register with a launcher pid that is not running
-    CAPACITY = "capacity"  # too many live terminals or connections
+    CAPACITY = "capacity"  # too many live terminals, or connections (see grid.connections)
     OVERFLOW = "overflow"  # a subscriber fell behind and is disconnected
     SHUTTING_DOWN = "shutting-down"
     INTERNAL = "internal"  # a bug in the grid; the request changed nothing

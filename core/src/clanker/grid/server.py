@@ -19,6 +19,14 @@ with a safe reason (never a payload, never a token); it changes nothing.
 Subscribers get revisions through a bounded queue each: one that falls behind
 is disconnected, it never slows the broker.
 
+A connection carries one request (``subscribe`` then streams). It must start
+sending within ``idle_timeout`` seconds and finish its line within
+``request_timeout``; :mod:`~clanker.grid.connections` says how idle
+connections make room and why a delivery is never refused for it. A
+``register`` over the socket names a launcher the caller may claim (itself or
+an ancestor, see :mod:`~clanker.grid.peers`), and one launcher has at most
+``max_terminals_per_launcher`` live terminals.
+
 All methods run on the event loop's thread; the grid is not thread-safe.
 """
 
@@ -31,7 +39,6 @@ import os
 import secrets
 import socket
 import stat
-import struct
 from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -45,8 +52,10 @@ from clanker._logging import get_logger
 from clanker.attention.broker import Broker, Decision, Revision
 from clanker.attention.envelope import EnvelopeError, parse_envelope
 from clanker.attention.presentation import derive_attention
+from clanker.grid.connections import ConnectionCounts, ConnectionTable, RequestReader
 from clanker.grid.credentials import CredentialStore
 from clanker.grid.errors import GridAlreadyRunningError, GridPathError, GridRequestError
+from clanker.grid.peers import Peer, peer_of, process_alive, vouches_for
 from clanker.grid.protocol import (
     MAX_LINE,
     MAX_SOCKET_PATH,
@@ -79,6 +88,7 @@ from clanker.grid.protocol import (
 __all__ = [
     "MAX_SOCKET_PATH",
     "SERVER_NAME",
+    "ConnectionCounts",
     "Grid",
     "TerminalInfo",
     "check_socket_path",
@@ -88,13 +98,28 @@ log = get_logger(__name__)
 
 SERVER_NAME: Final = "clanker-grid"
 MAX_TERMINALS: Final = 1024
+MAX_TERMINALS_PER_LAUNCHER: Final = 32
 MAX_CONNECTIONS: Final = 256
+"""Connections that may wait for their request at once (idle ones make room, see above)."""
+MAX_OPEN: Final = 2048
+"""Every open connection together: past it a newcomer is refused ``capacity``."""
+BACKLOG: Final = max(2 * MAX_TERMINALS, socket.SOMAXCONN)
+"""The listen queue. A hook delivers under its terminal's lock, so a burst is about one
+connection per live terminal; asyncio's default (100) refused such bursts. The
+kernel caps it (``net.core.somaxconn`` on Linux)."""
 SUBSCRIBER_QUEUE: Final = 256
-REQUEST_TIMEOUT: Final = 10.0
+IDLE_TIMEOUT: Final = 2.0
+"""A connection that sends nothing for this long is closed."""
+REQUEST_TIMEOUT: Final = 5.0
+"""The whole request line, and writing one answer, each take at most this long."""
 POLL_INTERVAL: Final = 1.0
 STOP_GRACE: Final = 1.0
 """How long a stopping grid lets subscribers take what is queued for them."""
-_PEERCRED: Final = struct.Struct("3i")
+
+
+_HOLDING: Final = (SubscribeRequest, ListRequest, ExplainRequest)
+"""The requests that can keep a connection busy: a stream, or an answer that may be
+large enough to wait on the reader. Only these count against the held slots."""
 
 
 def _now() -> datetime:
@@ -152,37 +177,6 @@ class _Subscriber:
         self.wake.set()
 
 
-def _process_alive(pid: int) -> bool:
-    """Say whether ``pid`` runs (a zombie counts as dead)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, and belongs to someone else
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            status = handle.read(512)
-    except OSError:
-        return True  # no procfs: kill() is all we know
-    # "pid (comm) S ...": the state follows the last ')'.
-    fields = status[status.rfind(b")") + 1:].split()
-    return not fields or fields[0] not in (b"Z", b"X")
-
-
-def _peer_uid(writer: asyncio.StreamWriter) -> int | None:
-    sock = writer.get_extra_info("socket")
-    option = getattr(socket, "SO_PEERCRED", None)
-    if sock is None or option is None:
-        return None
-    try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, option, _PEERCRED.size)
-    except OSError:
-        return None
-    _, uid, _ = _PEERCRED.unpack(raw)
-    return int(uid)
-
-
 def _answers(path: Path) -> bool:
     """Say whether something accepts connections on the socket at ``path``."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -209,7 +203,9 @@ class Grid:
         use_pidfd: bool = True,
         subscriber_queue: int = SUBSCRIBER_QUEUE,
         max_terminals: int = MAX_TERMINALS,
+        max_terminals_per_launcher: int = MAX_TERMINALS_PER_LAUNCHER,
         max_connections: int = MAX_CONNECTIONS,
+        idle_timeout: float = IDLE_TIMEOUT,
         request_timeout: float = REQUEST_TIMEOUT,
     ) -> None:
         self._path = check_socket_path(socket_path)
@@ -218,7 +214,12 @@ class Grid:
         self._use_pidfd = use_pidfd and hasattr(os, "pidfd_open")
         self._subscriber_queue = subscriber_queue
         self._max_terminals = max_terminals
-        self._max_connections = max_connections
+        self._max_per_launcher = max_terminals_per_launcher
+        # A quarter of the table stays out of holders' reach; deliveries never hold.
+        self._table = ConnectionTable(max_waiting=max_connections,
+                                      max_held=max(1, max_connections * 3 // 4),
+                                      ceiling=max(MAX_OPEN, 2 * max_connections))
+        self._idle_timeout = idle_timeout
         self._request_timeout = request_timeout
         self._broker = Broker(listener=self._publish, clock=clock)
         self._credentials = CredentialStore()
@@ -249,6 +250,11 @@ class Grid:
     def running(self) -> bool:
         return self._server is not None and not self._stopping
 
+    @property
+    def connections(self) -> ConnectionCounts:
+        """How many connections are open, waiting for their request, and holding."""
+        return self._table.counts()
+
     async def start(self) -> None:
         """Bind the socket (0600) and start serving.
 
@@ -259,8 +265,13 @@ class Grid:
         if self._server is not None:
             raise RuntimeError("the grid was already started")
         sock = self._bind()
-        self._server = await asyncio.start_unix_server(
-            self._serve_connection, sock=sock, limit=MAX_LINE
+
+        def connection() -> asyncio.StreamReaderProtocol:
+            return asyncio.StreamReaderProtocol(RequestReader(MAX_LINE), self._serve_connection)
+
+        # Not start_unix_server: its reader cannot say whether a request has arrived.
+        self._server = await asyncio.get_running_loop().create_unix_server(
+            connection, sock=sock, backlog=BACKLOG
         )
         self._started_at = self._clock()
         log.info("grid listening on %s (pid %d)", self._path, os.getpid())
@@ -280,7 +291,7 @@ class Grid:
         try:
             sock.bind(os.fsencode(self._path))
             os.chmod(self._path, 0o600)
-            sock.listen(128)
+            sock.listen(BACKLOG)
             sock.setblocking(False)
             bound = os.stat(self._path)
         except BaseException:
@@ -418,6 +429,10 @@ class Grid:
             raise ProtocolError(ErrorWord.SHUTTING_DOWN, "the grid is stopping")
         if len(self._terminals) >= self._max_terminals:
             raise ProtocolError(ErrorWord.CAPACITY, "too many live terminals")
+        pid = request.launcher_pid
+        if sum(r.info.launcher_pid == pid for r in self._terminals.values()) \
+                >= self._max_per_launcher:
+            raise ProtocolError(ErrorWord.CAPACITY, "too many terminals for one launcher")
         terminal = "t-" + secrets.token_hex(8)
         while terminal in self._terminals:  # pragma: no cover - 64 random bits
             terminal = "t-" + secrets.token_hex(8)
@@ -506,7 +521,7 @@ class Grid:
                     raise
                 record.pidfd = fd
                 return
-        if not _process_alive(pid):
+        if not process_alive(pid):
             raise ProtocolError(ErrorWord.LAUNCHER_GONE, "the launcher is not running")
         if self._poller is None or self._poller.done():
             self._poller = asyncio.get_running_loop().create_task(self._poll_launchers())
@@ -528,7 +543,7 @@ class Grid:
             if not polled:
                 return
             for terminal, record in polled:
-                if not _process_alive(record.info.launcher_pid):
+                if not process_alive(record.info.launcher_pid):
                     self._retire(terminal, "its launcher exited")
 
     # ---------------------------------------------------------- connections
@@ -538,9 +553,10 @@ class Grid:
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
+        assert isinstance(reader, RequestReader)
         self._handlers.add(task)
         try:
-            await self._converse(reader, writer)
+            await self._converse(task, reader, writer)
         except ConnectionError:
             pass
         except asyncio.CancelledError:
@@ -555,60 +571,113 @@ class Grid:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(writer.wait_closed(), STOP_GRACE)
 
-    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._handlers) > self._max_connections:
+    async def _converse(
+        self, key: object, reader: RequestReader, writer: asyncio.StreamWriter
+    ) -> None:
+        peer = peer_of(writer.get_extra_info("socket"))
+        if peer.uid is not None and peer.uid != os.geteuid():
+            log.warning("refused a connection from another user (uid %d)", peer.uid)
+            return
+        evicted: list[asyncio.StreamWriter] = []
+        if not self._table.admit(key, reader, writer, evicted=evicted):
             log.warning("refused a connection: too many connections")
-            await self._send(writer, encode_error(ErrorWord.CAPACITY))
+            await self._reply(writer, encode_error(ErrorWord.CAPACITY))
             return
-        uid = _peer_uid(writer)
-        if uid is not None and uid != os.geteuid():
-            log.warning("refused a connection from another user (uid %d)", uid)
-            return
-        while not self._stopping:
-            line = await self._read_line(reader, writer)
-            if line is None:
-                return
-            try:
-                request = parse_request(line)
-            except ProtocolError as exc:
-                log.warning("refused a request: %s (%s)", exc.word.value, exc.reason)
-                await self._send(writer, encode_error(exc.word))
-                continue
-            if isinstance(request, SubscribeRequest):
-                await self._stream(reader, writer)
-                return
-            if isinstance(request, ShutdownRequest):
-                log.info("shutdown requested")
-                await self._send(writer, encode_reply(EmptyReply()))
-                self.request_stop()
-                return
-            await self._send(writer, self._answer(request))
-
-    async def _read_line(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> bytes | None:
         try:
-            line = await asyncio.wait_for(reader.readuntil(b"\n"), self._request_timeout)
+            self._make_room(evicted)
+            line = await self._read_request(reader, writer)
+            self._table.arrived(key)
+            if line is not None:
+                await self._serve_request(line, peer, reader, writer)
+        finally:
+            self._table.close(key)
+
+    @staticmethod
+    def _make_room(evicted: list[asyncio.StreamWriter]) -> None:
+        for writer in evicted:
+            log.warning("closed a connection that sent no request, to make room")
+            if not writer.is_closing():
+                writer.write(encode_error(ErrorWord.CAPACITY))
+            writer.close()  # its handler sees the end of the stream and leaves
+
+    async def _read_request(
+        self, reader: RequestReader, writer: asyncio.StreamWriter
+    ) -> bytes | None:
+        """The one request line, or ``None`` (nothing came in time, or the peer left)."""
+        line = b""
+        try:
+            async with asyncio.timeout(self._idle_timeout) as deadline:
+                line = await reader.readexactly(1)
+                if line != b"\n":
+                    deadline.reschedule(asyncio.get_running_loop().time()
+                                        + self._request_timeout)
+                    line += await reader.readuntil(b"\n")
         except asyncio.IncompleteReadError as exc:
             # The peer closed its side; a last line without its newline still counts.
-            return exc.partial if exc.partial.strip() else None
+            line += exc.partial
+            if not line.strip():
+                return None
         except asyncio.LimitOverrunError:
-            log.warning("refused a request: too-large (a line over %d bytes)", MAX_LINE)
-            await self._send(writer, encode_error(ErrorWord.TOO_LARGE))
+            await self._too_large(writer)
             return None
         except TimeoutError:
+            log.info("closed a connection that sent no complete request in time")
             return None
-        return line[:-1]
+        line = line.removesuffix(b"\n")
+        if len(line) > MAX_LINE:  # the first byte was read on its own, past the reader's limit
+            await self._too_large(writer)
+            return None
+        return line
+
+    async def _too_large(self, writer: asyncio.StreamWriter) -> None:
+        log.warning("refused a request: too-large (a line over %d bytes)", MAX_LINE)
+        await self._reply(writer, encode_error(ErrorWord.TOO_LARGE))
+
+    async def _serve_request(
+        self, line: bytes, peer: Peer, reader: RequestReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            request = parse_request(line)
+        except ProtocolError as exc:
+            log.warning("refused a request: %s (%s)", exc.word.value, exc.reason)
+            await self._reply(writer, encode_error(exc.word))
+            return
+        if isinstance(request, ShutdownRequest):
+            log.info("shutdown requested")
+            await self._reply(writer, encode_reply(EmptyReply()))
+            self.request_stop()
+            return
+        if not isinstance(request, _HOLDING):
+            # A short answer, written at once: nothing to hold, nothing to refuse for room.
+            await self._reply(writer, self._answer(request, peer))
+            return
+        with self._table.hold() as held:
+            if not held:
+                log.warning("refused %s: capacity (too many connections held)",
+                            request.op.value)
+                await self._reply(writer, encode_error(ErrorWord.CAPACITY))
+            elif isinstance(request, SubscribeRequest):
+                await self._stream(reader, writer)
+            else:
+                await self._reply(writer, self._answer(request, peer))
+
+    async def _reply(self, writer: asyncio.StreamWriter, line: bytes) -> None:
+        """Write one answer; a peer that does not take it in time is cut off."""
+        writer.write(line)
+        try:
+            await asyncio.wait_for(writer.drain(), self._request_timeout)
+        except TimeoutError:
+            writer.transport.abort()
 
     @staticmethod
     async def _send(writer: asyncio.StreamWriter, line: bytes) -> None:
         writer.write(line)
         await writer.drain()
 
-    def _answer(self, request: Request) -> bytes:
+    def _answer(self, request: Request, peer: Peer) -> bytes:
         op = request.op.value
         try:
-            reply = self._dispatch(request)
+            reply = self._dispatch(request, peer)
         except ProtocolError as exc:
             level = logging.INFO if exc.word is ErrorWord.UNKNOWN_TERMINAL else logging.WARNING
             log.log(level, "refused %s: %s (%s)", op, exc.word.value, exc.reason)
@@ -618,12 +687,13 @@ class Grid:
             return encode_error(ErrorWord.INTERNAL)
         return encode_reply(reply)
 
-    def _dispatch(self, request: Request) -> object:
+    def _dispatch(self, request: Request, peer: Peer) -> object:
         if isinstance(request, HelloRequest):
             return HelloReply(server=SERVER_NAME, version=__version__, pid=os.getpid(),
                               started_at=self._started_at,
                               terminals=sum(map(self._live, self._terminals.values())))
         if isinstance(request, RegisterRequest):
+            self._check_launcher(request.launcher_pid, peer)
             try:
                 return self._register(request)
             except ValueError:
@@ -643,6 +713,16 @@ class Grid:
                 raise ProtocolError(ErrorWord.UNKNOWN_TERMINAL, "explain: not a live terminal")
             return ExplainReply(entry=entry, explanation=dict(explanation))
         raise ProtocolError(ErrorWord.UNKNOWN_OP, f"{request.op.value} is not answered here")
+
+    @staticmethod
+    def _check_launcher(claimed: int, peer: Peer) -> None:
+        """Refuse a launcher that is gone, or that the caller may not claim."""
+        if not process_alive(claimed):
+            raise ProtocolError(ErrorWord.LAUNCHER_GONE, "the launcher is not running")
+        # Without the peer's pid (no SO_PEERCRED here) the claim cannot be checked.
+        if peer.pid is not None and not vouches_for(peer.pid, claimed):
+            raise ProtocolError(ErrorWord.UNAUTHORIZED,
+                                "register: the launcher is neither the caller nor its ancestor")
 
     def _authorize(self, terminal: str, token: str, op: str) -> None:
         if not self._credentials.verify(terminal, token):
