@@ -273,3 +273,27 @@ def test_harnesses_offer_only_the_transports_clanker_has(monkeypatch: pytest.Mon
     with override_registry(registry):
         [record] = json.loads(invoke("harnesses", "--json").stdout)
     assert record["operations"]["fork"]["transports"] == ["local"]
+
+
+def test_a_launch_whose_attention_is_declined_says_why_once(
+    fake_bin: Path, tmp_path: Path
+) -> None:
+    from clanker import hookimpl
+    from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
+
+    class Declining:
+        interpreter = None
+        resume_preserves_session_id = False
+
+        def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
+            return Declined(reason="--settings owns the hooks; launch without it")
+
+    plugin = make_plugin()
+    type(plugin).clanker_attention = hookimpl(lambda self: Declining())  # type: ignore[attr-defined]
+    registry = Registry.from_plugins({"fake-agent": plugin}, environ={})
+    with override_registry(registry):
+        result = CliRunner().invoke(cli, ["launch", "fake-agent", "--cwd", str(tmp_path)])
+    assert result.exit_code == 0
+    assert result.stderr == "clanker: attention: --settings owns the hooks; launch without it\n"
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert record["env"] == ["CLANKER_HOME"]  # no credential the harness would not use

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan
+from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
 from clanker.environment.local import LocalFiles
 from clanker.grid.client import GridClient
 from clanker.grid.daemon import grid_location
@@ -45,10 +45,10 @@ class FakeCapability:
         self.answer = answer
         self.contexts: list[AttachmentContext] = []
 
-    def prepare(self, context: AttachmentContext) -> AttachmentPlan | None:
+    def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         self.contexts.append(context)
         if self.answer == "conflict":
-            return None
+            return Declined(reason="--own-settings owns the hooks; launch without it")
         if self.answer == "raise":
             raise OSError("the provider could not write its files")
         return AttachmentPlan(argv=(*context.argv, "--hooked"), env={"PROVIDER_VAR": "1"})
@@ -138,14 +138,20 @@ def test_the_hook_command_reaches_the_broker(tmp_path: Path, interpreter: Path) 
     assert (state / "poison").exists()  # the refused delivery failed the transaction
 
 
-def test_a_configuration_conflict_leaves_an_ordinary_launch(
+def test_a_configuration_conflict_leaves_an_ordinary_launch_listed_without_attention(
     tmp_path: Path, interpreter: Path
 ) -> None:
     capability = FakeCapability(interpreter, answer="conflict")
     step = _attach(capability, tmp_path)
     attachments = prepare_attachments(_base(tmp_path), [step])
+    # The harness runs as it would without clanker: no argv, no credential added.
     assert attachments.state == _base(tmp_path)
     assert attachments.failed_optional == ()
+    assert attachments.notices == ("attention: --own-settings owns the hooks; launch without it",)
+    [entry] = _client().list_terminals()
+    assert entry.attention == "unavailable"
+    assert entry.unavailable == "--own-settings owns the hooks; launch without it"
+    attachments.dispose()
     assert _terminals() == []
     assert not capability.contexts[0].private_dir.exists()
 

@@ -30,7 +30,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clanker.attention.capability import AttachmentContext, AttentionCapability
+from clanker.attention.capability import (
+    AttachmentContext,
+    AttachmentPlan,
+    AttentionCapability,
+    Declined,
+)
 from clanker.capabilities import Capability
 from clanker.launch.attention import write_hook_command
 from clanker.testing.attention import check_interpretation, load_interpreter
@@ -733,7 +738,7 @@ def test_prepare_installs_the_plugin_and_keeps_the_launch(tmp_path: Path) -> Non
     home.mkdir()
     private.mkdir(mode=0o700)
     plan = AgyAttention().prepare(context(home, private))
-    assert plan is not None
+    assert isinstance(plan, AttachmentPlan)
     assert plan.argv is None and dict(plan.env) == {}
     directory = home / ".gemini" / "config" / "plugins" / PLUGIN_NAME
     assert plugin_dir({"HOME": str(home)}) == directory
@@ -751,12 +756,13 @@ def test_prepare_declines_an_unowned_directory(tmp_path: Path) -> None:
     directory = home / ".gemini" / "config" / "plugins" / PLUGIN_NAME
     directory.mkdir(parents=True)
     (directory / "hooks.json").write_text('{"the-users": {}}')
-    assert AgyAttention().prepare(context(home, private)) is None
+    assert isinstance(AgyAttention().prepare(context(home, private)), Declined)
     assert sorted(p.name for p in directory.iterdir()) == ["hooks.json"]
 
 
 def test_prepare_without_a_usable_home_declines(tmp_path: Path) -> None:
-    assert AgyAttention().prepare(context(None, tmp_path, HOME="relative/home")) is None
+    plan = AgyAttention().prepare(context(None, tmp_path, HOME="relative/home"))
+    assert isinstance(plan, Declined)
 
 
 def test_prepare_without_the_hook_command_is_an_operational_failure(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clanker.attention.capability import AttachmentPlan, AttentionCapability
+from clanker.attention.capability import AttachmentPlan, AttentionCapability, Declined
 from clanker.capabilities import Capability
 from clanker.testing.attention import check_interpretation, load_interpreter
 from clanker.testing.commit import installed_provider
@@ -361,7 +361,7 @@ def test_prepare_writes_only_clankers_hooks_and_adds_settings_first(
         launch: dict[str, Any]) -> None:
     flags = ("--add-dir", "/a", "/b", "--permission-mode", "plan")
     plan = prepare(launch, flags=flags)
-    assert plan is not None
+    assert isinstance(plan, AttachmentPlan)
     path = launch["private"] / SETTINGS_FILE
     assert plan.argv == ("claude", "--settings", str(path), "--model", "sonnet", *flags)
     assert dict(plan.env) == {}
@@ -393,12 +393,16 @@ def test_prepare_keeps_the_users_settings_untouched(launch: dict[str, Any]) -> N
 ])
 def test_flags_that_own_the_settings_decline(launch: dict[str, Any],
                                              flags: tuple[str, ...]) -> None:
-    assert prepare(launch, flags=flags) is None
+    plan = prepare(launch, flags=flags)
+    assert isinstance(plan, Declined)
+    # It names the option that caused it, so the person knows what to drop.
+    named = [w.partition("=")[0] for w in flags if w.startswith("--") and w != "--add-dir"]
+    assert any(option in plan.reason for option in named)
     assert not (launch["private"] / SETTINGS_FILE).exists()
 
 
 def test_flag_words_after_double_dash_are_prompt_text(launch: dict[str, Any]) -> None:
-    assert prepare(launch, flags=("--", "--bare", "--settings")) is not None
+    assert isinstance(prepare(launch, flags=("--", "--bare", "--settings")), AttachmentPlan)
 
 
 @pytest.mark.parametrize("variable", ["CLAUDE_CODE_SIMPLE", "CLAUDE_CODE_SAFE_MODE"])
@@ -408,7 +412,7 @@ def test_flag_words_after_double_dash_are_prompt_text(launch: dict[str, Any]) ->
 ])
 def test_variables_that_skip_hooks_decline(launch: dict[str, Any], variable: str, value: str,
                                            declined: bool) -> None:
-    assert (prepare(launch, env={variable: value}) is None) is declined
+    assert isinstance(prepare(launch, env={variable: value}), Declined) is declined
 
 
 def _write(path: Path, text: str) -> None:
@@ -425,13 +429,13 @@ def test_disable_all_hooks_in_a_loaded_source_declines(launch: dict[str, Any],
         "local": launch["cwd"] / ".claude" / "settings.local.json",
     }[where]
     _write(path, '{"disableAllHooks": true}')
-    assert prepare(launch) is None
+    assert isinstance(prepare(launch), Declined)
     # A source the user leaves out with --setting-sources does not count.
     others = ",".join(s for s in ("user", "project", "local") if s != where)
     assert prepare(launch, flags=("--setting-sources", others)) is not None
     assert prepare(launch, flags=(f"--setting-sources={others}",)) is not None
     assert prepare(launch, flags=("--setting-sources", "")) is not None
-    assert prepare(launch, flags=("--setting-sources", f"{others},{where}")) is None
+    assert isinstance(prepare(launch, flags=("--setting-sources", f"{others},{where}")), Declined)
     _write(path, '{"disableAllHooks": false, "hooks": {}}')
     assert prepare(launch) is not None
 
@@ -442,24 +446,24 @@ def test_disable_all_hooks_in_a_loaded_source_declines(launch: dict[str, Any],
 ])
 def test_unreadable_user_settings_decline(launch: dict[str, Any], text: str) -> None:
     _write(launch["home"] / ".claude" / "settings.json", text)
-    assert prepare(launch) is None
+    assert isinstance(prepare(launch), Declined)
 
 
 def test_oversized_or_odd_settings_files_decline(launch: dict[str, Any]) -> None:
     settings_path = launch["cwd"] / ".claude" / "settings.json"
     _write(settings_path, "{" + " " * MAX_SETTINGS_BYTES + "}")
-    assert prepare(launch) is None
+    assert isinstance(prepare(launch), Declined)
     settings_path.unlink()
     settings_path.mkdir()
-    assert prepare(launch) is None
+    assert isinstance(prepare(launch), Declined)
     settings_path.rmdir()
     os.mkfifo(settings_path)  # never blocks: opened without waiting for a writer
-    assert prepare(launch) is None
+    assert isinstance(prepare(launch), Declined)
 
 
 def test_a_relative_config_dir_is_the_launch_directorys(launch: dict[str, Any]) -> None:
     _write(launch["cwd"] / "cfg" / "settings.json", '{"disableAllHooks": true}')
-    assert prepare(launch, env={"CLAUDE_CONFIG_DIR": "cfg"}) is None
+    assert isinstance(prepare(launch, env={"CLAUDE_CONFIG_DIR": "cfg"}), Declined)
     assert prepare(launch, env={"CLAUDE_CONFIG_DIR": "elsewhere"}) is not None
 
 
@@ -469,7 +473,7 @@ def test_without_config_dir_the_home_directory_is_read(launch: dict[str, Any]) -
         argv=("claude",), env={"HOME": str(launch["home"]),
                                "CLANKER_ATTENTION_COMMAND": launch["command"]},
         cwd=str(launch["cwd"]), private_dir=launch["private"])
-    assert ClaudeAttention(policy_dir=launch["policy"]).prepare(context) is None
+    assert isinstance(ClaudeAttention(policy_dir=launch["policy"]).prepare(context), Declined)
 
 
 @pytest.mark.parametrize("policy", [
@@ -481,7 +485,7 @@ def test_managed_policy_that_keeps_only_its_hooks_declines(
         launch: dict[str, Any], policy: dict[str, object], drop_in: bool) -> None:
     name = "managed-settings.d/10-org.json" if drop_in else "managed-settings.json"
     _write(launch["policy"] / name, json.dumps(policy))
-    assert prepare(launch) is None
+    assert isinstance(prepare(launch), Declined)
 
 
 def test_harmless_or_malformed_policy(launch: dict[str, Any]) -> None:
@@ -491,7 +495,7 @@ def test_harmless_or_malformed_policy(launch: dict[str, Any]) -> None:
     _write(launch["policy"] / "managed-settings.d" / "notes.txt", "{broken")
     assert prepare(launch) is not None
     _write(launch["policy"] / "managed-settings.d" / "20-x.json", "{broken")
-    assert prepare(launch) is None
+    assert isinstance(prepare(launch), Declined)
 
 
 def test_a_launch_without_the_hook_command_is_an_operational_failure(
@@ -531,7 +535,7 @@ def test_real_launch_runs_our_hook_beside_the_users(tmp_path: Path) -> None:
     plan = ClaudeAttention(policy_dir=tmp_path / "no-policy").prepare(attachment_context(
         argv=("claude", *flags), env=environ, cwd=str(work), private_dir=private,
         user_flags=flags))
-    assert plan is not None and plan.argv is not None
+    assert isinstance(plan, AttachmentPlan) and plan.argv is not None
     subprocess.run(plan.argv, cwd=work, env=environ, stdin=subprocess.DEVNULL,
                    capture_output=True, timeout=120, check=False)
     payloads = [json.loads(p.read_text()) for p in captured.iterdir()]

@@ -15,7 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clanker.attention.capability import AttachmentContext, AttentionCapability
+from clanker.attention.capability import (
+    AttachmentContext,
+    AttachmentPlan,
+    AttentionCapability,
+    Declined,
+)
 from clanker.testing.attention import check_interpretation, load_interpreter
 from clanker.testing.doubles import attachment_context
 from clanker_codex.attention import (
@@ -464,7 +469,7 @@ def test_the_hooks_go_right_after_the_executable(home: Path, tmp_path: Path) -> 
     )).argv
     plan = attention(tmp_path).prepare(context(home, tmp_path, argv=argv[:-1],
                                                user_flags=("--search",)))
-    assert plan is not None
+    assert isinstance(plan, AttachmentPlan)
     assert plan.argv == ("codex", *hook_arguments(), "-m", "gpt-6.2-sol", "-C", "/w",
                          "resume", session, "--search")
     assert dict(plan.env) == {}
@@ -515,7 +520,7 @@ def test_hook_review_bookkeeping_is_not_a_conflict(home: Path, tmp_path: Path) -
 )
 def test_user_config_conflicts(home: Path, tmp_path: Path, config: str) -> None:
     (home / "config.toml").write_text(config)
-    assert attention(tmp_path).prepare(context(home, tmp_path)) is None
+    assert isinstance(attention(tmp_path).prepare(context(home, tmp_path)), Declined)
 
 
 def test_an_empty_hooks_table_defines_nothing(home: Path, tmp_path: Path) -> None:
@@ -526,23 +531,23 @@ def test_an_empty_hooks_table_defines_nothing(home: Path, tmp_path: Path) -> Non
 def test_unreadable_config_is_a_conflict(home: Path, tmp_path: Path) -> None:
     config = home / "config.toml"
     config.write_bytes(b'model = "\xff"\n')
-    assert attention(tmp_path).prepare(context(home, tmp_path)) is None
+    assert isinstance(attention(tmp_path).prepare(context(home, tmp_path)), Declined)
     config.write_text("# " + "x" * (1 << 20) + "\n")
-    assert attention(tmp_path).prepare(context(home, tmp_path)) is None
+    assert isinstance(attention(tmp_path).prepare(context(home, tmp_path)), Declined)
     config.unlink()
     config.mkdir()
-    assert attention(tmp_path).prepare(context(home, tmp_path)) is None
+    assert isinstance(attention(tmp_path).prepare(context(home, tmp_path)), Declined)
 
 
 def test_a_hooks_json_is_a_conflict(home: Path, tmp_path: Path) -> None:
     (home / "hooks.json").write_text('{"hooks": {}}')
-    assert attention(tmp_path).prepare(context(home, tmp_path)) is None
+    assert isinstance(attention(tmp_path).prepare(context(home, tmp_path)), Declined)
 
 
 def test_managed_hooks_only_is_a_conflict(home: Path, tmp_path: Path) -> None:
     policy = tmp_path / "requirements.toml"
     policy.write_text("allow_managed_hooks_only = true\n")
-    assert CodexAttention(policy_file=policy).prepare(context(home, tmp_path)) is None
+    assert isinstance(CodexAttention(policy_file=policy).prepare(context(home, tmp_path)), Declined)
     policy.write_text("allow_managed_hooks_only = false\n")
     assert CodexAttention(policy_file=policy).prepare(context(home, tmp_path)) is not None
 
@@ -561,7 +566,10 @@ def test_managed_hooks_only_is_a_conflict(home: Path, tmp_path: Path) -> None:
 def test_flags_that_own_hooks_or_profiles_conflict(
     home: Path, tmp_path: Path, flags: tuple[str, ...]
 ) -> None:
-    assert attention(tmp_path).prepare(context(home, tmp_path, user_flags=flags)) is None
+    plan = attention(tmp_path).prepare(context(home, tmp_path, user_flags=flags))
+    assert isinstance(plan, Declined)
+    # The reason names the option the person passed, so they know what to drop.
+    assert any(option in plan.reason for option in ("--profile", "-c ", "--disable"))
 
 
 @pytest.mark.parametrize(
@@ -582,9 +590,9 @@ def test_codex_home_defaults_to_dot_codex_and_must_be_known(tmp_path: Path) -> N
     ctx = context(default, tmp_path)
     env = {k: v for k, v in ctx.env.items() if k != "CODEX_HOME"}
     ctx = attachment_context(argv=ctx.argv, env=env, cwd=ctx.cwd, private_dir=ctx.private_dir)
-    assert attention(tmp_path).prepare(ctx) is None  # ~/.codex/hooks.json was found
+    assert isinstance(attention(tmp_path).prepare(ctx), Declined)  # ~/.codex/hooks.json was found
     relative = context(default, tmp_path, CODEX_HOME="relative/home")
-    assert attention(tmp_path).prepare(relative) is None
+    assert isinstance(attention(tmp_path).prepare(relative), Declined)
 
 
 def test_a_missing_hook_command_is_an_operational_failure(home: Path, tmp_path: Path) -> None:

@@ -29,7 +29,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clanker.attention.capability import AttachmentContext, AttentionCapability
+from clanker.attention.capability import (
+    AttachmentContext,
+    AttachmentPlan,
+    AttentionCapability,
+    Declined,
+)
 from clanker.attention.envelope import parse_envelope
 from clanker.capabilities import Capability
 from clanker.grid.client import Registration
@@ -624,7 +629,7 @@ def test_prepare_builds_a_launch_owned_bundled_directory(tmp_path: Path) -> None
     bundled = fake_bundled(tmp_path)
     plan = HermesAttention().prepare(context(tmp_path / "launch",
                                              env={BUNDLED_ENV: str(bundled), "PATH": "/bin"}))
-    assert plan is not None
+    assert isinstance(plan, AttachmentPlan)
     assert plan.argv is None
     mirror = Path(plan.env[BUNDLED_ENV])
     assert mirror.parent == tmp_path / "launch"
@@ -651,7 +656,7 @@ def test_safe_mode_is_a_conflict(tmp_path: Path, flags: tuple[str, ...],
                                  env: dict[str, str]) -> None:
     bundled = fake_bundled(tmp_path)
     ctx = context(tmp_path / "launch", env={BUNDLED_ENV: str(bundled), **env}, flags=flags)
-    assert HermesAttention().prepare(ctx) is None
+    assert isinstance(HermesAttention().prepare(ctx), Declined)
     assert list((tmp_path / "launch").iterdir()) == []
 
 
@@ -665,16 +670,16 @@ def test_a_flag_after_the_separator_is_not_safe_mode(tmp_path: Path) -> None:
 def test_an_existing_entry_of_our_name_is_not_hidden(tmp_path: Path) -> None:
     bundled = fake_bundled(tmp_path)
     (bundled / PLUGIN_NAME).mkdir()
-    assert HermesAttention().prepare(
-        context(tmp_path / "launch", env={BUNDLED_ENV: str(bundled)})) is None
+    plan = HermesAttention().prepare(context(tmp_path / "launch", env={BUNDLED_ENV: str(bundled)}))
+    assert isinstance(plan, Declined) and PLUGIN_NAME in plan.reason
 
 
 def test_no_hermes_installation_means_no_attention(tmp_path: Path) -> None:
     # An interpreter without hermes_cli: the bundled directory cannot be found.
     env = {"HERMES_PYTHON": sys.executable, "HOME": str(tmp_path), "PATH": "/bin"}
-    assert HermesAttention().prepare(context(tmp_path / "launch", env=env)) is None
+    assert isinstance(HermesAttention().prepare(context(tmp_path / "launch", env=env)), Declined)
     env = {"HOME": str(tmp_path), "PATH": str(tmp_path / "empty")}
-    assert HermesAttention().prepare(context(tmp_path / "launch", env=env)) is None
+    assert isinstance(HermesAttention().prepare(context(tmp_path / "launch", env=env)), Declined)
 
 
 # -- the installed CLI -------------------------------------------------------------------------
@@ -701,7 +706,7 @@ def test_real_hermes_loads_the_plugin_and_reports_a_turn(
         "CLANKER_ATTENTION_TOKEN": registration.token,
     }
     plan = HermesAttention().prepare(context(short_dir / "launch", env=env))
-    assert plan is not None
+    assert isinstance(plan, AttachmentPlan)
     mirror = Path(plan.env[BUNDLED_ENV])
     process = subprocess.Popen(["hermes", "-z", "hi"], env={**env, **plan.env}, cwd=short_dir,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -27,7 +27,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clanker.attention.capability import AttachmentContext, AttentionCapability
+from clanker.attention.capability import (
+    AttachmentContext,
+    AttachmentPlan,
+    AttentionCapability,
+    Declined,
+)
 from clanker.attention.presentation import Attention, derive_attention
 from clanker.capabilities import Capability
 from clanker.grid.server import Grid
@@ -435,7 +440,8 @@ def test_prepare_without_a_subcommand_puts_it_after_the_executable(tmp_path: Pat
 ])
 def test_a_user_who_decides_extensions_is_a_conflict(tmp_path: Path,
                                                      flags: tuple[str, ...]) -> None:
-    assert OmpAttention().prepare(context(tmp_path, ("omp", "launch", *flags), flags)) is None
+    plan = OmpAttention().prepare(context(tmp_path, ("omp", "launch", *flags), flags))
+    assert isinstance(plan, Declined) and "--trusted-extension" in plan.reason
     assert list((tmp_path / "private").iterdir()) == []
 
 
@@ -507,7 +513,7 @@ def test_real_omp_loads_the_extension_and_reports_its_session(
             argv = ("omp", "launch", "--model", "loopback/probe-model", *flags)
             plan = OmpAttention().prepare(attachment_context(
                 argv=argv, env=environ, cwd=str(work), private_dir=short_dir, user_flags=flags))
-            assert plan is not None and plan.argv is not None
+            assert isinstance(plan, AttachmentPlan) and plan.argv is not None
             stop = threading.Event()
             tui = threading.Thread(target=_run_tui, args=(plan.argv, environ, work, stop))
             tui.start()

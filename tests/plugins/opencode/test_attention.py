@@ -28,7 +28,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import clanker_opencode
-from clanker.attention.capability import AttachmentContext, AttentionCapability
+from clanker.attention.capability import (
+    AttachmentContext,
+    AttachmentPlan,
+    AttentionCapability,
+    Declined,
+)
 from clanker.attention.envelope import parse_envelope
 from clanker.capabilities import Capability
 from clanker.grid.server import Grid
@@ -166,7 +171,7 @@ class GridDouble:
 def install(tmp_path: Path) -> Path:
     """The plugin file exactly where ``prepare()`` puts it."""
     plan = OpenCodeAttention().prepare(context(tmp_path))
-    assert plan is not None
+    assert isinstance(plan, AttachmentPlan)
     return tmp_path / "private" / PLUGIN_FILE_NAME
 
 
@@ -255,7 +260,7 @@ def test_the_plugin_declares_the_capability() -> None:
 def test_prepare_installs_the_plugin_and_points_opencode_at_it(tmp_path: Path) -> None:
     ctx = context(tmp_path, flags=("--model", "x/y"))
     plan = OpenCodeAttention().prepare(ctx)
-    assert plan is not None
+    assert isinstance(plan, AttachmentPlan)
     assert plan.argv is None  # the argv stays the user's
     installed = ctx.private_dir / PLUGIN_FILE_NAME
     assert installed.read_bytes() == PLUGIN_SOURCE.read_bytes()
@@ -282,7 +287,7 @@ def test_the_plugin_ships_inside_the_package() -> None:
 def test_what_the_user_owns_declines_attention(tmp_path: Path, env: dict[str, str],
                                                 flags: tuple[str, ...]) -> None:
     ctx = context(tmp_path, env, flags)
-    assert OpenCodeAttention().prepare(ctx) is None
+    assert isinstance(OpenCodeAttention().prepare(ctx), Declined)
     assert list(ctx.private_dir.iterdir()) == []  # nothing written
 
 
@@ -304,7 +309,7 @@ def test_what_does_not_conflict(tmp_path: Path, env: dict[str, str],
 def test_flags_without_pure_never_decline(flags: list[str]) -> None:
     with tempfile.TemporaryDirectory() as directory:
         plan = OpenCodeAttention().prepare(context(Path(directory), flags=tuple(flags)))
-        assert plan is not None
+        assert isinstance(plan, AttachmentPlan)
 
 
 def test_a_launch_without_credentials_is_an_operational_failure(tmp_path: Path) -> None:
@@ -568,7 +573,7 @@ def test_real_opencode_loads_the_plugin_and_reports_a_failed_turn(tmp_path: Path
             }
             plan = OpenCodeAttention().prepare(attachment_context(
                 argv=(opencode,), env=env, cwd=str(project), private_dir=private))
-            assert plan is not None
+            assert isinstance(plan, AttachmentPlan)
             process = await asyncio.create_subprocess_exec(
                 opencode, "run", "--title", "probe", "hi", cwd=project,
                 env={**env, **plan.env}, stdin=asyncio.subprocess.DEVNULL,

@@ -18,7 +18,12 @@ from hypothesis import strategies as st
 
 import clanker_pi
 from clanker.attention.broker import Broker, Decision
-from clanker.attention.capability import AttachmentContext, AttentionCapability
+from clanker.attention.capability import (
+    AttachmentContext,
+    AttachmentPlan,
+    AttentionCapability,
+    Declined,
+)
 from clanker.attention.envelope import parse_envelope
 from clanker.capabilities import Capability
 from clanker.testing.attention import GridDouble, running_grid
@@ -318,7 +323,7 @@ def test_the_extension_comes_first_and_the_rest_keeps_its_order(
 ) -> None:
     ctx = context(tmp_path, argv, user_flags=argv[1:])
     plan = PiAttention().prepare(ctx)
-    assert plan is not None and plan.argv is not None
+    assert isinstance(plan, AttachmentPlan) and plan.argv is not None
     target = ctx.private_dir / EXTENSION_NAME
     assert plan.argv == (argv[0], "--extension", str(target), *argv[1:])
     assert target.read_bytes() == EXTENSION.read_bytes()
@@ -332,9 +337,9 @@ def test_the_user_flags_stay_contiguous_and_in_order(tmp_path: Path, rest: list[
     ctx = context(tmp_path, ("pi", *rest), user_flags=tuple(rest))
     plan = PiAttention().prepare(ctx)
     if rest and rest[0] in SUBCOMMANDS:
-        assert plan is None
+        assert isinstance(plan, Declined)
         return
-    assert plan is not None and plan.argv is not None
+    assert isinstance(plan, AttachmentPlan) and plan.argv is not None
     assert plan.argv[:2] == ("pi", "--extension")
     assert plan.argv[3:] == tuple(rest)
 
@@ -342,7 +347,7 @@ def test_the_user_flags_stay_contiguous_and_in_order(tmp_path: Path, rest: list[
 @pytest.mark.parametrize("word", sorted(SUBCOMMANDS))
 def test_a_subcommand_runs_no_agent_so_attention_declines(tmp_path: Path, word: str) -> None:
     ctx = context(tmp_path, ("pi", word, "--help"), user_flags=(word, "--help"))
-    assert PiAttention().prepare(ctx) is None
+    assert isinstance(PiAttention().prepare(ctx), Declined)
     assert list(ctx.private_dir.iterdir()) == []
 
 
@@ -378,7 +383,7 @@ def test_real_pi_loads_the_extension_and_reports_one_turn(
     ctx = context(short_dir, ("pi", "--offline", "--mode", "json", "--no-session",
                               "--model", "loopback/probe-model", "-p", "hi"))
     plan = PiAttention().prepare(ctx)
-    assert plan is not None and plan.argv is not None
+    assert isinstance(plan, AttachmentPlan) and plan.argv is not None
     env = {**grid_env(grid), "HOME": str(short_dir), "PI_CODING_AGENT_DIR": str(agent)}
     pi = shutil.which("pi")
     assert pi is not None

@@ -37,6 +37,7 @@ LABELS: Final = {
     "done": "done",
     "idle": "idle",
     "unknown": "unknown",
+    "unavailable": "attention unavailable",
 }
 _COLORS: Final = {"needs-input": "yellow", "done": "green", "failed": "red", "working": "cyan"}
 NOTIFY_STATES: Final = frozenset({"needs-input", "done"})
@@ -75,6 +76,7 @@ def entry_record(entry: TerminalEntry) -> dict[str, Any]:
         "revision": entry.revision.get("revision"),
         "snapshot": entry.revision.get("snapshot"),
         "failed_closed": entry.failed_closed,
+        "unavailable": entry.unavailable,
     }
 
 
@@ -316,6 +318,8 @@ def explain(terminal: str, as_json: bool) -> None:
     click.echo(f"  state      {_state(entry.attention)} since {relative_time(entry.since, now)}")
     click.echo(f"  launched   {relative_time(entry.registered_at, now)} by pid "
                f"{entry.launcher_pid} in {_place(entry.cwd)}")
+    if entry.unavailable:
+        click.echo(f"  why        {entry.unavailable}")
     recent = explanation.get("recent")
     for key, value in explanation.items():
         if key in ("terminal", "recent"):

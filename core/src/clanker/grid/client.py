@@ -29,6 +29,7 @@ from clanker.grid.errors import GridError, GridUnavailableError
 from clanker.grid.protocol import (
     MAX_LINE,
     MAX_REPLY,
+    DeclineRequest,
     DeliverReply,
     DeliverRequest,
     EmptyReply,
@@ -140,6 +141,10 @@ class GridClient:
     def retire(self, terminal: str, token: str) -> None:
         """Retire ``terminal`` and revoke its credential."""
         self._call(RetireRequest(terminal=terminal, token=token), EmptyReply)
+
+    def decline(self, terminal: str, token: str, reason: str) -> None:
+        """List ``terminal`` as running without attention, for ``reason`` (one line)."""
+        self._call(DeclineRequest(terminal=terminal, token=token, reason=reason), EmptyReply)
 
     def deliver(
         self, terminal: str, token: str, envelopes: Sequence[Mapping[str, object]]

@@ -128,10 +128,15 @@ class ErrorWord(enum.StrEnum):
     INTERNAL = "internal"  # a bug in the grid; the request changed nothing
 
 
+MAX_REASON: Final = 300
+"""The longest reason a ``decline`` may give (one sentence for a person)."""
+
+
 class Op(enum.StrEnum):
     HELLO = "hello"
     REGISTER = "register"
     RETIRE = "retire"
+    DECLINE = "decline"
     DELIVER = "deliver"
     LIST = "list"
     SUBSCRIBE = "subscribe"
@@ -247,6 +252,23 @@ class RetireRequest:
     token: str = field(validator=_token)
 
 
+def _reason(_: object, __: object, value: str) -> None:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_REASON \
+            or any(not c.isprintable() for c in value):
+        raise ValueError(f"reason: one printable line of at most {MAX_REASON} characters")
+
+
+@frozen(kw_only=True)
+class DeclineRequest:
+    """The launch runs without attention (the harness's own setup owns what it needs):
+    the terminal stays listed, as ``unavailable``, with the launcher's one-line reason."""
+
+    op: ClassVar[Op] = Op.DECLINE
+    terminal: str = field(validator=_terminal)
+    token: str = field(validator=_token)
+    reason: str = field(validator=_reason)
+
+
 @frozen(kw_only=True, repr=False)
 class DeliverRequest:
     """Envelopes to apply in order, and the hook bridge's running count of this terminal's
@@ -285,14 +307,14 @@ class ShutdownRequest:
 
 
 Request = (
-    HelloRequest | RegisterRequest | RetireRequest | DeliverRequest | ListRequest
-    | SubscribeRequest | ExplainRequest | ShutdownRequest
+    HelloRequest | RegisterRequest | RetireRequest | DeclineRequest | DeliverRequest
+    | ListRequest | SubscribeRequest | ExplainRequest | ShutdownRequest
 )
 
 _REQUESTS: Final[dict[Op, type[Any]]] = {
     cls.op: cls
     for cls in (
-        HelloRequest, RegisterRequest, RetireRequest, DeliverRequest, ListRequest,
+        HelloRequest, RegisterRequest, RetireRequest, DeclineRequest, DeliverRequest, ListRequest,
         SubscribeRequest, ExplainRequest, ShutdownRequest,
     )
 }
@@ -310,6 +332,8 @@ class TerminalEntry:
     seen (``unknown`` for a tombstone), ``since`` when it last changed, and
     ``location`` the agent's reported working directory or else the launch cwd.
     ``failed_closed`` is how many of its hook transactions failed closed.
+    ``unavailable`` is, for a launch that runs without attention (``attention``
+    is then ``unavailable``), the launcher's one-line reason.
     """
 
     terminal: str
@@ -323,6 +347,7 @@ class TerminalEntry:
     since: datetime
     revision: dict[str, Any]
     failed_closed: int = 0
+    unavailable: str | None = None
 
 
 @frozen(kw_only=True)

@@ -59,6 +59,7 @@ from clanker.grid.peers import Peer, peer_of, process_alive, vouches_for
 from clanker.grid.protocol import (
     MAX_LINE,
     MAX_SOCKET_PATH,
+    DeclineRequest,
     DeliverReply,
     DeliverRequest,
     EmptyReply,
@@ -139,6 +140,10 @@ class TerminalInfo:
     registered_at: datetime
 
 
+UNAVAILABLE: Final = "unavailable"
+"""The attention of a terminal whose launch runs without it."""
+
+
 @define
 class _Terminal:
     info: TerminalInfo
@@ -147,6 +152,7 @@ class _Terminal:
     since: datetime | None = None
     pidfd: int | None = None
     retiring: bool = False
+    unavailable: str | None = None  # the launch runs without attention: why
 
 
 class _Subscriber:
@@ -422,6 +428,7 @@ class Grid:
             location=reported or info.cwd, attention=record.attention, since=record.since,
             revision=dict(revision.to_json()),
             failed_closed=self._broker.failed_closed(info.terminal),
+            unavailable=record.unavailable,
         )
 
     def _register(self, request: RegisterRequest) -> Registration:
@@ -469,6 +476,18 @@ class Grid:
         log.info("terminal %s retired (%s)", terminal, reason)
         return True
 
+    def _decline(self, terminal: str, reason: str) -> None:
+        """List ``terminal`` as running without attention, and tell every watcher."""
+        record = self._terminals[terminal]
+        record.unavailable = reason
+        if record.revision is None or record.attention == UNAVAILABLE:
+            return
+        record.attention, record.since = UNAVAILABLE, self._clock()
+        line = encode_reply(StreamEvent(kind=StreamKind.REVISION, entry=self._entry(record)))
+        for subscriber in list(self._subscribers):
+            if not subscriber.offer(line):
+                self._drop(subscriber)
+
     def _publish(self, revision: Revision) -> None:
         """The broker's listener: record ``revision`` and fan it out to subscribers."""
         terminal = revision.terminal
@@ -479,7 +498,8 @@ class Grid:
             return
         self._published[terminal] = revision.revision
         record.revision = revision
-        attention = derive_attention(revision, 0).value
+        attention = derive_attention(revision, 0).value if record.unavailable is None else (
+            UNAVAILABLE)
         if record.since is None or attention != record.attention:
             record.attention = attention
             record.since = self._clock()
@@ -698,9 +718,12 @@ class Grid:
                 return self._register(request)
             except ValueError:
                 raise ProtocolError(ErrorWord.BAD_REQUEST, "register: invalid values") from None
-        if isinstance(request, RetireRequest):
-            self._authorize(request.terminal, request.token, "retire")
-            self._retire(request.terminal, "its launcher retired it")
+        if isinstance(request, RetireRequest | DeclineRequest):
+            self._authorize(request.terminal, request.token, request.op.value)
+            if isinstance(request, RetireRequest):
+                self._retire(request.terminal, "its launcher retired it")
+            else:
+                self._decline(request.terminal, request.reason)
             return EmptyReply()
         if isinstance(request, DeliverRequest):
             return self._deliver(request)

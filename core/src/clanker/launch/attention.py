@@ -145,7 +145,7 @@ class AttentionAttachment:
                 # The agent still runs and is still listed, as one whose attention is
                 # unavailable; the harness gets no credential it would not use.
                 log.info("attention: declined for %s: %s", self._harness, plan.reason)
-                client.decline(registration.terminal, registration.token)
+                client.decline(registration.terminal, registration.token, plan.reason)
                 return PreparedAttachment(dispose=dispose, notice=plan.reason)
             # Inside the guard: a plan the attachment refuses must release everything too.
             return PreparedAttachment(dispose=dispose, argv=plan.argv, env={**env, **plan.env},
