@@ -26,7 +26,7 @@ a ``kind`` (``docs/exit-codes.md``) unless a method says otherwise.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -394,7 +394,7 @@ class Clanker:
         """Why one agent is in its state (safe metadata only)."""
         return self._grid_client().explain(terminal)
 
-    def watch_agents(self) -> Iterator[StreamEvent]:
+    def watch_agents(self) -> Generator[StreamEvent, None, None]:
         """Every agent's current revision, then each change as it happens.
 
         Close the iterator to stop (``contextlib.closing``). Raises

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from clanker.cli.common import Failure, echo_json, json_option, relative_time
+from clanker.cli.common import Failure, echo_json, json_option, library, relative_time
 from clanker.errors import EXIT_GRID_UNAVAILABLE
 
 __all__ = ["GridFailure", "grid", "grid_errors"]
@@ -45,11 +45,10 @@ def grid() -> None:
 @grid.command()
 def start() -> None:
     """Start the grid unless it already runs."""
-    from clanker.grid import daemon
-
+    clanker = library()
     with grid_errors():
-        before = daemon.status()
-        found = before if before.running else daemon.start()
+        before = clanker.grid_status()
+        found = before if before.running else clanker.start_grid()
     verb = "was already running" if before.running else "started"
     click.echo(f"The grid {verb} (pid {found.pid}, socket {found.location.socket}).")
 
@@ -57,10 +56,8 @@ def start() -> None:
 @grid.command()
 def stop() -> None:
     """Stop the grid; running agents keep running, unwatched."""
-    from clanker.grid import daemon
-
     with grid_errors():
-        stopped = daemon.stop()
+        stopped = library().stop_grid()
     click.echo("The grid stopped." if stopped else "The grid is not running.")
 
 
@@ -68,10 +65,8 @@ def stop() -> None:
 @json_option
 def status(as_json: bool) -> None:
     """Say whether the grid runs (exit 0 either way)."""
-    from clanker.grid import daemon
-
     with grid_errors():
-        found = daemon.status()
+        found = library().grid_status()
     if as_json:
         record: dict[str, Any] = {
             "running": found.running,

@@ -20,12 +20,19 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from clanker.cli.common import Failure, echo_json, echo_table, json_option, relative_time
+from clanker.cli.common import (
+    Failure,
+    echo_json,
+    echo_table,
+    json_option,
+    library,
+    relative_time,
+)
 from clanker.cli.grid import GridFailure, grid_errors
 from clanker.errors import EXIT_USAGE
 
 if TYPE_CHECKING:
-    from clanker.grid.client import GridClient
+    from clanker.api import Clanker
     from clanker.grid.protocol import StreamEvent, TerminalEntry
 
 __all__ = ["attention", "entry_record", "status", "watch"]
@@ -44,21 +51,16 @@ NOTIFY_STATES: Final = frozenset({"needs-input", "done"})
 _NOTIFIER_TIMEOUT: Final = 5.0
 
 
-def _client() -> GridClient | None:
-    """A client for the running grid, or ``None`` when none runs (never starts one)."""
-    from clanker.grid import daemon
-    from clanker.grid.client import GridClient
-
+def _running(clanker: Clanker) -> bool:
     with grid_errors():
-        found = daemon.status()
-    return GridClient(found.location.socket) if found.running else None
+        return clanker.grid_status().running
 
 
-def _require_client() -> GridClient:
-    client = _client()
-    if client is None:
+def _require_grid() -> Clanker:
+    clanker = library()
+    if not _running(clanker):
         raise GridFailure("the grid is not running (start it with `clanker grid start`)")
-    return client
+    return clanker
 
 
 def entry_record(entry: TerminalEntry) -> dict[str, Any]:
@@ -117,22 +119,14 @@ def status(as_json: bool) -> None:
 
     When no grid is running nothing is, and this says so (exit 0).
     """
-    client = _client()
-    entries: list[TerminalEntry] = []
-    if client is not None:
-        with grid_errors():
-            try:
-                entries = client.list_terminals()
-            except Exception as exc:
-                from clanker.grid.errors import GridUnavailableError
-
-                if not isinstance(exc, GridUnavailableError):
-                    raise
-                client = None  # it stopped in between: nothing runs
+    clanker = library()
+    running = _running(clanker)
+    with grid_errors():
+        entries = clanker.agents() if running else []  # empty if it stopped in between
     if as_json:
         echo_json([entry_record(e) for e in entries])
         return
-    if client is None:
+    if not running:
         click.echo("Nothing is running (the grid is not running).")
         return
     if not entries:
@@ -187,10 +181,11 @@ def _headline(entry: TerminalEntry) -> str:
     return f"{entry.harness} {what} in {_place(entry.location)}"
 
 
-def _events(client: GridClient) -> Iterator[StreamEvent]:
+def _events(clanker: Clanker) -> Iterator[StreamEvent]:
     from clanker.grid.errors import GridError
 
-    events = client.subscribe()
+    with grid_errors():
+        events = clanker.watch_agents()
     try:
         yield from events
     except GridError as exc:
@@ -226,13 +221,13 @@ def watch(as_json: bool, notify: bool) -> None:
     """
     from clanker.grid.protocol import StreamKind
 
-    client = _require_client()
+    clanker = _require_grid()
     notifier = Notifier(bell_stream=sys.stderr if as_json else sys.stdout) if notify else None
     entries: dict[str, TerminalEntry] = {}
     clear = not as_json and sys.stdout.isatty()
     synced = False
     try:
-        for event in _events(client):
+        for event in _events(clanker):
             if event.kind is StreamKind.SYNCED:
                 synced = True
                 if not as_json:
@@ -276,13 +271,13 @@ def attention() -> None:
     """Look into what the attention broker knows about an agent."""
 
 
-def _lookup(client: GridClient, terminal: str) -> Any:
+def _lookup(clanker: Clanker, terminal: str) -> Any:
     """Explain the live terminal with id ``terminal``, or the only one it is a prefix of."""
-    matches = [e.terminal for e in client.list_terminals() if e.terminal.startswith(terminal)]
+    matches = [e.terminal for e in clanker.agents() if e.terminal.startswith(terminal)]
     if terminal in matches:
         matches = [terminal]
     if len(matches) == 1:
-        return client.explain(matches[0])
+        return clanker.explain_agent(matches[0])
     hint = "several agents match" if matches else "no running agent has that id"
     raise Failure(f"{hint}: {terminal!r} (see `clanker status`)", EXIT_USAGE)
 
@@ -305,9 +300,9 @@ def explain(terminal: str, as_json: bool) -> None:
 
     TERMINAL is an id from `clanker status`, or a unique prefix of one.
     """
-    client = _require_client()
+    clanker = _require_grid()
     with grid_errors():
-        reply = _lookup(client, terminal)
+        reply = _lookup(clanker, terminal)
     entry: TerminalEntry = reply.entry
     explanation: dict[str, Any] = reply.explanation
     if as_json:
