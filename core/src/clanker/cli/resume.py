@@ -55,31 +55,23 @@ _model = click.option("--model", "-m", metavar="MODEL", help="Model for the cont
 _flags = click.argument("user_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- FLAGS...]")
 
 
-@click.command()
-@click.argument("selection", metavar="HARNESS:ID")
-@_model
-@_workspace
-@no_attention_option
-@_flags
-def resume(
-    selection: str, model: str | None, workspace: Path | None, no_attention: bool,
-    user_flags: tuple[str, ...],
-) -> None:
-    """Continue a past conversation in its own directory, through its harness."""
-    _continue(LaunchOperation.RESUME, selection, model, workspace, user_flags,
-              not no_attention)
+def _command(operation: LaunchOperation, help_text: str) -> click.Command:
+    @click.command(operation.value, help=help_text)
+    @click.argument("selection", metavar="HARNESS:ID")
+    @_model
+    @_workspace
+    @no_attention_option
+    @_flags
+    def command(
+        selection: str, model: str | None, workspace: Path | None, no_attention: bool,
+        user_flags: tuple[str, ...],
+    ) -> None:
+        _continue(operation, selection, model, workspace, user_flags, not no_attention)
+
+    return command
 
 
-@click.command()
-@click.argument("selection", metavar="HARNESS:ID")
-@_model
-@_workspace
-@no_attention_option
-@_flags
-def fork(
-    selection: str, model: str | None, workspace: Path | None, no_attention: bool,
-    user_flags: tuple[str, ...],
-) -> None:
-    """Start a new conversation from a past one (natively, or emulated where declared)."""
-    _continue(LaunchOperation.FORK, selection, model, workspace, user_flags,
-              not no_attention)
+resume = _command(LaunchOperation.RESUME,
+                  "Continue a past conversation in its own directory, through its harness.")
+fork = _command(LaunchOperation.FORK,
+                "Start a new conversation from a past one (natively, or emulated where declared).")

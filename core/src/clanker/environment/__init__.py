@@ -24,14 +24,17 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
+from attrs import field, frozen
+
 from clanker.descriptor import Transport
+from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandExecutor, SessionExecutor
 
 if TYPE_CHECKING:
     from clanker.environment.files import Candidate, FileSample
     from clanker.environment.witness import Witness
 
-__all__ = ["TRANSPORTS", "Environment", "HostFiles"]
+__all__ = ["TRANSPORTS", "Environment", "HostContext", "HostFiles"]
 
 TRANSPORTS: Final = frozenset({Transport.LOCAL})
 """The transports clanker has an environment for. A descriptor may declare
@@ -139,3 +142,23 @@ class Environment(Protocol):
         """
         ...
 
+
+
+@frozen(kw_only=True)
+class HostContext:
+    """The environment's bound pieces a provider call is handed: never a process,
+    a target or a credential. Capability contexts extend it."""
+
+    executor: CommandExecutor
+    session_executor: SessionExecutor | None
+    files: HostFiles = field(repr=False)
+    environ: Mapping[str, str] = field(repr=False)
+
+    def require_sessions(self, harness: str) -> SessionExecutor:
+        """Return the session executor, or raise ``unsupported`` where the
+        environment has none."""
+        if self.session_executor is None:
+            raise HarnessCapabilityError(
+                ErrorKind.UNSUPPORTED, "this needs a stdio session", harness=harness
+            )
+        return self.session_executor

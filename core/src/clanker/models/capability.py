@@ -6,36 +6,22 @@ A plugin imports its models types from here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
-from attrs import field, frozen
+from attrs import frozen
 
-from clanker.environment import HostFiles
-from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandExecutor, SessionExecutor
+from clanker.environment import HostContext
 from clanker.models.types import Model, model_text
 
 __all__ = ["Model", "ModelsCapability", "ModelsContext", "model_text"]
 
 
 @frozen(kw_only=True)
-class ModelsContext:
+class ModelsContext(HostContext):
     """What a model discovery may use: the environment's bound pieces, never a process."""
 
-    executor: CommandExecutor
-    session_executor: SessionExecutor | None
-    files: HostFiles = field(repr=False)
-    environ: Mapping[str, str] = field(repr=False)
     refresh: bool = False
-
-    def require_sessions(self, harness: str) -> SessionExecutor:
-        """Return the session executor, or raise ``unsupported`` where there is none."""
-        if self.session_executor is None:
-            raise HarnessCapabilityError(
-                ErrorKind.UNSUPPORTED, "listing needs a stdio session", harness=harness
-            )
-        return self.session_executor
+    """Ask the harness for a live catalog rather than its own cache."""
 
 
 @runtime_checkable

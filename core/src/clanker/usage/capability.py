@@ -7,14 +7,11 @@ shares) from here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
-from attrs import field, frozen
+from attrs import frozen
 
-from clanker.environment import HostFiles
-from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandExecutor, SessionExecutor
+from clanker.environment import HostContext
 from clanker.usage.parsing import epoch_milliseconds, finite_number, label_text, offset_timestamp
 from clanker.usage.policy import RefreshPolicy
 from clanker.usage.types import Measurement, MeasurementKind, Period, Scope, UsageSnapshot
@@ -36,23 +33,11 @@ __all__ = [
 
 
 @frozen(kw_only=True)
-class UsageContext:
+class UsageContext(HostContext):
     """The environment's bound pieces and the account asked about; never a path,
     target or credential."""
 
-    executor: CommandExecutor
-    session_executor: SessionExecutor | None
-    files: HostFiles = field(repr=False)
-    environ: Mapping[str, str] = field(repr=False)
     account_id: str | None = None
-
-    def require_sessions(self, harness: str) -> SessionExecutor:
-        """Return the session executor, or raise ``unsupported`` where there is none."""
-        if self.session_executor is None:
-            raise HarnessCapabilityError(
-                ErrorKind.UNSUPPORTED, "the probe needs a stdio session", harness=harness
-            )
-        return self.session_executor
 
 
 @runtime_checkable
