@@ -53,7 +53,7 @@ from clanker.grid.errors import (
 )
 from clanker.grid.files import ensure_directory, open_regular
 from clanker.grid.protocol import HelloReply, check_socket_path
-from clanker.paths import ClankerPaths, clanker_paths
+from clanker.paths import ClankerPaths, clanker_paths, runtime_directory
 
 __all__ = [
     "START_TIMEOUT",
@@ -199,8 +199,12 @@ def ensure_running(paths: ClankerPaths | None = None) -> Path:
 def start(paths: ClankerPaths | None = None, *, timeout: float = START_TIMEOUT) -> GridStatus:
     """Start the daemon unless one answers; return the running grid's status."""
     paths = paths or clanker_paths()
+    paths = paths or clanker_paths()
     location = grid_location(paths)
     check_socket_path(location.socket)
+    # The runtime directory made 0700 and checked as ours before anything is
+    # created inside it (its /tmp fallback base included).
+    runtime_directory(paths, create=True)
     secure_directory(location.directory)
     hello = _hello(location)
     if hello is not None:
