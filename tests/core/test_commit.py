@@ -311,3 +311,42 @@ def test_an_unusable_model_name_is_a_usage_error(
                                       "--model", "bad\x00model"])
     assert result.exit_code == 2
     assert "model name" in result.output
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-to-itself", "link-elsewhere", "directory"])
+def test_an_odd_lock_file_is_refused_without_blocking(tmp_path: Path, kind: str) -> None:
+    import hashlib
+    import os
+    import threading
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    name = hashlib.sha256(os.path.realpath(repo).encode()).hexdigest()[:32]
+    lock = locks / f"commit-{name}.lock"
+    if kind == "fifo":
+        os.mkfifo(lock)
+    elif kind == "link-to-itself":
+        lock.symlink_to(lock)
+    elif kind == "link-elsewhere":
+        (tmp_path / "elsewhere").write_text("")
+        lock.symlink_to(tmp_path / "elsewhere")
+    else:
+        lock.mkdir()
+    service = CommitService(executor=LocalTransport(), lock_dir=locks)
+    outcome: list[BaseException] = []
+
+    def hold() -> None:
+        try:
+            with service._exclusive(str(repo)):
+                pass
+        except BaseException as exc:
+            outcome.append(exc)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    holder.join(timeout=30)  # a hang guard only
+    assert not holder.is_alive(), "taking the lock blocked"
+    [error] = outcome
+    assert isinstance(error, RepositoryBusyError) and str(lock) in str(error)

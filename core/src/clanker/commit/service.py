@@ -7,6 +7,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -101,8 +102,17 @@ class CommitService:
         """Hold this repository's lock; the kernel drops it if the process dies."""
         self._lock_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         name = hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:32]
-        fd = os.open(self._lock_dir / f"commit-{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        path = self._lock_dir / f"commit-{name}.lock"
         try:
+            # Never through a link, never waiting on a FIFO: the lock is clanker's own file.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                         | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise RepositoryBusyError(f"the lock file {path} cannot be used ({exc.strerror})") \
+                from exc
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise RepositoryBusyError(f"the lock file {path} is not a regular file")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
