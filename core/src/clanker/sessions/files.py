@@ -7,15 +7,16 @@ from the end. Lines cut by a bound are dropped, never half-parsed.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from attrs import frozen
+
+from clanker.sessions.lines import LineRegion, decode_object, head_and_tail
 
 __all__ = [
     "DEFAULT_HEAD_BYTES",
@@ -51,21 +52,14 @@ class FileSample:
 
     def head_lines(self) -> list[bytes]:
         """Complete lines at the start (a line cut by the bound is dropped)."""
-        lines = self.head.split(b"\n")
-        if not self.whole:
-            lines.pop()  # cut by the bound (or the file is one unterminated line)
-        return [line for line in lines if line.strip()]
+        return _lines(head_and_tail(self)[0])
 
     def tail_lines(self) -> list[bytes]:
-        """Complete lines at the end.
+        """Complete lines at the end; the first is dropped, as it may be cut by the bound.
 
-        The tail's first line is always dropped: it may be cut by the bound
-        (losing one whole line when the cut falls on a boundary is the price).
+        When nothing was read past the head, the head's lines are the newest there are.
         """
-        if not self.tail:
-            return self.head_lines()
-        lines = self.tail.split(b"\n")[1:]
-        return [line for line in lines if line.strip()]
+        return _lines(head_and_tail(self)[1])
 
     def head_objects(self) -> Iterator[dict[str, Any]]:
         """JSON objects among the head lines, in order; anything else is passed over."""
@@ -76,13 +70,15 @@ class FileSample:
         return _objects(reversed(self.tail_lines()))
 
 
-def _objects(lines: Iterator[bytes] | list[bytes]) -> Iterator[dict[str, Any]]:
+def _lines(region: LineRegion) -> list[bytes]:
+    buf = region.buf
+    return [buf[start:end] for start, end in region.spans()]
+
+
+def _objects(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
     for line in lines:
-        try:
-            value = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(value, dict):
+        value = decode_object(line)
+        if value is not None:
             yield value
 
 
@@ -121,8 +117,9 @@ def parse_timestamp(value: object) -> datetime | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        seconds = value / 1000 if value > 10**11 else value  # milliseconds since 1973
         try:
+            # Milliseconds since 1973; an integer too large for a float overflows here.
+            seconds = value / 1000 if value > 10**11 else value
             return datetime.fromtimestamp(seconds, UTC)
         except (OverflowError, OSError, ValueError):
             return None

@@ -11,7 +11,7 @@ from attrs import field, frozen, validators
 from clanker.errors import HarnessCapabilityError
 from clanker.ids import HarnessId
 
-__all__ = ["HarnessSession", "SessionScan", "clean_text"]
+__all__ = ["HarnessSession", "SessionScan", "bounded_text", "clean_text"]
 
 _TITLE_LIMIT = 200
 
@@ -28,6 +28,23 @@ def clean_text(value: object, *, limit: int = _TITLE_LIMIT) -> str | None:
     if not folded:
         return None
     return folded if len(folded) <= limit else folded[: limit - 1].rstrip() + "…"
+
+
+def bounded_text(value: object, limit: int) -> str | None:
+    """Return ``value`` unchanged when every later step can hold it, else ``None``.
+
+    That is a string that is not blank, at most ``limit`` characters, without
+    NUL and encodable as UTF-8 (a lone surrogate from a ``"\\ud800"`` escape
+    is not). Unlike :func:`clean_text` nothing is folded: this guards values
+    that are used as they are (a cwd, a model, an id).
+    """
+    if not isinstance(value, str) or not value.strip() or len(value) > limit or "\x00" in value:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return value
 
 
 def _aware(_: object, attribute: Any, value: Any) -> None:
