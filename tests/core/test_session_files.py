@@ -15,7 +15,7 @@ from clanker.environment.files import confined, read_sample
 from clanker.environment.sqlite import open_readonly, require_columns
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.sessions.filestore import find_files
-from clanker.sessions.types import clean_text, parse_timestamp
+from clanker.sessions.types import bounded_text, clean_text, parse_timestamp
 
 _files = settings(max_examples=80, deadline=None,
                   suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -83,6 +83,9 @@ def test_reading_a_link_is_refused(tmp_path: Path) -> None:
         (True, None),
         (None, None),
         (10**30, None),
+        (10**400, None),  # too large for a float: no timestamp, not an OverflowError
+        (float("inf"), None),
+        (float("nan"), None),
     ],
 )
 def test_parse_timestamp(raw: object, expected: datetime | None) -> None:
@@ -96,6 +99,21 @@ def test_clean_text_is_one_printable_bounded_line(raw: str) -> None:
         assert cleaned.isprintable()
         assert len(cleaned) <= 50
         assert cleaned == cleaned.strip()
+
+
+@given(st.text(), st.integers(0, 20))
+def test_bounded_text_passes_a_usable_string_unchanged(raw: str, limit: int) -> None:
+    usable = bool(raw.strip()) and len(raw) <= limit and "\x00" not in raw
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        usable = False
+    assert bounded_text(raw, limit) == (raw if usable else None)
+
+
+@pytest.mark.parametrize("raw", [None, 42, b"/bytes", " \t\n", "/a\x00b", "/lone\ud800", "x" * 5])
+def test_bounded_text_refuses(raw: object) -> None:
+    assert bounded_text(raw, 4) is None
 
 
 def test_confinement(tmp_path: Path) -> None:

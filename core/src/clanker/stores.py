@@ -8,11 +8,14 @@ cached and counted the same way:
 * :func:`scan_files` summarizes the newest files of a walk through the
   per-file cache; a summarizer sees a :class:`FileSample` (a bounded head
   and tail, never the whole file);
+* :class:`LineRegion` finds the complete lines of a sample's head or tail
+  that hold a byte marker, oldest or newest first, and decodes each at most
+  once (:func:`head_and_tail`, :func:`decode_object`): a cut line is never one;
 * :class:`Witness` records what a scan read, for
   :meth:`~clanker.sessions.capability.SessionsContext.remember`;
-* :func:`clean_text`, :func:`parse_timestamp`, :func:`home_directory`,
-  :func:`require_columns` and :func:`read_regular_file` are the small, strict
-  readers every provider would otherwise write again.
+* :func:`clean_text`, :func:`bounded_text`, :func:`parse_timestamp`,
+  :func:`home_directory`, :func:`require_columns` and :func:`read_regular_file`
+  are the small, strict readers every provider would otherwise write again.
 """
 
 from __future__ import annotations
@@ -20,11 +23,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from clanker.environment import HostFiles
-from clanker.environment.files import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, FileSample
+from clanker.environment.files import (
+    DEFAULT_HEAD_BYTES,
+    DEFAULT_TAIL_BYTES,
+    FileSample,
+    head_and_tail,
+)
+from clanker.environment.lines import LineRegion, decode_object
 from clanker.environment.sqlite import require_columns
 from clanker.environment.witness import Witness
 from clanker.sessions.filestore import MAX_ENTRIES, Candidate, scan_files
-from clanker.sessions.types import clean_text, parse_timestamp
+from clanker.sessions.types import bounded_text, clean_text, parse_timestamp
 from clanker.storage import read_regular_file
 
 __all__ = [
@@ -34,8 +43,12 @@ __all__ = [
     "Candidate",
     "FileSample",
     "HostFiles",
+    "LineRegion",
     "Witness",
+    "bounded_text",
     "clean_text",
+    "decode_object",
+    "head_and_tail",
     "home_directory",
     "parse_timestamp",
     "read_regular_file",

@@ -8,10 +8,9 @@ from the end. Lines cut by a bound are dropped, never half-parsed.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from stat import S_ISREG
@@ -22,6 +21,7 @@ from attrs import frozen
 if TYPE_CHECKING:
     from os import _ScandirIterator as ScandirIterator
 
+from clanker.environment.lines import LineRegion, decode_object
 from clanker.environment.witness import Witness
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "FileSample",
     "confined",
     "find_files",
+    "head_and_tail",
     "read_sample",
 ]
 
@@ -60,21 +61,14 @@ class FileSample:
 
     def head_lines(self) -> list[bytes]:
         """Complete lines at the start (a line cut by the bound is dropped)."""
-        lines = self.head.split(b"\n")
-        if not self.whole:
-            lines.pop()  # cut by the bound (or the file is one unterminated line)
-        return [line for line in lines if line.strip()]
+        return _lines(head_and_tail(self)[0])
 
     def tail_lines(self) -> list[bytes]:
-        """Complete lines at the end.
+        """Complete lines at the end; the first is dropped, as it may be cut by the bound.
 
-        The tail's first line is always dropped: it may be cut by the bound
-        (losing one whole line when the cut falls on a boundary is the price).
+        When nothing was read past the head, the head's lines are the newest there are.
         """
-        if not self.tail:
-            return self.head_lines()
-        lines = self.tail.split(b"\n")[1:]
-        return [line for line in lines if line.strip()]
+        return _lines(head_and_tail(self)[1])
 
     def head_objects(self) -> Iterator[dict[str, Any]]:
         """JSON objects among the head lines, in order; anything else is passed over."""
@@ -85,13 +79,36 @@ class FileSample:
         return _objects(reversed(self.tail_lines()))
 
 
-def _objects(lines: Iterator[bytes] | list[bytes]) -> Iterator[dict[str, Any]]:
+def head_and_tail(sample: FileSample, *, start: int = 0) -> tuple[LineRegion, LineRegion]:
+    """The complete lines of the head (from byte ``start``, a line start) and of the tail.
+
+    The head ends at its last newline unless it is the whole file. The tail's
+    first line is always dropped: it may be cut by the bound (losing one whole
+    line when the cut falls on a boundary is the price). When nothing was read
+    past the head (the file is whole, or shrank), the tail *is* the head: the
+    same object, so a line decoded through one is decoded for both, and
+    ``tail is head`` says there is only one region.
+    """
+    # Written out rather than through FileSample.whole: this runs once per file
+    # of every listing.
+    buf, tail = sample.head, sample.tail
+    hi = len(buf) if not tail and len(buf) >= sample.size else buf.rfind(b"\n") + 1
+    head = LineRegion(buf, min(start, hi), hi)
+    if not tail:
+        return head, head
+    newline = tail.find(b"\n")
+    return head, LineRegion(tail, len(tail) if newline < 0 else newline + 1, len(tail))
+
+
+def _lines(region: LineRegion) -> list[bytes]:
+    buf = region.buf
+    return [buf[start:end] for start, end in region.spans()]
+
+
+def _objects(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
     for line in lines:
-        try:
-            value = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(value, dict):
+        value = decode_object(line)
+        if value is not None:
             yield value
 
 

@@ -82,7 +82,7 @@ class SessionsContext:
 
         ``inputs`` are whatever the provider resolved before scanning (its
         roots, say) and ``scan`` must record in the witness everything else it
-        reads: every walk (:func:`~clanker.sessions.filestore.find_files`
+        reads: every walk (:func:`~clanker.environment.files.find_files`
         records itself) and any other file. Blocking: call it from offloaded work.
         """
         key = (inputs, self.scopes, self.native_id, self.limit)

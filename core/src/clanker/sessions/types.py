@@ -11,7 +11,7 @@ from attrs import field, frozen, validators
 from clanker.errors import HarnessCapabilityError
 from clanker.ids import HarnessId
 
-__all__ = ["HarnessSession", "SessionScan", "clean_text", "parse_timestamp"]
+__all__ = ["HarnessSession", "SessionScan", "bounded_text", "clean_text", "parse_timestamp"]
 
 _TITLE_LIMIT = 200
 
@@ -39,8 +39,9 @@ def parse_timestamp(value: object) -> datetime | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        seconds = value / 1000 if value > 10**11 else value  # milliseconds since 1973
         try:
+            # Milliseconds since 1973; an integer too large for a float overflows here.
+            seconds = value / 1000 if value > 10**11 else value
             return datetime.fromtimestamp(seconds, UTC)
         except (OverflowError, OSError, ValueError):
             return None
@@ -54,6 +55,23 @@ def parse_timestamp(value: object) -> datetime | None:
         except (ValueError, OverflowError):  # Overflow: year 1 in a zone east of UTC
             return None
     return None
+
+
+def bounded_text(value: object, limit: int) -> str | None:
+    """Return ``value`` unchanged when every later step can hold it, else ``None``.
+
+    That is a string that is not blank, at most ``limit`` characters, without
+    NUL and encodable as UTF-8 (a lone surrogate from a ``"\\ud800"`` escape
+    is not). Unlike :func:`clean_text` nothing is folded: this guards values
+    that are used as they are (a cwd, a model, an id).
+    """
+    if not isinstance(value, str) or not value.strip() or len(value) > limit or "\x00" in value:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return value
 
 
 def _aware(_: object, attribute: Any, value: Any) -> None:

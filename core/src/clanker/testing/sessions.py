@@ -1,6 +1,6 @@
 """Scaffolding for a file-backed sessions capability's tests.
 
-A summarizer sees a :class:`~clanker.sessions.files.FileSample`, the bounded
+A summarizer sees a :class:`~clanker.environment.files.FileSample`, the bounded
 head and tail of one file. :func:`sample_of_bytes` makes the sample a file of
 given bytes would give, without the file, so property tests can feed a
 summarizer anything; :func:`check_session_types` is what they assert of each
@@ -55,7 +55,7 @@ def sample_of_bytes(
     path: Path = Path("/x.jsonl"),
     mtime: datetime = SAMPLE_MTIME,
 ) -> FileSample:
-    """What :func:`~clanker.sessions.files.read_sample` would see of a file at
+    """What :func:`~clanker.environment.files.read_sample` would see of a file at
     ``path`` holding ``data``, with the same bounds, without a file."""
     tail = b""
     if len(data) > head_bytes:

@@ -22,7 +22,7 @@ import json
 import posixpath
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
@@ -34,8 +34,12 @@ from clanker.sessions.capability import HarnessSession, SessionScan, SessionsCon
 from clanker.stores import (
     FileSample,
     HostFiles,
+    LineRegion,
     Witness,
+    bounded_text,
     clean_text,
+    decode_object,
+    head_and_tail,
     home_directory,
     parse_timestamp,
     scan_files,
@@ -84,6 +88,7 @@ _NEXT_META_LINE: Final = b"\n" + _META_LINE
 # A message record's own cwd, followed by its own session id (key order of 2.1.197).
 _RECORD_CWD: Final = re.compile(rb'"cwd":"(?:[^"\\]|\\.)*","sessionId":"(' + _UUID.encode()
                                 + rb')"')
+_CWD_KEYS: Final = (b'"cwd":"', b'"relocatedCwd":"')
 _COMMAND_NAME: Final = re.compile(r"<command-name(?:\s+[^>]{0,200})?>([\s\S]*?)</command-name>",
                                   re.I)
 _BASH_INPUT: Final = re.compile(r"<bash-input(?:\s+[^>]{0,200})?>([\s\S]*?)</bash-input>", re.I)
@@ -185,51 +190,6 @@ def project_dir_filter(scopes: Iterable[str]) -> Callable[[int, str], bool] | No
 # -- reading bytes ----------------------------------------------------------------------------
 
 
-@frozen
-class _Region:
-    """The complete lines of a buffer lie in ``buf[lo:hi]``; a line cut by a read bound does not."""
-
-    buf: bytes
-    lo: int
-    hi: int
-
-
-def _head_region(sample: FileSample) -> _Region:
-    head = sample.head
-    return _Region(head, 0, len(head) if sample.whole else head.rfind(b"\n") + 1)
-
-
-def _tail_region(sample: FileSample) -> _Region:
-    """The tail's lines, or the head's when the head is the whole file."""
-    if not sample.tail:
-        return _head_region(sample)
-    newline = sample.tail.find(b"\n")  # before it: a line cut by the bound
-    lo = newline + 1 if newline >= 0 else len(sample.tail)
-    return _Region(sample.tail, lo, len(sample.tail))
-
-
-def _line_span(region: _Region, lo: int, pos: int) -> tuple[int, int]:
-    start = max(region.buf.rfind(b"\n", lo, pos) + 1, lo)
-    end = region.buf.find(b"\n", pos, region.hi)
-    return start, region.hi if end < 0 else end
-
-
-def _spans_with(region: _Region, marker: bytes, *,
-                newest_first: bool) -> Iterator[tuple[int, int]]:
-    """Where each complete line of ``region`` that contains ``marker`` starts and ends."""
-    buf, lo, hi = region.buf, region.lo, region.hi
-    while lo < hi:
-        pos = buf.rfind(marker, lo, hi) if newest_first else buf.find(marker, lo, hi)
-        if pos < 0:
-            return
-        start, end = _line_span(region, lo, pos)
-        yield start, end
-        if newest_first:
-            hi = start
-        else:
-            lo = end + 1
-
-
 def _string_after(buf: bytes, start: int, hi: int) -> str | None:
     """The JSON string whose body starts at ``start``, decoded; ``None`` if cut or invalid."""
     pos = start
@@ -251,14 +211,14 @@ def _string_after(buf: bytes, start: int, hi: int) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _first_string(region: _Region, key: str) -> str | None:
+def _first_string(region: LineRegion, key: str) -> str | None:
     """Claude's ``UG``: the value of the first ``"key":"`` in the region."""
     needle = f'"{key}":"'.encode()
     pos = region.buf.find(needle, region.lo, region.hi)
     return None if pos < 0 else _string_after(region.buf, pos + len(needle), region.hi)
 
 
-def _last_string(region: _Region, key: str) -> str | None:
+def _last_string(region: LineRegion, key: str) -> str | None:
     """Claude's ``eS``: the value of the last complete ``"key":"`` in the region."""
     needle = f'"{key}":"'.encode()
     hi = region.hi
@@ -272,36 +232,10 @@ def _last_string(region: _Region, key: str) -> str | None:
         hi = pos
 
 
-def _decode(data: bytes) -> dict[str, Any] | None:
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _text(value: object, limit: int = _TEXT_LIMIT) -> str | None:
-    """A string every later step can hold: non-empty, bounded, no NUL, valid UTF-8."""
-    if not isinstance(value, str) or not value.strip() or len(value) > limit or "\x00" in value:
-        return None
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate from a "\ud800" escape
-        return None
-    return value
-
-
-def _when(value: object) -> datetime | None:
-    try:
-        return parse_timestamp(value)
-    except (OverflowError, ValueError):
-        return None
-
-
 # -- one transcript -------------------------------------------------------------------------
 
 
-def _metadata_lines(region: _Region) -> dict[bytes, bytes]:
+def _metadata_lines(region: LineRegion) -> dict[bytes, bytes]:
     """The newest title-bearing metadata line of each kind in ``region``.
 
     Metadata records are written as ``{"type":"<kind>",...}``, so one pass over
@@ -323,21 +257,7 @@ def _metadata_lines(region: _Region) -> dict[bytes, bytes]:
     return found
 
 
-class _Records:
-    """Decoded lines, each decoded at most once (the newest cwd, time and model are
-    usually on one line)."""
-
-    def __init__(self) -> None:
-        self._seen: dict[tuple[int, int], dict[str, Any] | None] = {}
-
-    def at(self, region: _Region, span: tuple[int, int]) -> dict[str, Any] | None:
-        key = (id(region.buf), span[0])
-        if key not in self._seen:
-            self._seen[key] = _decode(region.buf[span[0]:span[1]])
-        return self._seen[key]
-
-
-def _titles(tail: _Region, head: _Region | None) -> list[str | None]:
+def _titles(tail: LineRegion, head: LineRegion | None) -> list[str | None]:
     """agentName, customTitle, aiTitle, summary: the newest of each, tail before head.
 
     Like Claude's picker, ``summary`` (a legacy record) is looked for in the
@@ -348,7 +268,7 @@ def _titles(tail: _Region, head: _Region | None) -> list[str | None]:
     titles: list[str | None] = []
     for kind, field in _TITLE_FIELDS.items():
         line = in_tail.get(kind) if kind == b"summary" else in_tail.get(kind) or in_head.get(kind)
-        record = None if line is None else _decode(line)
+        record = None if line is None else decode_object(line)
         value = None if record is None else record.get(field)
         titles.append(value if isinstance(value, str) else None)
     return titles
@@ -359,7 +279,7 @@ def _tag(pattern: re.Pattern[str], text: str) -> str | None:
     return match.group(1) if match and match.group(1) else None
 
 
-def _first_prompt(region: _Region, records: _Records) -> str | None:
+def _first_prompt(region: LineRegion) -> str | None:
     """Claude's picker rule for the first prompt (``_im``), over the head.
 
     The first ``user`` record that is not meta and carries no tool result;
@@ -370,10 +290,10 @@ def _first_prompt(region: _Region, records: _Records) -> str | None:
     """
     fallback = None
     buf = region.buf
-    for span in _spans_with(region, b'"type":"user"', newest_first=False):
+    for span in region.spans_with(b'"type":"user"'):
         if buf.find(b'"tool_result"', *span) >= 0 or buf.find(b'"isMeta":true', *span) >= 0:
             continue
-        for raw in _user_texts(records.at(region, span)):
+        for raw in _user_texts(region.object_at(span)):
             text = raw[:_TITLE_SCAN].replace("\n", " ").strip()
             if not text:
                 continue
@@ -441,56 +361,54 @@ def _cwd_of(record: dict[str, Any] | None) -> str | None:
     if record is None:
         return None
     value = record.get("relocatedCwd") if record.get("type") == "relocated" else record.get("cwd")
-    text = _text(value)
+    text = bounded_text(value, _TEXT_LIMIT)
     return text if text is not None and text.startswith("/") else None
 
 
-def _latest_cwd(region: _Region, records: _Records) -> tuple[str, object] | None:
+def _latest_cwd(region: LineRegion) -> tuple[str, object] | None:
     """The newest cwd in ``region`` and the ``sessionId`` of the record naming it.
 
     A message record ends ``..."cwd":"<dir>","sessionId":"<id>",...`` after all
     its nested content, so the last ``"cwd":"`` followed by that ``sessionId``
     is the record's own and is read in place; anything else is decoded.
     """
-    buf, lo, hi = region.buf, region.lo, region.hi
-    while lo < hi:
-        pos = max(buf.rfind(b'"cwd":"', lo, hi), buf.rfind(b'"relocatedCwd":"', lo, hi))
-        if pos < 0:
-            return None
-        span = _line_span(region, lo, pos)
+    buf = region.buf
+    for span in region.spans_with(_CWD_KEYS, newest_first=True):
+        # The line's last cwd key is the one the search stopped at.
+        pos = max(buf.rfind(key, *span) for key in _CWD_KEYS)
         fast = _RECORD_CWD.match(buf, pos, span[1])
         if fast is not None:
             cwd = _string_after(buf, pos + len(b'"cwd":"'), span[1])
-            if cwd is not None and _text(cwd) is not None and cwd.startswith("/"):
+            if (cwd is not None and bounded_text(cwd, _TEXT_LIMIT) is not None
+                    and cwd.startswith("/")):
                 return cwd, fast.group(1).decode("ascii")
-        record = records.at(region, span)
-        cwd = _cwd_of(record)
-        if record is not None and cwd is not None:
-            return cwd, record.get("sessionId")
-        hi = span[0]
-    return None
-
-
-def _first_cwd(region: _Region, records: _Records) -> tuple[str, object] | None:
-    for span in _spans_with(region, b'"cwd":"', newest_first=False):
-        record = records.at(region, span)
+        record = region.object_at(span)
         cwd = _cwd_of(record)
         if record is not None and cwd is not None:
             return cwd, record.get("sessionId")
     return None
 
 
-def _first_time(region: _Region, records: _Records) -> datetime | None:
+def _first_cwd(region: LineRegion) -> tuple[str, object] | None:
+    for span in region.spans_with(b'"cwd":"'):
+        record = region.object_at(span)
+        cwd = _cwd_of(record)
+        if record is not None and cwd is not None:
+            return cwd, record.get("sessionId")
+    return None
+
+
+def _first_time(region: LineRegion) -> datetime | None:
     """The top-level ``timestamp`` of the first record that has one."""
-    for span in _spans_with(region, b'"timestamp":"', newest_first=False):
-        record = records.at(region, span)
-        when = None if record is None else _when(record.get("timestamp"))
+    for span in region.spans_with(b'"timestamp":"'):
+        record = region.object_at(span)
+        when = None if record is None else parse_timestamp(record.get("timestamp"))
         if when is not None:
             return when
     return None
 
 
-def _updated(regions: Sequence[_Region], records: _Records, mtime: datetime) -> datetime:
+def _updated(regions: Sequence[LineRegion], mtime: datetime) -> datetime:
     """The file's mtime, unless the newest timestamped record is newer.
 
     Every ``"timestamp":"`` on that line bounds its record's own time, so the
@@ -499,51 +417,51 @@ def _updated(regions: Sequence[_Region], records: _Records, mtime: datetime) -> 
     """
     needle = b'"timestamp":"'
     for region in regions:
-        for span in _spans_with(region, needle, newest_first=True):
+        for span in region.spans_with(needle, newest_first=True):
             later = False
             pos = region.buf.find(needle, span[0], span[1])
             while pos >= 0 and not later:
-                when = _when(_string_after(region.buf, pos + len(needle), span[1]))
+                when = parse_timestamp(_string_after(region.buf, pos + len(needle), span[1]))
                 later = when is not None and when > mtime
                 pos = region.buf.find(needle, pos + 1, span[1])
             if not later:
                 return mtime
-            record = records.at(region, span)
-            when = None if record is None else _when(record.get("timestamp"))
+            record = region.object_at(span)
+            when = None if record is None else parse_timestamp(record.get("timestamp"))
             if when is not None:
                 return max(when, mtime)
     return mtime
 
 
-def _model(regions: Sequence[_Region], records: _Records) -> str | None:
+def _model(regions: Sequence[LineRegion]) -> str | None:
     """The newest assistant record's model; ``<synthetic>`` marks local errors, not a model."""
     for region in regions:
-        for start, end in _spans_with(region, b'"type":"assistant"', newest_first=True):
+        for start, end in region.spans_with(b'"type":"assistant"', newest_first=True):
             named = region.buf.count(b'"model":"', start, end)
             if named <= region.buf.count(b'"model":"<synthetic>"', start, end):
                 continue  # nothing but local errors here: not worth decoding
-            record = records.at(region, (start, end))
+            record = region.object_at((start, end))
             message = None if record is None else record.get("message")
             if record is None or record.get("type") != "assistant" or not isinstance(
                 message, dict
             ):
                 continue
-            model = _text(message.get("model"), 200)
+            model = bounded_text(message.get("model"), 200)
             if model is not None and model != "<synthetic>":
                 return model
     return None
 
 
-def _parent(region: _Region, records: _Records, native_id: str) -> str | None:
+def _parent(region: LineRegion, native_id: str) -> str | None:
     """``forkedFrom.sessionId`` of the first message record (``/branch``, SDK forks).
 
     Every copied record carries it, so the first message record tells;
     ``--fork-session`` copies record no parent at all.
     """
-    for span in _spans_with(region, b'"parentUuid":', newest_first=False):
+    for span in region.spans_with(b'"parentUuid":'):
         if region.buf.find(b'"forkedFrom":{', span[0], span[1]) < 0:
             return None
-        record = records.at(region, span)
+        record = region.object_at(span)
         forked = None if record is None else record.get("forkedFrom")
         parent = forked.get("sessionId") if isinstance(forked, dict) else None
         if isinstance(parent, str) and _SESSION_UUID.fullmatch(parent) and parent != native_id:
@@ -592,13 +510,9 @@ def parse(sample: FileSample) -> Transcript | None:
     first = sample.head if first_end < 0 else sample.head[:first_end]
     if b'"isSidechain":true' in first or b'"isSidechain": true' in first:
         return None
-    head = _head_region(sample)
-    tail = _tail_region(sample)
-    if tail.buf is head.buf:
-        tail = head  # the head is the whole file
+    head, tail = head_and_tail(sample)  # one region when the head is the whole file
     newest_first = [tail] if tail is head else [tail, head]
-    records = _Records()
-    placed = _latest_cwd(tail, records) or _first_cwd(head, records)
+    placed = _latest_cwd(tail) or _first_cwd(head)
     if placed is None:
         return None  # no message record in reach: nothing to place or resume
     cwd, recorded = placed
@@ -607,13 +521,13 @@ def parse(sample: FileSample) -> Transcript | None:
     title = next(
         (text for text in map(_display, _titles(tail, None if tail is head else head))
          if text is not None), None,
-    ) or _display(_first_prompt(head, records))
+    ) or _display(_first_prompt(head))
     entrypoint = _first_string(head, "entrypoint") or _last_string(tail, "entrypoint")
     session = HarnessSession(
         harness=_CLAUDE, native_id=native_id,
-        updated_at=_updated(newest_first, records, sample.mtime),
-        title=title, cwd=cwd, created_at=_first_time(head, records),
-        model=_model(newest_first, records), parent_id=_parent(head, records, native_id),
+        updated_at=_updated(newest_first, sample.mtime),
+        title=title, cwd=cwd, created_at=_first_time(head),
+        model=_model(newest_first), parent_id=_parent(head, native_id),
     )
     return Transcript(session=session, entrypoint=entrypoint)
 

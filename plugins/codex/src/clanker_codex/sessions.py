@@ -22,7 +22,7 @@ import json
 import posixpath
 import re
 import stat
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
@@ -34,8 +34,12 @@ from clanker.sessions.capability import HarnessSession, SessionScan, SessionsCon
 from clanker.stores import (
     FileSample,
     HostFiles,
+    LineRegion,
     Witness,
+    bounded_text,
     clean_text,
+    decode_object,
+    head_and_tail,
     home_directory,
     parse_timestamp,
     scan_files,
@@ -83,6 +87,7 @@ _UUID: Final = re.compile(
 # Every rollout line starts with its timestamp (serde writes fields in order),
 # so the newest time is read without decoding a line that may be megabytes.
 _LINE_TIMESTAMP: Final = re.compile(rb'\{"timestamp":"([^"\\]{1,64})"')
+_LINE_OPENING: Final = b'{"timestamp":"'
 _META: Final = b'"type":"session_meta"'
 _INSTRUCTIONS: Final = b',"base_instructions":'
 _IDENTITY: Final = frozenset({"id", "cwd", "timestamp", "source", "thread_source"})
@@ -150,96 +155,20 @@ def index_path(environ: Mapping[str, str], files: HostFiles) -> Path | None:
 # -- one file -------------------------------------------------------------------------------
 
 
-def _text(value: object, limit: int = _TEXT_LIMIT) -> str | None:
-    """A string every later step can hold: non-empty, bounded, no NUL, valid UTF-8."""
-    if not isinstance(value, str) or not value.strip() or len(value) > limit or "\x00" in value:
-        return None
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate from a "\ud800" escape
-        return None
-    return value
-
-
 def _uuid(value: object) -> str | None:
     return value if isinstance(value, str) and _UUID.fullmatch(value) else None
 
 
-def _when(value: object) -> datetime | None:
-    try:
-        return parse_timestamp(value)
-    except (OverflowError, ValueError):
-        return None
-
-
-def _decode(data: bytes) -> dict[str, Any] | None:
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-@frozen
-class _Region:
-    """The complete lines of a buffer lie in ``buf[lo:hi]``; a line cut by a read bound does not."""
-
-    buf: bytes
-    lo: int
-    hi: int
-
-
-def _head_region(sample: FileSample, start: int = 0) -> _Region:
-    head = sample.head
-    hi = len(head) if sample.whole else head.rfind(b"\n") + 1
-    return _Region(head, min(start, hi), hi)
-
-
-def _tail_region(sample: FileSample) -> _Region:
-    """The tail's lines, or the head's when the head is the whole file."""
-    if not sample.tail:
-        return _head_region(sample)
-    newline = sample.tail.find(b"\n")  # before it: a line cut by the bound
-    lo = newline + 1 if newline >= 0 else len(sample.tail)
-    return _Region(sample.tail, lo, len(sample.tail))
-
-
-def _lines_with(region: _Region, markers: Sequence[bytes], *,
-                newest_first: bool) -> Iterator[bytes]:
-    """Each complete line of ``region`` that contains one of ``markers``, once."""
-    buf, lo, hi = region.buf, region.lo, region.hi
-    while lo < hi:
-        if newest_first:
-            pos = max(buf.rfind(marker, lo, hi) for marker in markers)
-            if pos < 0:
-                return
-        else:
-            found = [p for p in (buf.find(marker, lo, hi) for marker in markers) if p >= 0]
-            if not found:
-                return
-            pos = min(found)
-        start = max(buf.rfind(b"\n", lo, pos) + 1, lo)
-        end = buf.find(b"\n", pos, region.hi)
-        end = region.hi if end < 0 else end
-        yield buf[start:end]
-        if newest_first:
-            hi = start
-        else:
-            lo = end + 1
-
-
-def _last_line_time(region: _Region) -> datetime | None:
+def _last_line_time(region: LineRegion) -> datetime | None:
     """The timestamp that starts the newest line carrying one (no line is decoded)."""
-    buf, pos = region.buf, region.hi
-    while pos > region.lo:
-        newline = buf.rfind(b"\n", region.lo, pos)
-        start = newline + 1 if newline >= 0 else region.lo
-        match = _LINE_TIMESTAMP.match(buf, start, pos)
+    buf = region.buf
+    # A line that does not hold the opening cannot start with it: only those are tried.
+    for start, end in region.spans_with(_LINE_OPENING, newest_first=True):
+        match = _LINE_TIMESTAMP.match(buf, start, end)
         if match is not None:
-            when = _when(match.group(1).decode("ascii", "replace"))
+            when = parse_timestamp(match.group(1).decode("ascii", "replace"))
             if when is not None:
                 return when
-        pos = newline if newline >= 0 else region.lo
     return None
 
 
@@ -260,12 +189,12 @@ def _meta(sample: FileSample) -> tuple[dict[str, Any], int] | None:
     record = None
     cut = line.find(_INSTRUCTIONS)
     if cut > 0:
-        record = _decode(line[:cut] + b"}}")
+        record = decode_object(line[:cut] + b"}}")
         payload = None if record is None else record.get("payload")
         if not isinstance(payload, dict) or not payload.keys() >= _IDENTITY:
             record = None
     if record is None:
-        record = _decode(line)
+        record = decode_object(line)
     if record is None or record.get("type") != "session_meta":
         return None
     payload = record.get("payload")
@@ -310,12 +239,12 @@ def _prompt_text(record: dict[str, Any], native_id: str) -> str | None:
     return clean_text(text[:_TITLE_SCAN])
 
 
-def _title(region: _Region, native_id: str) -> str | None:
+def _title(region: LineRegion, native_id: str) -> str | None:
     # One marker at a time: the legacy one is searched only when the current
     # one gave nothing, so a current file pays for one pass, not two.
     for marker in _PROMPTS:
-        for line in _lines_with(region, (marker,), newest_first=False):
-            record = _decode(line)
+        for span in region.spans_with(marker):
+            record = region.object_at(span)
             text = None if record is None else _prompt_text(record, native_id)
             if text is not None:
                 return text
@@ -336,21 +265,22 @@ def _settings(record: dict[str, Any], native_id: str) -> dict[str, Any] | None:
     return None
 
 
-def _latest_settings(regions: Sequence[_Region], native_id: str) -> tuple[str | None, str | None]:
+def _latest_settings(regions: Sequence[LineRegion],
+                     native_id: str) -> tuple[str | None, str | None]:
     """The newest recorded cwd and model, each from the newest line that has it."""
     cwd: str | None = None
     model: str | None = None
     for region in regions:
-        for line in _lines_with(region, _SETTINGS, newest_first=True):
-            record = _decode(line)
+        for span in region.spans_with(_SETTINGS, newest_first=True):
+            record = region.object_at(span)
             settings = None if record is None else _settings(record, native_id)
             if settings is None:
                 continue
             if cwd is None:
-                found = _text(settings.get("cwd"))
+                found = bounded_text(settings.get("cwd"), _TEXT_LIMIT)
                 cwd = found if found is not None and found.startswith("/") else None
             if model is None:
-                model = _text(settings.get("model"), 200)
+                model = bounded_text(settings.get("model"), 200)
             if cwd is not None and model is not None:
                 return cwd, model
     return cwd, model
@@ -363,16 +293,15 @@ def _classify(sample: FileSample) -> HarnessSession | None:
         return None
     meta, body = found
     native_id = _uuid(meta.get("id"))
-    first_cwd = _text(meta.get("cwd"))
+    first_cwd = bounded_text(meta.get("cwd"), _TEXT_LIMIT)
     if native_id is None or first_cwd is None or not first_cwd.startswith("/"):
         return None
-    head = _head_region(sample, body)
-    tail = _tail_region(sample)
-    if tail.buf is head.buf:
-        tail = head  # the whole file is in the head: line 1 is no settings line
+    # With nothing past the head, the tail is the head from line 2: line 1 is
+    # no settings line.
+    head, tail = head_and_tail(sample, start=body)
     title = _title(head, native_id)
     cwd, model = _latest_settings([tail] if tail is head else [tail, head], native_id)
-    created = _when(meta.get("timestamp"))
+    created = parse_timestamp(meta.get("timestamp"))
     updated = _last_line_time(tail) or sample.mtime
     if created is not None and updated < created:
         updated = created

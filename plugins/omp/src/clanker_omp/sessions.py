@@ -14,15 +14,13 @@ pre-filters: it is not reversible, so a session belongs to its header's cwd.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from json.scanner import make_scanner
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from attrs import frozen
 
@@ -32,8 +30,12 @@ from clanker.stores import (
     Candidate,
     FileSample,
     HostFiles,
+    LineRegion,
     Witness,
+    bounded_text,
     clean_text,
+    decode_object,
+    head_and_tail,
     home_directory,
     parse_timestamp,
     scan_files,
@@ -95,10 +97,6 @@ _OPENING: Final = re.compile(
 # matched whole) a `"timestamp"` after `{`, `,` or a space and before `:` is a key of
 # the entry itself.
 _ENTRY_TIME: Final = re.compile(rb'[{,]\s*"timestamp"\s*:\s*"([^"\\]*)"')
-# The only way JSON spells an ASCII letter or `_` other than as itself.
-_LETTER_ESCAPE: Final = re.compile(rb"\\u00[4-7]")
-# The scanner json.loads runs (JSONDecoder.scan_once), with json.loads' defaults.
-_SCAN: Final = make_scanner(cast(Any, json.JSONDecoder()))
 
 
 @frozen
@@ -314,48 +312,6 @@ def project_dir_filter(
 # count.
 
 
-def _text(value: object, limit: int = _TEXT_LIMIT) -> str | None:
-    """A string that every later step can hold: non-empty, bounded, no NUL, valid UTF-8."""
-    if not isinstance(value, str) or not value.strip() or len(value) > limit or "\x00" in value:
-        return None
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate from a "\ud800" escape
-        return None
-    return value
-
-
-def _when(value: object) -> datetime | None:
-    try:
-        return parse_timestamp(value)
-    except (OverflowError, ValueError):  # e.g. year 1 with a positive offset
-        return None
-
-
-def _loads(line: bytes) -> dict[str, Any] | None:
-    """``json.loads(line)`` when that is an object, else ``None``.
-
-    For a line starting with ``{`` and a non-NUL byte, json.loads would pick UTF-8
-    and run this scanner from offset 0; calling it directly skips the wrapping
-    (encoding detection, whitespace regexes, three Python frames), some 40% of
-    json.loads' time on a typical line. Any other line goes through json.loads.
-    """
-    if line[:1] != b"{" or line[1:2] == b"\x00":
-        try:
-            value = json.loads(line)
-        except (ValueError, RecursionError):
-            return None
-        return value if isinstance(value, dict) else None
-    try:
-        text = line.decode("utf-8", "surrogatepass")
-        value, end = _SCAN(text, 0)
-    except (StopIteration, ValueError, RecursionError):
-        return None
-    if end != len(text) and text[end:].strip(" \t\n\r"):
-        return None  # json.loads: "Extra data"
-    return value if isinstance(value, dict) else None
-
-
 @frozen
 class _Want:
     """Which lines can matter to one use.
@@ -380,30 +336,20 @@ _ASSISTANTS: Final = _Want((b'"assistant"',), frozenset({b"message"}),
 
 
 class _Lines:
-    """The complete, non-blank lines of ``buf[lo:hi]``, decoded on demand, each once."""
+    """The complete, non-blank lines of a region, decoded on demand, each once."""
 
-    def __init__(self, buf: bytes, lo: int, hi: int) -> None:
-        self.buf = buf
-        self.spans: list[tuple[int, int]] = []
-        while lo < hi:
-            end = buf.find(b"\n", lo, hi)
-            end = hi if end < 0 else end
-            # Blank lines are no lines (FileSample.head_lines); an entry starts with "{".
-            if buf[lo] == 0x7B or buf[lo:end].strip():
-                self.spans.append((lo, end))
-            lo = end + 1
-        self._entries: dict[int, dict[str, Any] | None] = {}
+    def __init__(self, region: LineRegion) -> None:
+        self.region = region
+        self.buf = region.buf
+        self.spans = region.spans()
 
     def entry(self, index: int) -> dict[str, Any] | None:
-        if index not in self._entries:
-            start, end = self.spans[index]
-            self._entries[index] = _loads(self.buf[start:end])
-        return self._entries[index]
+        return self.region.object_at(self.spans[index])
 
     def every_entry(self, first: int) -> list[dict[str, Any]]:
         """The entries from line ``first`` on, every line decoded, in order."""
         buf = self.buf
-        decoded = (_loads(buf[start:end]) for start, end in self.spans[first:])
+        decoded = (decode_object(buf[start:end]) for start, end in self.spans[first:])
         return [entry for entry in decoded if entry is not None]
 
     def opening(self, index: int) -> re.Match[bytes] | None:
@@ -414,7 +360,8 @@ class _Lines:
         return _OPENING.match(self.buf, start, min(end, start + _OPENING_BYTES))
 
     def may_matter(self, index: int, want: _Want) -> bool:
-        start, end = self.spans[index]
+        span = self.spans[index]
+        start, end = span
         if end - start >= _LONG_LINE:
             opening = self.opening(index)
             if opening is None:
@@ -423,11 +370,7 @@ class _Lines:
             if kind not in want.kinds:
                 return False
             return kind != b"message" or want.roles is None or role is None or role in want.roles
-        line = self.buf[start:end]
-        if (line[:1] != b"{" or line[1:2] == b"\x00"
-                or (b"\\u00" in line and _LETTER_ESCAPE.search(line))):
-            return True
-        return any(token in line for token in want.tokens)
+        return self.region.may_hold(span, want.tokens)
 
     def entries(self, indices: Iterable[int], want: _Want) -> Iterator[dict[str, Any]]:
         """The entries among ``indices`` that can matter to ``want``, in that order."""
@@ -444,7 +387,7 @@ def _claimed_time(lines: _Lines, opening: re.Match[bytes]) -> datetime | None:
     if found is None:
         return None
     try:
-        return _when(found.group(1).decode("utf-8"))
+        return parse_timestamp(found.group(1).decode("utf-8"))
     except UnicodeDecodeError:
         return None
 
@@ -477,14 +420,14 @@ def _activity(entry: dict[str, Any]) -> datetime | None:
     message = _message(entry)
     if message is None:
         return None
-    return _when(entry.get("timestamp")) or _when(message.get("timestamp"))
+    return parse_timestamp(entry.get("timestamp")) or parse_timestamp(message.get("timestamp"))
 
 
 def _default_model(entry: dict[str, Any]) -> str | None:
     """A ``model_change`` of the default role (absent role = default); others are temporary."""
     if entry.get("type") != "model_change" or entry.get("role", "default") != "default":
         return None
-    return _text(entry.get("model"), 200)
+    return bounded_text(entry.get("model"), 200)
 
 
 def _assistant_model(entry: dict[str, Any]) -> str | None:
@@ -495,7 +438,7 @@ def _assistant_model(entry: dict[str, Any]) -> str | None:
 
 
 def _provider_model(provider: object, model: object) -> str | None:
-    model_text, provider_text = _text(model, 200), _text(provider, 200)
+    model_text, provider_text = bounded_text(model, 200), bounded_text(provider, 200)
     if model_text is None:
         return None
     return model_text if provider_text is None else f"{provider_text}/{model_text}"
@@ -517,7 +460,7 @@ def parent_from(value: object) -> str | None:
     A value with a separator or a ``.jsonl`` ending is a path; its id is the
     UUID the file name ends with (none when the name carries no id).
     """
-    text = _text(value)
+    text = bounded_text(value, _TEXT_LIMIT)
     if text is None:
         return None
     if "/" not in text and "\\" not in text and not text.endswith(".jsonl"):
@@ -579,19 +522,6 @@ def _count(body: list[dict[str, Any]]) -> int:
     return count
 
 
-def _head_lines(sample: FileSample) -> _Lines:
-    """The head's lines; a line cut by the bound is not one."""
-    head = sample.head
-    return _Lines(head, 0, len(head) if sample.whole else head.rfind(b"\n") + 1)
-
-
-def _tail_lines(sample: FileSample) -> _Lines:
-    """The tail's lines: its first is dropped, as it may be cut by the bound."""
-    tail = sample.tail
-    newline = tail.find(b"\n")
-    return _Lines(tail, len(tail) if newline < 0 else newline + 1, len(tail))
-
-
 def _header(head: _Lines) -> tuple[dict[str, Any], dict[str, Any] | None, int] | None:
     """The header, the title slot before it (if any), and how many lines they take."""
     first = head.entry(0) if head.spans else None
@@ -625,18 +555,19 @@ def summarize(sample: FileSample) -> HarnessSession | None:
       whole only (``None`` otherwise).
     - parent_id: ``parentSession`` as an id, or the id in a parent path's name.
     """
-    head = _head_lines(sample)
+    head_region, tail_region = head_and_tail(sample)
+    head = _Lines(head_region)
     found = _header(head)
     if found is None:
         return None
     header, slot, start = found
-    native_id = _text(header.get("id"), 200)
-    cwd = _text(header.get("cwd"))
+    native_id = bounded_text(header.get("id"), 200)
+    cwd = bounded_text(header.get("cwd"), _TEXT_LIMIT)
     if native_id is None or not native_id.isprintable() or native_id != native_id.strip():
         return None
     if cwd is None or not cwd.startswith("/"):
         return None  # omp records an absolute cwd
-    created = _when(header.get("timestamp"))
+    created = parse_timestamp(header.get("timestamp"))
     body = range(start, len(head.spans))
     if sample.whole:
         entries = head.every_entry(start)
@@ -648,8 +579,8 @@ def summarize(sample: FileSample) -> HarnessSession | None:
     else:
         # Nothing read past the head (the file shrank): the head is the tail too; its
         # slot and header are no activity and name no model.
-        tail = _tail_lines(sample) if sample.tail else head
-        newest_first, stamps = _recent(tail, range(len(tail.spans)) if sample.tail else body)
+        tail = head if tail_region is head_region else _Lines(tail_region)
+        newest_first, stamps = _recent(tail, body if tail is head else range(len(tail.spans)))
         prompts = head.entries(body, _PROMPTS)
         older = body[::-1]
         count = None  # a count of part is no count

@@ -18,9 +18,8 @@ import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from json.scanner import make_scanner
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from attrs import frozen
 
@@ -30,8 +29,12 @@ from clanker.stores import (
     Candidate,
     FileSample,
     HostFiles,
+    LineRegion,
     Witness,
+    bounded_text,
     clean_text,
+    decode_object,
+    head_and_tail,
     home_directory,
     parse_timestamp,
     scan_files,
@@ -86,10 +89,6 @@ _OPENING: Final = re.compile(
     rb"(?:\s*,\s*" + _JSON_STRING + rb"\s*:\s*(?:" + _JSON_STRING + rb"|[-+.0-9A-Za-z]+))*"
     rb'(?:\s*,\s*"message"\s*:\s*\{\s*"role"\s*:\s*"([A-Za-z_]+)")?'
 )
-# The only way JSON spells an ASCII letter or `_` other than as itself.
-_LETTER_ESCAPE: Final = re.compile(rb"\\u00[4-7]")
-# The scanner json.loads runs (JSONDecoder.scan_once), with json.loads' defaults.
-_SCAN: Final = make_scanner(cast(Any, json.JSONDecoder()))
 # parse_timestamp reads an integer above 10**11 as milliseconds; below 10**14 that is
 # before the year 5138, which every platform converts.
 _MS_LOW: Final = 10**11
@@ -227,48 +226,6 @@ def project_dir_filter(scopes: Iterable[str]) -> Callable[[int, str], bool] | No
 # count.
 
 
-def _text(value: object, limit: int = _TEXT_LIMIT) -> str | None:
-    """A string that every later step can hold: non-empty, bounded, no NUL, valid UTF-8."""
-    if not isinstance(value, str) or not value.strip() or len(value) > limit or "\x00" in value:
-        return None
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate from a "\ud800" escape
-        return None
-    return value
-
-
-def _when(value: object) -> datetime | None:
-    try:
-        return parse_timestamp(value)
-    except (OverflowError, ValueError):  # e.g. year 1 with a positive offset
-        return None
-
-
-def _loads(line: bytes) -> dict[str, Any] | None:
-    """``json.loads(line)`` when that is an object, else ``None``.
-
-    For a line starting with ``{`` and a non-NUL byte, json.loads would pick UTF-8
-    and run this scanner from offset 0; calling it directly skips the wrapping
-    (encoding detection, whitespace regexes, three Python frames), some 40% of
-    json.loads' time on a typical line. Any other line goes through json.loads.
-    """
-    if line[:1] != b"{" or line[1:2] == b"\x00":
-        try:
-            value = json.loads(line)
-        except (ValueError, RecursionError):
-            return None
-        return value if isinstance(value, dict) else None
-    try:
-        text = line.decode("utf-8", "surrogatepass")
-        value, end = _SCAN(text, 0)
-    except (StopIteration, ValueError, RecursionError):
-        return None
-    if end != len(text) and text[end:].strip(" \t\n\r"):
-        return None  # json.loads: "Extra data"
-    return value if isinstance(value, dict) else None
-
-
 @frozen
 class _Want:
     """Which lines can matter to one use.
@@ -294,28 +251,19 @@ _MODELS: Final = _Want((b'"model_change"', b'"assistant"'),
 
 
 class _Lines:
-    """The complete, non-blank lines of ``buf[lo:hi]``, decoded on demand, each once."""
+    """The complete, non-blank lines of a region, decoded on demand, each once."""
 
-    def __init__(self, buf: bytes, lo: int, hi: int) -> None:
-        self.buf = buf
-        self.spans: list[tuple[int, int]] = []
-        while lo < hi:
-            end = buf.find(b"\n", lo, hi)
-            end = hi if end < 0 else end
-            # Blank lines are no lines (FileSample.head_lines); an entry starts with "{".
-            if buf[lo] == 0x7B or buf[lo:end].strip():
-                self.spans.append((lo, end))
-            lo = end + 1
-        self._entries: dict[int, dict[str, Any] | None] = {}
+    def __init__(self, region: LineRegion) -> None:
+        self.region = region
+        self.buf = region.buf
+        self.spans = region.spans()
 
     def entry(self, index: int) -> dict[str, Any] | None:
-        if index not in self._entries:
-            start, end = self.spans[index]
-            self._entries[index] = _loads(self.buf[start:end])
-        return self._entries[index]
+        return self.region.object_at(self.spans[index])
 
     def may_matter(self, index: int, want: _Want) -> bool:
-        start, end = self.spans[index]
+        span = self.spans[index]
+        start, end = span
         if end - start >= _LONG_LINE:
             opening = _OPENING.match(self.buf, start, min(end, start + _OPENING_BYTES))
             if opening is None:
@@ -324,16 +272,12 @@ class _Lines:
             if kind not in want.kinds:
                 return False
             return kind != b"message" or want.roles is None or role is None or role in want.roles
-        line = self.buf[start:end]
-        if (line[:1] != b"{" or line[1:2] == b"\x00"
-                or (b"\\u00" in line and _LETTER_ESCAPE.search(line))):
-            return True
-        return any(token in line for token in want.tokens)
+        return self.region.may_hold(span, want.tokens)
 
     def every_entry(self, first: int) -> list[dict[str, Any]]:
         """The entries from line ``first`` on, every line decoded, in order."""
         buf = self.buf
-        decoded = (_loads(buf[start:end]) for start, end in self.spans[first:])
+        decoded = (decode_object(buf[start:end]) for start, end in self.spans[first:])
         return [entry for entry in decoded if entry is not None]
 
     def entries(self, indices: Iterable[int], want: _Want) -> Iterator[dict[str, Any]]:
@@ -377,7 +321,7 @@ def _model(entry: dict[str, Any]) -> str | None:
         if message is None or message.get("role") != "assistant":
             return None
         provider, model = message.get("provider"), message.get("model")
-    model_text, provider_text = _text(model, 200), _text(provider, 200)
+    model_text, provider_text = bounded_text(model, 200), bounded_text(provider, 200)
     if model_text is None:
         return None
     return model_text if provider_text is None else f"{provider_text}/{model_text}"
@@ -400,7 +344,7 @@ def parent_from(value: object) -> str | None:
     Pi records the path; the id is the UUID the file name ends with. A path
     whose name carries no id gives no parent id.
     """
-    text = _text(value)
+    text = bounded_text(value, _TEXT_LIMIT)
     if text is None:
         return None
     name = re.split(r"[/\\]", text)[-1]
@@ -428,7 +372,7 @@ def _messages(entries: Iterable[dict[str, Any]]) -> tuple[list[datetime], int]:
             if type(value) is int and _MS_LOW < value < _MS_HIGH:
                 latest_ms = max(latest_ms, value)
             else:
-                stamp = _when(value) or _when(entry.get("timestamp"))
+                stamp = parse_timestamp(value) or parse_timestamp(entry.get("timestamp"))
                 if stamp is not None:
                     stamps.append(stamp)
         entry_id = entry.get("id")
@@ -437,7 +381,7 @@ def _messages(entries: Iterable[dict[str, Any]]) -> tuple[list[datetime], int]:
                 continue
             seen.add(entry_id)
         count += 1
-    latest = _when(latest_ms) if latest_ms else None
+    latest = parse_timestamp(latest_ms) if latest_ms else None
     if latest is not None:
         stamps.append(latest)
     return stamps, count
@@ -449,19 +393,6 @@ def _updated(sample: FileSample, stamps: list[datetime], created: datetime | Non
     if sample.whole:
         return created or sample.mtime
     return sample.mtime  # the tail was one giant line: the last write is the best guess
-
-
-def _head_lines(sample: FileSample) -> _Lines:
-    """The head's lines; a line cut by the bound is not one."""
-    head = sample.head
-    return _Lines(head, 0, len(head) if sample.whole else head.rfind(b"\n") + 1)
-
-
-def _tail_lines(sample: FileSample) -> _Lines:
-    """The tail's lines: its first is dropped, as it may be cut by the bound."""
-    tail = sample.tail
-    newline = tail.find(b"\n")
-    return _Lines(tail, len(tail) if newline < 0 else newline + 1, len(tail))
 
 
 def summarize(sample: FileSample) -> HarnessSession | None:
@@ -482,17 +413,18 @@ def summarize(sample: FileSample) -> HarnessSession | None:
     - message_count: every ``message`` entry, de-duplicated by entry id; only
       for a file read whole (``None`` otherwise: a count of part is no count).
     """
-    head = _head_lines(sample)
+    head_region, tail_region = head_and_tail(sample)
+    head = _Lines(head_region)
     header = head.entry(0) if head.spans else None
     if header is None or header.get("type") != "session":
         return None
-    native_id = _text(header.get("id"), 200)
-    cwd = _text(header.get("cwd"))
+    native_id = bounded_text(header.get("id"), 200)
+    cwd = bounded_text(header.get("cwd"), _TEXT_LIMIT)
     if native_id is None or not native_id.isprintable() or native_id != native_id.strip():
         return None
     if cwd is None or not cwd.startswith("/"):
         return None  # pi records process.cwd(), always absolute
-    created = _when(header.get("timestamp"))
+    created = parse_timestamp(header.get("timestamp"))
     # Line 1 is the header; later `session` lines are re-appended duplicates, and
     # no field reads one.
     body = range(1, len(head.spans))
@@ -504,8 +436,8 @@ def summarize(sample: FileSample) -> HarnessSession | None:
         prompts: Iterable[dict[str, Any]] = entries
         older = range(0)  # the head is the tail
     else:
-        if sample.tail:
-            tail = _tail_lines(sample)
+        if tail_region is not head_region:
+            tail = _Lines(tail_region)
             recent = range(len(tail.spans))
         else:  # nothing read past the head (the file shrank): the head is the tail too
             tail, recent = head, body
