@@ -9,7 +9,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -73,20 +72,6 @@ def events(envelopes: Envelopes) -> list[tuple[object, ...]]:
 
 
 # -- the interpreter: one mapping per native event ---------------------------------------
-
-
-def test_the_interpreter_is_standard_library_only() -> None:
-    """It runs under ``python -I -S`` (no site-packages), as the hook bridge runs it."""
-    code = (
-        "import importlib.util, json, sys\n"
-        "spec = importlib.util.spec_from_file_location('i', sys.argv[1])\n"
-        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-        "print(json.dumps(m.interpret(json.loads(sys.argv[2]), {})[0]))\n"
-    )
-    prompt = (FIXTURES / "user-prompt-submit.json").read_text()
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(INTERPRETER), prompt],
-                          capture_output=True, text=True, check=True, timeout=60)
-    assert [e["event"] for e in json.loads(done.stdout)] == ["turn_started"]
 
 
 def test_hook_stdout_is_nothing() -> None:
@@ -245,23 +230,21 @@ def test_an_unusable_cwd_is_left_out_not_the_event() -> None:
     assert interpret(payload("cwd-changed", new_cwd="docs"), {}) == ([], {})
 
 
-def test_no_payload_content_reaches_envelopes_or_state() -> None:
-    names = ["session-start.startup", "user-prompt-submit", "permission-request",
-             "post-tool-batch", "permission-request", "post-tool-batch.denied", "cwd-changed",
-             "stop", "stop-failure.server-error", "session-end"]
-    out, _ = run(list(names))
+# No payload content reaches envelopes or state: the contract (test_contract.py, with
+# PRIVATE_TEXTS below).
+PRIVATE_TEXTS = ("rm -rf", "README", "secret file text", "Remove the build", "transcript",
+                 "Removed the", "API Error", "toolu_", 'hi"')
+RUN = ["session-start.startup", "user-prompt-submit", "permission-request", "post-tool-batch",
+       "permission-request", "post-tool-batch.denied", "cwd-changed", "stop",
+       "stop-failure.server-error", "session-end"]
+
+
+def test_the_state_holds_only_the_turn_and_the_wait() -> None:
     state: dict[str, object] = {}
-    for name in names:
+    for name in RUN:
         _, state = interpret(payload(name), state)
         assert set(state) <= {"turn", "waiting"}
         assert all(isinstance(v, str | bool) for v in state.values())
-    allowed_keys = {"event", "scope", "sessionId", "turnId", "inputId", "cwd", "nativeEvent"}
-    for envelope in (e for batch in out for e in batch):
-        assert set(envelope) <= allowed_keys
-        text = json.dumps(envelope)
-        for secret in ("rm -rf", "README", "secret file text", "Remove the build",
-                       "transcript", "Removed the", "API Error", "toolu_", "hi\""):
-            assert secret not in text
 
 
 # -- malformed input never raises ---------------------------------------------------------
@@ -287,12 +270,6 @@ near_payloads = st.fixed_dictionaries(
 states = st.fixed_dictionaries(
     {}, optional={"turn": st.sampled_from([PROMPT]) | json_values, "waiting": json_values},
 ) | json_values
-
-
-@settings(max_examples=300, deadline=None)
-@given(payload_=near_payloads | json_values, state=states)
-def test_any_json_payload_and_state_never_raise(payload_: object, state: Any) -> None:
-    check_interpretation(interpret(payload_, state), max_state=1024)
 
 
 @settings(max_examples=200, deadline=None)

@@ -16,11 +16,13 @@ import clanker_claude
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandResult, LocalTransport
+from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.testing import HarnessProviderContract, ScriptedSession, ScriptedSessionExecutor
+from clanker.registry import HarnessProvider, Registry
+from clanker.testing import ScriptedSession, ScriptedSessionExecutor
 from clanker_claude.launch import ClaudeLaunch
 from clanker_claude.models import ClaudeModels, parse_initialize_response
 
@@ -30,18 +32,9 @@ TRANSCRIPT = f"/home/u/.claude/projects/-home-u-src-repo/{SESSION}.jsonl"
 NO_CREDENTIALS = ["default", "opus[1m]", "sonnet", "haiku"]
 
 
-class TestClaudeContract(HarnessProviderContract):
-    plugin = clanker_claude.plugin
-    harness_id = "claude"
-    valid_session_ids = (SESSION,)
-    invalid_session_ids = (
-        *HarnessProviderContract.invalid_session_ids,
-        SESSION.upper(),
-        "nosuchname",
-        SESSION[:-1],
-        SESSION.replace("-", ""),
-        TRANSCRIPT,
-    )
+def claude_provider() -> HarnessProvider:
+    return Registry.from_plugins({"claude": clanker_claude.plugin}, environ={}).get_provider(
+        HarnessId("claude"))
 
 
 def captured(name: str) -> dict[str, Any]:
@@ -54,7 +47,7 @@ def captured(name: str) -> dict[str, Any]:
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = TestClaudeContract().provider()
+    provider = claude_provider()
     return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
 
 

@@ -18,17 +18,12 @@ from clanker.commit.prompt import build_prompt
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
-    ReplayDouble,
     change_repository,
-    check_prompt_shows_the_change,
-    check_typed_failure,
     commit_failure,
-    install_replay_double,
     installed_provider,
     propose,
     repository_state,
 )
-from clanker.testing.doubles import prepend_to_path
 from clanker.testing.strategies import json_values, junk_text, prefixes
 from clanker_claude.commit import COMMIT_ARGS, COMMIT_ENV, ClaudeCommit, parse_commit_result
 from clanker_claude.models import ISOLATION_ARGS, PROBE_ENV
@@ -445,73 +440,13 @@ def test_arbitrary_fields_are_an_answer_or_a_typed_failure(
     _typed_or_answer(json.dumps(fields))
 
 
-# -- end to end: the real service, the registry's provider, a claude double ----------------
-
-# Replays Claude Code 2.1.197's captured `-p --output-format json` stdout (a fixture file,
-# byte for byte) after reading the prompt from stdin to EOF, as claude does; it records
-# its argv, cwd, the variables clanker sets and the prompt.
-@pytest.fixture
-def claude_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
-    double = install_replay_double(tmp_path / "bin", "claude",
-                                   record_env=("CLAUDE_CODE_*", "ENABLE_CLAUDEAI_*"))
-    prepend_to_path(monkeypatch, double.path.parent)
-    return double
+# -- the real CLI, when it is installed ---------------------------------------------------
+# (End to end through the commit service and a double: the contract, test_contract.py.)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return change_repository(tmp_path)
-
-
-def test_end_to_end_through_the_commit_service(
-    repo: Path, claude_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    claude_double.replay(monkeypatch, COMMIT / "final-argv-stub-success.stdout.json")
-    before = repository_state(repo)
-    proposal = propose(installed_provider("claude"), repo, tmp_path / "locks", "haiku")
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert proposal.message.body == (
-        "Retry transient network errors up to three times with backoff.")
-    assert repository_state(repo) == before
-    seen = claude_double.call()
-    assert seen["argv"] == [*ARGV, "--model", "haiku"]
-    assert seen["cwd"] == str(repo)
-    assert seen["env"] == ENV
-    prompt = claude_double.stdin().decode()
-    assert prompt.startswith("Write a git commit message")
-    check_prompt_shows_the_change(prompt)
-
-
-def test_end_to_end_without_a_model_uses_claudes_default(
-    repo: Path, claude_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    claude_double.replay(monkeypatch, COMMIT / "stub-thinking-then-text.stdout.json")
-    proposal = propose(installed_provider("claude"), repo, tmp_path / "locks", None, Style.PLAIN)
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert claude_double.call()["argv"] == list(ARGV)
-
-
-@pytest.mark.parametrize(
-    ("name", "exit_code", "kind"),
-    [
-        ("stub-decorated.stdout.json", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
-        ("stub-thinking-only.stdout.json", 0, ErrorKind.PARSE_FAILURE),
-        ("stub-slash-command.stdout.json", 0, ErrorKind.PARSE_FAILURE),
-        ("stub-sigint.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("final-argv-stub-toolcall.stdout.json", 1, ErrorKind.COMMAND_FAILED),
-        ("json-not-logged-in.stdout.json", 1, ErrorKind.COMMAND_FAILED),
-        ("stub-max-tokens.stdout.json", 1, ErrorKind.COMMAND_FAILED),
-    ],
-)
-def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, claude_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    name: str, exit_code: int, kind: ErrorKind,
-) -> None:
-    claude_double.replay(monkeypatch, COMMIT / name, exit_code)
-    check_typed_failure("claude", repo, tmp_path / "locks", kind)
-
-
-# -- the real CLI, when it is installed ---------------------------------------------------
 
 
 @pytest.fixture

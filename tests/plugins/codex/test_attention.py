@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clanker.attention.capability import AttachmentContext, AttentionCapability
@@ -403,19 +402,6 @@ states = st.one_of(
         "stuck": json_values, "over": json_values,
     }),
 )
-
-
-@settings(max_examples=300)
-@given(payload=json_values | payloads, state=states)
-def test_any_payload_and_state_never_raise(payload: object, state: dict[str, object]) -> None:
-    check_interpretation(INTERPRETER.interpret(payload, state), max_state=64 * 1024)
-
-
-@settings(max_examples=100)
-@given(st.lists(payloads, max_size=30))
-def test_any_sequence_keeps_a_small_valid_state(sequence: list[dict[str, Any]]) -> None:
-    run = Run()
-    run.feed(*sequence)
 
 
 # -- preparing a launch ------------------------------------------------------------------------

@@ -17,11 +17,13 @@ import clanker_codex
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandResult, LocalTransport
+from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.testing import HarnessProviderContract, ScriptedSession, ScriptedSessionExecutor
+from clanker.registry import HarnessProvider, Registry
+from clanker.testing import ScriptedSession, ScriptedSessionExecutor
 from clanker_codex.launch import CodexLaunch
 from clanker_codex.models import (
     MAX_PAGES,
@@ -38,18 +40,9 @@ VISIBLE = [
 ]
 
 
-class TestCodexContract(HarnessProviderContract):
-    plugin = clanker_codex.plugin
-    harness_id = "codex"
-    valid_session_ids = (SESSION, SESSION.upper())
-    invalid_session_ids = (
-        *HarnessProviderContract.invalid_session_ids,
-        "nosuchname",
-        SESSION[:-1],
-        SESSION.replace("-", ""),
-        "{" + SESSION + "}",
-        f"/home/u/.codex/sessions/2026/11/30/rollout-2026-11-30T08-15-17-{SESSION}.jsonl",
-    )
+def codex_provider() -> HarnessProvider:
+    return Registry.from_plugins({"codex": clanker_codex.plugin}, environ={}).get_provider(
+        HarnessId("codex"))
 
 
 def captured(name: str) -> list[dict[str, Any]]:
@@ -65,7 +58,7 @@ def response(request_id: int) -> dict[str, Any]:
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = TestCodexContract().provider()
+    provider = codex_provider()
     return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
 
 
@@ -99,7 +92,7 @@ def test_resume_and_fork_name_the_launch_directory_but_a_fresh_launch_does_not()
     # resume" and defaults to that directory even when it is gone; with -C
     # before the subcommand it continues in the given directory, no question.
     session = SessionTarget(native_id=SESSION)
-    provider = TestCodexContract().provider()
+    provider = codex_provider()
     for operation in ("resume", "fork"):
         argv = plan_launch(provider, LaunchRequest(
             operation=operation, session=session, cwd="/elsewhere/work",  # type: ignore[arg-type]

@@ -16,20 +16,15 @@ from clanker.commit.message import Style, normalize_message
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
-    ReplayDouble,
     answer_or_typed_failure,
     change_repository,
-    check_prompt_shows_the_change,
-    check_typed_failure,
     commit_failure,
     git,
-    install_replay_double,
     installed_provider,
     json_lines,
     propose,
     repository_state,
 )
-from clanker.testing.doubles import prepend_to_path
 from clanker.testing.strategies import json_values, junk_text, prefixes
 from clanker_codex.commit import COMMIT_ARGS, CodexCommit, parse_commit_stream
 
@@ -437,67 +432,14 @@ def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
         assert answer.strip()
 
 
-# -- end to end: the real service, the registry's provider, a codex double ---------------
-
-# Replays Codex 0.171.0's `exec --json` stdout (a fixture file, byte for byte) after
-# reading the prompt from stdin to EOF, as codex does, and says so on stderr as codex does.
-@pytest.fixture
-def codex_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
-    double = install_replay_double(tmp_path / "bin", "codex",
-                                   stderr="Reading prompt from stdin...\n")
-    prepend_to_path(monkeypatch, double.path.parent)
-    return double
+# -- the real CLI, when it is installed ---------------------------------------------------
+# (End to end through the commit service and a double: the contract, test_contract.py.)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return change_repository(tmp_path)
 
-
-def test_end_to_end_through_the_commit_service(
-    repo: Path, codex_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    codex_double.replay(monkeypatch, COMMIT / "built-success-commentary-then-tool.jsonl")
-    before = repository_state(repo)
-    proposal = propose(installed_provider("codex"), repo, tmp_path / "locks", "gpt-6.2-sol")
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert proposal.message.body == "Retry failed sync requests up to three times with backoff."
-    assert repository_state(repo) == before
-    seen = codex_double.call()
-    assert seen["argv"] == [*COMMIT_ARGS, "--model=gpt-6.2-sol"]
-    assert seen["cwd"] == str(repo)
-    prompt = codex_double.stdin().decode()
-    check_prompt_shows_the_change(prompt)
-
-
-def test_end_to_end_without_a_model_uses_codexs_default(
-    repo: Path, codex_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    codex_double.replay(monkeypatch, COMMIT / "built-success.jsonl")
-    proposal = propose(installed_provider("codex"), repo, tmp_path / "locks", None)
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert codex_double.call()["argv"] == list(COMMIT_ARGS)
-
-
-@pytest.mark.parametrize(
-    ("name", "exit_code", "kind"),
-    [
-        ("built-decorated.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
-        ("built-thinking-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("built-tool-after-last-message.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("exec-http-401.jsonl", 1, ErrorKind.COMMAND_FAILED),
-        ("exec-sigterm.jsonl", 143, ErrorKind.COMMAND_FAILED),
-    ],
-)
-def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, codex_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    name: str, exit_code: int, kind: ErrorKind,
-) -> None:
-    codex_double.replay(monkeypatch, COMMIT / name, exit_code)
-    check_typed_failure("codex", repo, tmp_path / "locks", kind)
-
-
-# -- the real CLI, when it is installed ---------------------------------------------------
 
 ENV_MARKER = "clanker-env-marker-51c9"
 

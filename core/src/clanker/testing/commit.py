@@ -26,6 +26,10 @@ and checks what the double was given and that the repository did not change
 The double's protocol: it reads its stdin to EOF, records it and how it was run,
 writes the file named by :data:`STREAM_VARIABLE` to stdout byte for byte (nothing
 when it is unset) and exits with :data:`EXIT_VARIABLE` (default 0).
+
+:class:`CommitContract`, the commit part of the provider contract, runs exactly
+that for every output a plugin lists in :attr:`CommitContract.commit_successes`
+and :attr:`CommitContract.commit_failures`.
 """
 
 from __future__ import annotations
@@ -36,10 +40,13 @@ import subprocess
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from clanker.capabilities import Capability
 from clanker.commit.capability import CommitCapability
 from clanker.commit.message import Style
 from clanker.commit.service import CommitProposal, CommitService
@@ -47,12 +54,15 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandResult, LocalTransport
 from clanker.ids import HarnessId
 from clanker.registry import HarnessProvider, Registry
-from clanker.testing.doubles import write_script
+from clanker.testing.base import PROPERTY, ContractBase
+from clanker.testing.doubles import prepend_to_path, write_script
+from clanker.testing.strategies import junk_text, model_ids
 
 __all__ = [
     "EXIT_VARIABLE",
     "GIT",
     "STREAM_VARIABLE",
+    "CommitContract",
     "ReplayDouble",
     "answer_or_typed_failure",
     "change_repository",
@@ -284,12 +294,129 @@ def check_prompt_shows_the_change(
     assert "outside-secret" not in prompt
 
 
-def check_typed_failure(harness: str, repo: Path, locks: Path, kind: ErrorKind) -> None:
-    """Assert that asking the installed ``harness`` for a message fails with ``kind``,
-    naming the harness, and that the repository is as it was."""
+def check_typed_failure(
+    harness: str, repo: Path, locks: Path, kind: ErrorKind,
+    provider: HarnessProvider | None = None,
+) -> None:
+    """Assert that asking ``harness`` (the installed plugin's, or ``provider``) for a
+    message fails with ``kind``, naming the harness, and that the repository is as it
+    was."""
     before = repository_state(repo)
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(installed_provider(harness), repo, locks, None)
+        propose(provider or installed_provider(harness), repo, locks, None)
     assert caught.value.kind is kind
     assert caught.value.harness == harness
     assert repository_state(repo) == before
+
+
+# -- the commit part of the provider contract -----------------------------------------------
+
+
+class CommitContract(ContractBase):
+    """Commit: bounded, tool-free inference with the prompt on stdin; any output is an
+    answer or a typed failure; and end to end, through the real commit service and a
+    double of the harness replaying captured outputs, the message comes out and the
+    repository stays as it was.
+
+    A plugin lists its captured outputs in :attr:`commit_successes` and
+    :attr:`commit_failures` and, where its double must record or refuse something,
+    overrides :meth:`commit_double` and the ``check_commit_*`` methods.
+    """
+
+    commit_successes: ClassVar[Sequence[tuple[Path, str]]] = ()
+    """Outputs of the harness's commit mode (captured or built) and the message the
+    service proposes from each: ``"subject"`` or ``"subject\\n\\nbody"``."""
+    commit_failures: ClassVar[Sequence[tuple[Path, int, ErrorKind]]] = ()
+    """Outputs with the exit status they came with, and how asking fails for each."""
+    commit_model: ClassVar[str] = "contract-model"
+    """The model asked for in the end-to-end run (the harness must accept its syntax)."""
+
+    def commit_double(self, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
+        """Install the harness's double in ``bin_dir`` (put on ``PATH`` by the contract).
+        By default a plain :func:`install_replay_double` of the executable."""
+        return install_replay_double(bin_dir, self.provider().descriptor.executable)
+
+    def commit_repository(self, tmp_path: Path) -> Path:
+        """The repository the end-to-end run describes: :func:`change_repository`."""
+        return change_repository(tmp_path)
+
+    def check_commit_prompt(self, stdin: bytes) -> None:
+        """Assert that what the double read on stdin carries the change of
+        :meth:`commit_repository` (by default a prompt in plain text)."""
+        check_prompt_shows_the_change(stdin.decode())
+
+    def check_commit_call(self, call: dict[str, Any], repo: Path) -> None:
+        """Assert more of how the double was run (:meth:`ReplayDouble.call`: its argv,
+        cwd and the variables it recorded). Nothing by default."""
+
+    def _commit(self) -> CommitCapability:
+        return self._implementation(Capability.COMMIT, CommitCapability)
+
+    @PROPERTY
+    @given(model=st.none() | model_ids(), prompt=st.text(max_size=200))
+    def test_commit_invocations_are_bounded_inference_with_the_prompt_on_stdin(
+        self, model: str | None, prompt: str
+    ) -> None:
+        request = self._commit().build_invocation(model, prompt)
+        assert request.command == self.provider().descriptor.executable
+        assert request.inference
+        assert request.stdin is not None
+        # The prompt rides on stdin as text, or inside a JSON message (escaped).
+        forms = {prompt, prompt.strip(), json.dumps(prompt)[1:-1],
+                 json.dumps(prompt, ensure_ascii=False)[1:-1]}
+        assert any(form.encode() in request.stdin for form in forms)
+        if model is not None:
+            assert any(model == arg or arg.endswith("=" + model) for arg in request.args)
+
+    @PROPERTY
+    @given(stdout=junk_text(), stderr=junk_text(), exit_code=st.integers(-15, 255))
+    def test_commit_output_parsing_fails_typed_never_crashes(
+        self, stdout: str, stderr: str, exit_code: int
+    ) -> None:
+        try:
+            answer = self._commit().parse_output(CommandResult(stdout, stderr, exit_code))
+        except HarnessCapabilityError:
+            return
+        assert isinstance(answer, str)
+
+    def _replaying(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> tuple[HarnessProvider, ReplayDouble, Path]:
+        self._commit()
+        double = self.commit_double(tmp_path / "bin", monkeypatch)
+        prepend_to_path(monkeypatch, double.path.parent)
+        return self.provider(), double, self.commit_repository(tmp_path)
+
+    def test_commit_end_to_end_through_the_service(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        successes = self._unless(self.commit_successes or None, "commit_successes")
+        provider, double, repo = self._replaying(tmp_path, monkeypatch)
+        commit = self._commit()
+        before = repository_state(repo)
+        for stream, message in successes:
+            double.replay(monkeypatch, stream)
+            proposal = propose(provider, repo, tmp_path / "locks", self.commit_model)
+            assert proposal.message.text == message, stream.name
+            assert (proposal.harness, proposal.model) == (self.harness_id, self.commit_model)
+            assert repository_state(repo) == before
+            call = double.call()
+            assert call["argv"] == list(commit.build_invocation(self.commit_model, "").args)
+            assert call["cwd"] == str(repo)
+            self.check_commit_call(call, repo)
+            self.check_commit_prompt(double.stdin())
+        # Without a model the harness's own default is asked.
+        double.replay(monkeypatch, successes[0][0])
+        proposal = propose(provider, repo, tmp_path / "locks", None)
+        assert proposal.message.text == successes[0][1]
+        assert double.call()["argv"] == list(commit.build_invocation(None, "").args)
+        assert repository_state(repo) == before
+
+    def test_commit_end_to_end_failures_are_typed_and_change_nothing(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        failures = self._unless(self.commit_failures or None, "commit_failures")
+        provider, double, repo = self._replaying(tmp_path, monkeypatch)
+        for stream, exit_code, kind in failures:
+            double.replay(monkeypatch, stream, exit_code)
+            check_typed_failure(self.harness_id, repo, tmp_path / "locks", kind, provider)
