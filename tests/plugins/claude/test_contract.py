@@ -33,7 +33,9 @@ from tests.plugins.claude.test_sessions import (
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "claude"
 SESSION = "2bd84788-1866-4763-ad83-f2741628502f"
-MESSAGE = "feat: add retry to the sync client\n\n"
+COMMIT = FIXTURES / "commit"
+MESSAGE = ("feat: add retry to the sync client\n\n"
+           "Retry transient network errors up to three times with backoff.")
 
 
 class TestClaudeContract(HarnessProviderContract):
@@ -107,13 +109,9 @@ class TestClaudeContract(HarnessProviderContract):
 
     # commit
     commit_model = "haiku"
-    commit_successes = (
-        (FIXTURES / "commit" / "final-argv-stub-success.stdout.json",
-         MESSAGE + "Retry transient network errors up to three times with backoff."),
-        (FIXTURES / "commit" / "stub-thinking-then-text.stdout.json",
-         MESSAGE + "Retry transient network errors up to three times with backoff."),
-    )
-    commit_failures = tuple((FIXTURES / "commit" / name, exit_code, kind) for name, exit_code, kind in (
+    commit_successes = ((COMMIT / "final-argv-stub-success.stdout.json", MESSAGE),
+                        (COMMIT / "stub-thinking-then-text.stdout.json", MESSAGE))
+    commit_failures = tuple((COMMIT / name, exit_code, kind) for name, exit_code, kind in (
         ("stub-decorated.stdout.json", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
         ("stub-thinking-only.stdout.json", 0, ErrorKind.PARSE_FAILURE),
         ("stub-slash-command.stdout.json", 0, ErrorKind.PARSE_FAILURE),

@@ -22,6 +22,7 @@ from tests.plugins.codex.test_sessions import HUGE_ROLLOUTS, ROLLOUTS
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "codex"
 CODEX_HOME = FIXTURES / "sessions" / "codex-home"
+COMMIT = FIXTURES / "commit"
 SESSION = "01a22b86-c7d0-79e0-b3c0-03c56f3ce14a"
 ANSWER = ("feat: add retry to the sync client\n\n"
           "Retry failed sync requests up to three times with backoff.")
@@ -94,9 +95,9 @@ class TestCodexContract(HarnessProviderContract):
 
     # commit
     commit_model = "gpt-6.2-sol"
-    commit_successes = ((FIXTURES / "commit" / "built-success-commentary-then-tool.jsonl", ANSWER),
-                        (FIXTURES / "commit" / "built-success.jsonl", ANSWER))
-    commit_failures = tuple((FIXTURES / "commit" / name, exit_code, kind) for name, exit_code, kind in (
+    commit_successes = ((COMMIT / "built-success-commentary-then-tool.jsonl", ANSWER),
+                        (COMMIT / "built-success.jsonl", ANSWER))
+    commit_failures = tuple((COMMIT / name, exit_code, kind) for name, exit_code, kind in (
         ("built-decorated.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
         ("built-thinking-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
         ("built-tool-after-last-message.jsonl", 0, ErrorKind.PARSE_FAILURE),

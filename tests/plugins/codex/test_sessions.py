@@ -37,7 +37,7 @@ from clanker.testing.sessions import (
     check_unchanged_store_is_remembered,
     sample_of_bytes,
 )
-from clanker.testing.strategies import json_values
+from clanker.testing.strategies import awkward_values
 from clanker_codex.sessions import (
     HEAD_BYTES,
     INDEX_NAME,
@@ -605,12 +605,7 @@ def test_codex_continues_a_session_whose_directory_is_gone() -> None:
 
 # -- shapes for the contract's properties (test_contract.py) --------------------------------
 
-_json = json_values(floats=st.floats())  # NaN and the infinities too
-_field = st.one_of(_json, st.sampled_from([
-    "", " ", "\x00", "/a\x00b", "\ud800", "/\udcff", "relative", ID, ID.upper(),
-    "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", 1e308, -1, 2**70,
-    float("nan"), "x" * 10_000, {"subagent": "review"}, [ID],
-]))
+_field = awkward_values([ID, ID.upper(), {"subagent": "review"}, [ID]])
 
 
 def _rollout(meta: dict[str, object], records: list[tuple[str, dict[str, object], object]]

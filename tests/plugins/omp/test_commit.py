@@ -15,19 +15,14 @@ from clanker.commit.message import Style, normalize_message
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
-    ReplayDouble,
     answer_or_typed_failure,
     change_repository,
-    check_prompt_shows_the_change,
-    check_typed_failure,
     commit_failure,
-    install_replay_double,
     installed_provider,
     json_lines,
     propose,
     repository_state,
 )
-from clanker.testing.doubles import prepend_to_path
 from clanker.testing.strategies import json_values, junk_text, prefixes
 from clanker_omp.commit import COMMIT_ARGS, MAX_TIME, OmpCommit, parse_commit_stream
 
@@ -396,68 +391,13 @@ def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
     _typed_or_answer(json_lines(HEADER, *items))
 
 
-# -- end to end: the real service, the registry's provider, an omp double -----------------
-
-# Replays omp 18.2.3's captured `--print --mode json` stdout (a fixture file, byte for
-# byte) after reading the prompt from stdin to EOF, as omp does; it records what it got.
-@pytest.fixture
-def omp_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
-    double = install_replay_double(tmp_path / "bin", "omp")
-    prepend_to_path(monkeypatch, double.path.parent)
-    return double
+# -- the real CLI, when it is installed ---------------------------------------------------
+# (End to end through the commit service and a double: the contract, test_contract.py.)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return change_repository(tmp_path)
-
-
-def test_end_to_end_through_the_commit_service(
-    repo: Path, omp_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    omp_double.replay(monkeypatch, COMMIT / "stub-toolcall-then-text.stdout.jsonl")
-    before = repository_state(repo)
-    proposal = propose(installed_provider("omp"), repo, tmp_path / "locks", "loopback/probe-model")
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert proposal.message.body == (
-        "Retry transient network failures with exponential backoff so a\n"
-        "flaky connection no longer aborts a sync."
-    )
-    assert repository_state(repo) == before
-    seen = omp_double.call()
-    assert seen["argv"] == [*COMMIT_ARGS, "--model", "loopback/probe-model"]
-    assert seen["cwd"] == str(repo)
-    prompt = omp_double.stdin().decode()
-    check_prompt_shows_the_change(prompt)
-
-
-def test_end_to_end_without_a_model_uses_omps_default(
-    repo: Path, omp_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    omp_double.replay(monkeypatch, COMMIT / "stub-success.stdout.jsonl")
-    proposal = propose(installed_provider("omp"), repo, tmp_path / "locks", None)
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert omp_double.call()["argv"] == list(COMMIT_ARGS)
-
-
-@pytest.mark.parametrize(
-    ("name", "kind"),
-    [
-        ("stub-decorated.stdout.jsonl", ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
-        ("stub-thinking-only.stdout.jsonl", ErrorKind.PARSE_FAILURE),
-        ("json-http-400.stdout.jsonl", ErrorKind.COMMAND_FAILED),
-        ("json-refused-port-max-time-10.stdout.jsonl", ErrorKind.TIMEOUT),
-    ],
-)
-def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, omp_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    name: str, kind: ErrorKind,
-) -> None:
-    omp_double.replay(monkeypatch, COMMIT / name, EXIT_CODES.get(name, 0))
-    check_typed_failure("omp", repo, tmp_path / "locks", kind)
-
-
-# -- the real CLI, when it is installed ---------------------------------------------------
 
 
 @pytest.fixture

@@ -14,11 +14,13 @@ from clanker.descriptor import Transport
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest, CommandResult, LocalTransport
+from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.testing import HarnessProviderContract, ScriptedExecutor
+from clanker.registry import HarnessProvider, Registry
+from clanker.testing import ScriptedExecutor
 from clanker_omp.launch import OmpLaunch
 from clanker_omp.models import OmpModels, listing_args, parse_models_json
 
@@ -38,19 +40,9 @@ SOURCE_ID = session_header(FORK_FILE)["parentSession"]
 STORE_PATH = f"/home/dev/.omp/agent/sessions/example-project/{FORK_FILE.name}"
 
 
-class TestOmpContract(HarnessProviderContract):
-    plugin = clanker_omp.plugin
-    harness_id = "omp"
-    valid_session_ids = (SOURCE_ID, FORK_ID, "3f2c9a4e-8b1d-4c6e-9f0a-1b2c3d4e5f60")
-    invalid_session_ids = (
-        *HarnessProviderContract.invalid_session_ids,
-        FORK_ID.upper(),
-        FORK_ID[:8],  # omp accepts prefixes; clanker names whole sessions only
-        FORK_ID.replace("-", ""),
-        STORE_PATH,
-        FORK_FILE.name,
-        "2026-11-30T08-23-26-947Z",  # omp would match this file-name prefix too
-    )
+def omp_provider() -> HarnessProvider:
+    return Registry.from_plugins({"omp": clanker_omp.plugin}, environ={}).get_provider(
+        HarnessId("omp"))
 
 
 def fixture(name: str) -> str:
@@ -61,7 +53,7 @@ def fixture(name: str) -> str:
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = TestOmpContract().provider()
+    provider = omp_provider()
     return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
 
 
@@ -106,7 +98,7 @@ def test_resume_and_fork_over_ssh_build_the_same_command() -> None:
 
 def test_no_environment_is_set_for_omp() -> None:
     # An inherited PI_CODING_AGENT_DIR also moves omp's state; that is the user's setting.
-    provider = TestOmpContract().provider()
+    provider = omp_provider()
     assert dict(plan_launch(provider, LaunchRequest(cwd="/w")).env) == {}
 
 

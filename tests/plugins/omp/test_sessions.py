@@ -8,17 +8,13 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import clanker_omp
-from clanker.capabilities import Capability
 from clanker.descriptor import SessionOperation
 from clanker.environment.local import LocalEnvironment, LocalFiles
 from clanker.execution import LocalTransport
@@ -31,14 +27,10 @@ from clanker.sessions.capability import SessionsContext
 from clanker.sessions.files import FileSample, confined, parse_timestamp, read_sample
 from clanker.sessions.selection import resolve_selection
 from clanker.sessions.service import SessionService
-from clanker.sessions.types import HarnessSession
-from clanker.sessions.witness import ScanMemo
 from clanker.testing.sessions import (
-    check_session_types,
-    check_unchanged_store_is_remembered,
     sample_of_bytes,
 )
-from clanker.testing.strategies import json_values, prefixes
+from clanker.testing.strategies import awkward_values, json_line_records
 from clanker_omp.sessions import (
     HEAD_BYTES,
     TAIL_BYTES,
@@ -516,11 +508,16 @@ def service(environ: Mapping[str, str]) -> SessionService:
     return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
 
 
+def copy_store(agent: Path, envsess: Path) -> None:
+    """The captured agent dir and env session dir, copied to ``agent`` and ``envsess``."""
+    shutil.copytree(AGENT, agent)
+    shutil.copytree(STORE / "custom-session-dirs" / "envsess", envsess)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> dict[str, str]:
-    """The captured agent dir and env session dir, copied, with the captured HOME's names."""
-    shutil.copytree(AGENT, tmp_path / "agent")
-    shutil.copytree(STORE / "custom-session-dirs" / "envsess", tmp_path / "envsess")
+    """The captured store, copied, with the captured HOME's names."""
+    copy_store(tmp_path / "agent", tmp_path / "envsess")
     # HOME as in the captures, so the project names mean what they meant there; the
     # agent dir is given explicitly so nothing is read from /home/dev.
     return {"HOME": "/home/dev", "TMPDIR": "/tmp", "PATH": os.environ["PATH"],
@@ -659,18 +656,6 @@ def test_the_project_filter_is_a_value_that_follows_the_home_through_links(
     assert project_dir_filter((scope,), environ, LocalFiles()) != first
 
 
-def test_an_unchanged_store_is_remembered_and_a_removed_session_is_not(
-    store: dict[str, str], tmp_path: Path
-) -> None:
-    def context(memo: ScanMemo | None) -> SessionsContext:
-        return SessionsContext(files=LocalFiles(),
-                               harness=HarnessId("omp"), executor=LocalTransport(), environ=store,
-                               cache=SummaryCache(HarnessId("omp"), None), memo=memo)
-
-    [session, *_] = sorted((tmp_path / "envsess").glob("*.jsonl"))
-    check_unchanged_store_is_remembered(OmpSessions(), context, session.unlink)
-
-
 def test_a_refind_from_another_workspace_is_not_filtered(store: dict[str, str]) -> None:
     # On a re-find the scopes say where the caller is; they must not hide the session.
     context = SessionsContext(files=LocalFiles(),
@@ -692,12 +677,6 @@ def test_overlapping_roots_list_a_file_once(store: dict[str, str], tmp_path: Pat
     assert asyncio.run(service(overlapping).find(provider(), MAIN_ID)) is not None
 
 
-def test_the_capability_is_declared_and_implemented() -> None:
-    found = provider()
-    assert Capability.SESSIONS in found.capabilities
-    assert isinstance(found.sessions, OmpSessions)
-
-
 def test_omp_continues_a_session_whose_directory_is_gone_by_path() -> None:
     # Verified 2026-11-30 with omp 18.2.3: `omp --resume <path> -p ...` from another
     # directory loaded a session whose cwd was gone and appended to the same file (by id it
@@ -707,123 +686,27 @@ def test_omp_continues_a_session_whose_directory_is_gone_by_path() -> None:
     assert "no longer exists" in (FIXTURES / "resume-missing-cwd.stderr.txt").read_text()
 
 
-# -- properties ---------------------------------------------------------------------------------
+# -- shapes for the contract's properties (test_contract.py) ----------------------------------
 
-_PROPERTY = settings(max_examples=150, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def check_types(found: HarnessSession | None) -> None:
-    """Whatever summarize returns is what the types promise, and survives the service."""
-    check_session_types(found, "omp")
+_field = awkward_values(["/p/a_b.jsonl"])
 
 
-@_PROPERTY
-@given(st.binary(max_size=4096), st.integers(16, 4096), st.integers(16, 4096))
-def test_arbitrary_bytes_never_raise(data: bytes, head: int, tail: int) -> None:
-    check_types(summarize(sample_of(data, head=head, tail=tail)))
+SESSION_FILES = json_line_records(
+    ["title", "session", "message", "model_change", "title_change", "custom"],
+    ["id", "cwd", "timestamp", "title", "model", "role", "provider", "modelId", "message",
+     "parentSession"],
+    _field, body=("message", ("message",), ("role", "content", "timestamp", "provider", "model")))
+"""Session files with values of any type where omp's fields are."""
 
-
-@_PROPERTY
-@given(st.data())
-def test_every_prefix_of_a_real_file_is_a_session_or_a_skip(data: st.DataObject) -> None:
-    raw = (FIXTURES / data.draw(st.sampled_from([row[0] for row in CAPTURED]))).read_bytes()
-    cut = data.draw(prefixes([raw]))
-    check_types(summarize(sample_of(
-        cut, head=data.draw(st.sampled_from([64, 256, 300, 1024, HEAD_BYTES])),
-        tail=data.draw(st.sampled_from([64, 700, TAIL_BYTES])))))
-
-
-def test_every_prefix_of_the_main_file() -> None:
-    raw = MAIN.read_bytes()
-    for cut in range(len(raw) + 1):
-        found = summarize(sample_of(raw[:cut]))
-        check_types(found)
-        if found is not None:
-            assert found.native_id == MAIN_ID
-            assert cut > 256  # never without the header after the slot
-
-
-_json = json_values(floats=st.floats())  # NaN and the infinities too
-_field = st.one_of(_json, st.sampled_from([
-    "", " ", "\x00", "/a\x00b", "\ud800", "/\udcff", "~", "relative", "0001-01-01T00:00:00+01:00",
-    "9999-12-31T23:59:59-01:00", 1e308, -1, 2**70, float("nan"), "x" * 10_000, "/p/a_b.jsonl",
-]))
-
-
-@_PROPERTY
-@given(st.lists(st.tuples(
-    st.sampled_from(["title", "session", "message", "model_change", "title_change", "custom"]),
-    st.dictionaries(st.sampled_from(["id", "cwd", "timestamp", "title", "model", "role",
-                                     "provider", "modelId", "message", "parentSession"]),
-                    _field, max_size=6),
-    st.dictionaries(st.sampled_from(["role", "content", "timestamp", "provider", "model"]),
-                    _field, max_size=5),
-), min_size=1, max_size=8))
-def test_wrong_typed_records_never_raise(records: list[tuple[str, dict[str, object],
-                                                              dict[str, object]]]) -> None:
-    out = b""
-    for kind, fields, message in records:
-        record = {"type": kind, **fields}
-        if kind == "message":
-            record["message"] = message
-        out += json.dumps(record).encode() + b"\n"
-    check_types(summarize(sample_of(out)))
-    check_types(summarize(sample_of(out, head=len(out) // 2 or 1, tail=len(out) // 3 or 1)))
-
-
-@pytest.mark.parametrize("data", [
+HUGE_SESSION_FILES = (
     slot("") + b'{"type":"session","id":"' + b"h" * 300_000 + b'","cwd":"/x"}\n',
     slot("") + b'{"type":"session","id":"a","cwd":"/x"}\n' + b"[" * 100_000 + b"\n",
     slot("") + b'{"type":"session","id":"a","cwd":"/x"}\n'
     + b'{"type":"message","message":' * 50_000,
     slot("") + b'{"type":"session","id":"a","cwd":"/x"}\n' + b"z" * 1_000_000 + b"\n",
     b"\n" * 1000 + slot("") + b'{"type":"session","id":"a","cwd":"/x"}\n',
-])
-def test_huge_and_deep_lines_never_raise(data: bytes) -> None:
-    check_types(summarize(sample_of(data)))
-
-
-_names = st.text(alphabet="abc.-_j", min_size=1, max_size=12).filter(lambda n: n not in (".", ".."))
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(["file", "link-file", "link-dir", "dir-file", "flat"]),
-                          _names, _names), max_size=10))
-def test_discovery_never_leaves_the_store(layout: list[tuple[str, str, str]]) -> None:
-    with tempfile.TemporaryDirectory() as raw:
-        base = Path(raw)
-        outside = base / "outside"
-        outside.mkdir()
-        (outside / "s.jsonl").write_bytes(MAIN.read_bytes())
-        sessions, flat = base / ".omp" / "agent" / "sessions", base / "flat"
-        flat.mkdir()
-        for kind, project, name in layout:
-            directory = flat if kind == "flat" else sessions / f"-{project}"
-            directory.mkdir(parents=True, exist_ok=True)
-            target = directory / f"{name}.jsonl"
-            if target.exists() or target.is_symlink():
-                continue
-            if kind in ("file", "flat"):
-                target.write_bytes(MAIN.read_bytes())
-            elif kind == "link-file":
-                target.symlink_to(outside / "s.jsonl")
-            elif kind == "link-dir":
-                target.symlink_to(outside, target_is_directory=True)
-            else:
-                (directory / name).mkdir(exist_ok=True)
-                (directory / name / "s.jsonl").write_bytes(MAIN.read_bytes())
-        environ = {"HOME": raw, "PI_CODING_AGENT_SESSION_DIR": str(flat)}
-        context = SessionsContext(files=LocalFiles(),
-                                  harness=HarnessId("omp"), executor=LocalTransport(),
-                                  environ=environ, cache=SummaryCache(HarnessId("omp"), None))
-        scan = asyncio.run(OmpSessions().discover(context))
-        roots = OmpSessions().store_roots(environ, LocalFiles())
-        real_roots = [r.resolve() for r in roots]
-        for found in scan.sessions:
-            assert found.store_path is not None
-            assert any(Path(found.store_path).resolve().is_relative_to(r) for r in real_roots)
-            assert confined(found.store_path, roots)
+)
+"""Huge and deeply nested values where the summarizer reads."""
 
 
 # -- the real CLI -------------------------------------------------------------------------------

@@ -15,18 +15,13 @@ from clanker.commit.message import Style, normalize_message
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
-    ReplayDouble,
     change_repository,
-    check_prompt_shows_the_change,
-    check_typed_failure,
     commit_failure,
-    install_replay_double,
     installed_provider,
     json_lines,
     propose,
     repository_state,
 )
-from clanker.testing.doubles import prepend_to_path
 from clanker.testing.strategies import json_values, junk_text, prefixes
 from clanker_pi.commit import COMMIT_ARGS, PiCommit, parse_commit_stream
 
@@ -382,68 +377,13 @@ def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
     _typed_or_answer(json_lines(HEADER, *items))
 
 
-# -- end to end: the real service, the registry's provider, a pi double -------------------
-
-# Replays pi 0.73.1's captured `--print --mode json` stdout (a fixture file, byte for
-# byte) after reading the prompt from stdin to EOF, as pi does; it records what it got.
-@pytest.fixture
-def pi_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
-    double = install_replay_double(tmp_path / "bin", "pi")
-    prepend_to_path(monkeypatch, double.path.parent)
-    return double
+# -- the real CLI, when it is installed ---------------------------------------------------
+# (End to end through the commit service and a double: the contract, test_contract.py.)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return change_repository(tmp_path)
-
-
-def test_end_to_end_through_the_commit_service(
-    repo: Path, pi_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pi_double.replay(monkeypatch, COMMIT / "stub-thinking-then-text.stdout.jsonl")
-    before = repository_state(repo)
-    proposal = propose(installed_provider("pi"), repo, tmp_path / "locks", "loopback/probe-model")
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert proposal.message.body == (
-        "Retry transient network failures with exponential backoff so a\n"
-        "flaky connection no longer aborts a sync."
-    )
-    assert repository_state(repo) == before
-    seen = pi_double.call()
-    assert seen["argv"] == [*COMMIT_ARGS, "--model", "loopback/probe-model"]
-    assert seen["cwd"] == str(repo)
-    prompt = pi_double.stdin().decode()
-    check_prompt_shows_the_change(prompt)
-
-
-def test_end_to_end_without_a_model_uses_pis_default(
-    repo: Path, pi_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pi_double.replay(monkeypatch, COMMIT / "stub-success.stdout.jsonl")
-    proposal = propose(installed_provider("pi"), repo, tmp_path / "locks", None)
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert pi_double.call()["argv"] == list(COMMIT_ARGS)
-
-
-@pytest.mark.parametrize(
-    ("name", "exit_code", "kind"),
-    [
-        ("stub-decorated.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
-        ("stub-thinking-only.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("json-refused-port-retry-disabled.stdout.jsonl", 0, ErrorKind.COMMAND_FAILED),
-        ("json-no-api-key.stdout.jsonl", 1, ErrorKind.COMMAND_FAILED),
-    ],
-)
-def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, pi_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    name: str, exit_code: int, kind: ErrorKind,
-) -> None:
-    pi_double.replay(monkeypatch, COMMIT / name, exit_code)
-    check_typed_failure("pi", repo, tmp_path / "locks", kind)
-
-
-# -- the real CLI, when it is installed ---------------------------------------------------
 
 
 @pytest.fixture
