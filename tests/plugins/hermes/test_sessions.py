@@ -15,7 +15,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +25,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_hermes
-from clanker.capabilities import Capability
 from clanker.descriptor import SessionOperation
 from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
@@ -40,7 +38,6 @@ from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import SessionNotFoundError, resolve_selection
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
-from clanker.testing.strategies import prefixes
 from clanker_hermes.models import gateway_interpreter
 from clanker_hermes.sessions import (
     REQUIRED_COLUMNS,
@@ -411,10 +408,6 @@ def test_the_store_root_is_the_directory_of_the_database(tmp_path: Path) -> None
 # -- the database as it may be found --------------------------------------------------------
 
 
-def test_no_database_is_an_empty_store(tmp_path: Path) -> None:
-    assert scan({"HOME": str(tmp_path)}) == SessionScan()
-
-
 def test_a_failed_first_run_is_an_empty_store(tmp_path: Path) -> None:
     # Verified: `hermes -z hi` without config leaves a state.db with only async_delegations.
     connection = sqlite3.connect(build(tmp_path / ".hermes" / "state.db", SCHEMA))
@@ -500,12 +493,6 @@ def provider() -> HarnessProvider:
 
 def service(environ: Mapping[str, str]) -> SessionService:
     return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
-
-
-def test_the_capability_is_declared_and_implemented() -> None:
-    found = provider()
-    assert Capability.SESSIONS in found.capabilities
-    assert isinstance(found.sessions, HermesSessions)
 
 
 def test_a_workspace_lists_its_sessions_and_those_without_a_directory(
@@ -630,26 +617,6 @@ def test_wrong_typed_columns_never_fail_the_listing(
     for session in found.sessions:
         check_types(session)
     assert len(found.sessions) + found.skipped <= len(CAPTURED) + 1
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_a_truncated_or_garbage_database_fails_typed(data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        db = build(Path(directory) / "src.db")
-        whole = db.read_bytes()
-        cut = data.draw(prefixes([whole]))
-        garbage = data.draw(st.binary(max_size=256))
-        target = Path(directory) / ".hermes" / "state.db"
-        target.parent.mkdir()
-        for content in (cut, garbage):
-            target.write_bytes(content)
-            found = scan_or_failure({"HOME": directory})
-            if isinstance(found, HarnessCapabilityError):
-                assert found.kind is ErrorKind.STORAGE_CHANGED
-                continue
-            for session in found.sessions:
-                check_types(session)
 
 
 # -- the real CLI, when it is installed -----------------------------------------------------

@@ -16,20 +16,15 @@ from clanker.commit.message import Style, normalize_message
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
-    ReplayDouble,
     answer_or_typed_failure,
     change_repository,
-    check_prompt_shows_the_change,
-    check_typed_failure,
     commit_failure,
     git,
-    install_replay_double,
     installed_provider,
     json_lines,
     propose,
     repository_state,
 )
-from clanker.testing.doubles import prepend_to_path
 from clanker.testing.strategies import json_values, junk_text, prefixes
 from clanker_opencode.commit import (
     COMMIT_ARGS,
@@ -468,74 +463,13 @@ def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
         assert answer.strip()
 
 
-# -- end to end: the real service, the registry's provider, an opencode double -----------
-
-# Replays opencode 1.18.33's `run --format json` stdout (a fixture file, byte for byte)
-# after reading the prompt from stdin to EOF, as opencode does; it records, besides, the
-# variables clanker sets and PWD.
-@pytest.fixture
-def opencode_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
-    double = install_replay_double(tmp_path / "bin", "opencode", record_env=(
-        "OPENCODE_CONFIG_CONTENT", "OPENCODE_DB", "PWD", "OPENCODE_DISABLE_PROJECT_CONFIG"))
-    prepend_to_path(monkeypatch, double.path.parent)
-    # A user's own value is replaced for this one run.
-    monkeypatch.setenv("OPENCODE_CONFIG_CONTENT", '{"permission":"allow"}')
-    return double
+# -- the real CLI, when it is installed ---------------------------------------------------
+# (End to end through the commit service and a double: the contract, test_contract.py.)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return change_repository(tmp_path)
-
-
-def test_end_to_end_through_the_commit_service(
-    repo: Path, opencode_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    opencode_double.replay(monkeypatch, COMMIT / "built-success-multi-step.jsonl")
-    before = repository_state(repo)
-    proposal = propose(installed_provider("opencode"), repo, tmp_path / "locks", "loop/m1")
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert proposal.message.body == "Retry failed sync requests up to three times with backoff."
-    assert repository_state(repo) == before
-    seen = opencode_double.call()
-    assert seen["argv"] == [*COMMIT_ARGS, "--model=loop/m1"]
-    assert seen["cwd"] == str(repo)
-    assert seen["env"]["OPENCODE_CONFIG_CONTENT"] == COMMIT_CONFIG
-    assert seen["env"]["OPENCODE_DB"] == ":memory:"
-    assert seen["env"]["PWD"] == ""  # not clanker's own directory
-    assert seen["env"]["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
-    prompt = opencode_double.stdin().decode()
-    check_prompt_shows_the_change(prompt)
-
-
-def test_end_to_end_without_a_model_uses_opencodes_default(
-    repo: Path, opencode_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    opencode_double.replay(monkeypatch, COMMIT / "built-success.jsonl")
-    proposal = propose(installed_provider("opencode"), repo, tmp_path / "locks", None)
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert opencode_double.call()["argv"] == list(COMMIT_ARGS)
-
-
-@pytest.mark.parametrize(
-    ("name", "exit_code", "kind"),
-    [
-        ("built-decorated.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
-        ("built-thinking-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("built-tool-call-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("run-http-401-recommended.jsonl", 1, ErrorKind.COMMAND_FAILED),
-        ("built-incomplete.jsonl", 143, ErrorKind.COMMAND_FAILED),
-    ],
-)
-def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, opencode_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    name: str, exit_code: int, kind: ErrorKind,
-) -> None:
-    opencode_double.replay(monkeypatch, COMMIT / name, exit_code)
-    check_typed_failure("opencode", repo, tmp_path / "locks", kind)
-
-
-# -- the real CLI, when it is installed ---------------------------------------------------
 
 
 @pytest.fixture

@@ -218,11 +218,13 @@ class LaunchContract(ContractBase):
             launch.parse_version(CommandResult("", "", 0))
 
 
-def _answering(output: str, exit_code: int) -> tuple[CommandExecutor, SessionExecutor]:
-    """Both execution forms, answering every request with ``output``."""
-    return (ScriptedExecutor.returning(output, exit_code=exit_code),
-            ScriptedSessionExecutor(
-                lambda _: ScriptedSession(output.splitlines(), exit_code=exit_code)))
+def _answering(
+    output: str, exit_code: int, stderr: str = ""
+) -> tuple[CommandExecutor, SessionExecutor]:
+    """Both execution forms, answering every request with ``output`` (and ``stderr``)."""
+    return (ScriptedExecutor.returning(output, stderr, exit_code=exit_code),
+            ScriptedSessionExecutor(lambda _: ScriptedSession(
+                output.splitlines(), exit_code=exit_code, stderr=stderr)))
 
 
 class ModelsContract(ContractBase):
@@ -304,20 +306,22 @@ class UsageContract(ContractBase):
     snapshot or a typed failure."""
 
     def usage_doubles(
-        self, output: str, exit_code: int
+        self, output: str, exit_code: int, stderr: str
     ) -> tuple[CommandExecutor, SessionExecutor | None]:
-        """Doubles of the harness that answer the probe with ``output``; by default both
-        execution forms print it to any request. Override when the probe first asks
-        something else (a version, say)."""
-        return _answering(output, exit_code)
+        """Doubles of the harness that answer the probe with ``output`` on stdout,
+        ``stderr`` and ``exit_code``; by default both execution forms answer any request
+        so. Override when the probe first asks something else (a version, say)."""
+        return _answering(output, exit_code, stderr)
 
     def _usage(self) -> UsageCapability:
         return self._implementation(Capability.USAGE, UsageCapability)
 
-    def _probe(self, output: str, exit_code: int = 0) -> UsageSnapshot | None:
+    def _probe(
+        self, output: str, exit_code: int = 0, stderr: str = ""
+    ) -> UsageSnapshot | None:
         """The snapshot the probe reads from ``output``, or ``None`` for a typed failure."""
         usage = self._usage()
-        executor, sessions = self.usage_doubles(output, exit_code)
+        executor, sessions = self.usage_doubles(output, exit_code, stderr)
         context = UsageContext(files=LocalFiles(), environ=host_environ(os.environ),
                                executor=executor, session_executor=sessions)
         try:
@@ -350,18 +354,22 @@ class UsageContract(ContractBase):
         assert caught.value.kind is kind
 
     @PROPERTY
-    @given(output=junk_text() | json_values().map(json.dumps), exit_code=st.integers(0, 2))
+    @given(output=junk_text() | json_values().map(json.dumps), stderr=junk_text(),
+           exit_code=st.integers(-15, 255))
     def test_garbage_usage_output_fails_typed_never_crashes(
-        self, output: str, exit_code: int
+        self, output: str, stderr: str, exit_code: int
     ) -> None:
         self._probe(output, exit_code)
+        self._probe(output, exit_code, stderr)
 
     @PROPERTY
-    @given(data=st.data(), exit_code=st.sampled_from([0, 1]))
+    @given(data=st.data(), exit_code=st.sampled_from([0, 1, 2]))
     def test_truncated_usage_output_fails_typed_never_crashes(
         self, data: st.DataObject, exit_code: int
     ) -> None:
-        self._probe(data.draw(prefixes(self._outputs())), exit_code)
+        cut = data.draw(prefixes(self._outputs()))
+        self._probe(cut, exit_code)
+        self._probe("", exit_code or 2, cut)  # what a failed run printed on stderr
 
     @PROPERTY
     @given(data=st.data(), junk=junk_text())
