@@ -18,7 +18,6 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clanker.capabilities import Capability
 from clanker.cli import cli
 from clanker.commit.message import Style, normalize_message
 from clanker.commit.prompt import PROMPT_LIMIT
@@ -30,13 +29,9 @@ from clanker.testing.commit import (
     ReplayDouble,
     answer_or_typed_failure,
     change_repository,
-    check_prompt_shows_the_change,
-    check_typed_failure,
     commit_failure,
     install_replay_double,
-    installed_provider,
     json_lines,
-    propose,
     repository_state,
 )
 from clanker.testing.doubles import prepend_to_path
@@ -166,12 +161,6 @@ def test_the_stdin_fixture_in_the_other_reported_form_is_not_what_clanker_sends(
     other = json.loads((COMMIT / "synthetic-stdin-user-message.content-array.jsonl").read_text())
     assert other["message"]["content"] == [{"type": "text", "text": PROMPT}]
     assert json.loads(commit_stdin(PROMPT))["message"] == {"content": PROMPT}
-
-
-def test_agy_declares_and_implements_the_commit_capability() -> None:
-    provider = installed_provider("agy")
-    assert Capability.COMMIT in provider.capabilities
-    assert isinstance(provider.commit, AgyCommit)
 
 
 # -- the built streams ------------------------------------------------------------------
@@ -492,7 +481,7 @@ def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
     _typed_or_answer(json_lines(*items))
 
 
-# -- end to end: the real service, the registry's provider, an agy double ---------------
+# -- an agy double (end to end through the commit service: the contract, test_contract.py) --
 
 # A double of `agy --input-format=stream-json --output-format=stream-json`, BUILT FROM PUBLIC
 # DOCUMENTATION, NOT CAPTURED (no agy could be installed here; the formats are the ones
@@ -528,71 +517,18 @@ def agy_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
     return double
 
 
+def quoted_repository(tmp_path: Path) -> Path:
+    """The shared change, with quotes in the staged line that must reach agy intact."""
+    return change_repository(tmp_path, staged=QUOTED_STAGED, untracked=QUOTED_UNTRACKED)
+
+
+QUOTED_STAGED = 'def sync():\n    return retry(fetch, note="a \\"b\\"")\n'
+QUOTED_UNTRACKED = "def retry(f, note):\n    return f()\n"
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """The shared change, with quotes in the staged line that must reach agy intact."""
-    return change_repository(
-        tmp_path, staged='def sync():\n    return retry(fetch, note="a \\"b\\"")\n',
-        untracked="def retry(f, note):\n    return f()\n")
-
-
-def test_end_to_end_through_the_commit_service(
-    repo: Path, agy_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    agy_double.replay(monkeypatch, COMMIT / "synthetic-success.stdout.jsonl")
-    before = repository_state(repo)
-    proposal = propose(installed_provider("agy"), repo, tmp_path / "locks", "gemini-3.8-flash-high")
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert proposal.message.body == (
-        "Retry transient network failures with exponential backoff so a\n"
-        "flaky connection no longer aborts a sync."
-    )
-    assert proposal.harness == "agy" and proposal.model == "gemini-3.8-flash-high"
-    assert repository_state(repo) == before
-    seen = agy_double.call()
-    assert seen["argv"] == [*COMMIT_ARGS, "--model=gemini-3.8-flash-high"]
-    assert seen["cwd"] == str(repo)
-    stdin = agy_double.stdin()
-    assert stdin.count(b"\n") == 1 and stdin.endswith(b"\n")  # one turn, then EOF
-    turn = json.loads(stdin)
-    assert set(turn) == {"event", "message"} and turn["event"] == "user"
-    assert set(turn["message"]) == {"content"}
-    prompt = turn["message"]["content"]
-    # The staged text keeps its quotes intact through the JSON message.
-    check_prompt_shows_the_change(
-        prompt, staged='return retry(fetch, note="a \\"b\\"")', untracked="def retry(f, note):")
-
-
-def test_end_to_end_without_a_model_uses_agys_default(
-    repo: Path, agy_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    agy_double.replay(monkeypatch, COMMIT / "synthetic-success.stdout.jsonl")
-    before = repository_state(repo)
-    proposal = propose(installed_provider("agy"), repo, tmp_path / "locks", None)
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert agy_double.call()["argv"] == list(COMMIT_ARGS)
-    assert repository_state(repo) == before
-
-
-@pytest.mark.parametrize(
-    ("name", "exit_code", "kind"),
-    [
-        ("synthetic-decorated.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer
-        ("synthetic-empty-response.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("synthetic-tool-denied.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("synthetic-two-results.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("synthetic-no-result.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("synthetic-error.stdout.jsonl", 3, ErrorKind.COMMAND_FAILED),
-        ("synthetic-interrupted.stdout.jsonl", 1, ErrorKind.COMMAND_FAILED),
-        ("synthetic-success.stdout.jsonl", 2, ErrorKind.COMMAND_FAILED),
-    ],
-)
-def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, agy_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    name: str, exit_code: int, kind: ErrorKind,
-) -> None:
-    agy_double.replay(monkeypatch, COMMIT / name, exit_code)
-    check_typed_failure("agy", repo, tmp_path / "locks", kind)
+    return quoted_repository(tmp_path)
 
 
 @pytest.mark.parametrize("stdin", [b"not json\n", b'{"message":{"content":"x"}}\n'])

@@ -390,9 +390,9 @@ class CommitContract(ContractBase):
     def test_commit_end_to_end_through_the_service(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
+        commit = self._commit()
         successes = self._unless(self.commit_successes or None, "commit_successes")
         provider, double, repo = self._replaying(tmp_path, monkeypatch)
-        commit = self._commit()
         before = repository_state(repo)
         for stream, message in successes:
             double.replay(monkeypatch, stream)
@@ -415,6 +415,7 @@ class CommitContract(ContractBase):
     def test_commit_end_to_end_failures_are_typed_and_change_nothing(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
+        self._commit()
         failures = self._unless(self.commit_failures or None, "commit_failures")
         provider, double, repo = self._replaying(tmp_path, monkeypatch)
         for stream, exit_code, kind in failures:
