@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clanker.cli import cli
@@ -27,7 +26,6 @@ from clanker.execution.request import MAX_STDIN
 from clanker.registry import Registry, override_registry
 from clanker.testing.commit import (
     ReplayDouble,
-    answer_or_typed_failure,
     change_repository,
     commit_failure,
     install_replay_double,
@@ -35,7 +33,7 @@ from clanker.testing.commit import (
     repository_state,
 )
 from clanker.testing.doubles import prepend_to_path
-from clanker.testing.strategies import json_values, junk_text, prefixes
+from clanker.testing.strategies import json_values
 from clanker_agy.commit import COMMIT_ARGS, AgyCommit, commit_stdin, parse_commit_stream
 
 COMMIT = Path(__file__).resolve().parents[2] / "fixtures" / "agy" / "commit"
@@ -407,59 +405,13 @@ def test_malformed_input_reported_by_agy_is_its_error_result() -> None:
     assert error.detail == "the turn ended with status ERROR"
 
 
-# -- properties -------------------------------------------------------------------------
-
-_PROPERTY = settings(max_examples=200, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def _typed_or_answer(out: str, exit_code: int = 0) -> str | None:
-    answer = answer_or_typed_failure(AgyCommit(), "agy", out, exit_code)
-    assert answer is None or answer.strip()
-    return answer
-
-
-def _check_prefix(full: str, cut: str) -> None:
-    answer = _typed_or_answer(cut)
-    if answer is not None:
-        # Only a cut right after a whole SUCCESS result line can answer, and then with
-        # that result's whole response (a two-turn stream cut after its first turn is
-        # indistinguishable from one turn).
-        last = cut.rstrip("\n").rsplit("\n", 1)[-1]
-        assert last in full.split("\n")
-        assert answer == json.loads(last)["result"]["response"]
-    assert _typed_or_answer(cut, exit_code=1) is None
-
-
-@pytest.mark.parametrize("name", STREAMS)
-def test_a_stream_cut_at_or_next_to_any_line_end_fails_or_gives_a_whole_answer(name: str) -> None:
-    full = stream(name)
-    ends = [i for i, c in enumerate(full) if c == "\n"]
-    for end in ends:
-        for cut in (end - 1, end, end + 1):
-            _check_prefix(full, full[:cut])
-
-
-@_PROPERTY
-@given(name=st.sampled_from(STREAMS), data=st.data())
-def test_a_truncated_stream_fails_or_gives_a_whole_answer(name: str, data: st.DataObject) -> None:
-    full = stream(name)
-    _check_prefix(full, data.draw(prefixes([full])))
-
-
-@_PROPERTY
-@given(junk=junk_text(), exit_code=st.sampled_from([0, 1, 2, 3, 143]))
-def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
-    assert _typed_or_answer(junk, exit_code) is None
-    _typed_or_answer(json_lines(init()) + junk)
-    _typed_or_answer(stream("synthetic-success.stdout.jsonl") + junk)
-
+# -- shapes for the contract's properties (test_contract.py) --------------------------
 
 # Any JSON value, NaN and the infinities included, with the format's own keys.
 _JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
     "event", "result", "status", "response", "error", "denied_actions", "step_update",
     "text_delta", "init"]))
-_EVENTS = st.one_of(
+EVENTS = st.one_of(
     _JSON,
     st.builds(lambda kind, body: {"event": kind, "result": body, "step_update": body},
               st.sampled_from(["init", "step_update", "result", "user", "x"]), _JSON),
@@ -470,15 +422,7 @@ _EVENTS = st.one_of(
         st.sampled_from([None, "", "x", 1]),
         st.sampled_from([None, [], [{}], "x"])),
 )
-
-
-@_PROPERTY
-@given(items=st.lists(_EVENTS, max_size=6), name=st.sampled_from(STREAMS))
-def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
-    items: list[object], name: str
-) -> None:
-    _typed_or_answer(stream(name) + json_lines(*items))
-    _typed_or_answer(json_lines(*items))
+"""Events near the output format: what the contract adds after and instead of an output."""
 
 
 # -- an agy double (end to end through the commit service: the contract, test_contract.py) --

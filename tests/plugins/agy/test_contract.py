@@ -31,6 +31,8 @@ from tests.plugins.agy.test_attention import PRIVATE_TEXTS, RUN, states, wrapped
 from tests.plugins.agy.test_commit import (
     AGY_REFUSES_A_LINE_WITHOUT_AN_EVENT,
     COMMIT,
+    EVENTS,
+    STREAMS,
     quoted_repository,
 )
 from tests.plugins.agy.test_sessions import build, check_types
@@ -103,6 +105,11 @@ class TestAgyContract(HarnessProviderContract):
         return ScriptedExecutor(respond), None
 
     # commit
+    commit_outputs = tuple(COMMIT / name for name in STREAMS)
+
+    def commit_events(self) -> st.SearchStrategy[object]:
+        return EVENTS
+
     commit_model = "gemini-3.8-flash-high"
     commit_successes = ((COMMIT / "synthetic-success.stdout.jsonl", MESSAGE),)
     commit_failures = tuple((COMMIT / name, exit_code, kind) for name, exit_code, kind in (

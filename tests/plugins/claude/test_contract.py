@@ -22,7 +22,7 @@ from clanker.testing.commit import check_prompt_shows_the_change
 from clanker.testing.sessions import check_session_types
 from clanker_claude.sessions import HEAD_BYTES, TAIL_BYTES, parse, summarize
 from tests.plugins.claude.test_attention import PRIVATE_TEXTS, RUN, near_payloads, states
-from tests.plugins.claude.test_commit import ENV
+from tests.plugins.claude.test_commit import ENV, STREAMS
 from tests.plugins.claude.test_sessions import (
     HUGE_TRANSCRIPTS,
     PROJECTS,
@@ -108,6 +108,7 @@ class TestClaudeContract(HarnessProviderContract):
     ))
 
     # commit
+    commit_outputs = tuple(COMMIT / name for name in STREAMS)
     commit_model = "haiku"
     commit_successes = ((COMMIT / "final-argv-stub-success.stdout.json", MESSAGE),
                         (COMMIT / "stub-thinking-then-text.stdout.json", MESSAGE))

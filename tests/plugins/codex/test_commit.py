@@ -9,14 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clanker.commit.message import Style, normalize_message
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
-    answer_or_typed_failure,
     change_repository,
     commit_failure,
     git,
@@ -25,7 +23,7 @@ from clanker.testing.commit import (
     propose,
     repository_state,
 )
-from clanker.testing.strategies import json_values, junk_text, prefixes
+from clanker.testing.strategies import json_values
 from clanker_codex.commit import COMMIT_ARGS, CodexCommit, parse_commit_stream
 
 COMMIT = Path(__file__).resolve().parents[2] / "fixtures" / "codex" / "commit"
@@ -375,35 +373,7 @@ def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
     assert parse_commit_stream(raw) == "Fix it\u2028 now"
 
 
-# -- properties -------------------------------------------------------------------------
-
-_PROPERTY = settings(max_examples=200, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def _typed_or_answer(text: str, exit_code: int = 0) -> str | None:
-    return answer_or_typed_failure(CodexCommit(), "codex", text, exit_code)
-
-
-@_PROPERTY
-@given(name=st.sampled_from(STREAMS), data=st.data())
-def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
-    full = stream(name)
-    cut = data.draw(prefixes([full]))
-    answer = _typed_or_answer(cut)
-    if answer is not None:
-        # Only a cut after the turn.completed line can still answer, and then fully.
-        assert answer == parse_commit_stream(full)
-        assert cut.rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
-    assert _typed_or_answer(cut, exit_code=1) is None
-
-
-@_PROPERTY
-@given(junk=junk_text(), exit_code=st.sampled_from([0, 1, 2, 143]))
-def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
-    assert _typed_or_answer(junk, exit_code) is None
-    _typed_or_answer(json_lines(STARTED, TURN) + junk)
-
+# -- shapes for the contract's properties (test_contract.py) --------------------------
 
 # Any JSON value, NaN and the infinities included, with the format's own keys.
 _JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
@@ -412,24 +382,14 @@ _TYPES = st.sampled_from(["thread.started", "turn.started", "turn.completed", "t
                           "item.started", "item.updated", "item.completed", "error"])
 _ITEM_TYPES = st.sampled_from(["agent_message", "reasoning", "command_execution", "plan",
                                "todo_list", "error", "web_search"])
-_EVENTS = st.one_of(
+EVENTS = st.one_of(
     _JSON,
     st.builds(lambda t, body: {**(body if isinstance(body, dict) else {}), "type": t},
               _TYPES, _JSON),
     st.builds(lambda t, it, text: {"type": t, "item": {"id": "i", "type": it, "text": text}},
               _TYPES, _ITEM_TYPES, st.text(max_size=10) | st.integers()),
 )
-
-
-@_PROPERTY
-@given(items=st.lists(_EVENTS, max_size=8), name=st.sampled_from(STREAMS))
-def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
-    items: list[object], name: str
-) -> None:
-    _typed_or_answer(stream(name) + json_lines(*items))
-    answer = _typed_or_answer(json_lines(*items))
-    if answer is not None:
-        assert answer.strip()
+"""Events near the output format: what the contract adds after and instead of an output."""
 
 
 # -- the real CLI, when it is installed ---------------------------------------------------

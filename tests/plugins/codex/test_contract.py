@@ -18,6 +18,7 @@ from clanker.sessions.types import HarnessSession
 from clanker.testing import HarnessProviderContract, ReplayDouble, install_replay_double
 from clanker_codex.sessions import HEAD_BYTES, TAIL_BYTES, summarize
 from tests.plugins.codex.test_attention import payloads, states
+from tests.plugins.codex.test_commit import EVENTS, STREAMS
 from tests.plugins.codex.test_sessions import HUGE_ROLLOUTS, ROLLOUTS
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "codex"
@@ -94,6 +95,11 @@ class TestCodexContract(HarnessProviderContract):
     ))
 
     # commit
+    commit_outputs = tuple(COMMIT / name for name in STREAMS)
+
+    def commit_events(self) -> st.SearchStrategy[object]:
+        return EVENTS
+
     commit_model = "gpt-6.2-sol"
     commit_successes = ((COMMIT / "built-success-commentary-then-tool.jsonl", ANSWER),
                         (COMMIT / "built-success.jsonl", ANSWER))

@@ -8,14 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clanker.commit.message import Style, normalize_message
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
-    answer_or_typed_failure,
     change_repository,
     commit_failure,
     installed_provider,
@@ -23,7 +21,7 @@ from clanker.testing.commit import (
     propose,
     repository_state,
 )
-from clanker.testing.strategies import json_values, junk_text, prefixes
+from clanker.testing.strategies import json_values
 from clanker_omp.commit import COMMIT_ARGS, MAX_TIME, OmpCommit, parse_commit_stream
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "omp"
@@ -345,50 +343,13 @@ def test_wrong_types_are_a_parse_failure(message_end: dict[str, object]) -> None
     assert failure(text).kind is ErrorKind.PARSE_FAILURE
 
 
-# -- properties -------------------------------------------------------------------------
-
-_PROPERTY = settings(max_examples=200, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def _typed_or_answer(text: str, exit_code: int = 0) -> str | None:
-    return answer_or_typed_failure(
-        OmpCommit(), "omp", text, exit_code,
-        kinds=(ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT))
-
-
-@_PROPERTY
-@given(name=st.sampled_from(STREAMS), data=st.data())
-def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
-    full = stream(name)
-    cut = data.draw(prefixes([full]))
-    answer = _typed_or_answer(cut)
-    if answer is not None:
-        assert answer == parse_commit_stream(full)
-        assert cut.rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
-    assert _typed_or_answer(cut, exit_code=1) is None
-
-
-@_PROPERTY
-@given(junk=junk_text(), exit_code=st.sampled_from([0, 1, 2, 143]))
-def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
-    assert _typed_or_answer(junk, exit_code) is None
-    _typed_or_answer(stream("stub-success.stdout.jsonl").split("\n", 1)[0] + "\n" + junk)
-
+# -- shapes for the contract's properties (test_contract.py) --------------------------
 
 # Any JSON value, NaN and the infinities included, with the format's own keys.
-_JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
+EVENTS = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
     "type", "message", "role", "content", "stopReason", "text", "textSignature", "isTerminal",
     "errorStatus", "errorMessage"]))
-
-
-@_PROPERTY
-@given(items=st.lists(_JSON, max_size=8), name=st.sampled_from(STREAMS))
-def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
-    items: list[object], name: str
-) -> None:
-    _typed_or_answer(stream(name) + json_lines(*items))
-    _typed_or_answer(json_lines(HEADER, *items))
+"""Events near the output format: what the contract adds after and instead of an output."""
 
 
 # -- the real CLI, when it is installed ---------------------------------------------------

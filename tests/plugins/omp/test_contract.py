@@ -15,7 +15,7 @@ from clanker.sessions.files import FileSample
 from clanker.sessions.types import HarnessSession
 from clanker.testing import HarnessProviderContract
 from clanker_omp.sessions import HEAD_BYTES, TAIL_BYTES, summarize
-from tests.plugins.omp.test_commit import ANSWER, COMMIT, EXIT_CODES
+from tests.plugins.omp.test_commit import ANSWER, COMMIT, EVENTS, EXIT_CODES, STREAMS
 from tests.plugins.omp.test_omp import FORK_FILE, FORK_ID, SOURCE_ID, STORE_PATH
 from tests.plugins.omp.test_sessions import (
     CAPTURED,
@@ -80,6 +80,12 @@ class TestOmpContract(HarnessProviderContract):
     ))
 
     # commit
+    commit_outputs = tuple(COMMIT / name for name in STREAMS)
+
+    def commit_events(self) -> st.SearchStrategy[object]:
+        return EVENTS
+
+    commit_failure_kinds = (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT)
     commit_model = "loopback/probe-model"
     commit_successes = ((COMMIT / "stub-toolcall-then-text.stdout.jsonl", ANSWER),
                         (COMMIT / "stub-success.stdout.jsonl", ANSWER))

@@ -9,14 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clanker.commit.message import Style, normalize_message
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
-    answer_or_typed_failure,
     change_repository,
     commit_failure,
     git,
@@ -25,7 +23,7 @@ from clanker.testing.commit import (
     propose,
     repository_state,
 )
-from clanker.testing.strategies import json_values, junk_text, prefixes
+from clanker.testing.strategies import json_values
 from clanker_opencode.commit import (
     COMMIT_ARGS,
     COMMIT_CONFIG,
@@ -408,41 +406,13 @@ def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
     assert parse_commit_stream(out.replace("\\u2028", "\u2028")) == "Fix it\u2028 now"
 
 
-# -- properties -------------------------------------------------------------------------
-
-_PROPERTY = settings(max_examples=200, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def _typed_or_answer(out: str, exit_code: int = 0) -> str | None:
-    return answer_or_typed_failure(OpenCodeCommit(), "opencode", out, exit_code)
-
-
-@_PROPERTY
-@given(name=st.sampled_from(STREAMS), data=st.data())
-def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
-    full = stream(name)
-    cut = data.draw(prefixes([full]))
-    answer = _typed_or_answer(cut)
-    if answer is not None:
-        # Only a cut after the final step_finish line can still answer, and then fully.
-        assert answer == parse_commit_stream(full)
-        assert cut.rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
-    assert _typed_or_answer(cut, exit_code=1) is None
-
-
-@_PROPERTY
-@given(junk=junk_text(), exit_code=st.sampled_from([0, 1, 2, 143]))
-def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
-    assert _typed_or_answer(junk, exit_code) is None
-    _typed_or_answer(json_lines(start()) + junk)
-
+# -- shapes for the contract's properties (test_contract.py) --------------------------
 
 # Any JSON value, NaN and the infinities included, with the format's own keys.
 _JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
     "type", "part", "id", "text", "reason", "error", "name", "data", "synthetic", "ignored"]))
 _TYPES = st.sampled_from(["step_start", "text", "step_finish", "reasoning", "tool_use", "error"])
-_EVENTS = st.one_of(
+EVENTS = st.one_of(
     _JSON,
     st.builds(lambda t, body: {**(body if isinstance(body, dict) else {}), "type": t},
               _TYPES, _JSON),
@@ -450,17 +420,7 @@ _EVENTS = st.one_of(
                                                           "reason": value}},
               _TYPES, st.sampled_from(["a", "b"]), st.sampled_from(["stop", "x", "", 3])),
 )
-
-
-@_PROPERTY
-@given(items=st.lists(_EVENTS, max_size=8), name=st.sampled_from(STREAMS))
-def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
-    items: list[object], name: str
-) -> None:
-    _typed_or_answer(stream(name) + json_lines(*items))
-    answer = _typed_or_answer(json_lines(*items))
-    if answer is not None:
-        assert answer.strip()
+"""Events near the output format: what the contract adds after and instead of an output."""
 
 
 # -- the real CLI, when it is installed ---------------------------------------------------

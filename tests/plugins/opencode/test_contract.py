@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import strategies as st
 
 import clanker_opencode
 from clanker.capabilities import Capability
@@ -16,6 +17,7 @@ from clanker.execution import CommandExecutor, CommandRequest, CommandResult
 from clanker.testing import HarnessProviderContract, ReplayDouble, ScriptedExecutor
 from clanker.testing.commit import install_replay_double
 from clanker_opencode.commit import COMMIT_CONFIG
+from tests.plugins.opencode.test_commit import EVENTS, STREAMS
 from tests.plugins.opencode.test_opencode import SESSION_IDS, SOURCE_ID
 from tests.plugins.opencode.test_sessions import GLOBAL
 
@@ -67,6 +69,11 @@ class TestOpenCodeContract(HarnessProviderContract):
         Path(environ["HOME"], LISTING).write_bytes(GLOBAL.read_bytes())
 
     # commit
+    commit_outputs = tuple(COMMIT / name for name in STREAMS)
+
+    def commit_events(self) -> st.SearchStrategy[object]:
+        return EVENTS
+
     commit_model = "loop/m1"
     commit_successes = ((COMMIT / "built-success-multi-step.jsonl", ANSWER),
                         (COMMIT / "built-success.jsonl", ANSWER))

@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clanker.commit.message import Style, normalize_message
@@ -22,7 +21,7 @@ from clanker.testing.commit import (
     propose,
     repository_state,
 )
-from clanker.testing.strategies import json_values, junk_text, prefixes
+from clanker.testing.strategies import json_values
 from clanker_pi.commit import COMMIT_ARGS, PiCommit, parse_commit_stream
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "pi"
@@ -327,54 +326,13 @@ def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
     assert parse_commit_stream(run_of(message)) == "Fix it\u2028 now"
 
 
-# -- properties -------------------------------------------------------------------------
-
-_PROPERTY = settings(max_examples=200, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def _typed_or_answer(text: str) -> str | None:
-    try:
-        return parse_commit_stream(text)
-    except HarnessCapabilityError as exc:
-        assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED)
-        assert exc.harness == "pi"
-        return None
-
-
-@_PROPERTY
-@given(name=st.sampled_from(STREAMS), data=st.data())
-def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
-    full = stream(name)
-    cut = data.draw(prefixes([full]))
-    answer = _typed_or_answer(cut)
-    if answer is not None:
-        # Only a cut after the final agent_end line can still answer, and then fully.
-        assert answer == parse_commit_stream(full)
-        assert cut.rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
-
-
-@_PROPERTY
-@given(junk=junk_text())
-def test_junk_is_a_typed_failure(junk: str) -> None:
-    _typed_or_answer(junk)
-    _typed_or_answer(stream("stub-success.stdout.jsonl").split("\n", 1)[0] + "\n" + junk)
-
+# -- shapes for the contract's properties (test_contract.py) --------------------------
 
 # Any JSON value, NaN and the infinities included, with the format's own keys.
-_JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
+EVENTS = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
     "type", "message", "role", "content", "stopReason", "text", "textSignature", "isTerminal",
     "messages"]))
-
-
-@_PROPERTY
-@given(items=st.lists(_JSON, max_size=8), name=st.sampled_from(STREAMS))
-def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
-    items: list[object], name: str
-) -> None:
-    text = stream(name) + json_lines(*items)
-    _typed_or_answer(text)
-    _typed_or_answer(json_lines(HEADER, *items))
+"""Events near the output format: what the contract adds after and instead of an output."""
 
 
 # -- the real CLI, when it is installed ---------------------------------------------------

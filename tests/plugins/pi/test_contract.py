@@ -14,6 +14,7 @@ from clanker.sessions.files import FileSample
 from clanker.sessions.types import HarnessSession
 from clanker.testing import HarnessProviderContract
 from clanker_pi.sessions import HEAD_BYTES, TAIL_BYTES, summarize
+from tests.plugins.pi.test_commit import EVENTS, STREAMS
 from tests.plugins.pi.test_pi import FORK_ID, SESSION_FILE, SESSION_ID, STORE_PATH
 from tests.plugins.pi.test_sessions import (
     CAPTURED,
@@ -80,6 +81,11 @@ class TestPiContract(HarnessProviderContract):
         return SESSION_FILES
 
     # commit
+    commit_outputs = tuple(COMMIT / name for name in STREAMS)
+
+    def commit_events(self) -> st.SearchStrategy[object]:
+        return EVENTS
+
     commit_model = "loopback/probe-model"
     commit_successes = ((COMMIT / "stub-thinking-then-text.stdout.jsonl", MESSAGE),
                         (COMMIT / "stub-success.stdout.jsonl", MESSAGE))

@@ -56,7 +56,7 @@ from clanker.ids import HarnessId
 from clanker.registry import HarnessProvider, Registry
 from clanker.testing.base import PROPERTY, ContractBase
 from clanker.testing.doubles import prepend_to_path, write_script
-from clanker.testing.strategies import junk_text, model_ids
+from clanker.testing.strategies import json_values, junk_text, model_ids, prefixes
 
 __all__ = [
     "EXIT_VARIABLE",
@@ -328,6 +328,13 @@ class CommitContract(ContractBase):
     service proposes from each: ``"subject"`` or ``"subject\\n\\nbody"``."""
     commit_failures: ClassVar[Sequence[tuple[Path, int, ErrorKind]]] = ()
     """Outputs with the exit status they came with, and how asking fails for each."""
+    commit_outputs: ClassVar[Sequence[Path]] = ()
+    """Every captured or built output of the commit mode (by default those of
+    :attr:`commit_successes` and :attr:`commit_failures`): the contract cuts them short
+    and adds junk and events to them."""
+    commit_failure_kinds: ClassVar[tuple[ErrorKind, ...]] = (ErrorKind.PARSE_FAILURE,
+                                                              ErrorKind.COMMAND_FAILED)
+    """How parsing any output may fail."""
     commit_model: ClassVar[str] = "contract-model"
     """The model asked for in the end-to-end run (the harness must accept its syntax)."""
 
@@ -349,8 +356,75 @@ class CommitContract(ContractBase):
         """Assert more of how the double was run (:meth:`ReplayDouble.call`: its argv,
         cwd and the variables it recorded). Nothing by default."""
 
+    def commit_events(self) -> st.SearchStrategy[object]:
+        """Events near the harness's output format, added after a captured output and
+        alone; by default any JSON value (NaN and the infinities too)."""
+        return json_values(max_leaves=20, floats=st.floats())
+
     def _commit(self) -> CommitCapability:
         return self._implementation(Capability.COMMIT, CommitCapability)
+
+    def _answer(self, stdout: str, exit_code: int = 0) -> str | None:
+        """The answer in ``stdout``, or ``None`` for a typed failure naming the harness."""
+        answer = answer_or_typed_failure(self._commit(), self.harness_id, stdout, exit_code,
+                                         kinds=self.commit_failure_kinds)
+        assert answer is None or answer.strip(), "an answer is never blank"
+        return answer
+
+    def _outputs(self) -> list[str]:
+        self._commit()
+        paths = self.commit_outputs or sorted(
+            {path for path, _ in self.commit_successes}
+            | {path for path, _, _ in self.commit_failures})
+        return [path.read_text() for path in self._unless(paths or None, "commit_outputs")]
+
+    def _check_cut(self, full: str, cut: str) -> None:
+        answer = self._answer(cut)
+        if answer is not None:
+            # Only a cut right after a whole line of the output can answer, and then as
+            # the whole does (when it does).
+            assert cut.rstrip("\n").rsplit("\n", 1)[-1] in full.split("\n")
+            whole = self._answer(full)
+            assert whole is None or answer == whole
+        assert self._answer(cut, exit_code=1) is None, "a failed run gave an answer"
+
+    def test_a_cut_commit_output_at_any_line_is_a_whole_answer_or_a_typed_failure(
+        self,
+    ) -> None:
+        for full in self._outputs():
+            ends = [i for i, c in enumerate(full) if c == "\n"]
+            for end in ends:
+                for cut in (end - 1, end, end + 1):
+                    self._check_cut(full, full[:max(cut, 0)])
+
+    @PROPERTY
+    @given(data=st.data())
+    def test_a_truncated_commit_output_is_a_whole_answer_or_a_typed_failure(
+        self, data: st.DataObject
+    ) -> None:
+        full = data.draw(st.sampled_from(self._outputs()))
+        self._check_cut(full, data.draw(prefixes([full])))
+
+    @PROPERTY
+    @given(data=st.data(), junk=junk_text(), exit_code=st.integers(-15, 255))
+    def test_junk_commit_output_is_a_typed_failure(
+        self, data: st.DataObject, junk: str, exit_code: int
+    ) -> None:
+        assert self._answer(junk, exit_code) is None
+        full = data.draw(st.sampled_from(self._outputs()))
+        self._answer(full.split("\n", 1)[0] + "\n" + junk)
+        self._answer(full + junk)
+
+    @PROPERTY
+    @given(data=st.data())
+    def test_any_events_after_or_instead_of_an_output_are_an_answer_or_a_typed_failure(
+        self, data: st.DataObject
+    ) -> None:
+        full = data.draw(st.sampled_from(self._outputs()))
+        events = json_lines(*data.draw(st.lists(self.commit_events(), max_size=8)))
+        self._answer(full + events)
+        self._answer(full.split("\n", 1)[0] + "\n" + events)
+        self._answer(events)
 
     @PROPERTY
     @given(model=st.none() | model_ids(), prompt=st.text(max_size=200))
