@@ -32,7 +32,6 @@ from tests.plugins.agy.test_commit import (
     AGY_REFUSES_A_LINE_WITHOUT_AN_EVENT,
     COMMIT,
     EVENTS,
-    STREAMS,
     quoted_repository,
 )
 from tests.plugins.agy.test_sessions import build, check_types
@@ -74,23 +73,20 @@ class TestAgyContract(HarnessProviderContract):
         check_types(session)
 
     # attention
+    attention_state_shapes = states
+    attention_payload_shapes = wrapped_payloads
     attention_max_state = 2048
     attention_private_texts = PRIVATE_TEXTS
 
     def attention_payloads(self) -> Sequence[object]:
         return [wrapped(name) for name in RUN]
 
-    def attention_payload_strategy(self) -> st.SearchStrategy[object]:
-        return wrapped_payloads
-
-    def attention_state_strategy(self) -> st.SearchStrategy[object]:
-        return states
-
     # usage: the probe checks the version first
-    usage_outputs = tuple(FIXTURES / "usage" / name for name in (
+    usage_fixtures = FIXTURES / "usage"
+    usage_outputs = (
         "usage-json-success.json", "usage-json-success-no-enabled-field.pretty.json",
         "usage-stdout-noise-then-envelope.txt", "usage-json-error-auth-required.json",
-    ))
+    )
 
     def usage_doubles(
         self, output: str, exit_code: int, stderr: str
@@ -105,14 +101,12 @@ class TestAgyContract(HarnessProviderContract):
         return ScriptedExecutor(respond), None
 
     # commit
-    commit_outputs = tuple(COMMIT / name for name in STREAMS)
-
-    def commit_events(self) -> st.SearchStrategy[object]:
-        return EVENTS
-
+    commit_events = EVENTS
+    commit_fixtures = COMMIT
+    commit_outputs = "*.stdout.jsonl"
     commit_model = "gemini-3.8-flash-high"
-    commit_successes = ((COMMIT / "synthetic-success.stdout.jsonl", MESSAGE),)
-    commit_failures = tuple((COMMIT / name, exit_code, kind) for name, exit_code, kind in (
+    commit_successes = (("synthetic-success.stdout.jsonl", MESSAGE),)
+    commit_failures = (
         ("synthetic-decorated.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer
         ("synthetic-empty-response.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
         ("synthetic-tool-denied.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
@@ -121,7 +115,7 @@ class TestAgyContract(HarnessProviderContract):
         ("synthetic-error.stdout.jsonl", 3, ErrorKind.COMMAND_FAILED),
         ("synthetic-interrupted.stdout.jsonl", 1, ErrorKind.COMMAND_FAILED),
         ("synthetic-success.stdout.jsonl", 2, ErrorKind.COMMAND_FAILED),
-    ))
+    )
 
     def commit_double(self, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
         # Like agy, it refuses a stdin line without a top-level `event`.

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import strategies as st
 
 import clanker_claude
 from clanker.capabilities import Capability
@@ -22,7 +21,7 @@ from clanker.testing.commit import check_prompt_shows_the_change
 from clanker.testing.sessions import check_session_types
 from clanker_claude.sessions import HEAD_BYTES, TAIL_BYTES, parse, summarize
 from tests.plugins.claude.test_attention import PRIVATE_TEXTS, RUN, near_payloads, states
-from tests.plugins.claude.test_commit import ENV, STREAMS
+from tests.plugins.claude.test_commit import ENV
 from tests.plugins.claude.test_sessions import (
     HUGE_TRANSCRIPTS,
     PROJECTS,
@@ -56,6 +55,7 @@ class TestClaudeContract(HarnessProviderContract):
     )
 
     # sessions
+    session_documents = TRANSCRIPTS
     session_samples = tuple(sorted(PROJECTS.glob("*/*.jsonl")))
     session_read_bounds = (HEAD_BYTES, TAIL_BYTES)
     session_sample_path = Path(f"/p/-w/{SID}.jsonl")  # a transcript is named by its id
@@ -78,10 +78,9 @@ class TestClaudeContract(HarnessProviderContract):
         check_session_types(None if parsed is None else parsed.session, "claude")
         return summarize(sample)
 
-    def session_documents(self) -> st.SearchStrategy[bytes]:
-        return TRANSCRIPTS
-
     # attention
+    attention_state_shapes = states
+    attention_payload_shapes = near_payloads
     attention_max_state = 1024
     attention_private_texts = PRIVATE_TEXTS
     attention_private_keys = ("prompt", "tool_input", "tool_calls", "tool_response", "message",
@@ -93,26 +92,22 @@ class TestClaudeContract(HarnessProviderContract):
         others = sorted(p.stem for p in (FIXTURES / "attention").glob("*.json"))
         return [load(name) for name in (*RUN, *others)]
 
-    def attention_payload_strategy(self) -> st.SearchStrategy[object]:
-        return near_payloads
-
-    def attention_state_strategy(self) -> st.SearchStrategy[object]:
-        return states
-
     # usage
-    usage_outputs = tuple(FIXTURES / "usage" / name for name in (
+    usage_fixtures = FIXTURES / "usage"
+    usage_outputs = (
         "control-usage-subscriber-out.jsonl",
         "control-usage-subscriber-telemetry-disabled-out.jsonl",
         "control-usage-signed-out-out.jsonl", "control-usage-bedrock-out.jsonl",
         "control-usage-subscriber-usage-429-out.jsonl",
-    ))
+    )
 
     # commit
-    commit_outputs = tuple(COMMIT / name for name in STREAMS)
+    commit_fixtures = COMMIT
+    commit_outputs = "*.stdout.json*"
     commit_model = "haiku"
-    commit_successes = ((COMMIT / "final-argv-stub-success.stdout.json", MESSAGE),
-                        (COMMIT / "stub-thinking-then-text.stdout.json", MESSAGE))
-    commit_failures = tuple((COMMIT / name, exit_code, kind) for name, exit_code, kind in (
+    commit_successes = (("final-argv-stub-success.stdout.json", MESSAGE),
+                        ("stub-thinking-then-text.stdout.json", MESSAGE))
+    commit_failures = (
         ("stub-decorated.stdout.json", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
         ("stub-thinking-only.stdout.json", 0, ErrorKind.PARSE_FAILURE),
         ("stub-slash-command.stdout.json", 0, ErrorKind.PARSE_FAILURE),
@@ -120,7 +115,7 @@ class TestClaudeContract(HarnessProviderContract):
         ("final-argv-stub-toolcall.stdout.json", 1, ErrorKind.COMMAND_FAILED),
         ("json-not-logged-in.stdout.json", 1, ErrorKind.COMMAND_FAILED),
         ("stub-max-tokens.stdout.json", 1, ErrorKind.COMMAND_FAILED),
-    ))
+    )
 
     def commit_double(self, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
         # It records the variables clanker sets for the run.

@@ -8,8 +8,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hypothesis import strategies as st
-
 import clanker_codex
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
@@ -18,7 +16,7 @@ from clanker.sessions.types import HarnessSession
 from clanker.testing import HarnessProviderContract, ReplayDouble, install_replay_double
 from clanker_codex.sessions import HEAD_BYTES, TAIL_BYTES, summarize
 from tests.plugins.codex.test_attention import payloads, states
-from tests.plugins.codex.test_commit import EVENTS, STREAMS
+from tests.plugins.codex.test_commit import EVENTS
 from tests.plugins.codex.test_sessions import HUGE_ROLLOUTS, ROLLOUTS
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "codex"
@@ -47,6 +45,7 @@ class TestCodexContract(HarnessProviderContract):
     )
 
     # sessions
+    session_documents = ROLLOUTS
     session_samples = tuple(sorted(CODEX_HOME.rglob("rollout-*.jsonl")))
     session_read_bounds = (HEAD_BYTES, TAIL_BYTES)
     huge_session_files = HUGE_ROLLOUTS
@@ -65,10 +64,9 @@ class TestCodexContract(HarnessProviderContract):
     def summarize(self, sample: FileSample) -> HarnessSession | None:
         return summarize(sample)
 
-    def session_documents(self) -> st.SearchStrategy[bytes]:
-        return ROLLOUTS
-
     # attention
+    attention_state_shapes = states
+    attention_payload_shapes = payloads
     attention_private_keys = ("prompt", "tool_input", "tool_response", "transcript_path",
                               "last_assistant_message")
     attention_private_texts = ("echo hi", "echo plain", "run it", "probe", "sleep 20", "exec-",
@@ -81,35 +79,28 @@ class TestCodexContract(HarnessProviderContract):
         return [p for name in runs for p in json.loads((FIXTURES / "attention" / name)
                                                        .read_text())] + list(built.values())
 
-    def attention_payload_strategy(self) -> st.SearchStrategy[object]:
-        return payloads
-
-    def attention_state_strategy(self) -> st.SearchStrategy[object]:
-        return states
-
     # usage
-    usage_outputs = tuple(FIXTURES / "usage" / name for name in (
+    usage_fixtures = FIXTURES / "usage"
+    usage_outputs = (
         "app-server-chatgpt-out.jsonl", "app-server-chatgpt-edge-out.jsonl",
         "app-server-chatgpt-weekly-only-out.jsonl", "app-server-signed-out-out.jsonl",
         "app-server-api-key-out.jsonl", "app-server-chatgpt-backend-decode-error-out.jsonl",
-    ))
+    )
 
     # commit
-    commit_outputs = tuple(COMMIT / name for name in STREAMS)
-
-    def commit_events(self) -> st.SearchStrategy[object]:
-        return EVENTS
-
+    commit_events = EVENTS
+    commit_fixtures = COMMIT
+    commit_outputs = "*.jsonl"
     commit_model = "gpt-6.2-sol"
-    commit_successes = ((COMMIT / "built-success-commentary-then-tool.jsonl", ANSWER),
-                        (COMMIT / "built-success.jsonl", ANSWER))
-    commit_failures = tuple((COMMIT / name, exit_code, kind) for name, exit_code, kind in (
+    commit_successes = (("built-success-commentary-then-tool.jsonl", ANSWER),
+                        ("built-success.jsonl", ANSWER))
+    commit_failures = (
         ("built-decorated.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
         ("built-thinking-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
         ("built-tool-after-last-message.jsonl", 0, ErrorKind.PARSE_FAILURE),
         ("exec-http-401.jsonl", 1, ErrorKind.COMMAND_FAILED),
         ("exec-sigterm.jsonl", 143, ErrorKind.COMMAND_FAILED),
-    ))
+    )
 
     def commit_double(self, bin_dir: Path, monkeypatch: object) -> ReplayDouble:
         # Codex says on stderr that it reads the prompt from stdin.

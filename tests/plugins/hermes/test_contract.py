@@ -52,7 +52,8 @@ class TestHermesContract(HarnessProviderContract):
         return {"HOME": str(home), "PATH": "/bin", BUNDLED_ENV: str(fake_bundled(home))}
 
     # usage
-    usage_outputs = tuple(FIXTURES / "usage" / name for name in (
+    usage_fixtures = FIXTURES / "usage"
+    usage_outputs = (
         "usage-json-built-codex.json", "usage-json-built-anthropic.json",
         "usage-json-built-openrouter.json", "usage-json-0.19.0-invalid-choice.stderr.txt",
-    ))
+    )

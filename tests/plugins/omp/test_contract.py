@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from hypothesis import strategies as st
-
 import clanker_omp
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
@@ -15,7 +13,7 @@ from clanker.sessions.files import FileSample
 from clanker.sessions.types import HarnessSession
 from clanker.testing import HarnessProviderContract
 from clanker_omp.sessions import HEAD_BYTES, TAIL_BYTES, summarize
-from tests.plugins.omp.test_commit import ANSWER, COMMIT, EVENTS, EXIT_CODES, STREAMS
+from tests.plugins.omp.test_commit import ANSWER, COMMIT, EVENTS, EXIT_CODES
 from tests.plugins.omp.test_omp import FORK_FILE, FORK_ID, SOURCE_ID, STORE_PATH
 from tests.plugins.omp.test_sessions import (
     CAPTURED,
@@ -47,6 +45,7 @@ class TestOmpContract(HarnessProviderContract):
     )
 
     # sessions
+    session_documents = SESSION_FILES
     session_samples = tuple(FIXTURES / row[0] for row in CAPTURED)
     session_cut_everywhere = MAIN
     session_min_bytes = 256  # never without the header after the title slot
@@ -70,26 +69,22 @@ class TestOmpContract(HarnessProviderContract):
     def summarize(self, sample: FileSample) -> HarnessSession | None:
         return summarize(sample)
 
-    def session_documents(self) -> st.SearchStrategy[bytes]:
-        return SESSION_FILES
-
     # usage
-    usage_outputs = tuple(FIXTURES / "usage" / name for name in (
+    usage_fixtures = FIXTURES / "usage"
+    usage_outputs = (
         "usage-json-stub-upstream.json", "usage-json-built-edge-cases.json",
         "usage-json-no-credentials.json",
-    ))
+    )
 
     # commit
-    commit_outputs = tuple(COMMIT / name for name in STREAMS)
-
-    def commit_events(self) -> st.SearchStrategy[object]:
-        return EVENTS
-
+    commit_events = EVENTS
+    commit_fixtures = COMMIT
+    commit_outputs = "*.stdout.jsonl"
     commit_failure_kinds = (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT)
     commit_model = "loopback/probe-model"
-    commit_successes = ((COMMIT / "stub-toolcall-then-text.stdout.jsonl", ANSWER),
-                        (COMMIT / "stub-success.stdout.jsonl", ANSWER))
-    commit_failures = tuple((COMMIT / name, EXIT_CODES.get(name, 0), kind) for name, kind in (
+    commit_successes = (("stub-toolcall-then-text.stdout.jsonl", ANSWER),
+                        ("stub-success.stdout.jsonl", ANSWER))
+    commit_failures = tuple((name, EXIT_CODES.get(name, 0), kind) for name, kind in (
         ("stub-decorated.stdout.jsonl", ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
         ("stub-thinking-only.stdout.jsonl", ErrorKind.PARSE_FAILURE),
         ("json-http-400.stdout.jsonl", ErrorKind.COMMAND_FAILED),

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import strategies as st
 
 import clanker_opencode
 from clanker.capabilities import Capability
@@ -17,7 +16,7 @@ from clanker.execution import CommandExecutor, CommandRequest, CommandResult
 from clanker.testing import HarnessProviderContract, ReplayDouble, ScriptedExecutor
 from clanker.testing.commit import install_replay_double
 from clanker_opencode.commit import COMMIT_CONFIG
-from tests.plugins.opencode.test_commit import EVENTS, STREAMS
+from tests.plugins.opencode.test_commit import EVENTS
 from tests.plugins.opencode.test_opencode import SESSION_IDS, SOURCE_ID
 from tests.plugins.opencode.test_sessions import GLOBAL
 
@@ -69,21 +68,19 @@ class TestOpenCodeContract(HarnessProviderContract):
         Path(environ["HOME"], LISTING).write_bytes(GLOBAL.read_bytes())
 
     # commit
-    commit_outputs = tuple(COMMIT / name for name in STREAMS)
-
-    def commit_events(self) -> st.SearchStrategy[object]:
-        return EVENTS
-
+    commit_events = EVENTS
+    commit_fixtures = COMMIT
+    commit_outputs = "*.jsonl"
     commit_model = "loop/m1"
-    commit_successes = ((COMMIT / "built-success-multi-step.jsonl", ANSWER),
-                        (COMMIT / "built-success.jsonl", ANSWER))
-    commit_failures = tuple((COMMIT / name, exit_code, kind) for name, exit_code, kind in (
+    commit_successes = (("built-success-multi-step.jsonl", ANSWER),
+                        ("built-success.jsonl", ANSWER))
+    commit_failures = (
         ("built-decorated.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
         ("built-thinking-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
         ("built-tool-call-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
         ("run-http-401-recommended.jsonl", 1, ErrorKind.COMMAND_FAILED),
         ("built-incomplete.jsonl", 143, ErrorKind.COMMAND_FAILED),
-    ))
+    )
 
     def commit_double(self, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
         # It records the variables clanker sets, and PWD; a user's own

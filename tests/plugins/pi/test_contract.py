@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from hypothesis import strategies as st
-
 import clanker_pi
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
@@ -14,7 +12,7 @@ from clanker.sessions.files import FileSample
 from clanker.sessions.types import HarnessSession
 from clanker.testing import HarnessProviderContract
 from clanker_pi.sessions import HEAD_BYTES, TAIL_BYTES, summarize
-from tests.plugins.pi.test_commit import EVENTS, STREAMS
+from tests.plugins.pi.test_commit import EVENTS
 from tests.plugins.pi.test_pi import FORK_ID, SESSION_FILE, SESSION_ID, STORE_PATH
 from tests.plugins.pi.test_sessions import (
     CAPTURED,
@@ -55,6 +53,7 @@ class TestPiContract(HarnessProviderContract):
     )
 
     # sessions
+    session_documents = SESSION_FILES
     session_samples = tuple(FIXTURES / row[0] for row in CAPTURED)
     session_cut_everywhere = MAIN
     session_read_bounds = (HEAD_BYTES, TAIL_BYTES)
@@ -77,21 +76,16 @@ class TestPiContract(HarnessProviderContract):
     def summarize(self, sample: FileSample) -> HarnessSession | None:
         return summarize(sample)
 
-    def session_documents(self) -> st.SearchStrategy[bytes]:
-        return SESSION_FILES
-
     # commit
-    commit_outputs = tuple(COMMIT / name for name in STREAMS)
-
-    def commit_events(self) -> st.SearchStrategy[object]:
-        return EVENTS
-
+    commit_events = EVENTS
+    commit_fixtures = COMMIT
+    commit_outputs = "*.stdout.jsonl"
     commit_model = "loopback/probe-model"
-    commit_successes = ((COMMIT / "stub-thinking-then-text.stdout.jsonl", MESSAGE),
-                        (COMMIT / "stub-success.stdout.jsonl", MESSAGE))
-    commit_failures = tuple((COMMIT / name, exit_code, kind) for name, exit_code, kind in (
+    commit_successes = (("stub-thinking-then-text.stdout.jsonl", MESSAGE),
+                        ("stub-success.stdout.jsonl", MESSAGE))
+    commit_failures = (
         ("stub-decorated.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
         ("stub-thinking-only.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
         ("json-refused-port-retry-disabled.stdout.jsonl", 0, ErrorKind.COMMAND_FAILED),
         ("json-no-api-key.stdout.jsonl", 1, ErrorKind.COMMAND_FAILED),
-    ))
+    )

@@ -95,21 +95,18 @@ class AttentionContract(ContractBase):
     """Payload keys whose values, at any depth, are what a person typed or a tool
     printed: the contract replaces them by :data:`PRIVATE_MARKER` and looks for it."""
 
+    attention_payload_shapes: ClassVar[st.SearchStrategy[object] | None] = None
+    """Payloads near the harness's shape (its event names, its ids), besides the samples,
+    the samples with values replaced, and any JSON."""
+    attention_state_shapes: ClassVar[st.SearchStrategy[object] | None] = None
+    """States near the interpreter's own shape, besides any JSON object."""
+
     # -- what a plugin supplies ----------------------------------------------------------
 
     def attention_payloads(self) -> Sequence[object]:
         """What the harness hands its hook (as the interpreter receives it), captured or
         built from the harness's schema, in the order of a real run."""
         return ()
-
-    def attention_payload_strategy(self) -> st.SearchStrategy[object] | None:
-        """Payloads near the harness's shape (its event names, its ids), besides the
-        samples, the samples with values replaced, and any JSON."""
-        return None
-
-    def attention_state_strategy(self) -> st.SearchStrategy[object] | None:
-        """States near the interpreter's own shape, besides any JSON object."""
-        return None
 
     def attention_environ(self, home: Path) -> dict[str, str]:
         """The launch environment ``prepare`` sees besides clanker's own
@@ -119,7 +116,9 @@ class AttentionContract(ContractBase):
     # -- helpers ---------------------------------------------------------------------------
 
     def _attention(self) -> AttentionCapability:
-        return self._implementation(Capability.ATTENTION, AttentionCapability)
+        found = self._require(Capability.ATTENTION).attention
+        assert found is not None
+        return found
 
     def _interpreter(self) -> ModuleType:
         path = self._attention().interpreter
@@ -150,7 +149,7 @@ class AttentionContract(ContractBase):
     def _states(self) -> st.SearchStrategy[object]:
         states: st.SearchStrategy[object] = st.dictionaries(
             st.text(max_size=8), json_values(), max_size=6)
-        extra = self.attention_state_strategy()
+        extra = self.attention_state_shapes
         return states if extra is None else states | extra
 
     def _payloads(self, samples: Sequence[object]) -> st.SearchStrategy[object]:
@@ -158,7 +157,7 @@ class AttentionContract(ContractBase):
         replaceable = [p for p in samples if isinstance(p, dict | list) and p]
         if replaceable:
             payloads |= st.sampled_from(replaceable).flatmap(documents_with_values_replaced)
-        extra = self.attention_payload_strategy()
+        extra = self.attention_payload_shapes
         return payloads if extra is None else payloads | extra
 
     def _check_private(self, envelopes: object, state: object) -> None:

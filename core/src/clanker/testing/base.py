@@ -65,12 +65,6 @@ class ContractBase:
             pytest.skip(f"{self.harness_id} has no {capability.value} capability")
         return provider
 
-    def _implementation(self, capability: Capability, kind: type[_T]) -> _T:
-        """The implementation of ``capability`` (skipping the test when there is none)."""
-        found = self._require(capability).capability(capability)
-        assert isinstance(found, kind)
-        return found
-
     @staticmethod
     def _unless(supplied: _T | None, what: str) -> _T:
         """``supplied``, or skip the test: the plugin did not supply ``what``."""

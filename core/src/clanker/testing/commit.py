@@ -323,15 +323,22 @@ class CommitContract(ContractBase):
     overrides :meth:`commit_double` and the ``check_commit_*`` methods.
     """
 
-    commit_successes: ClassVar[Sequence[tuple[Path, str]]] = ()
-    """Outputs of the harness's commit mode (captured or built) and the message the
-    service proposes from each: ``"subject"`` or ``"subject\\n\\nbody"``."""
-    commit_failures: ClassVar[Sequence[tuple[Path, int, ErrorKind]]] = ()
+    commit_fixtures: ClassVar[Path | None] = None
+    """The directory of the captured outputs, when the attributes below name them."""
+    commit_successes: ClassVar[Sequence[tuple[Path | str, str]]] = ()
+    """Outputs of the harness's commit mode (captured or built: a path, or a name in
+    :attr:`commit_fixtures`) and the message the service proposes from each:
+    ``"subject"`` or ``"subject\\n\\nbody"``."""
+    commit_failures: ClassVar[Sequence[tuple[Path | str, int, ErrorKind]]] = ()
     """Outputs with the exit status they came with, and how asking fails for each."""
-    commit_outputs: ClassVar[Sequence[Path]] = ()
-    """Every captured or built output of the commit mode (by default those of
-    :attr:`commit_successes` and :attr:`commit_failures`): the contract cuts them short
-    and adds junk and events to them."""
+    commit_outputs: ClassVar[Sequence[Path | str] | str] = ()
+    """Every captured or built output of the commit mode, or a glob pattern in
+    :attr:`commit_fixtures` (by default those of :attr:`commit_successes` and
+    :attr:`commit_failures`): the contract cuts them short and adds junk and events."""
+    commit_events: ClassVar[st.SearchStrategy[object]] = json_values(max_leaves=20,
+                                                                     floats=st.floats())
+    """Events near the harness's output format, added after a captured output and alone;
+    by default any JSON value (NaN and the infinities too)."""
     commit_failure_kinds: ClassVar[tuple[ErrorKind, ...]] = (ErrorKind.PARSE_FAILURE,
                                                               ErrorKind.COMMAND_FAILED)
     """How parsing any output may fail."""
@@ -356,13 +363,10 @@ class CommitContract(ContractBase):
         """Assert more of how the double was run (:meth:`ReplayDouble.call`: its argv,
         cwd and the variables it recorded). Nothing by default."""
 
-    def commit_events(self) -> st.SearchStrategy[object]:
-        """Events near the harness's output format, added after a captured output and
-        alone; by default any JSON value (NaN and the infinities too)."""
-        return json_values(max_leaves=20, floats=st.floats())
-
     def _commit(self) -> CommitCapability:
-        return self._implementation(Capability.COMMIT, CommitCapability)
+        found = self._require(Capability.COMMIT).commit
+        assert found is not None
+        return found
 
     def _answer(self, stdout: str, exit_code: int = 0) -> str | None:
         """The answer in ``stdout``, or ``None`` for a typed failure naming the harness."""
@@ -371,11 +375,21 @@ class CommitContract(ContractBase):
         assert answer is None or answer.strip(), "an answer is never blank"
         return answer
 
+    def _fixture(self, name: Path | str) -> Path:
+        if isinstance(name, Path):
+            return name
+        assert self.commit_fixtures is not None, "set commit_fixtures to name outputs"
+        return self.commit_fixtures / name
+
     def _outputs(self) -> list[str]:
         self._commit()
-        paths = self.commit_outputs or sorted(
-            {path for path, _ in self.commit_successes}
-            | {path for path, _, _ in self.commit_failures})
+        if isinstance(self.commit_outputs, str):
+            assert self.commit_fixtures is not None, "set commit_fixtures to glob outputs"
+            paths = sorted(self.commit_fixtures.glob(self.commit_outputs))
+        else:
+            paths = sorted({self._fixture(name) for name in self.commit_outputs or (
+                *(name for name, _ in self.commit_successes),
+                *(name for name, _, _ in self.commit_failures))})
         return [path.read_text() for path in self._unless(paths or None, "commit_outputs")]
 
     def _check_cut(self, full: str, cut: str) -> None:
@@ -421,7 +435,7 @@ class CommitContract(ContractBase):
         self, data: st.DataObject
     ) -> None:
         full = data.draw(st.sampled_from(self._outputs()))
-        events = json_lines(*data.draw(st.lists(self.commit_events(), max_size=8)))
+        events = json_lines(*data.draw(st.lists(self.commit_events, max_size=8)))
         self._answer(full + events)
         self._answer(full.split("\n", 1)[0] + "\n" + events)
         self._answer(events)
@@ -468,10 +482,10 @@ class CommitContract(ContractBase):
         successes = self._unless(self.commit_successes or None, "commit_successes")
         provider, double, repo = self._replaying(tmp_path, monkeypatch)
         before = repository_state(repo)
-        for stream, message in successes:
-            double.replay(monkeypatch, stream)
+        for name, message in successes:
+            double.replay(monkeypatch, self._fixture(name))
             proposal = propose(provider, repo, tmp_path / "locks", self.commit_model)
-            assert proposal.message.text == message, stream.name
+            assert proposal.message.text == message, name
             assert (proposal.harness, proposal.model) == (self.harness_id, self.commit_model)
             assert repository_state(repo) == before
             call = double.call()
@@ -480,7 +494,7 @@ class CommitContract(ContractBase):
             self.check_commit_call(call, repo)
             self.check_commit_prompt(double.stdin())
         # Without a model the harness's own default is asked.
-        double.replay(monkeypatch, successes[0][0])
+        double.replay(monkeypatch, self._fixture(successes[0][0]))
         proposal = propose(provider, repo, tmp_path / "locks", None)
         assert proposal.message.text == successes[0][1]
         assert double.call()["argv"] == list(commit.build_invocation(None, "").args)
@@ -492,6 +506,6 @@ class CommitContract(ContractBase):
         self._commit()
         failures = self._unless(self.commit_failures or None, "commit_failures")
         provider, double, repo = self._replaying(tmp_path, monkeypatch)
-        for stream, exit_code, kind in failures:
-            double.replay(monkeypatch, stream, exit_code)
+        for name, exit_code, kind in failures:
+            double.replay(monkeypatch, self._fixture(name), exit_code)
             check_typed_failure(self.harness_id, repo, tmp_path / "locks", kind, provider)

@@ -231,7 +231,9 @@ class ModelsContract(ContractBase):
     """Models: a sane policy, typed failures, never a crash on what a listing prints."""
 
     def _models(self) -> ModelsCapability:
-        return self._implementation(Capability.MODELS, ModelsCapability)
+        found = self._require(Capability.MODELS).models
+        assert found is not None
+        return found
 
     def test_model_policy_is_sane(self) -> None:
         models = self._models()
@@ -300,10 +302,12 @@ class UsageContract(ContractBase):
     probe runs more than one command, :meth:`usage_doubles`.
     """
 
-    usage_outputs: ClassVar[Sequence[Path]] = ()
-    """Captured outputs of the probe's command (a reading, signed out, ...): the
-    contract cuts them short and replaces their values and checks every answer is a
-    snapshot or a typed failure."""
+    usage_fixtures: ClassVar[Path | None] = None
+    """The directory of the captured outputs, when :attr:`usage_outputs` names them."""
+    usage_outputs: ClassVar[Sequence[Path | str]] = ()
+    """Captured outputs of the probe's command (a reading, signed out, ...; a path, or a
+    name in :attr:`usage_fixtures`): the contract cuts them short, adds junk and
+    replaces their values, and checks every answer is a snapshot or a typed failure."""
 
     def usage_doubles(
         self, output: str, exit_code: int, stderr: str
@@ -314,7 +318,9 @@ class UsageContract(ContractBase):
         return _answering(output, exit_code, stderr)
 
     def _usage(self) -> UsageCapability:
-        return self._implementation(Capability.USAGE, UsageCapability)
+        found = self._require(Capability.USAGE).usage
+        assert found is not None
+        return found
 
     def _probe(
         self, output: str, exit_code: int = 0, stderr: str = ""
@@ -333,8 +339,10 @@ class UsageContract(ContractBase):
 
     def _outputs(self) -> list[str]:
         self._usage()
-        return [path.read_text() for path in self._unless(self.usage_outputs or None,
-                                                            "usage_outputs")]
+        names = self._unless(self.usage_outputs or None, "usage_outputs")
+        paths = [name if isinstance(name, Path) else (self.usage_fixtures or Path()) / name
+                 for name in names]
+        return [path.read_text() for path in paths]
 
     def test_usage_policy_keeps_a_failure_backoff(self) -> None:
         policy = self._usage().policy

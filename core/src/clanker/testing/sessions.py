@@ -196,6 +196,9 @@ class SessionsContract(ContractBase):
     first line, say)."""
     session_sample_path: ClassVar[Path] = Path("/x.jsonl")
     """The path made-up bytes are summarized as (a name the store would read)."""
+    session_documents: ClassVar[st.SearchStrategy[bytes] | None] = None
+    """Whole files in the harness's format with values of any type where its fields are
+    (:func:`~clanker.testing.strategies.json_line_records` builds them for JSON lines)."""
     huge_session_files: ClassVar[Sequence[bytes]] = ()
     """Whole files of the harness's format with a huge or deeply nested value in a place
     the summarizer reads (besides the contract's own shapes)."""
@@ -236,11 +239,6 @@ class SessionsContract(ContractBase):
         """What the provider makes of one file's sample (its summarizer)."""
         raise NotImplementedError
 
-    def session_documents(self) -> st.SearchStrategy[bytes] | None:
-        """Whole files in the harness's format with values of any type where its fields
-        are, for the summarizer; ``None`` when there are none."""
-        return None
-
     def check_session(self, session: HarnessSession) -> None:
         """Assert what the harness's sessions always are, beyond the shared types (an id
         syntax, say). Nothing by default."""
@@ -255,7 +253,9 @@ class SessionsContract(ContractBase):
     # -- helpers ---------------------------------------------------------------------------
 
     def _sessions(self) -> SessionsCapability:
-        return self._implementation(Capability.SESSIONS, SessionsCapability)
+        found = self._require(Capability.SESSIONS).sessions
+        assert found is not None
+        return found
 
     def _context(self, environ: Mapping[str, str], **fields: Any) -> SessionsContext:
         harness = HarnessId(self.harness_id)
@@ -474,7 +474,7 @@ class SessionsContract(ContractBase):
         self, data: st.DataObject
     ) -> None:
         self._sessions()
-        documents = self._unless(self.session_documents(), "session_documents")
+        documents = self._unless(self.session_documents, "session_documents")
         out = data.draw(documents)
         self._summarize(out)
         self._summarize(out, len(out) // 2 or 1, len(out) // 3 or 1)
