@@ -12,6 +12,7 @@ Needs the ``testing`` extra (pytest and hypothesis): ``pip install clanker[testi
 
 from __future__ import annotations
 
+from clanker.capabilities import Capability
 from clanker.testing.attending import AttentionContract
 from clanker.testing.commit import (
     CommitContract,
@@ -44,6 +45,7 @@ from clanker.testing.sessions import SessionsContract
 
 __all__ = [
     "AttentionContract",
+    "Capability",
     "CommitContract",
     "EnvironmentDouble",
     "FailingExecutor",
