@@ -30,11 +30,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clanker.attention.capability import AttachmentContext, AttentionCapability
-from clanker.capabilities import Capability
+from clanker.attention.capability import AttachmentContext
 from clanker.launch.attention import write_hook_command
 from clanker.testing.attention import check_interpretation, load_interpreter
-from clanker.testing.commit import installed_provider
 from clanker.testing.doubles import attachment_context
 from clanker_agy.attention import (
     ASK_MATCHER,
@@ -696,16 +694,6 @@ def context(home: Path | None, private: Path, **env: str) -> AttachmentContext:
         environ["HOME"] = str(home)
     return attachment_context(argv=("agy", "--model=gemini-3.1-pro-low"), env=environ,
                             cwd=str(private), private_dir=private, user_flags=())
-
-
-def test_the_capability_is_declared_and_wired() -> None:
-    assert Capability.ATTENTION in installed_provider("agy").capabilities
-    attention = installed_provider("agy").attention
-    assert isinstance(attention, AttentionCapability)
-    assert isinstance(attention, AgyAttention)
-    assert attention.interpreter == INTERPRETER and INTERPRETER.is_file()
-    assert attention.resume_preserves_session_id is False
-    assert GUARD.is_file()
 
 
 def test_prepare_installs_the_plugin_and_keeps_the_launch(tmp_path: Path) -> None:

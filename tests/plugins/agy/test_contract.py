@@ -73,6 +73,8 @@ class TestAgyContract(HarnessProviderContract):
         check_types(session)
 
     # attention
+    attention_by_hook_command = True
+    attention_resume_keeps_the_id = False
     attention_state_shapes = states
     attention_payload_shapes = wrapped_payloads
     attention_max_state = 2048

@@ -17,10 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clanker.attention.capability import AttachmentPlan, AttentionCapability
-from clanker.capabilities import Capability
+from clanker.attention.capability import AttachmentPlan
 from clanker.testing.attention import check_interpretation, load_interpreter
-from clanker.testing.commit import installed_provider
 from clanker.testing.doubles import attachment_context
 from clanker_claude.attention import (
     HOOK_EVENTS,
@@ -324,14 +322,6 @@ def prepare(launch: dict[str, Any], *, flags: tuple[str, ...] = (),
     context = attachment_context(argv=(*argv, *flags), env=environ, cwd=str(launch["cwd"]),
                                private_dir=launch["private"], user_flags=flags)
     return ClaudeAttention(policy_dir=launch["policy"]).prepare(context)
-
-
-def test_the_capability_is_declared_and_wired() -> None:
-    assert Capability.ATTENTION in installed_provider("claude").capabilities
-    attention = installed_provider("claude").attention
-    assert isinstance(attention, AttentionCapability)
-    assert attention.interpreter == INTERPRETER and INTERPRETER.is_file()
-    assert attention.resume_preserves_session_id is False
 
 
 def test_prepare_writes_only_clankers_hooks_and_adds_settings_first(

@@ -79,6 +79,8 @@ class TestClaudeContract(HarnessProviderContract):
         return summarize(sample)
 
     # attention
+    attention_by_hook_command = True
+    attention_resume_keeps_the_id = False
     attention_state_shapes = states
     attention_payload_shapes = near_payloads
     attention_max_state = 1024

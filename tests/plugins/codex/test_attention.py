@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
-from clanker.attention.capability import AttachmentContext, AttentionCapability
+from clanker.attention.capability import AttachmentContext
 from clanker.testing.attention import check_interpretation, load_interpreter
 from clanker.testing.doubles import attachment_context
 from clanker_codex.attention import (
@@ -431,14 +431,6 @@ def context(home: Path, tmp_path: Path, *, argv: tuple[str, ...] = ("codex",),
 
 def attention(tmp_path: Path) -> CodexAttention:
     return CodexAttention(policy_file=tmp_path / "no-policy.toml")
-
-
-def test_it_is_an_attention_capability() -> None:
-    capability = CodexAttention()
-    assert isinstance(capability, AttentionCapability)
-    assert capability.interpreter is not None and capability.interpreter.is_file()
-    assert capability.interpreter.name == "attention_interpreter.py"
-    assert capability.resume_preserves_session_id is True
 
 
 def test_the_hooks_go_right_after_the_executable(home: Path, tmp_path: Path) -> None:

@@ -65,6 +65,8 @@ class TestCodexContract(HarnessProviderContract):
         return summarize(sample)
 
     # attention
+    attention_by_hook_command = True
+    attention_resume_keeps_the_id = True
     attention_state_shapes = states
     attention_payload_shapes = payloads
     attention_private_keys = ("prompt", "tool_input", "tool_response", "transcript_path",

@@ -48,6 +48,9 @@ class TestHermesContract(HarnessProviderContract):
         check_types(session)
 
     # attention: a launch-owned mirror of Hermes's bundled plugins
+    attention_by_hook_command = False
+    attention_resume_keeps_the_id = False
+
     def attention_environ(self, home: Path) -> dict[str, str]:
         return {"HOME": str(home), "PATH": "/bin", BUNDLED_ENV: str(fake_bundled(home))}
 

@@ -76,6 +76,10 @@ class TestOmpContract(HarnessProviderContract):
         "usage-json-no-credentials.json",
     )
 
+    # attention
+    attention_by_hook_command = False
+    attention_resume_keeps_the_id = True
+
     # commit
     commit_events = EVENTS
     commit_fixtures = COMMIT

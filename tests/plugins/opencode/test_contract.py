@@ -67,6 +67,10 @@ class TestOpenCodeContract(HarnessProviderContract):
         Path(environ["HOME"]).mkdir(parents=True, exist_ok=True)
         Path(environ["HOME"], LISTING).write_bytes(GLOBAL.read_bytes())
 
+    # attention
+    attention_by_hook_command = False
+    attention_resume_keeps_the_id = True
+
     # commit
     commit_events = EVENTS
     commit_fixtures = COMMIT

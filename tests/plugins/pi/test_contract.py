@@ -76,6 +76,10 @@ class TestPiContract(HarnessProviderContract):
     def summarize(self, sample: FileSample) -> HarnessSession | None:
         return summarize(sample)
 
+    # attention
+    attention_by_hook_command = False
+    attention_resume_keeps_the_id = False
+
     # commit
     commit_events = EVENTS
     commit_fixtures = COMMIT

@@ -86,6 +86,11 @@ class AttentionContract(ContractBase):
     ``prepare`` needs more than a home directory, :meth:`attention_environ`.
     """
 
+    attention_by_hook_command: ClassVar[bool | None] = None
+    """Whether the harness reports through hook commands and an interpreter (``True``)
+    or from inside its own process, a plugin or extension (``False``)."""
+    attention_resume_keeps_the_id: ClassVar[bool | None] = None
+    """What ``resume_preserves_session_id`` must be, as verified against the harness."""
     attention_max_state: ClassVar[int] = MAX_STATE
     """The bound on the interpreter's state, as JSON (at most the bridge's own)."""
     attention_private_texts: ClassVar[Sequence[str]] = ()
@@ -170,6 +175,10 @@ class AttentionContract(ContractBase):
     def test_attention_is_wired(self) -> None:
         attention = self._attention()
         assert isinstance(attention.resume_preserves_session_id, bool)
+        if self.attention_resume_keeps_the_id is not None:
+            assert attention.resume_preserves_session_id is self.attention_resume_keeps_the_id
+        if self.attention_by_hook_command is not None:
+            assert (attention.interpreter is not None) is self.attention_by_hook_command
         if attention.interpreter is not None:
             assert attention.interpreter.is_absolute() and attention.interpreter.is_file()
             assert callable(load_interpreter(attention.interpreter).interpret)
