@@ -46,6 +46,19 @@ def run(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[s
                           text=True, timeout=300, check=False)
 
 
+def test_every_type_the_page_names_is_where_it_says() -> None:
+    text = DOC.read_text()
+    table = text[text.index("| capability | module |"):text.index("## Rules")]
+    rows = [line.split("|") for line in table.splitlines() if line.startswith("| ")][2:]
+    assert len(rows) == 7
+    for row in rows:
+        modules = [importlib.import_module(m) for m in re.findall(r"`(clanker[\w.]*)`", row[2])]
+        if row[1].strip() == "sessions":
+            modules.append(importlib.import_module("clanker.stores"))
+        for name in re.findall(r"`(\w+)`", row[3]):
+            assert any(hasattr(module, name) for module in modules), (row[1], name)
+
+
 def test_the_entry_point_names_the_plugin_object(project: Path) -> None:
     meta = tomllib.loads((project / "pyproject.toml").read_text())
     assert "build-system" in meta

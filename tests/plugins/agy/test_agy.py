@@ -17,13 +17,11 @@ from clanker.descriptor import Support, Transport
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult, LocalTransport
-from clanker.ids import HarnessId
 from clanker.launch.planning import InvalidSessionIdError, plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.registry import HarnessProvider, Registry
-from clanker.testing import ScriptedExecutor
+from clanker.testing import ScriptedExecutor, launch_argv, registered
 from clanker_agy.launch import AgyLaunch
 from clanker_agy.models import FALLBACK, AgyModels, parse_models_listing
 
@@ -32,9 +30,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "agy"
 CONVERSATION = "d6b9f466-8d4d-4b93-adbe-9bdb0b6df587"
 
 
-def agy_provider() -> HarnessProvider:
-    return Registry.from_plugins({"agy": clanker_agy.plugin}, environ={}).get_provider(
-        HarnessId("agy"))
+PROVIDER = registered(clanker_agy.plugin, "agy")
 
 
 def fixture(name: str) -> str:
@@ -45,8 +41,7 @@ def fixture(name: str) -> str:
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = agy_provider()
-    return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
+    return launch_argv(PROVIDER, **fields)
 
 
 def test_fresh_launch_is_the_bare_tui() -> None:
@@ -69,7 +64,7 @@ def test_resume_names_the_conversation() -> None:
 def test_the_emulated_fork_is_the_resume_command() -> None:
     session = SessionTarget(native_id=CONVERSATION)
     assert plan(operation="fork", session=session) == plan(operation="resume", session=session)
-    fork = agy_provider().descriptor.fork
+    fork = PROVIDER.descriptor.fork
     assert fork is not None and fork.support is Support.EMULATED
 
 
@@ -111,7 +106,7 @@ def test_user_flags_come_last_in_order() -> None:
 
 
 def test_no_environment_is_set_for_agy() -> None:
-    provider = agy_provider()
+    provider = PROVIDER
     assert dict(plan_launch(provider, LaunchRequest(cwd="/w", model="m")).env) == {}
 
 

@@ -25,19 +25,18 @@ from hypothesis import strategies as st
 import clanker_agy
 import clanker_agy.sessions as agy_sessions
 from clanker.descriptor import SessionOperation
-from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
+from clanker.environment.local import LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import LocalTransport
-from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.registry import HarnessProvider, Registry
-from clanker.sessions.cache import SummaryCache
+from clanker.registry import Registry
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.files import confined
 from clanker.sessions.selection import SessionNotFoundError, resolve_selection
-from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
+from clanker.testing import registered
+from clanker.testing.sessions import session_service as service
+from clanker.testing.sessions import sessions_context
 from clanker_agy.sessions import (
     REQUIRED_COLUMNS,
     AgySessions,
@@ -82,9 +81,7 @@ def home(tmp_path: Path) -> dict[str, str]:
 
 
 def context(environ: Mapping[str, str], **fields: Any) -> SessionsContext:
-    return SessionsContext(files=LocalFiles(),
-                           harness=HarnessId("agy"), executor=LocalTransport(), environ=environ,
-                           cache=SummaryCache(HarnessId("agy"), None), **fields)
+    return sessions_context("agy", environ, **fields)
 
 
 def scan(environ: Mapping[str, str], **fields: Any) -> SessionScan:
@@ -358,16 +355,11 @@ def registry() -> Registry:
     return Registry.from_plugins({"agy": clanker_agy.plugin}, environ={})
 
 
-def provider() -> HarnessProvider:
-    return registry().get_provider(HarnessId("agy"))
-
-
-def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
+PROVIDER = registered(clanker_agy.plugin, "agy")
 
 
 def test_a_workspace_lists_its_own_and_the_global_conversations(home: dict[str, str]) -> None:
-    listing = asyncio.run(service(home).discover([provider()], workspace="/home/dev/src/alpha"))
+    listing = asyncio.run(service(home).discover([PROVIDER], workspace="/home/dev/src/alpha"))
     assert listing.complete
     assert [s.native_id for s in listing.sessions] == [
         "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa", FIRST, "44444444-4444-4444-8444-444444444444",

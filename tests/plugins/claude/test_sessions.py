@@ -22,21 +22,23 @@ from hypothesis import strategies as st
 
 import clanker_claude
 from clanker.descriptor import SessionOperation
-from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
+from clanker.environment.local import LocalFiles, host_environ
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.registry import HarnessProvider, Registry
+from clanker.registry import Registry
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.files import FileSample, confined, read_sample
 from clanker.sessions.selection import Selection, resolve_selection
-from clanker.sessions.service import SessionService
 from clanker.sessions.types import SessionScan
+from clanker.testing import registered
 from clanker.testing.sessions import (
     sample_of_bytes,
+    sessions_context,
 )
+from clanker.testing.sessions import session_service as service
 from clanker.testing.strategies import awkward_values, json_line_records
 from clanker_claude.sessions import (
     HEAD_BYTES,
@@ -443,8 +445,7 @@ def registry() -> Registry:
     return Registry.from_plugins({"claude": clanker_claude.plugin}, environ={})
 
 
-def provider() -> HarnessProvider:
-    return registry().get_provider(HarnessId("claude"))
+PROVIDER = registered(clanker_claude.plugin, "claude")
 
 
 def copy_store(target: Path) -> None:
@@ -463,19 +464,12 @@ def store(tmp_path: Path) -> dict[str, str]:
             "PATH": os.environ["PATH"]}
 
 
-def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
-
-
 def context(environ: Mapping[str, str], **fields: Any) -> SessionsContext:
-    return SessionsContext(files=LocalFiles(),
-                           harness=HarnessId("claude"), executor=LocalTransport(),
-                           environ=environ, cache=SummaryCache(HarnessId("claude"), None),
-                           **fields)
+    return sessions_context("claude", environ, **fields)
 
 
 def test_the_whole_store_is_listed_without_print_mode_runs(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert listing.complete
     # Ten `claude -p` transcripts are hidden on purpose, not counted as unreadable.
     assert listing.scans[0].scan.skipped == 0
@@ -485,9 +479,9 @@ def test_the_whole_store_is_listed_without_print_mode_runs(store: dict[str, str]
 
 
 def test_a_workspace_lists_its_sessions(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/app"))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/app"))
     assert [s.native_id for s in listing.sessions] == [E, D, C]
-    other = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/a-b"))
+    other = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/a-b"))
     assert other.sessions == ()
 
 
@@ -504,7 +498,7 @@ def test_the_workspace_prefilter_skips_other_projects(store: dict[str, str],
 
 def test_refinding_a_print_mode_session_and_resuming_it_by_path(store: dict[str, str],
                                                                  tmp_path: Path) -> None:
-    found = asyncio.run(service(store).find(provider(), A))
+    found = asyncio.run(service(store).find(PROVIDER, A))
     assert found is not None  # hidden from listings, still resumable by id
     path = tmp_path / "claude" / "projects" / "-home-dev-src-app" / f"{A}.jsonl"
     assert found.store_path == str(path)
@@ -530,7 +524,7 @@ def test_a_refind_is_not_filtered_by_where_the_caller_is(store: dict[str, str]) 
     scan = asyncio.run(ClaudeSessions().discover(context(store, native_id=C,
                                                          scopes=("/somewhere/else",))))
     assert [s.native_id for s in scan.sessions] == [C]
-    found = asyncio.run(service(store).find(provider(), C, workspace="/somewhere/else"))
+    found = asyncio.run(service(store).find(PROVIDER, C, workspace="/somewhere/else"))
     assert found is not None and found.cwd == "/home/dev/src/app"
 
 
@@ -560,7 +554,7 @@ def test_sub_agents_and_other_files_are_never_read(store: dict[str, str],
     (outside / f"{SID}.jsonl").write_bytes(copy)
     (project / f"{SID}.jsonl").symlink_to(outside / f"{SID}.jsonl")
     (tmp_path / "claude" / "projects" / "-linked").symlink_to(outside)
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert [s.native_id for s in listing.sessions] == [E, D, C]
     assert listing.scans[0].scan.skipped == 0
 
@@ -630,10 +624,10 @@ def test_real_transcript_is_refound_and_continued_by_path_elsewhere(tmp_path: Pa
     run_claude(environ, work, "real prompt")
     [path] = (tmp_path / ".claude" / "projects").glob("*/*.jsonl")
     assert path.parent.name == encode_project(str(work.resolve()))
-    listing = asyncio.run(service(environ).discover([provider()], workspace=str(work)))
+    listing = asyncio.run(service(environ).discover([PROVIDER], workspace=str(work)))
     assert listing.sessions == ()  # a print-mode run, hidden like Claude's picker does
     assert listing.scans[0].scan.skipped == 0
-    found = asyncio.run(service(environ).find(provider(), path.stem))
+    found = asyncio.run(service(environ).find(PROVIDER, path.stem))
     assert found is not None
     assert (found.title, found.cwd, found.store_path) == ("real prompt", str(work.resolve()),
                                                           str(path))
@@ -645,5 +639,5 @@ def test_real_transcript_is_refound_and_continued_by_path_elsewhere(tmp_path: Pa
     by_path = run_claude(environ, elsewhere, "--resume", str(path), "again")
     assert "No conversation found" not in by_path.stdout + by_path.stderr
     assert path.stat().st_size > size  # continued in its own file
-    refound = asyncio.run(service(environ).find(provider(), path.stem))
+    refound = asyncio.run(service(environ).find(PROVIDER, path.stem))
     assert refound is not None and refound.cwd == str(elsewhere.resolve())

@@ -17,13 +17,11 @@ import clanker_codex
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandResult, LocalTransport
-from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.registry import HarnessProvider, Registry
-from clanker.testing import ScriptedSession, ScriptedSessionExecutor
+from clanker.testing import ScriptedSession, ScriptedSessionExecutor, launch_argv, registered
 from clanker_codex.launch import CodexLaunch
 from clanker_codex.models import (
     MAX_PAGES,
@@ -40,9 +38,7 @@ VISIBLE = [
 ]
 
 
-def codex_provider() -> HarnessProvider:
-    return Registry.from_plugins({"codex": clanker_codex.plugin}, environ={}).get_provider(
-        HarnessId("codex"))
+PROVIDER = registered(clanker_codex.plugin, "codex")
 
 
 def captured(name: str) -> list[dict[str, Any]]:
@@ -58,8 +54,7 @@ def response(request_id: int) -> dict[str, Any]:
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = codex_provider()
-    return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
+    return launch_argv(PROVIDER, **fields)
 
 
 def test_fresh_launch_is_the_bare_tui() -> None:
@@ -92,7 +87,7 @@ def test_resume_and_fork_name_the_launch_directory_but_a_fresh_launch_does_not()
     # resume" and defaults to that directory even when it is gone; with -C
     # before the subcommand it continues in the given directory, no question.
     session = SessionTarget(native_id=SESSION)
-    provider = codex_provider()
+    provider = PROVIDER
     for operation in ("resume", "fork"):
         argv = plan_launch(provider, LaunchRequest(
             operation=operation, session=session, cwd="/elsewhere/work",  # type: ignore[arg-type]

@@ -21,22 +21,21 @@ from hypothesis import strategies as st
 
 import clanker_codex
 from clanker.descriptor import SessionOperation
-from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
-from clanker.execution import LocalTransport
-from clanker.ids import HarnessId
+from clanker.environment.local import LocalFiles, host_environ
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.registry import HarnessProvider, Registry
-from clanker.sessions.cache import SummaryCache
+from clanker.registry import Registry
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.files import FileSample, confined, read_sample
 from clanker.sessions.selection import Selection, SessionNotFoundError, resolve_selection
-from clanker.sessions.service import SessionService
 from clanker.sessions.types import SessionScan
+from clanker.testing import registered
 from clanker.testing.sessions import (
     check_unchanged_store_is_remembered,
     sample_of_bytes,
+    sessions_context,
 )
+from clanker.testing.sessions import session_service as service
 from clanker.testing.strategies import awkward_values
 from clanker_codex.sessions import (
     HEAD_BYTES,
@@ -401,8 +400,7 @@ def registry() -> Registry:
     return Registry.from_plugins({"codex": clanker_codex.plugin}, environ={})
 
 
-def provider() -> HarnessProvider:
-    return registry().get_provider(HarnessId("codex"))
+PROVIDER = registered(clanker_codex.plugin, "codex")
 
 
 @pytest.fixture
@@ -413,19 +411,12 @@ def store(tmp_path: Path) -> dict[str, str]:
             "PATH": os.environ["PATH"]}
 
 
-def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
-
-
 def context(environ: Mapping[str, str], **fields: Any) -> SessionsContext:
-    return SessionsContext(files=LocalFiles(),
-                           harness=HarnessId("codex"), executor=LocalTransport(),
-                           environ=environ, cache=SummaryCache(HarnessId("codex"), None),
-                           **fields)
+    return sessions_context("codex", environ, **fields)
 
 
 def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert listing.complete
     # The sub-agent's rollout is left out on purpose, not counted as unreadable.
     assert listing.scans[0].scan.skipped == 0
@@ -438,16 +429,16 @@ def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
 
 
 def test_a_workspace_lists_its_sessions_by_their_latest_cwd(store: dict[str, str]) -> None:
-    alpha = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/alpha"))
+    alpha = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/alpha"))
     assert [s.native_id for s in alpha.sessions] == [H, D]  # newest first; A moved to beta
-    beta = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/beta"))
+    beta = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/beta"))
     assert [s.native_id for s in beta.sessions] == [A]
 
 
 def test_the_index_names_sessions_and_hides_archived_ones(store: dict[str, str]) -> None:
     codex = Path(store["CODEX_HOME"])
     make_index(codex / INDEX_NAME, Path(os.path.realpath(codex)), archive=B)
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     titles = {s.native_id: s.title for s in listing.sessions}
     assert titles[A] == "README work"  # a rename touches only the index
     # The review parent has no prompt of its own; the index's title stands in.
@@ -502,12 +493,12 @@ def test_an_index_elsewhere_is_found_through_the_variable(store: dict[str, str],
     (tmp_path / "db").mkdir()
     make_index(tmp_path / "db" / INDEX_NAME, Path(os.path.realpath(store["CODEX_HOME"])))
     environ = {**store, "CODEX_SQLITE_HOME": str(tmp_path / "db")}
-    found = asyncio.run(service(environ).find(provider(), A))
+    found = asyncio.run(service(environ).find(PROVIDER, A))
     assert found is not None and found.title == "README work"
 
 
 def test_refinding_by_id_and_continuing_elsewhere(store: dict[str, str], tmp_path: Path) -> None:
-    found = asyncio.run(service(store).find(provider(), A))
+    found = asyncio.run(service(store).find(PROVIDER, A))
     assert found is not None
     assert found.store_path == str(Path(os.path.realpath(store["CODEX_HOME"]))
                                    / "sessions" / "2026" / "11" / "30" / rollout(A).name)
@@ -530,13 +521,13 @@ def test_refinding_by_id_and_continuing_elsewhere(store: dict[str, str], tmp_pat
 def test_archived_sessions_are_not_refound_and_sub_agents_only_by_id(
     store: dict[str, str]
 ) -> None:
-    sub_agent = asyncio.run(service(store).find(provider(), F))
+    sub_agent = asyncio.run(service(store).find(PROVIDER, F))
     assert sub_agent is not None
     assert sub_agent.hidden  # never listed, but its id names it exactly
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert F not in {s.native_id for s in listing.sessions}
     for native_id in (G,):
-        assert asyncio.run(service(store).find(provider(), native_id)) is None
+        assert asyncio.run(service(store).find(PROVIDER, native_id)) is None
         with pytest.raises(SessionNotFoundError):
             asyncio.run(resolve_selection(service(store), registry(), f"codex:{native_id}",
                                           operation=SessionOperation.RESUME,
@@ -554,7 +545,7 @@ def test_a_refind_reads_only_the_rollout_named_by_the_id(store: dict[str, str]) 
     scan = asyncio.run(CodexSessions().discover(context(store, native_id=D,
                                                         scopes=("/somewhere/else",))))
     assert [s.native_id for s in scan.sessions] == [D]
-    found = asyncio.run(service(store).find(provider(), D, workspace="/somewhere/else"))
+    found = asyncio.run(service(store).find(PROVIDER, D, workspace="/somewhere/else"))
     assert found is not None and found.cwd == "/home/dev/src/alpha"
 
 
@@ -574,7 +565,7 @@ def test_what_is_not_a_rollout_is_never_read(store: dict[str, str], tmp_path: Pa
     (codex / "sessions" / "misc" / "11" / "30" / "rollout-misc.jsonl").write_bytes(copy)
     (day / "rollout-link.jsonl").symlink_to(outside / "rollout-x.jsonl")
     (codex / "sessions" / "2026" / "12").symlink_to(outside)
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert len(listing.sessions) == 6
     assert listing.scans[0].scan.skipped == 0
 
@@ -686,7 +677,7 @@ def test_real_rollout_is_found_and_continued_from_elsewhere(tmp_path: Path) -> N
                    PROBE_KEY="dummy-not-a-key")
     (tmp_path / ".codex").mkdir()
     native_id = run_until_written(environ, work, "real prompt")
-    listing = asyncio.run(service(environ).discover([provider()], workspace=str(work)))
+    listing = asyncio.run(service(environ).discover([PROVIDER], workspace=str(work)))
     [found] = listing.sessions
     assert (found.native_id, found.title, found.cwd) == (native_id, "real prompt",
                                                          str(work.resolve()))
@@ -697,5 +688,5 @@ def test_real_rollout_is_found_and_continued_from_elsewhere(tmp_path: Path) -> N
     resumed = run_until_written(environ, elsewhere, "resume", native_id, "again",
                                 wait_for=path)
     assert resumed == native_id
-    refound = asyncio.run(service(environ).find(provider(), native_id))
+    refound = asyncio.run(service(environ).find(PROVIDER, native_id))
     assert refound is not None and refound.cwd == str(elsewhere.resolve())

@@ -26,18 +26,17 @@ from hypothesis import strategies as st
 
 import clanker_hermes
 from clanker.descriptor import SessionOperation
-from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
+from clanker.environment.local import LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import LocalTransport
-from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.registry import HarnessProvider, Registry
-from clanker.sessions.cache import SummaryCache
+from clanker.registry import Registry
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import SessionNotFoundError, resolve_selection
-from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
+from clanker.testing import registered
+from clanker.testing.sessions import session_service as service
+from clanker.testing.sessions import sessions_context
 from clanker_hermes.models import gateway_interpreter
 from clanker_hermes.sessions import (
     REQUIRED_COLUMNS,
@@ -81,10 +80,7 @@ def home(tmp_path: Path) -> dict[str, str]:
 
 
 def context(environ: Mapping[str, str], **fields: Any) -> SessionsContext:
-    return SessionsContext(files=LocalFiles(),
-                           harness=HarnessId("hermes"), executor=LocalTransport(),
-                           environ=environ, cache=SummaryCache(HarnessId("hermes"), None),
-                           **fields)
+    return sessions_context("hermes", environ, **fields)
 
 
 def scan(environ: Mapping[str, str], **fields: Any) -> SessionScan:
@@ -487,17 +483,12 @@ def registry() -> Registry:
     return Registry.from_plugins({"hermes": clanker_hermes.plugin}, environ={})
 
 
-def provider() -> HarnessProvider:
-    return registry().get_provider(HarnessId("hermes"))
-
-
-def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
+PROVIDER = registered(clanker_hermes.plugin, "hermes")
 
 
 def test_a_workspace_lists_its_sessions_and_those_without_a_directory(
         home: dict[str, str]) -> None:
-    listing = asyncio.run(service(home).discover([provider()], workspace="/home/dev/src/alpha"))
+    listing = asyncio.run(service(home).discover([PROVIDER], workspace="/home/dev/src/alpha"))
     assert listing.complete
     # TUI sessions and branches record no directory: they are listed in every workspace.
     assert [s.native_id for s in listing.sessions] == [
@@ -506,9 +497,9 @@ def test_a_workspace_lists_its_sessions_and_those_without_a_directory(
 
 
 def test_a_refind_from_another_workspace_is_not_filtered(home: dict[str, str]) -> None:
-    found = asyncio.run(service(home).find(provider(), ALPHA, workspace="/somewhere/else"))
+    found = asyncio.run(service(home).find(PROVIDER, ALPHA, workspace="/somewhere/else"))
     assert found is not None and found.cwd == "/home/dev/src/alpha"
-    assert asyncio.run(service(home).find(provider(), ARCHIVED)) is None
+    assert asyncio.run(service(home).find(PROVIDER, ARCHIVED)) is None
 
 
 def test_a_session_whose_directory_is_gone_resumes_in_the_workspace(
@@ -668,7 +659,7 @@ def test_real_hermes_session_is_listed_in_its_directory(tmp_path: Path,
         subprocess.run(["hermes", "-z", "real prompt"], cwd=work, capture_output=True,
                        timeout=45, check=False)
     environ = {"HOME": str(tmp_path), "PATH": os.environ["PATH"]}
-    listing = asyncio.run(service(environ).discover([provider()], workspace=str(work)))
+    listing = asyncio.run(service(environ).discover([PROVIDER], workspace=str(work)))
     [found] = listing.sessions
     assert (found.title, found.cwd, found.model) == ("real prompt", str(work.resolve()),
                                                      "probe-model")

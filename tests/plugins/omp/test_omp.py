@@ -14,13 +14,11 @@ from clanker.descriptor import Transport
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest, CommandResult, LocalTransport
-from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.registry import HarnessProvider, Registry
-from clanker.testing import ScriptedExecutor
+from clanker.testing import ScriptedExecutor, launch_argv, registered
 from clanker_omp.launch import OmpLaunch
 from clanker_omp.models import OmpModels, listing_args, parse_models_json
 
@@ -40,9 +38,7 @@ SOURCE_ID = session_header(FORK_FILE)["parentSession"]
 STORE_PATH = f"/home/dev/.omp/agent/sessions/example-project/{FORK_FILE.name}"
 
 
-def omp_provider() -> HarnessProvider:
-    return Registry.from_plugins({"omp": clanker_omp.plugin}, environ={}).get_provider(
-        HarnessId("omp"))
+PROVIDER = registered(clanker_omp.plugin, "omp")
 
 
 def fixture(name: str) -> str:
@@ -53,8 +49,7 @@ def fixture(name: str) -> str:
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = omp_provider()
-    return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
+    return launch_argv(PROVIDER, **fields)
 
 
 def test_fresh_launch_names_the_launch_command() -> None:
@@ -98,7 +93,7 @@ def test_resume_and_fork_over_ssh_build_the_same_command() -> None:
 
 def test_no_environment_is_set_for_omp() -> None:
     # An inherited PI_CODING_AGENT_DIR also moves omp's state; that is the user's setting.
-    provider = omp_provider()
+    provider = PROVIDER
     assert dict(plan_launch(provider, LaunchRequest(cwd="/w")).env) == {}
 
 

@@ -16,20 +16,21 @@ import pytest
 
 import clanker_omp
 from clanker.descriptor import SessionOperation
-from clanker.environment.local import LocalEnvironment, LocalFiles
+from clanker.environment.local import LocalFiles
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.registry import HarnessProvider, Registry
+from clanker.registry import Registry
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.files import FileSample, confined, parse_timestamp, read_sample
 from clanker.sessions.selection import resolve_selection
-from clanker.sessions.service import SessionService
+from clanker.testing import registered
 from clanker.testing.sessions import (
     sample_of_bytes,
 )
+from clanker.testing.sessions import session_service as service
 from clanker.testing.strategies import awkward_values, json_line_records
 from clanker_omp.sessions import (
     HEAD_BYTES,
@@ -500,12 +501,7 @@ def registry() -> Registry:
     return Registry.from_plugins({"omp": clanker_omp.plugin}, environ={})
 
 
-def provider() -> HarnessProvider:
-    return registry().get_provider(HarnessId("omp"))
-
-
-def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
+PROVIDER = registered(clanker_omp.plugin, "omp")
 
 
 def copy_store(agent: Path, envsess: Path) -> None:
@@ -526,7 +522,7 @@ def store(tmp_path: Path) -> dict[str, str]:
 
 
 def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert listing.complete
     assert listing.scans[0].scan.skipped == 0
     assert sorted(s.native_id[:13] for s in listing.sessions) == [
@@ -538,7 +534,7 @@ def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
 
 
 def test_a_workspace_lists_its_own_sessions_newest_first(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/omprepo"))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/omprepo"))
     assert [s.native_id for s in listing.sessions] == [
         "01a22ba9-073c-730e-84d8-000f85fb605b",
         "01a22ba9-06d0-7111-a86a-87a60ef1a6ca",
@@ -564,7 +560,7 @@ def test_archives_sub_agents_locks_temps_and_backups_are_not_sessions(
     archived = tmp_path / "agent" / "archive" / "sessions" / "-src-omprepo" / MAIN.name
     (archived.parent / f"{MAIN.name}.gz").unlink()
     archived.write_bytes(other)  # even uncompressed, the archive is outside the sessions dir
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert "01a22ba8-0000-7000-8000-000000000000" not in {s.native_id for s in listing.sessions}
     assert len(listing.sessions) == 7
     assert listing.scans[0].scan.skipped == 0
@@ -573,7 +569,7 @@ def test_archives_sub_agents_locks_temps_and_backups_are_not_sessions(
 def test_the_gc_archive_holds_a_copy_that_is_never_a_second_session(store: dict[str, str]) -> None:
     archived = AGENT / "archive" / "sessions" / "-src-omprepo" / f"{MAIN.name}.gz"
     assert gzip.decompress(archived.read_bytes()) == MAIN.read_bytes()
-    found = asyncio.run(service(store).find(provider(), MAIN_ID))  # one match, or it raises
+    found = asyncio.run(service(store).find(PROVIDER, MAIN_ID))  # one match, or it raises
     assert found is not None and found.store_path is not None
     assert found.store_path.endswith(f"/sessions/-src-omprepo/{MAIN.name}")
 
@@ -581,7 +577,7 @@ def test_the_gc_archive_holds_a_copy_that_is_never_a_second_session(store: dict[
 def test_the_custom_session_file_registry_is_not_followed(store: dict[str, str]) -> None:
     # custom-session-files/ names files anywhere (flagsess, a stale relsess entry): only the
     # configured roots count.
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert "01a22bac-d22a-7702-aa29-a3fda02e18d5" not in {s.native_id for s in listing.sessions}
 
 
@@ -613,7 +609,7 @@ def test_an_existing_directory_is_where_the_session_resumes(tmp_path: Path) -> N
     copied = project / MAIN.name
     copied.write_bytes(MAIN.read_bytes().replace(b"/home/dev", str(home).encode()))
     environ = {"HOME": str(home), "PATH": os.environ["PATH"]}
-    listing = asyncio.run(service(environ).discover([provider()], workspace=str(work)))
+    listing = asyncio.run(service(environ).discover([PROVIDER], workspace=str(work)))
     assert [s.native_id for s in listing.sessions] == [MAIN_ID]
     selection = asyncio.run(resolve_selection(
         service(environ), registry(), f"omp:{MAIN_ID}", operation=SessionOperation.RESUME,
@@ -664,7 +660,7 @@ def test_a_refind_from_another_workspace_is_not_filtered(store: dict[str, str]) 
                               scopes=("/home/dev/src/elsewhere",), native_id=MAIN_ID)
     scan = asyncio.run(OmpSessions().discover(context))
     assert [s.native_id for s in scan.sessions] == [MAIN_ID]
-    found = asyncio.run(service(store).find(provider(), MAIN_ID,
+    found = asyncio.run(service(store).find(PROVIDER, MAIN_ID,
                                             workspace="/home/dev/src/elsewhere"))
     assert found is not None and found.cwd == "/home/dev/src/omprepo"
 
@@ -672,9 +668,9 @@ def test_a_refind_from_another_workspace_is_not_filtered(store: dict[str, str]) 
 def test_overlapping_roots_list_a_file_once(store: dict[str, str], tmp_path: Path) -> None:
     overlapping = {**store, "PI_CODING_AGENT_SESSION_DIR": str(
         tmp_path / "agent" / "sessions" / "-src-omprepo")}
-    listing = asyncio.run(service(overlapping).discover([provider()], workspace=None))
+    listing = asyncio.run(service(overlapping).discover([PROVIDER], workspace=None))
     assert len(listing.sessions) == len({s.native_id for s in listing.sessions}) == 6
-    assert asyncio.run(service(overlapping).find(provider(), MAIN_ID)) is not None
+    assert asyncio.run(service(overlapping).find(PROVIDER, MAIN_ID)) is not None
 
 
 def test_omp_continues_a_session_whose_directory_is_gone_by_path() -> None:
@@ -740,7 +736,7 @@ def test_real_omp_session_is_found_and_continued_by_path_once_its_directory_is_g
     work.mkdir(parents=True)
     elsewhere.mkdir()
     run_omp(omp_home, work, "--model", "loopback/probe-model", "-p", "real prompt")
-    listing = asyncio.run(service(omp_home).discover([provider()], workspace=str(work)))
+    listing = asyncio.run(service(omp_home).discover([PROVIDER], workspace=str(work)))
     [found] = listing.sessions
     assert (found.title, found.cwd, found.model) == ("real prompt", str(work.resolve()),
                                                      "loopback/probe-model")
@@ -749,11 +745,11 @@ def test_real_omp_session_is_found_and_continued_by_path_once_its_directory_is_g
     # The policy behind resumes_without_original_directory = True, live, with the argv
     # clanker builds (the store path, not the id).
     work.rmdir()
-    argv = plan_launch(provider(), LaunchRequest(
+    argv = plan_launch(PROVIDER, LaunchRequest(
         operation=LaunchOperation.RESUME, cwd=str(elsewhere),
         session=SessionTarget(native_id=found.native_id, store_path=found.store_path))).argv
     assert argv[-1] == found.store_path
     run_omp(omp_home, elsewhere, "--resume", found.store_path, "-p", "after the move")
-    again = asyncio.run(service(omp_home).find(provider(), found.native_id))
+    again = asyncio.run(service(omp_home).find(PROVIDER, found.native_id))
     assert again is not None and again.store_path == found.store_path
     assert again.message_count == 4

@@ -14,13 +14,11 @@ from clanker.descriptor import Transport
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest, CommandResult, LocalTransport
-from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.registry import HarnessProvider, Registry
-from clanker.testing import ScriptedExecutor
+from clanker.testing import ScriptedExecutor, launch_argv, registered
 from clanker_opencode.launch import OpenCodeLaunch
 from clanker_opencode.models import OpenCodeModels, listing_args, parse_models_listing
 
@@ -36,17 +34,14 @@ SESSION_IDS = tuple(entry["id"] for entry in json.loads(fixture("session-list.js
 SOURCE_ID = "ses_dd477e2caffeRx4w8c0S7Feig0"  # the session the captured fork was made from
 
 
-def opencode_provider() -> HarnessProvider:
-    return Registry.from_plugins({"opencode": clanker_opencode.plugin}, environ={}).get_provider(
-        HarnessId("opencode"))
+PROVIDER = registered(clanker_opencode.plugin, "opencode")
 
 
 # -- launch ----------------------------------------------------------------------------
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = opencode_provider()
-    return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
+    return launch_argv(PROVIDER, **fields)
 
 
 def test_fresh_launch_is_the_bare_tui_without_a_project() -> None:
@@ -90,7 +85,7 @@ def test_resume_and_fork_over_ssh_build_the_same_command() -> None:
 
 
 def test_no_environment_is_set_for_opencode() -> None:
-    provider = opencode_provider()
+    provider = PROVIDER
     assert dict(plan_launch(provider, LaunchRequest(cwd="/w", model="loop/m1")).env) == {}
 
 

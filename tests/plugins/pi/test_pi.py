@@ -14,13 +14,10 @@ from clanker.descriptor import Transport
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandResult, LocalTransport
-from clanker.ids import HarnessId
-from clanker.launch.planning import plan_launch
-from clanker.launch.request import LaunchRequest, SessionTarget
+from clanker.launch.request import SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.registry import HarnessProvider, Registry
-from clanker.testing import ScriptedSession, ScriptedSessionExecutor
+from clanker.testing import ScriptedSession, ScriptedSessionExecutor, launch_argv, registered
 from clanker_pi.launch import PiLaunch
 from clanker_pi.models import LISTING_ARGS, PiModels, parse_available_models
 
@@ -40,9 +37,7 @@ FORK_ID = header(FORK_FILE)["id"]
 STORE_PATH = header(FORK_FILE)["parentSession"]
 
 
-def pi_provider() -> HarnessProvider:
-    return Registry.from_plugins({"pi": clanker_pi.plugin}, environ={}).get_provider(
-        HarnessId("pi"))
+PROVIDER = registered(clanker_pi.plugin, "pi")
 
 
 def responses(name: str) -> list[dict[str, object]]:
@@ -53,8 +48,7 @@ def responses(name: str) -> list[dict[str, object]]:
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = pi_provider()
-    return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
+    return launch_argv(PROVIDER, **fields)
 
 
 def test_fresh_launch_is_the_bare_tui() -> None:

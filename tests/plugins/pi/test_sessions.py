@@ -15,21 +15,22 @@ import pytest
 
 import clanker_pi
 from clanker.descriptor import SessionOperation
-from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
+from clanker.environment.local import LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.registry import HarnessProvider, Registry
+from clanker.registry import Registry
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.files import FileSample, confined, parse_timestamp, read_sample
 from clanker.sessions.selection import Selection, resolve_selection
-from clanker.sessions.service import SessionService
+from clanker.testing import registered
 from clanker.testing.sessions import (
     sample_of_bytes,
 )
+from clanker.testing.sessions import session_service as service
 from clanker.testing.strategies import awkward_values, json_line_records
 from clanker_pi.sessions import (
     HEAD_BYTES,
@@ -436,8 +437,7 @@ def registry() -> Registry:
     return Registry.from_plugins({"pi": clanker_pi.plugin}, environ={})
 
 
-def provider() -> HarnessProvider:
-    return registry().get_provider(HarnessId("pi"))
+PROVIDER = registered(clanker_pi.plugin, "pi")
 
 
 def copy_store(agent: Path, custom: Path) -> None:
@@ -454,12 +454,8 @@ def store(tmp_path: Path) -> dict[str, str]:
             "PI_CODING_AGENT_SESSION_DIR": str(tmp_path / "custom"), "PATH": os.environ["PATH"]}
 
 
-def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
-
-
 def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert listing.complete
     assert listing.scans[0].scan.skipped == 0
     assert len(listing.sessions) == 11
@@ -469,7 +465,7 @@ def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
 
 
 def test_a_workspace_lists_its_own_sessions_newest_first(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/pirepo"))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/pirepo"))
     assert [s.native_id for s in listing.sessions] == [
         "01a22ba6-e060-73c7-88be-ef7aea1118a8",
         "01a22ba6-cedc-7748-921d-a56d13fd0fda",
@@ -478,7 +474,7 @@ def test_a_workspace_lists_its_own_sessions_newest_first(store: dict[str, str]) 
     ]
     assert listing.sessions[-1].title == "Fix the parser"
     # `/home/dev/src/a:b` shares no prefix; `/home/dev/src/proj` is in the flat dir.
-    custom = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/proj"))
+    custom = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/proj"))
     assert [s.native_id for s in custom.sessions] == ["01a22ba5-5749-7236-a17a-197e03855e59"]
 
 
@@ -496,7 +492,7 @@ def test_the_workspace_prefilter_skips_other_projects(store: dict[str, str]) -> 
 
 def test_refinding_by_id_and_the_removed_directory_policy(store: dict[str, str],
                                                           tmp_path: Path) -> None:
-    found = asyncio.run(service(store).find(provider(), MAIN_ID))
+    found = asyncio.run(service(store).find(PROVIDER, MAIN_ID))
     assert found is not None
     assert found.store_path == str(tmp_path / "agent" / "sessions" / PIREPO.name / MAIN.name)
     # /home/dev/src/pirepo does not exist here: pi refuses such a session by path,
@@ -564,7 +560,7 @@ def test_what_is_not_a_session_file_is_never_read(store: dict[str, str], tmp_pat
     (project / "link.jsonl").symlink_to(outside / MAIN.name)
     (tmp_path / "agent" / "sessions" / "--linked--").symlink_to(outside)
     (tmp_path / "agent" / "legacy.jsonl").write_bytes(MAIN.read_bytes())  # pi 0.30's place
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert len(listing.sessions) == 11
     assert listing.scans[0].scan.skipped == 0
 
@@ -577,16 +573,16 @@ def test_a_refind_from_another_workspace_is_not_filtered(store: dict[str, str]) 
                               scopes=("/somewhere/else",), native_id=MAIN_ID)
     scan = asyncio.run(PiSessions().discover(context))
     assert [s.native_id for s in scan.sessions] == [MAIN_ID]
-    found = asyncio.run(service(store).find(provider(), MAIN_ID, workspace="/somewhere/else"))
+    found = asyncio.run(service(store).find(PROVIDER, MAIN_ID, workspace="/somewhere/else"))
     assert found is not None and found.cwd == "/home/dev/src/pirepo"
 
 
 def test_overlapping_roots_list_a_file_once(store: dict[str, str], tmp_path: Path) -> None:
     overlapping = {**store, "PI_CODING_AGENT_SESSION_DIR": str(
         tmp_path / "agent" / "sessions" / PIREPO.name)}
-    listing = asyncio.run(service(overlapping).discover([provider()], workspace=None))
+    listing = asyncio.run(service(overlapping).discover([PROVIDER], workspace=None))
     assert len(listing.sessions) == len({s.native_id for s in listing.sessions}) == 10
-    assert asyncio.run(service(overlapping).find(provider(), MAIN_ID)) is not None
+    assert asyncio.run(service(overlapping).find(PROVIDER, MAIN_ID)) is not None
 
 
 def test_pi_refuses_a_session_whose_directory_is_gone() -> None:
@@ -648,12 +644,12 @@ def test_real_pi_session_is_found_and_refused_once_its_directory_is_gone(
     work.mkdir()
     elsewhere.mkdir()
     run_pi(pi_home, work, "--model", "loopback/probe-model", "-p", "real prompt")
-    listing = asyncio.run(service(pi_home).discover([provider()], workspace=str(work)))
+    listing = asyncio.run(service(pi_home).discover([PROVIDER], workspace=str(work)))
     [found] = listing.sessions
     assert (found.title, found.cwd, found.model) == ("real prompt", str(work.resolve()),
                                                      "loopback/probe-model")
     assert found.message_count == 2
-    refound = asyncio.run(service(pi_home).find(provider(), found.native_id))
+    refound = asyncio.run(service(pi_home).find(PROVIDER, found.native_id))
     assert refound is not None and refound.store_path == found.store_path
     # The policy behind resumes_without_original_directory = False, live.
     work.rmdir()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from clanker.capabilities import Capability
 from clanker.testing.attending import AttentionContract
+from clanker.testing.base import launch_argv, registered
 from clanker.testing.commit import (
     CommitContract,
     ReplayDouble,
@@ -63,8 +64,10 @@ __all__ = [
     "git",
     "install_replay_double",
     "installed_provider",
+    "launch_argv",
     "prepend_to_path",
     "propose",
+    "registered",
     "repository_state",
     "run_locally",
     "write_script",

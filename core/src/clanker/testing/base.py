@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import ClassVar, Final, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -20,7 +20,8 @@ from clanker.capabilities import Capability, contract
 from clanker.ids import HarnessId
 from clanker.registry import HarnessProvider, Registry
 
-__all__ = ["PROPERTY", "STORE_PROPERTY", "ContractBase", "contains_run"]
+__all__ = ["PROPERTY", "STORE_PROPERTY", "ContractBase", "contains_run", "launch_argv",
+           "registered"]
 
 _T = TypeVar("_T")
 
@@ -35,6 +36,22 @@ differing executors when several contract suites share a session."""
 
 STORE_PROPERTY: Final = settings(PROPERTY, max_examples=25)
 """Fewer examples for the property tests that lay out a store on disk for each one."""
+
+
+def registered(plugin: object, harness_id: str) -> HarnessProvider:
+    """The provider of ``plugin`` registered as ``harness_id`` through the same validation
+    as an entry point; the registration must report no problem."""
+    registry = Registry.from_plugins({harness_id: plugin}, environ={})
+    assert not registry.problems, registry.problems
+    return registry.get_provider(HarnessId(harness_id))
+
+
+def launch_argv(provider: HarnessProvider, cwd: str = "/w", **fields: Any) -> tuple[str, ...]:
+    """The argv the launch planner builds for ``LaunchRequest(cwd=cwd, **fields)``."""
+    from clanker.launch.planning import plan_launch
+    from clanker.launch.request import LaunchRequest
+
+    return plan_launch(provider, LaunchRequest(cwd=cwd, **fields)).argv
 
 
 class ContractBase:

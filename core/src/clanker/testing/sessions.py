@@ -44,6 +44,7 @@ from clanker.ids import HarnessId
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsCapability, SessionsContext
 from clanker.sessions.files import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, FileSample, confined
+from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.sessions.witness import ScanMemo
 from clanker.testing.base import PROPERTY, STORE_PROPERTY, ContractBase
@@ -56,6 +57,8 @@ __all__ = [
     "check_session_types",
     "check_unchanged_store_is_remembered",
     "sample_of_bytes",
+    "session_service",
+    "sessions_context",
 ]
 
 _SETTLE_NS: Final = 10_000_000
@@ -66,6 +69,28 @@ system with one- or two-second times (FAT, HFS+) would need longer pauses."""
 
 SAMPLE_MTIME = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
 """The modification time a sample gets unless told otherwise: later than any record."""
+
+
+def sessions_context(
+    harness: str, environ: Mapping[str, str], *, executor: CommandExecutor | None = None,
+    **fields: Any,
+) -> SessionsContext:
+    """A discovery request of ``harness`` over this machine's files, with a summary cache
+    that keeps nothing on disk; ``executor`` runs commands (by default this machine's).
+    ``fields`` are the request's own (``scopes``, ``native_id``, ``limit``, ``memo``...)."""
+    from clanker.execution import LocalTransport
+
+    harness_id = HarnessId(harness)
+    fields.setdefault("cache", SummaryCache(harness_id, None))
+    return SessionsContext(harness=harness_id, executor=executor or LocalTransport(),
+                           files=LocalFiles(), environ=environ, **fields)
+
+
+def session_service(environ: Mapping[str, str]) -> SessionService:
+    """The sessions service over this machine with ``environ``, keeping nothing on disk."""
+    from clanker.environment.local import LocalEnvironment
+
+    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
 
 
 def sample_of_bytes(
@@ -258,10 +283,8 @@ class SessionsContract(ContractBase):
         return found
 
     def _context(self, environ: Mapping[str, str], **fields: Any) -> SessionsContext:
-        harness = HarnessId(self.harness_id)
-        fields.setdefault("cache", SummaryCache(harness, None))
-        return SessionsContext(harness=harness, executor=self.sessions_executor(environ),
-                               files=LocalFiles(), environ=dict(environ), **fields)
+        return sessions_context(self.harness_id, dict(environ),
+                                executor=self.sessions_executor(environ), **fields)
 
     def _discover(self, environ: Mapping[str, str], **fields: Any) -> SessionScan:
         scan = asyncio.run(self._sessions().discover(self._context(environ, **fields)))
