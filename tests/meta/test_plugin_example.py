@@ -59,6 +59,20 @@ def test_every_type_the_page_names_is_where_it_says() -> None:
             assert any(hasattr(module, name) for module in modules), (row[1], name)
 
 
+def test_every_fixture_the_page_lists_is_one_the_contract_reads() -> None:
+    from clanker.testing import HarnessProviderContract
+
+    text = DOC.read_text()
+    table = text[text.index("| part | class attributes | methods |"):]
+    table = table[:table.index("\n\n")]
+    names = set(re.findall(r"`(\w+)(?:\([^`]*\))?`", table))
+    assert len(names) > 40
+    declared = {n for c in HarnessProviderContract.__mro__ for n in vars(c).get(
+        "__annotations__", {})}
+    for name in names:
+        assert hasattr(HarnessProviderContract, name) or name in declared, name
+
+
 def test_the_entry_point_names_the_plugin_object(project: Path) -> None:
     meta = tomllib.loads((project / "pyproject.toml").read_text())
     assert "build-system" in meta

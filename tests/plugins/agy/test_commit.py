@@ -18,7 +18,6 @@ from click.testing import CliRunner
 from hypothesis import strategies as st
 
 from clanker.cli import cli
-from clanker.commit.message import Style, normalize_message
 from clanker.commit.prompt import PROMPT_LIMIT
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult, LocalTransport
@@ -197,14 +196,6 @@ def test_the_answer_is_never_assembled_from_text_deltas() -> None:
     out = json_lines(init(), delta("feat: from the deltas"),
                      result(response="fix: from the result"))
     assert parse_commit_stream(out) == "fix: from the result"
-
-
-def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer() -> None:
-    answer = parse_commit_stream(stream("synthetic-decorated.stdout.jsonl"))
-    assert answer.startswith("Here is a commit message for your change:\n\n```\n")
-    with pytest.raises(HarnessCapabilityError) as caught:
-        normalize_message(answer, Style.CONVENTIONAL, harness="agy")
-    assert caught.value.kind is ErrorKind.PARSE_FAILURE
 
 
 @pytest.mark.parametrize("name", [n for n, (kind, _) in EXPECTED.items() if kind is not None])

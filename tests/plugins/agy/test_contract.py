@@ -106,6 +106,7 @@ class TestAgyContract(HarnessProviderContract):
     commit_events = EVENTS
     commit_fixtures = COMMIT
     commit_outputs = "*.stdout.jsonl"
+    commit_decorated = "synthetic-decorated.stdout.jsonl"
     commit_model = "gemini-3.8-flash-high"
     commit_successes = (("synthetic-success.stdout.jsonl", MESSAGE),)
     commit_failures = (

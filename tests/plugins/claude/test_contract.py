@@ -106,6 +106,7 @@ class TestClaudeContract(HarnessProviderContract):
     # commit
     commit_fixtures = COMMIT
     commit_outputs = "*.stdout.json*"
+    commit_decorated = "stub-decorated.stdout.json"
     commit_model = "haiku"
     commit_successes = (("final-argv-stub-success.stdout.json", MESSAGE),
                         ("stub-thinking-then-text.stdout.json", MESSAGE))

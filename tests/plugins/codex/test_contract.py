@@ -93,6 +93,7 @@ class TestCodexContract(HarnessProviderContract):
     commit_events = EVENTS
     commit_fixtures = COMMIT
     commit_outputs = "*.jsonl"
+    commit_decorated = "built-decorated.jsonl"
     commit_model = "gpt-6.2-sol"
     commit_successes = (("built-success-commentary-then-tool.jsonl", ANSWER),
                         ("built-success.jsonl", ANSWER))

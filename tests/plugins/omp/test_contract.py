@@ -85,6 +85,7 @@ class TestOmpContract(HarnessProviderContract):
     commit_fixtures = COMMIT
     commit_outputs = "*.stdout.jsonl"
     commit_failure_kinds = (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT)
+    commit_decorated = "stub-decorated.stdout.jsonl"
     commit_model = "loopback/probe-model"
     commit_successes = (("stub-toolcall-then-text.stdout.jsonl", ANSWER),
                         ("stub-success.stdout.jsonl", ANSWER))

@@ -75,6 +75,7 @@ class TestOpenCodeContract(HarnessProviderContract):
     commit_events = EVENTS
     commit_fixtures = COMMIT
     commit_outputs = "*.jsonl"
+    commit_decorated = "built-decorated.jsonl"
     commit_model = "loop/m1"
     commit_successes = (("built-success-multi-step.jsonl", ANSWER),
                         ("built-success.jsonl", ANSWER))

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from hypothesis import strategies as st
 
-from clanker.commit.message import Style, normalize_message
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
@@ -112,14 +111,6 @@ def test_the_answer_is_the_text_of_the_last_completed_assistant_message(name: st
 def test_reasoning_is_never_part_of_the_answer() -> None:
     answer = parse_commit_stream(stream("stub-thinking-then-text.stdout.jsonl"))
     assert "retry loop" not in answer  # the stub's reasoning sentence
-
-
-def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer() -> None:
-    answer = parse_commit_stream(stream("stub-decorated.stdout.jsonl"))
-    assert answer.startswith("Here's a commit message for your change:\n\n```\n")
-    with pytest.raises(HarnessCapabilityError) as caught:
-        normalize_message(answer, Style.PLAIN, harness="pi")
-    assert caught.value.kind is ErrorKind.PARSE_FAILURE
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,7 @@ class TestPiContract(HarnessProviderContract):
     commit_events = EVENTS
     commit_fixtures = COMMIT
     commit_outputs = "*.stdout.jsonl"
+    commit_decorated = "stub-decorated.stdout.jsonl"
     commit_model = "loopback/probe-model"
     commit_successes = (("stub-thinking-then-text.stdout.jsonl", MESSAGE),
                         ("stub-success.stdout.jsonl", MESSAGE))

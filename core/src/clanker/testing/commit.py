@@ -48,7 +48,7 @@ from hypothesis import strategies as st
 
 from clanker.capabilities import Capability
 from clanker.commit.capability import CommitCapability
-from clanker.commit.message import Style
+from clanker.commit.message import Style, normalize_message
 from clanker.commit.service import CommitProposal, CommitService
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandResult, LocalTransport
@@ -342,6 +342,9 @@ class CommitContract(ContractBase):
     commit_failure_kinds: ClassVar[tuple[ErrorKind, ...]] = (ErrorKind.PARSE_FAILURE,
                                                               ErrorKind.COMMAND_FAILED)
     """How parsing any output may fail."""
+    commit_decorated: ClassVar[Path | str | None] = None
+    """An output whose answer wraps the message in prose and a code fence: the parser
+    passes it through as it is, and the commit service's normalizer refuses it."""
     commit_model: ClassVar[str] = "contract-model"
     """The model asked for in the end-to-end run (the harness must accept its syntax)."""
 
@@ -401,6 +404,19 @@ class CommitContract(ContractBase):
             whole = self._answer(full)
             assert whole is None or answer == whole
         assert self._answer(cut, exit_code=1) is None, "a failed run gave an answer"
+
+    def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer(
+        self,
+    ) -> None:
+        commit = self._commit()
+        name = self._unless(self.commit_decorated, "commit_decorated")
+        stdout = self._fixture(name).read_text()
+        answer = commit.parse_output(CommandResult(stdout=stdout, stderr="", exit_code=0))
+        assert "```" in answer and not answer.startswith("```")  # prose, then a fence
+        for style in Style:
+            with pytest.raises(HarnessCapabilityError) as caught:
+                normalize_message(answer, style, harness=self.harness_id)
+            assert caught.value.kind is ErrorKind.PARSE_FAILURE
 
     def test_a_cut_commit_output_at_any_line_is_a_whole_answer_or_a_typed_failure(
         self,
