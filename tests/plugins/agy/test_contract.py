@@ -84,6 +84,7 @@ class TestAgyContract(HarnessProviderContract):
         return [wrapped(name) for name in RUN]
 
     # usage: the probe checks the version first
+    usage_policy = (60, 120, 300)  # the spec's: TTL, minimum interval, backoff
     usage_fixtures = FIXTURES / "usage"
     usage_outputs = (
         "usage-json-success.json", "usage-json-success-no-enabled-field.pretty.json",

@@ -9,7 +9,6 @@ documented exchange (the version line, the signed-out wait) through the real
 
 from __future__ import annotations
 
-import asyncio
 import json
 import stat
 import sys
@@ -20,17 +19,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, CommandRequest, CommandResult, LocalTransport
 from clanker.testing import FailingExecutor, ScriptedExecutor
+from clanker.testing.doubles import probe_usage
 from clanker.testing.strategies import (
     junk_text,
 )
-from clanker.usage.capability import UsageContext
 from clanker.usage.types import Measurement, UsageSnapshot
 from clanker_agy.usage import (
-    POLICY,
     PROVIDER_ID,
     TURN_BACKOFF,
     AgyUsage,
@@ -431,15 +428,8 @@ USAGE = ("agy", "--output-format", "json", "-p=/usage")
 
 
 def run_probe(executor: object, usage: AgyUsage | None = None) -> UsageSnapshot:
-    context = UsageContext(files=LocalFiles(), environ={}, executor=executor, session_executor=None)  # type: ignore[arg-type]
-    return asyncio.run((usage or AgyUsage()).probe(context))
+    return probe_usage(usage or AgyUsage(), executor)
 
-
-def test_the_policy_is_the_specs() -> None:
-    assert AgyUsage.policy is POLICY
-    assert POLICY.cache_ttl == timedelta(seconds=60)
-    assert POLICY.minimum_interval == timedelta(seconds=120)
-    assert POLICY.failure_backoff == timedelta(seconds=300)
 
 
 def test_the_requests_are_bounded_and_never_disable_slash_commands() -> None:

@@ -95,6 +95,7 @@ class TestClaudeContract(HarnessProviderContract):
         return [load(name) for name in (*RUN, *others)]
 
     # usage
+    usage_policy = (60, 60, 180)  # the spec's: TTL, minimum interval, backoff
     usage_fixtures = FIXTURES / "usage"
     usage_outputs = (
         "control-usage-subscriber-out.jsonl",

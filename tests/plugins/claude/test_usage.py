@@ -26,11 +26,11 @@ from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, LocalTransport
 from clanker.testing import FailingExecutor, ScriptedSession, ScriptedSessionExecutor
+from clanker.testing.doubles import probe_usage
 from clanker.usage.capability import UsageContext
 from clanker.usage.types import Measurement, UsageSnapshot
 from clanker_claude.models import PROBE_ARGS, PROBE_ENV, probe_request
 from clanker_claude.usage import (
-    POLICY,
     Account,
     ClaudeUsage,
     parse_claude_usage,
@@ -365,9 +365,7 @@ def replaying(name: str, *, before_usage: list[dict[str, Any]] | None = None,
 
 
 def probe(executor: object, usage: ClaudeUsage | None = None) -> UsageSnapshot:
-    context = UsageContext(files=LocalFiles(), environ={},
-                           executor=executor, session_executor=executor)  # type: ignore[arg-type]
-    return asyncio.run((usage or ClaudeUsage()).probe(context))
+    return probe_usage(usage or ClaudeUsage(), executor, executor)
 
 
 def test_the_probe_writes_exactly_the_two_captured_requests() -> None:
@@ -524,12 +522,6 @@ def test_a_double_that_never_answers_times_out(tmp_path: Path) -> None:
 
 # -- policy and registration --------------------------------------------------------------------
 
-
-def test_the_policy_is_the_specs() -> None:
-    assert ClaudeUsage.policy is POLICY
-    assert POLICY.cache_ttl == timedelta(seconds=60)
-    assert POLICY.minimum_interval == timedelta(seconds=60)
-    assert POLICY.failure_backoff == timedelta(seconds=180)
 
 
 def test_the_request_is_the_isolated_probe_bounded() -> None:

@@ -82,6 +82,7 @@ class TestCodexContract(HarnessProviderContract):
                                                        .read_text())] + list(built.values())
 
     # usage
+    usage_policy = (60, 60, 120)  # the spec's: TTL, minimum interval, backoff
     usage_fixtures = FIXTURES / "usage"
     usage_outputs = (
         "app-server-chatgpt-out.jsonl", "app-server-chatgpt-edge-out.jsonl",

@@ -25,6 +25,7 @@ from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, LocalTransport
 from clanker.testing import FailingExecutor, ScriptedSession, ScriptedSessionExecutor
+from clanker.testing.doubles import probe_usage
 from clanker.testing.strategies import (
     documents_with_values_replaced,
     json_values,
@@ -32,7 +33,6 @@ from clanker.testing.strategies import (
 from clanker.usage.capability import UsageContext
 from clanker.usage.types import Measurement, UsageSnapshot
 from clanker_codex.usage import (
-    POLICY,
     Account,
     CodexUsage,
     limits_result,
@@ -453,9 +453,7 @@ def server(name: str, *, overrides: dict[int, dict[str, Any]] | None = None,
 
 
 def probe(executor: object, usage: CodexUsage | None = None) -> UsageSnapshot:
-    context = UsageContext(files=LocalFiles(), environ={},
-                           executor=executor, session_executor=executor)  # type: ignore[arg-type]
-    return asyncio.run((usage or CodexUsage()).probe(context))
+    return probe_usage(usage or CodexUsage(), executor, executor)
 
 
 def test_the_probe_speaks_the_captured_exchange() -> None:
@@ -621,12 +619,6 @@ def test_a_double_that_never_answers_times_out(tmp_path: Path) -> None:
 
 # -- policy and registration --------------------------------------------------------------------
 
-
-def test_the_policy_is_the_specs() -> None:
-    assert CodexUsage.policy is POLICY
-    assert POLICY.cache_ttl == timedelta(seconds=60)
-    assert POLICY.minimum_interval == timedelta(seconds=60)
-    assert POLICY.failure_backoff == timedelta(seconds=120)
 
 
 def test_the_request_is_bounded_plain_app_server() -> None:

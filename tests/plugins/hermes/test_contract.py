@@ -55,6 +55,7 @@ class TestHermesContract(HarnessProviderContract):
         return {"HOME": str(home), "PATH": "/bin", BUNDLED_ENV: str(fake_bundled(home))}
 
     # usage
+    usage_policy = (60, 60, 300)  # the spec's: TTL, minimum interval, backoff
     usage_fixtures = FIXTURES / "usage"
     usage_outputs = (
         "usage-json-built-codex.json", "usage-json-built-anthropic.json",

@@ -19,15 +19,13 @@ from typing import Any
 
 import pytest
 
-from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, CommandResult, LocalTransport
 from clanker.testing import FailingExecutor, ScriptedExecutor
-from clanker.usage.capability import UsageContext
+from clanker.testing.doubles import probe_usage
 from clanker.usage.types import Measurement, MeasurementKind, UsageSnapshot
 from clanker_hermes.launch import HermesLaunch
 from clanker_hermes.usage import (
-    POLICY,
     HermesUsage,
     interpret_result,
     parse_hermes_usage,
@@ -248,15 +246,8 @@ def test_no_identity_is_invented() -> None:
 
 
 def run_probe(executor: object) -> UsageSnapshot:
-    context = UsageContext(files=LocalFiles(), environ={}, executor=executor, session_executor=None)  # type: ignore[arg-type]
-    return asyncio.run(HermesUsage().probe(context))
+    return probe_usage(HermesUsage(), executor)
 
-
-def test_the_policy_is_the_specs() -> None:
-    assert HermesUsage.policy is POLICY
-    assert POLICY.cache_ttl == timedelta(seconds=60)
-    assert POLICY.minimum_interval == timedelta(seconds=60)
-    assert POLICY.failure_backoff == timedelta(seconds=300)
 
 
 def test_the_request_is_bounded() -> None:

@@ -70,6 +70,7 @@ class TestOmpContract(HarnessProviderContract):
         return summarize(sample)
 
     # usage
+    usage_policy = (60, 60, 120)  # the spec's: TTL, minimum interval, backoff
     usage_fixtures = FIXTURES / "usage"
     usage_outputs = (
         "usage-json-stub-upstream.json", "usage-json-built-edge-cases.json",

@@ -17,13 +17,12 @@ from typing import Any
 
 import pytest
 
-from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, CommandRequest, CommandResult, LocalTransport
 from clanker.testing import FailingExecutor, ScriptedExecutor
-from clanker.usage.capability import UsageContext
+from clanker.testing.doubles import probe_usage
 from clanker.usage.types import Measurement, MeasurementKind, UsageSnapshot
-from clanker_omp.usage import POLICY, OmpUsage, parse_omp_usage, usage_request
+from clanker_omp.usage import OmpUsage, parse_omp_usage, usage_request
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "omp" / "usage"
 DONE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -349,15 +348,8 @@ def test_unknown_future_fields_are_tolerated_everywhere() -> None:
 
 
 def run_probe(executor: object) -> UsageSnapshot:
-    context = UsageContext(files=LocalFiles(), environ={}, executor=executor, session_executor=None)  # type: ignore[arg-type]
-    return asyncio.run(OmpUsage().probe(context))
+    return probe_usage(OmpUsage(), executor)
 
-
-def test_the_policy_is_the_specs() -> None:
-    assert OmpUsage.policy is POLICY
-    assert POLICY.cache_ttl == timedelta(seconds=60)
-    assert POLICY.minimum_interval == timedelta(seconds=60)
-    assert POLICY.failure_backoff == timedelta(seconds=120)
 
 
 def test_the_request_is_bounded_and_passes_no_environment() -> None:

@@ -302,6 +302,9 @@ class UsageContract(ContractBase):
     probe runs more than one command, :meth:`usage_doubles`.
     """
 
+    usage_policy: ClassVar[tuple[float, float, float] | None] = None
+    """The refresh policy the harness's spec sets, in seconds: cache TTL, hard minimum
+    interval between probes, failure backoff."""
     usage_fixtures: ClassVar[Path | None] = None
     """The directory of the captured outputs, when :attr:`usage_outputs` names them."""
     usage_outputs: ClassVar[Sequence[Path | str]] = ()
@@ -349,6 +352,9 @@ class UsageContract(ContractBase):
         assert isinstance(policy, RefreshPolicy)
         assert policy.failure_backoff > timedelta(0)
         assert policy.cache_ttl > timedelta(0)
+        if self.usage_policy is not None:
+            assert (policy.cache_ttl, policy.minimum_interval, policy.failure_backoff) == tuple(
+                timedelta(seconds=s) for s in self.usage_policy)
 
     @pytest.mark.parametrize("kind", [ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TIMEOUT])
     def test_usage_execution_failures_stay_typed(self, kind: ErrorKind) -> None:
