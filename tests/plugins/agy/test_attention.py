@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 
 from clanker.attention.capability import AttachmentContext
 from clanker.launch.attention import write_hook_command
-from clanker.testing.attention import check_interpretation, load_interpreter
+from clanker.testing.attending import run_interpreter
+from clanker.testing.attention import load_interpreter
 from clanker.testing.doubles import attachment_context
 from clanker_agy.attention import (
     ASK_MATCHER,
@@ -88,14 +89,9 @@ def wrapped(name: str, **changes: object) -> dict[str, Any]:
 
 def run(items: list[str | dict[str, Any]], state: dict[str, object] | None = None
         ) -> tuple[list[Envelopes], dict[str, object]]:
-    """Feed payloads in order, threading the state as the bridge does."""
-    state = {} if state is None else state
-    out = []
-    for item in items:
-        envelopes, state = check_interpretation(
-            interpret(wrapped(item) if isinstance(item, str) else item, state), max_state=2048)
-        out.append(envelopes)
-    return out, state
+    """Feed payloads (or fixture names) in order, threading the state as the bridge does."""
+    return run_interpreter(interpret, [wrapped(i) if isinstance(i, str) else i for i in items],
+                           state, max_state=2048)
 
 
 def events(envelopes: Envelopes) -> list[tuple[object, ...]]:

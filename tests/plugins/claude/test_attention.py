@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clanker.attention.capability import AttachmentPlan
-from clanker.testing.attention import check_interpretation, load_interpreter
+from clanker.testing.attending import run_interpreter
+from clanker.testing.attention import load_interpreter
 from clanker.testing.doubles import attachment_context
 from clanker_claude.attention import (
     HOOK_EVENTS,
@@ -53,16 +54,11 @@ def payload(name: str, **changes: object) -> dict[str, Any]:
     return loaded
 
 
-def run(names: list[str | dict[str, Any]], state: dict[str, object] | None = None
+def run(items: list[str | dict[str, Any]], state: dict[str, object] | None = None
         ) -> tuple[list[Envelopes], dict[str, object]]:
-    """Feed payloads in order, threading the state as the bridge does."""
-    state = {} if state is None else state
-    out = []
-    for item in names:
-        envelopes, state = check_interpretation(
-            interpret(payload(item) if isinstance(item, str) else item, state), max_state=1024)
-        out.append(envelopes)
-    return out, state
+    """Feed payloads (or fixture names) in order, threading the state as the bridge does."""
+    return run_interpreter(interpret, [payload(i) if isinstance(i, str) else i for i in items],
+                           state, max_state=1024)
 
 
 def events(envelopes: Envelopes) -> list[tuple[object, ...]]:

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import strategies as st
 
 from clanker.attention.capability import AttachmentContext
-from clanker.testing.attention import check_interpretation, load_interpreter
+from clanker.testing.attending import run_interpreter
+from clanker.testing.attention import load_interpreter
 from clanker.testing.doubles import attachment_context
 from clanker_codex.attention import (
     HOOK_COMMAND,
@@ -59,11 +60,8 @@ class Run:
         self.envelopes: list[dict[str, object]] = []
 
     def feed(self, *payloads: dict[str, Any]) -> list[dict[str, object]]:
-        out: list[dict[str, object]] = []
-        for payload in payloads:
-            envelopes, self.state = check_interpretation(
-                INTERPRETER.interpret(copy.deepcopy(payload), self.state), max_state=64 * 1024)
-            out += envelopes
+        batches, self.state = run_interpreter(INTERPRETER.interpret, payloads, self.state)
+        out: list[dict[str, object]] = [e for batch in batches for e in batch]
         self.envelopes += out
         return out
 

@@ -38,7 +38,7 @@ from clanker.testing.attention import check_interpretation, load_interpreter
 from clanker.testing.base import PROPERTY, ContractBase, contains_run
 from clanker.testing.strategies import documents_with_values_replaced, json_values, user_flags
 
-__all__ = ["PRIVATE_MARKER", "AttentionContract"]
+__all__ = ["PRIVATE_MARKER", "AttentionContract", "run_interpreter"]
 
 PRIVATE_MARKER: Final = "clanker-contract-private-text-5d1e"
 """What :class:`AttentionContract` puts in place of a payload's private values; it
@@ -58,6 +58,24 @@ spec.loader.exec_module(module)
 answers = [module.interpret(payload, {}) for payload in json.load(sys.stdin)]
 json.dump(answers, sys.stdout)
 """
+
+
+def run_interpreter(
+    interpret: Callable[..., object], payloads: Iterable[object],
+    state: dict[str, Any] | None = None, *, max_state: int = MAX_STATE,
+) -> tuple[list[list[dict[str, Any]]], dict[str, Any]]:
+    """Feed ``payloads`` to ``interpret(payload, state)`` in order, threading the state as
+    the hook bridge does, each answer checked by
+    :func:`~clanker.testing.attention.check_interpretation`: the envelopes of every
+    answer, and the last state."""
+    state = {} if state is None else state
+    batches: list[list[dict[str, Any]]] = []
+    for payload in payloads:
+        answer = interpret(copy.deepcopy(payload), state)
+        assert isinstance(answer, tuple) and len(answer) == 2
+        envelopes, state = check_interpretation(answer, max_state=max_state)
+        batches.append(envelopes)
+    return batches, state
 
 
 def _refuse(request: CommandRequest) -> CommandResult:
@@ -142,14 +160,9 @@ class AttentionContract(ContractBase):
     def _run(self, payloads: Iterable[object]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Feed ``payloads`` in order, threading the state as the bridge does; every
         envelope, and the last state."""
-        interpret = self._interpret()
-        state: dict[str, Any] = {}
-        out: list[dict[str, Any]] = []
-        for payload in payloads:
-            envelopes, state = check_interpretation(
-                interpret(copy.deepcopy(payload), state), max_state=self.attention_max_state)
-            out += envelopes
-        return out, state
+        batches, state = run_interpreter(self._interpret(), payloads,
+                                         max_state=self.attention_max_state)
+        return [envelope for batch in batches for envelope in batch], state
 
     def _states(self) -> st.SearchStrategy[object]:
         states: st.SearchStrategy[object] = st.dictionaries(
