@@ -9,7 +9,7 @@ import clanker_pi
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
 from clanker.sessions.files import FileSample
-from clanker.sessions.types import HarnessSession
+from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.testing import HarnessProviderContract
 from clanker_pi.sessions import HEAD_BYTES, TAIL_BYTES, summarize
 from tests.plugins.pi.test_commit import EVENTS
@@ -72,6 +72,11 @@ class TestPiContract(HarnessProviderContract):
         file = f"2026-11-30T00-00-00-000Z_{name}.jsonl"
         return [Path(environ["PI_CODING_AGENT_DIR"], "sessions", PIREPO.name, file),
                 Path(environ["PI_CODING_AGENT_SESSION_DIR"], file)]
+
+    def change_sessions(self, environ: Mapping[str, str], listed: SessionScan) -> None:
+        # A new session file is noticed too (the contract's default removes one).
+        [session] = Path(environ["PI_CODING_AGENT_SESSION_DIR"]).glob("*.jsonl")
+        session.with_name("copy.jsonl").write_bytes(session.read_bytes())
 
     def summarize(self, sample: FileSample) -> HarnessSession | None:
         return summarize(sample)
