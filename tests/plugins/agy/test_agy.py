@@ -7,16 +7,12 @@ fixtures follow the formats the spec and public reports describe.
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import clanker_agy
-from clanker.capabilities import Capability
 from clanker.descriptor import Support, Transport
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
@@ -25,8 +21,7 @@ from clanker.launch.planning import InvalidSessionIdError, plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.testing import HarnessProviderContract, ScriptedExecutor
-from clanker.testing.strategies import model_ids
+from clanker.testing import ScriptedExecutor, launch_argv, registered
 from clanker_agy.launch import AgyLaunch
 from clanker_agy.models import FALLBACK, AgyModels, parse_models_listing
 
@@ -35,41 +30,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "agy"
 CONVERSATION = "d6b9f466-8d4d-4b93-adbe-9bdb0b6df587"
 
 
-class TestAgyContract(HarnessProviderContract):
-    plugin = clanker_agy.plugin
-    harness_id = "agy"
-    valid_session_ids = (CONVERSATION, "01a22b8c-ca4c-72fc-ac3b-8d1148698ba1")
-    invalid_session_ids = (
-        *HarnessProviderContract.invalid_session_ids,
-        CONVERSATION[:-1],
-        CONVERSATION + "0",
-        CONVERSATION + "\n",
-        CONVERSATION.replace("-", ""),
-        "{" + CONVERSATION + "}",
-        "urn:uuid:" + CONVERSATION,
-        CONVERSATION + ".db",
-        f"/home/u/.gemini/antigravity-cli/conversations/{CONVERSATION}.db",
-        CONVERSATION.replace("d", "\uff44"),  # fullwidth letters are no hex digits
-    )
-
-    # Beyond the contract (which finds the prompt, escaped, in stdin): stdin is
-    # exactly one JSON line whose content decodes to the prompt, unchanged.
-    @settings(max_examples=60, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
-    @given(model=st.none() | model_ids(), prompt=st.text(max_size=200))
-    def test_commit_stdin_is_exactly_one_json_user_message(
-        self, model: str | None, prompt: str
-    ) -> None:
-        provider = self._require(Capability.COMMIT)
-        assert provider.commit is not None
-        request = provider.commit.build_invocation(model, prompt)
-        assert request.command == provider.descriptor.executable
-        assert request.inference
-        assert request.stdin is not None
-        assert request.stdin.endswith(b"\n") and request.stdin.count(b"\n") == 1
-        assert json.loads(request.stdin) == {"event": "user", "message": {"content": prompt}}
-        if model is not None:
-            assert request.args[-1] == f"--model={model}"
+PROVIDER = registered(clanker_agy.plugin, "agy")
 
 
 def fixture(name: str) -> str:
@@ -80,8 +41,7 @@ def fixture(name: str) -> str:
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = TestAgyContract().provider()
-    return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
+    return launch_argv(PROVIDER, **fields)
 
 
 def test_fresh_launch_is_the_bare_tui() -> None:
@@ -104,7 +64,7 @@ def test_resume_names_the_conversation() -> None:
 def test_the_emulated_fork_is_the_resume_command() -> None:
     session = SessionTarget(native_id=CONVERSATION)
     assert plan(operation="fork", session=session) == plan(operation="resume", session=session)
-    fork = TestAgyContract().provider().descriptor.fork
+    fork = PROVIDER.descriptor.fork
     assert fork is not None and fork.support is Support.EMULATED
 
 
@@ -146,7 +106,7 @@ def test_user_flags_come_last_in_order() -> None:
 
 
 def test_no_environment_is_set_for_agy() -> None:
-    provider = TestAgyContract().provider()
+    provider = PROVIDER
     assert dict(plan_launch(provider, LaunchRequest(cwd="/w", model="m")).env) == {}
 
 

@@ -15,12 +15,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clanker.capabilities import Capability
 from clanker.cli import cli
-from clanker.commit.message import Style, normalize_message
 from clanker.commit.prompt import PROMPT_LIMIT
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult, LocalTransport
@@ -28,19 +25,14 @@ from clanker.execution.request import MAX_STDIN
 from clanker.registry import Registry, override_registry
 from clanker.testing.commit import (
     ReplayDouble,
-    answer_or_typed_failure,
     change_repository,
-    check_prompt_shows_the_change,
-    check_typed_failure,
     commit_failure,
     install_replay_double,
-    installed_provider,
     json_lines,
-    propose,
     repository_state,
 )
 from clanker.testing.doubles import prepend_to_path
-from clanker.testing.strategies import json_values, junk_text, prefixes
+from clanker.testing.strategies import json_values
 from clanker_agy.commit import COMMIT_ARGS, AgyCommit, commit_stdin, parse_commit_stream
 
 COMMIT = Path(__file__).resolve().parents[2] / "fixtures" / "agy" / "commit"
@@ -168,12 +160,6 @@ def test_the_stdin_fixture_in_the_other_reported_form_is_not_what_clanker_sends(
     assert json.loads(commit_stdin(PROMPT))["message"] == {"content": PROMPT}
 
 
-def test_agy_declares_and_implements_the_commit_capability() -> None:
-    provider = installed_provider("agy")
-    assert Capability.COMMIT in provider.capabilities
-    assert isinstance(provider.commit, AgyCommit)
-
-
 # -- the built streams ------------------------------------------------------------------
 
 # Every stdout fixture, what the parser must make of it (README's table).
@@ -210,14 +196,6 @@ def test_the_answer_is_never_assembled_from_text_deltas() -> None:
     out = json_lines(init(), delta("feat: from the deltas"),
                      result(response="fix: from the result"))
     assert parse_commit_stream(out) == "fix: from the result"
-
-
-def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer() -> None:
-    answer = parse_commit_stream(stream("synthetic-decorated.stdout.jsonl"))
-    assert answer.startswith("Here is a commit message for your change:\n\n```\n")
-    with pytest.raises(HarnessCapabilityError) as caught:
-        normalize_message(answer, Style.CONVENTIONAL, harness="agy")
-    assert caught.value.kind is ErrorKind.PARSE_FAILURE
 
 
 @pytest.mark.parametrize("name", [n for n, (kind, _) in EXPECTED.items() if kind is not None])
@@ -418,59 +396,13 @@ def test_malformed_input_reported_by_agy_is_its_error_result() -> None:
     assert error.detail == "the turn ended with status ERROR"
 
 
-# -- properties -------------------------------------------------------------------------
-
-_PROPERTY = settings(max_examples=200, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def _typed_or_answer(out: str, exit_code: int = 0) -> str | None:
-    answer = answer_or_typed_failure(AgyCommit(), "agy", out, exit_code)
-    assert answer is None or answer.strip()
-    return answer
-
-
-def _check_prefix(full: str, cut: str) -> None:
-    answer = _typed_or_answer(cut)
-    if answer is not None:
-        # Only a cut right after a whole SUCCESS result line can answer, and then with
-        # that result's whole response (a two-turn stream cut after its first turn is
-        # indistinguishable from one turn).
-        last = cut.rstrip("\n").rsplit("\n", 1)[-1]
-        assert last in full.split("\n")
-        assert answer == json.loads(last)["result"]["response"]
-    assert _typed_or_answer(cut, exit_code=1) is None
-
-
-@pytest.mark.parametrize("name", STREAMS)
-def test_a_stream_cut_at_or_next_to_any_line_end_fails_or_gives_a_whole_answer(name: str) -> None:
-    full = stream(name)
-    ends = [i for i, c in enumerate(full) if c == "\n"]
-    for end in ends:
-        for cut in (end - 1, end, end + 1):
-            _check_prefix(full, full[:cut])
-
-
-@_PROPERTY
-@given(name=st.sampled_from(STREAMS), data=st.data())
-def test_a_truncated_stream_fails_or_gives_a_whole_answer(name: str, data: st.DataObject) -> None:
-    full = stream(name)
-    _check_prefix(full, data.draw(prefixes([full])))
-
-
-@_PROPERTY
-@given(junk=junk_text(), exit_code=st.sampled_from([0, 1, 2, 3, 143]))
-def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
-    assert _typed_or_answer(junk, exit_code) is None
-    _typed_or_answer(json_lines(init()) + junk)
-    _typed_or_answer(stream("synthetic-success.stdout.jsonl") + junk)
-
+# -- shapes for the contract's properties (test_contract.py) --------------------------
 
 # Any JSON value, NaN and the infinities included, with the format's own keys.
 _JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
     "event", "result", "status", "response", "error", "denied_actions", "step_update",
     "text_delta", "init"]))
-_EVENTS = st.one_of(
+EVENTS = st.one_of(
     _JSON,
     st.builds(lambda kind, body: {"event": kind, "result": body, "step_update": body},
               st.sampled_from(["init", "step_update", "result", "user", "x"]), _JSON),
@@ -481,18 +413,10 @@ _EVENTS = st.one_of(
         st.sampled_from([None, "", "x", 1]),
         st.sampled_from([None, [], [{}], "x"])),
 )
+"""Events near the output format: what the contract adds after and instead of an output."""
 
 
-@_PROPERTY
-@given(items=st.lists(_EVENTS, max_size=6), name=st.sampled_from(STREAMS))
-def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
-    items: list[object], name: str
-) -> None:
-    _typed_or_answer(stream(name) + json_lines(*items))
-    _typed_or_answer(json_lines(*items))
-
-
-# -- end to end: the real service, the registry's provider, an agy double ---------------
+# -- an agy double (end to end through the commit service: the contract, test_contract.py) --
 
 # A double of `agy --input-format=stream-json --output-format=stream-json`, BUILT FROM PUBLIC
 # DOCUMENTATION, NOT CAPTURED (no agy could be installed here; the formats are the ones
@@ -528,71 +452,18 @@ def agy_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
     return double
 
 
+def quoted_repository(tmp_path: Path) -> Path:
+    """The shared change, with quotes in the staged line that must reach agy intact."""
+    return change_repository(tmp_path, staged=QUOTED_STAGED, untracked=QUOTED_UNTRACKED)
+
+
+QUOTED_STAGED = 'def sync():\n    return retry(fetch, note="a \\"b\\"")\n'
+QUOTED_UNTRACKED = "def retry(f, note):\n    return f()\n"
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """The shared change, with quotes in the staged line that must reach agy intact."""
-    return change_repository(
-        tmp_path, staged='def sync():\n    return retry(fetch, note="a \\"b\\"")\n',
-        untracked="def retry(f, note):\n    return f()\n")
-
-
-def test_end_to_end_through_the_commit_service(
-    repo: Path, agy_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    agy_double.replay(monkeypatch, COMMIT / "synthetic-success.stdout.jsonl")
-    before = repository_state(repo)
-    proposal = propose(installed_provider("agy"), repo, tmp_path / "locks", "gemini-3.8-flash-high")
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert proposal.message.body == (
-        "Retry transient network failures with exponential backoff so a\n"
-        "flaky connection no longer aborts a sync."
-    )
-    assert proposal.harness == "agy" and proposal.model == "gemini-3.8-flash-high"
-    assert repository_state(repo) == before
-    seen = agy_double.call()
-    assert seen["argv"] == [*COMMIT_ARGS, "--model=gemini-3.8-flash-high"]
-    assert seen["cwd"] == str(repo)
-    stdin = agy_double.stdin()
-    assert stdin.count(b"\n") == 1 and stdin.endswith(b"\n")  # one turn, then EOF
-    turn = json.loads(stdin)
-    assert set(turn) == {"event", "message"} and turn["event"] == "user"
-    assert set(turn["message"]) == {"content"}
-    prompt = turn["message"]["content"]
-    # The staged text keeps its quotes intact through the JSON message.
-    check_prompt_shows_the_change(
-        prompt, staged='return retry(fetch, note="a \\"b\\"")', untracked="def retry(f, note):")
-
-
-def test_end_to_end_without_a_model_uses_agys_default(
-    repo: Path, agy_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    agy_double.replay(monkeypatch, COMMIT / "synthetic-success.stdout.jsonl")
-    before = repository_state(repo)
-    proposal = propose(installed_provider("agy"), repo, tmp_path / "locks", None)
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert agy_double.call()["argv"] == list(COMMIT_ARGS)
-    assert repository_state(repo) == before
-
-
-@pytest.mark.parametrize(
-    ("name", "exit_code", "kind"),
-    [
-        ("synthetic-decorated.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer
-        ("synthetic-empty-response.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("synthetic-tool-denied.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("synthetic-two-results.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("synthetic-no-result.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("synthetic-error.stdout.jsonl", 3, ErrorKind.COMMAND_FAILED),
-        ("synthetic-interrupted.stdout.jsonl", 1, ErrorKind.COMMAND_FAILED),
-        ("synthetic-success.stdout.jsonl", 2, ErrorKind.COMMAND_FAILED),
-    ],
-)
-def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, agy_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    name: str, exit_code: int, kind: ErrorKind,
-) -> None:
-    agy_double.replay(monkeypatch, COMMIT / name, exit_code)
-    check_typed_failure("agy", repo, tmp_path / "locks", kind)
+    return quoted_repository(tmp_path)
 
 
 @pytest.mark.parametrize("stdin", [b"not json\n", b'{"message":{"content":"x"}}\n'])

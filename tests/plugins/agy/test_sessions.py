@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import sqlite3
-import tempfile
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -25,22 +24,19 @@ from hypothesis import strategies as st
 
 import clanker_agy
 import clanker_agy.sessions as agy_sessions
-from clanker.capabilities import Capability
 from clanker.descriptor import SessionOperation
 from clanker.environment.files import confined
-from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
+from clanker.environment.local import LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import LocalTransport
-from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.registry import HarnessProvider, Registry
-from clanker.sessions.cache import SummaryCache
+from clanker.registry import Registry
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import SessionNotFoundError, resolve_selection
-from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
-from clanker.testing.strategies import prefixes
+from clanker.testing import registered
+from clanker.testing.sessions import session_service as service
+from clanker.testing.sessions import sessions_context
 from clanker_agy.sessions import (
     REQUIRED_COLUMNS,
     AgySessions,
@@ -85,9 +81,7 @@ def home(tmp_path: Path) -> dict[str, str]:
 
 
 def context(environ: Mapping[str, str], **fields: Any) -> SessionsContext:
-    return SessionsContext(files=LocalFiles(),
-                           harness=HarnessId("agy"), executor=LocalTransport(), environ=environ,
-                           cache=SummaryCache(HarnessId("agy"), None), **fields)
+    return sessions_context("agy", environ, **fields)
 
 
 def scan(environ: Mapping[str, str], **fields: Any) -> SessionScan:
@@ -301,10 +295,6 @@ def test_the_store_is_under_the_home(tmp_path: Path) -> None:
     assert agy_dir({"HOME": "relative"}) is None
 
 
-def test_no_index_is_an_empty_store(tmp_path: Path) -> None:
-    assert scan({"HOME": str(tmp_path)}) == SessionScan()
-
-
 @pytest.mark.parametrize("column", sorted(REQUIRED_COLUMNS["conversation_summaries"]))
 def test_a_missing_column_is_storage_changed(home: dict[str, str], tmp_path: Path,
                                              column: str) -> None:
@@ -365,22 +355,11 @@ def registry() -> Registry:
     return Registry.from_plugins({"agy": clanker_agy.plugin}, environ={})
 
 
-def provider() -> HarnessProvider:
-    return registry().get_provider(HarnessId("agy"))
-
-
-def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
-
-
-def test_the_capability_is_declared_and_implemented() -> None:
-    found = provider()
-    assert Capability.SESSIONS in found.capabilities
-    assert isinstance(found.sessions, AgySessions)
+PROVIDER = registered(clanker_agy.plugin, "agy")
 
 
 def test_a_workspace_lists_its_own_and_the_global_conversations(home: dict[str, str]) -> None:
-    listing = asyncio.run(service(home).discover([provider()], workspace="/home/dev/src/alpha"))
+    listing = asyncio.run(service(home).discover([PROVIDER], workspace="/home/dev/src/alpha"))
     assert listing.complete
     assert [s.native_id for s in listing.sessions] == [
         "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa", FIRST, "44444444-4444-4444-8444-444444444444",
@@ -502,55 +481,3 @@ def test_every_go_time_reads_back(when: datetime, minutes: int, nanos: int) -> N
     assert parsed == expected
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_a_truncated_or_garbage_index_fails_typed(data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        built = build(Path(directory) / "src")
-        whole = (built / "conversation_summaries.db").read_bytes()
-        target = build(Path(directory), conversations=True) / "conversation_summaries.db"
-        for content in (data.draw(prefixes([whole])),
-                        data.draw(st.binary(max_size=256))):
-            for suffix in ("-wal", "-shm"):
-                Path(f"{target}{suffix}").unlink(missing_ok=True)
-            target.write_bytes(content)
-            found = scan_or_failure({"HOME": directory})
-            if isinstance(found, HarnessCapabilityError):
-                assert found.kind is ErrorKind.STORAGE_CHANGED
-                continue
-            for session in found.sessions:
-                check_types(session)
-                assert confined(session.store_path or "", AgySessions().store_roots(
-                    {"HOME": directory}, LocalFiles()))
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(["file", "link-file", "link-dir", "dir", "none"]),
-                          st.sampled_from(index_ids())), max_size=8))
-def test_discovery_never_offers_a_file_outside_the_store(layout: list[tuple[str, str]]) -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        home = Path(directory)
-        store = build(home, conversations=False)
-        outside = home / "outside"
-        outside.mkdir()
-        conversations = store / "conversations"
-        linked = any(kind == "link-dir" for kind, _ in layout)
-        if linked:  # the whole directory leads out of the store
-            conversations.rmdir()
-            conversations.symlink_to(outside)
-        for kind, native_id in layout:
-            (outside / f"{native_id}.db").write_bytes(b"")
-            path = conversations / f"{native_id}.db"
-            if linked or path.exists() or path.is_symlink():
-                continue
-            if kind == "file":
-                path.write_bytes(b"")
-            elif kind == "link-file":
-                path.symlink_to(outside / f"{native_id}.db")
-            elif kind == "dir":
-                path.mkdir()
-        environ = {"HOME": directory}
-        roots = AgySessions().store_roots(environ, LocalFiles())
-        for session in scan(environ).sessions:
-            assert session.store_path is not None and confined(session.store_path, roots)
-            assert not Path(session.store_path).is_symlink()

@@ -9,7 +9,6 @@ documented exchange (the version line, the signed-out wait) through the real
 
 from __future__ import annotations
 
-import asyncio
 import json
 import stat
 import sys
@@ -19,26 +18,16 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-import clanker_agy
-from clanker.capabilities import Capability
-from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, CommandRequest, CommandResult, LocalTransport
-from clanker.ids import HarnessId
-from clanker.registry import Registry
 from clanker.testing import FailingExecutor, ScriptedExecutor
+from clanker.testing.doubles import probe_usage
 from clanker.testing.strategies import (
-    documents_with_values_replaced,
-    json_values,
     junk_text,
-    prefixes,
 )
-from clanker.usage.capability import UsageContext
 from clanker.usage.types import Measurement, UsageSnapshot
 from clanker_agy.usage import (
-    POLICY,
     PROVIDER_ID,
     TURN_BACKOFF,
     AgyUsage,
@@ -439,15 +428,8 @@ USAGE = ("agy", "--output-format", "json", "-p=/usage")
 
 
 def run_probe(executor: object, usage: AgyUsage | None = None) -> UsageSnapshot:
-    context = UsageContext(files=LocalFiles(), environ={}, executor=executor, session_executor=None)  # type: ignore[arg-type]
-    return asyncio.run((usage or AgyUsage()).probe(context))
+    return probe_usage(usage or AgyUsage(), executor)
 
-
-def test_the_policy_is_the_specs() -> None:
-    assert AgyUsage.policy is POLICY
-    assert POLICY.cache_ttl == timedelta(seconds=60)
-    assert POLICY.minimum_interval == timedelta(seconds=120)
-    assert POLICY.failure_backoff == timedelta(seconds=300)
 
 
 def test_the_requests_are_bounded_and_never_disable_slash_commands() -> None:
@@ -459,13 +441,6 @@ def test_the_requests_are_bounded_and_never_disable_slash_commands() -> None:
     for each in (version_request(), request):
         assert each.stdin is None and each.cwd is None and dict(each.env) == {}
         assert each.timeout <= MAX_TIMEOUT
-
-
-def test_the_plugin_declares_and_provides_usage() -> None:
-    registry = Registry.from_plugins({"agy": clanker_agy.plugin}, environ={})
-    provider = registry.get_provider(HarnessId("agy"))
-    assert Capability.USAGE in provider.capabilities
-    assert isinstance(provider.usage, AgyUsage)
 
 
 def test_the_probe_checks_the_version_then_asks_for_usage() -> None:
@@ -562,27 +537,7 @@ def test_an_old_agy_is_never_sent_usage(tmp_path: Path) -> None:
 
 
 # -- properties ---------------------------------------------------------------------------------
-
-REAL_OUTPUTS = [fixture(name) for name in (
-    SUCCESS, "usage-json-success-no-enabled-field.pretty.json",
-    "usage-stdout-noise-then-envelope.txt", "usage-json-error-auth-required.json",
-)]
-# Any JSON value, NaN and the infinities included.
-JSON_VALUES = json_values(max_leaves=8, floats=st.floats())
-
-
-def typed_or_snapshot(stdout: str, exit_code: int = 0) -> None:
-    try:
-        snapshot = parse(stdout, exit_code)
-    except HarnessCapabilityError:
-        return
-    assert isinstance(snapshot, UsageSnapshot)
-
-
-@PROPERTY
-@given(stdout=junk_text(), exit_code=st.integers(-15, 255))
-def test_junk_never_raises_anything_but_a_typed_failure(stdout: str, exit_code: int) -> None:
-    typed_or_snapshot(stdout, exit_code)
+# Junk, cut and altered outputs through the probe: the contract (test_contract.py).
 
 
 @PROPERTY
@@ -596,17 +551,3 @@ def test_junk_versions_are_never_accepted_by_accident(stdout: str) -> None:
         assert version >= (1, 1, 11)
 
 
-@PROPERTY
-@given(cut=prefixes(REAL_OUTPUTS))
-def test_truncated_real_output_never_raises_anything_but_a_typed_failure(cut: str) -> None:
-    typed_or_snapshot(cut)
-
-
-@PROPERTY
-@given(source=st.sampled_from(REAL_OUTPUTS[:2]), data=st.data())
-def test_any_value_replaced_anywhere_never_raises_anything_but_a_typed_failure(
-    source: str, data: st.DataObject
-) -> None:
-    document: Any = data.draw(
-        documents_with_values_replaced(json.loads(source), JSON_VALUES))
-    typed_or_snapshot(json.dumps(document))

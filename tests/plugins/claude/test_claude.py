@@ -16,11 +16,10 @@ import clanker_claude
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandResult, LocalTransport
-from clanker.launch.planning import plan_launch
-from clanker.launch.request import LaunchRequest, SessionTarget
+from clanker.launch.request import SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.testing import HarnessProviderContract, ScriptedSession, ScriptedSessionExecutor
+from clanker.testing import ScriptedSession, ScriptedSessionExecutor, launch_argv, registered
 from clanker_claude.launch import ClaudeLaunch
 from clanker_claude.models import ClaudeModels, parse_initialize_response
 
@@ -30,18 +29,7 @@ TRANSCRIPT = f"/home/u/.claude/projects/-home-u-src-repo/{SESSION}.jsonl"
 NO_CREDENTIALS = ["default", "opus[1m]", "sonnet", "haiku"]
 
 
-class TestClaudeContract(HarnessProviderContract):
-    plugin = clanker_claude.plugin
-    harness_id = "claude"
-    valid_session_ids = (SESSION,)
-    invalid_session_ids = (
-        *HarnessProviderContract.invalid_session_ids,
-        SESSION.upper(),
-        "nosuchname",
-        SESSION[:-1],
-        SESSION.replace("-", ""),
-        TRANSCRIPT,
-    )
+PROVIDER = registered(clanker_claude.plugin, "claude")
 
 
 def captured(name: str) -> dict[str, Any]:
@@ -54,8 +42,7 @@ def captured(name: str) -> dict[str, Any]:
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = TestClaudeContract().provider()
-    return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
+    return launch_argv(PROVIDER, **fields)
 
 
 def test_fresh_launch_is_the_bare_command() -> None:

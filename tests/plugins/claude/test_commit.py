@@ -13,23 +13,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clanker.commit.gitcontext import ChangeContext
-from clanker.commit.message import Style, normalize_message
+from clanker.commit.message import Style
 from clanker.commit.prompt import build_prompt
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
-    ReplayDouble,
     change_repository,
-    check_prompt_shows_the_change,
-    check_typed_failure,
     commit_failure,
-    install_replay_double,
     installed_provider,
     propose,
     repository_state,
 )
-from clanker.testing.doubles import prepend_to_path
-from clanker.testing.strategies import json_values, junk_text, prefixes
+from clanker.testing.strategies import json_values
 from clanker_claude.commit import COMMIT_ARGS, COMMIT_ENV, ClaudeCommit, parse_commit_result
 from clanker_claude.models import ISOLATION_ARGS, PROBE_ENV
 
@@ -207,14 +202,6 @@ def test_the_answer_is_the_result_text(name: str) -> None:
 def test_reasoning_is_never_part_of_the_answer() -> None:
     assert "The change adds retries." not in parse_commit_result(
         stdout("stub-thinking-then-text.stdout.json"))
-
-
-def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer() -> None:
-    answer = parse_commit_result(stdout("stub-decorated.stdout.json"))
-    assert answer.startswith("Here is a commit message:\n\n```\n")
-    with pytest.raises(HarnessCapabilityError) as caught:
-        normalize_message(answer, Style.PLAIN, harness="claude")
-    assert caught.value.kind is ErrorKind.PARSE_FAILURE
 
 
 @pytest.mark.parametrize("name", sorted(PARSE_FAILURES))
@@ -399,29 +386,6 @@ def _typed_or_answer(text: str) -> str | None:
         return None
 
 
-@_PROPERTY
-@given(name=st.sampled_from(STREAMS), data=st.data())
-def test_a_truncated_output_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
-    full = stdout(name)
-    cut = data.draw(prefixes([full]))
-    answer = _typed_or_answer(cut)
-    if answer is not None:
-        # Only the whole object (the final newline aside) can answer, and then fully.
-        assert answer == parse_commit_result(full)
-        assert cut.strip() == full.strip()
-
-
-@_PROPERTY
-@given(junk=junk_text(), exit_code=st.integers(-15, 255))
-def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
-    _typed_or_answer(junk)
-    _typed_or_answer(result_line() + junk)
-    try:
-        ClaudeCommit().parse_output(CommandResult(stdout=junk, stderr=junk, exit_code=exit_code))
-    except HarnessCapabilityError as exc:
-        assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED)
-
-
 _JSON = json_values(max_leaves=20, floats=st.floats())  # NaN and the infinities too
 _FIELDS = st.dictionaries(
     st.sampled_from(["type", "subtype", "is_error", "num_turns", "stop_reason", "terminal_reason",
@@ -445,73 +409,13 @@ def test_arbitrary_fields_are_an_answer_or_a_typed_failure(
     _typed_or_answer(json.dumps(fields))
 
 
-# -- end to end: the real service, the registry's provider, a claude double ----------------
-
-# Replays Claude Code 2.1.197's captured `-p --output-format json` stdout (a fixture file,
-# byte for byte) after reading the prompt from stdin to EOF, as claude does; it records
-# its argv, cwd, the variables clanker sets and the prompt.
-@pytest.fixture
-def claude_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
-    double = install_replay_double(tmp_path / "bin", "claude",
-                                   record_env=("CLAUDE_CODE_*", "ENABLE_CLAUDEAI_*"))
-    prepend_to_path(monkeypatch, double.path.parent)
-    return double
+# -- the real CLI, when it is installed ---------------------------------------------------
+# (End to end through the commit service and a double: the contract, test_contract.py.)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return change_repository(tmp_path)
-
-
-def test_end_to_end_through_the_commit_service(
-    repo: Path, claude_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    claude_double.replay(monkeypatch, COMMIT / "final-argv-stub-success.stdout.json")
-    before = repository_state(repo)
-    proposal = propose(installed_provider("claude"), repo, tmp_path / "locks", "haiku")
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert proposal.message.body == (
-        "Retry transient network errors up to three times with backoff.")
-    assert repository_state(repo) == before
-    seen = claude_double.call()
-    assert seen["argv"] == [*ARGV, "--model", "haiku"]
-    assert seen["cwd"] == str(repo)
-    assert seen["env"] == ENV
-    prompt = claude_double.stdin().decode()
-    assert prompt.startswith("Write a git commit message")
-    check_prompt_shows_the_change(prompt)
-
-
-def test_end_to_end_without_a_model_uses_claudes_default(
-    repo: Path, claude_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    claude_double.replay(monkeypatch, COMMIT / "stub-thinking-then-text.stdout.json")
-    proposal = propose(installed_provider("claude"), repo, tmp_path / "locks", None, Style.PLAIN)
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert claude_double.call()["argv"] == list(ARGV)
-
-
-@pytest.mark.parametrize(
-    ("name", "exit_code", "kind"),
-    [
-        ("stub-decorated.stdout.json", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
-        ("stub-thinking-only.stdout.json", 0, ErrorKind.PARSE_FAILURE),
-        ("stub-slash-command.stdout.json", 0, ErrorKind.PARSE_FAILURE),
-        ("stub-sigint.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("final-argv-stub-toolcall.stdout.json", 1, ErrorKind.COMMAND_FAILED),
-        ("json-not-logged-in.stdout.json", 1, ErrorKind.COMMAND_FAILED),
-        ("stub-max-tokens.stdout.json", 1, ErrorKind.COMMAND_FAILED),
-    ],
-)
-def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, claude_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    name: str, exit_code: int, kind: ErrorKind,
-) -> None:
-    claude_double.replay(monkeypatch, COMMIT / name, exit_code)
-    check_typed_failure("claude", repo, tmp_path / "locks", kind)
-
-
-# -- the real CLI, when it is installed ---------------------------------------------------
 
 
 @pytest.fixture

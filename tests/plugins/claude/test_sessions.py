@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -18,30 +17,29 @@ from typing import Any
 
 import pytest
 from attrs import evolve
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import clanker_claude
-from clanker.capabilities import Capability
 from clanker.descriptor import SessionOperation
 from clanker.environment.files import FileSample, confined, read_sample
-from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
+from clanker.environment.local import LocalFiles, host_environ
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.registry import HarnessProvider, Registry
+from clanker.registry import Registry
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import Selection, resolve_selection
-from clanker.sessions.service import SessionService
-from clanker.sessions.types import HarnessSession, SessionScan
+from clanker.sessions.types import SessionScan
+from clanker.testing import registered
 from clanker.testing.sessions import (
-    check_session_types,
-    check_unchanged_store_is_remembered,
     sample_of_bytes,
+    sessions_context,
 )
-from clanker.testing.strategies import json_values, prefixes
+from clanker.testing.sessions import session_service as service
+from clanker.testing.strategies import awkward_values, json_line_records
 from clanker_claude.sessions import (
     HEAD_BYTES,
     TAIL_BYTES,
@@ -447,35 +445,31 @@ def registry() -> Registry:
     return Registry.from_plugins({"claude": clanker_claude.plugin}, environ={})
 
 
-def provider() -> HarnessProvider:
-    return registry().get_provider(HarnessId("claude"))
+PROVIDER = registered(clanker_claude.plugin, "claude")
+
+
+def copy_store(target: Path) -> None:
+    """The captured config dir, copied to ``target``, each file dated by its newest record."""
+    shutil.copytree(CONFIG, target)
+    for row in CAPTURED:
+        when = iso(row[3] + "+00:00").timestamp()
+        path = target / "projects" / transcript(row[0]).parent.name / f"{row[0]}.jsonl"
+        os.utime(path, (when, when))
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> dict[str, str]:
-    """The captured config dir, copied, each file dated by its newest record."""
-    shutil.copytree(CONFIG, tmp_path / "claude")
-    for row in CAPTURED:
-        when = iso(row[3] + "+00:00").timestamp()
-        path = tmp_path / "claude" / "projects" / transcript(row[0]).parent.name / f"{row[0]}.jsonl"
-        os.utime(path, (when, when))
+    copy_store(tmp_path / "claude")
     return {"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
             "PATH": os.environ["PATH"]}
 
 
-def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
-
-
 def context(environ: Mapping[str, str], **fields: Any) -> SessionsContext:
-    return SessionsContext(files=LocalFiles(),
-                           harness=HarnessId("claude"), executor=LocalTransport(),
-                           environ=environ, cache=SummaryCache(HarnessId("claude"), None),
-                           **fields)
+    return sessions_context("claude", environ, **fields)
 
 
 def test_the_whole_store_is_listed_without_print_mode_runs(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert listing.complete
     # Ten `claude -p` transcripts are hidden on purpose, not counted as unreadable.
     assert listing.scans[0].scan.skipped == 0
@@ -484,33 +478,10 @@ def test_the_whole_store_is_listed_without_print_mode_runs(store: dict[str, str]
     assert all(s.store_path and confined(s.store_path, roots) for s in listing.sessions)
 
 
-def test_an_unchanged_store_is_remembered_and_a_removed_transcript_is_not(
-    store: dict[str, str], tmp_path: Path
-) -> None:
-    [transcript, *_] = sorted((tmp_path / "claude" / "projects").glob("*/*.jsonl"))
-    check_unchanged_store_is_remembered(
-        ClaudeSessions(), lambda memo: context(store, memo=memo), transcript.unlink)
-
-
-def test_hidden_sessions_stay_uncounted_when_the_cache_answers(store: dict[str, str],
-                                                              tmp_path: Path) -> None:
-    project = tmp_path / "claude" / "projects" / "-home-dev-src-app"
-    (project / f"{SID}.jsonl").write_bytes(b"unreadable")
-    cache = SummaryCache(HarnessId("claude"), None)
-    first = asyncio.run(ClaudeSessions().discover(SessionsContext(files=LocalFiles(),
-        harness=HarnessId("claude"), executor=LocalTransport(), environ=store, cache=cache)))
-    again = asyncio.run(ClaudeSessions().discover(SessionsContext(files=LocalFiles(),
-        harness=HarnessId("claude"), executor=LocalTransport(), environ=store, cache=cache)))
-    # Ten print-mode transcripts are hidden, one file is unreadable: the same count
-    # whether the files were parsed or the cache remembered them.
-    assert first.skipped == again.skipped == 1
-    assert first.sessions == again.sessions
-
-
 def test_a_workspace_lists_its_sessions(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/app"))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/app"))
     assert [s.native_id for s in listing.sessions] == [E, D, C]
-    other = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/a-b"))
+    other = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/a-b"))
     assert other.sessions == ()
 
 
@@ -527,7 +498,7 @@ def test_the_workspace_prefilter_skips_other_projects(store: dict[str, str],
 
 def test_refinding_a_print_mode_session_and_resuming_it_by_path(store: dict[str, str],
                                                                  tmp_path: Path) -> None:
-    found = asyncio.run(service(store).find(provider(), A))
+    found = asyncio.run(service(store).find(PROVIDER, A))
     assert found is not None  # hidden from listings, still resumable by id
     path = tmp_path / "claude" / "projects" / "-home-dev-src-app" / f"{A}.jsonl"
     assert found.store_path == str(path)
@@ -553,7 +524,7 @@ def test_a_refind_is_not_filtered_by_where_the_caller_is(store: dict[str, str]) 
     scan = asyncio.run(ClaudeSessions().discover(context(store, native_id=C,
                                                          scopes=("/somewhere/else",))))
     assert [s.native_id for s in scan.sessions] == [C]
-    found = asyncio.run(service(store).find(provider(), C, workspace="/somewhere/else"))
+    found = asyncio.run(service(store).find(PROVIDER, C, workspace="/somewhere/else"))
     assert found is not None and found.cwd == "/home/dev/src/app"
 
 
@@ -583,22 +554,15 @@ def test_sub_agents_and_other_files_are_never_read(store: dict[str, str],
     (outside / f"{SID}.jsonl").write_bytes(copy)
     (project / f"{SID}.jsonl").symlink_to(outside / f"{SID}.jsonl")
     (tmp_path / "claude" / "projects" / "-linked").symlink_to(outside)
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert [s.native_id for s in listing.sessions] == [E, D, C]
     assert listing.scans[0].scan.skipped == 0
 
 
-def test_a_missing_store_is_empty(tmp_path: Path) -> None:
-    environ = {"CLAUDE_CONFIG_DIR": str(tmp_path / "none")}
-    assert asyncio.run(ClaudeSessions().discover(context(environ))) == SessionScan()
+def test_an_empty_config_dir_variable_is_no_store() -> None:
+    # A missing store is empty (the contract, test_contract.py); so is an unset one.
     assert asyncio.run(ClaudeSessions().discover(context({"CLAUDE_CONFIG_DIR": ""}))) == (
         SessionScan())
-
-
-def test_the_capability_is_declared_and_implemented() -> None:
-    found = provider()
-    assert Capability.SESSIONS in found.capabilities
-    assert isinstance(found.sessions, ClaudeSessions)
 
 
 def test_claude_continues_a_session_whose_directory_is_gone_by_path() -> None:
@@ -610,130 +574,29 @@ def test_claude_continues_a_session_whose_directory_is_gone_by_path() -> None:
     assert ClaudeSessions.resumes_without_original_directory is True
 
 
-# -- properties -----------------------------------------------------------------------------
+# -- shapes for the contract's properties (test_contract.py) --------------------------------
 
-_PROPERTY = settings(max_examples=150, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def check_types(found: HarnessSession | None) -> None:
-    """Whatever parse returns is what the types promise, and survives the service."""
-    check_session_types(found, "claude")
+_field = awkward_values([SID, "<synthetic>", "sdk-cli", {"sessionId": SID},
+                         "<command-name>/x</command-name>"])
 
 
-def check(data: FileSample) -> None:
-    found = parse(data)
-    check_types(None if found is None else found.session)
-    check_types(summarize(data))
+TRANSCRIPTS = json_line_records(
+    ["user", "assistant", "system", "custom-title", "agent-name", "ai-title", "summary",
+     "relocated", "queue-operation", "x"],
+    ["cwd", "sessionId", "timestamp", "entrypoint", "isMeta", "customTitle", "agentName",
+     "aiTitle", "summary", "relocatedCwd", "forkedFrom", "parentUuid", "isSidechain"],
+    _field, body=("message", ("user", "assistant"), ("role", "content", "model")), compact=True)
+"""Transcripts with values of any type where Claude Code's fields are."""
 
-
-@_PROPERTY
-@given(st.binary(max_size=4096), st.integers(16, 4096), st.integers(16, 4096))
-def test_arbitrary_bytes_never_raise(data: bytes, head: int, tail: int) -> None:
-    check(sample_of(data, head=head, tail=tail))
-
-
-@_PROPERTY
-@given(st.data())
-def test_every_prefix_of_a_real_transcript_is_a_session_or_a_skip(data: st.DataObject) -> None:
-    path = transcript(data.draw(st.sampled_from([row[0] for row in CAPTURED])))
-    raw = path.read_bytes()
-    cut = data.draw(prefixes([raw]))
-    head = data.draw(st.sampled_from([64, 700, 4096, HEAD_BYTES]))
-    tail = data.draw(st.sampled_from([64, 900, TAIL_BYTES]))
-    check(sample_of(cut, head=head, tail=tail, name=path.name))
-
-
-def test_every_line_boundary_prefix_of_a_real_transcript() -> None:
-    raw = transcript(D).read_bytes()
-    cuts = [i + 1 for i, byte in enumerate(raw) if byte == 0x0A]
-    for cut in [*cuts, *(c - 5 for c in cuts), len(raw)]:
-        found = parse(sample_of(raw[:cut], name=f"{D}.jsonl"))
-        check_types(None if found is None else found.session)
-        if found is not None:
-            assert found.session.native_id == D
-
-
-_json = json_values(floats=st.floats())  # NaN and the infinities too
-_field = st.one_of(_json, st.sampled_from([
-    "", " ", "\x00", "/a\x00b", "\ud800", "/\udcff", "relative", SID, "<synthetic>",
-    "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", 1e308, -1, 2**70,
-    float("nan"), "x" * 10_000, "sdk-cli", {"sessionId": SID}, "<command-name>/x</command-name>",
-]))
-
-
-@_PROPERTY
-@given(st.lists(st.tuples(
-    st.sampled_from(["user", "assistant", "system", "custom-title", "agent-name", "ai-title",
-                     "summary", "relocated", "queue-operation", "x"]),
-    st.dictionaries(st.sampled_from(["cwd", "sessionId", "timestamp", "entrypoint", "isMeta",
-                                     "customTitle", "agentName", "aiTitle", "summary",
-                                     "relocatedCwd", "forkedFrom", "parentUuid", "isSidechain"]),
-                    _field, max_size=7),
-    st.dictionaries(st.sampled_from(["role", "content", "model"]), _field, max_size=3),
-), min_size=1, max_size=8))
-def test_wrong_typed_records_never_raise(records: list[tuple[str, dict[str, object],
-                                                              dict[str, object]]]) -> None:
-    out = b""
-    for kind, fields, body in records:
-        value: dict[str, object] = {"type": kind, **fields}
-        if kind in ("user", "assistant"):
-            value["message"] = body
-        out += json.dumps(value, separators=(",", ":")).encode() + b"\n"
-    check(sample_of(out))
-    check(sample_of(out, head=len(out) // 2 or 1, tail=len(out) // 3 or 1))
-
-
-@pytest.mark.parametrize("data", [
+HUGE_TRANSCRIPTS = (
     message("user", "ask") + b"[" * 100_000 + b"\n",
     message("user", "ask") + b'{"type":"user","message":' * 50_000,
     message("user", "x" * 1_000_000),
     message("user", "ask", cwd="/" + "a" * 100_000),
     b'{"cwd":"/' + b"\\" * 100_000 + b'","sessionId":"' + SID.encode() + b'"}\n',
     meta("custom-title", customTitle="t" * 500_000) + message("user", "ask"),
-])
-def test_huge_and_deep_lines_never_raise(data: bytes) -> None:
-    check(sample_of(data))
-
-
-_names = st.text(alphabet="abc-j", min_size=1, max_size=8).filter(lambda n: n not in (".", ".."))
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(["file", "link-file", "link-dir", "deeper"]),
-                          _names, st.integers(0, 3)), max_size=10))
-def test_discovery_never_leaves_the_store(layout: list[tuple[str, str, int]]) -> None:
-    ids = [f"{n}1111111-2222-4333-8444-555555555555" for n in range(4)]
-    copy = transcript(C).read_bytes()
-    with tempfile.TemporaryDirectory() as raw:
-        base = Path(raw)
-        outside = base / "outside"
-        outside.mkdir()
-        (outside / f"{ids[0]}.jsonl").write_bytes(copy.replace(C.encode(), ids[0].encode()))
-        projects = base / "claude" / "projects"
-        for kind, project, index in layout:
-            directory = projects / f"-{project}"
-            directory.mkdir(parents=True, exist_ok=True)
-            target = directory / f"{ids[index]}.jsonl"
-            if target.exists() or target.is_symlink():
-                continue
-            if kind == "file":
-                target.write_bytes(copy.replace(C.encode(), ids[index].encode()))
-            elif kind == "link-file":
-                target.symlink_to(outside / f"{ids[0]}.jsonl")
-            elif kind == "link-dir":
-                if not (projects / f"-{project}-link").exists():
-                    (projects / f"-{project}-link").symlink_to(outside)
-            else:
-                (directory / ids[index] / "subagents").mkdir(parents=True, exist_ok=True)
-                (directory / ids[index] / "subagents" / f"{ids[0]}.jsonl").write_bytes(copy)
-        environ = {"CLAUDE_CONFIG_DIR": str(base / "claude")}
-        scan = asyncio.run(ClaudeSessions().discover(context(environ)))
-        roots = ClaudeSessions().store_roots(environ, LocalFiles())
-        for found in scan.sessions:
-            assert found.store_path is not None
-            assert Path(found.store_path).resolve().is_relative_to(projects.resolve())
-            assert confined(found.store_path, roots)
+)
+"""Huge and deeply nested values where the summarizer reads."""
 
 
 # -- the real CLI ---------------------------------------------------------------------------
@@ -761,10 +624,10 @@ def test_real_transcript_is_refound_and_continued_by_path_elsewhere(tmp_path: Pa
     run_claude(environ, work, "real prompt")
     [path] = (tmp_path / ".claude" / "projects").glob("*/*.jsonl")
     assert path.parent.name == encode_project(str(work.resolve()))
-    listing = asyncio.run(service(environ).discover([provider()], workspace=str(work)))
+    listing = asyncio.run(service(environ).discover([PROVIDER], workspace=str(work)))
     assert listing.sessions == ()  # a print-mode run, hidden like Claude's picker does
     assert listing.scans[0].scan.skipped == 0
-    found = asyncio.run(service(environ).find(provider(), path.stem))
+    found = asyncio.run(service(environ).find(PROVIDER, path.stem))
     assert found is not None
     assert (found.title, found.cwd, found.store_path) == ("real prompt", str(work.resolve()),
                                                           str(path))
@@ -776,5 +639,5 @@ def test_real_transcript_is_refound_and_continued_by_path_elsewhere(tmp_path: Pa
     by_path = run_claude(environ, elsewhere, "--resume", str(path), "again")
     assert "No conversation found" not in by_path.stdout + by_path.stderr
     assert path.stat().st_size > size  # continued in its own file
-    refound = asyncio.run(service(environ).find(provider(), path.stem))
+    refound = asyncio.run(service(environ).find(PROVIDER, path.stem))
     assert refound is not None and refound.cwd == str(elsewhere.resolve())

@@ -21,28 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-import clanker_claude
-from clanker.capabilities import Capability
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, LocalTransport
-from clanker.ids import HarnessId
-from clanker.registry import Registry
 from clanker.testing import FailingExecutor, ScriptedSession, ScriptedSessionExecutor
-from clanker.testing.strategies import (
-    documents_with_values_replaced,
-    json_values,
-    junk_text,
-    prefixes,
-)
+from clanker.testing.doubles import probe_usage
 from clanker.usage.capability import UsageContext
 from clanker.usage.types import Measurement, UsageSnapshot
 from clanker_claude.models import PROBE_ARGS, PROBE_ENV, probe_request
 from clanker_claude.usage import (
-    POLICY,
     Account,
     ClaudeUsage,
     parse_claude_usage,
@@ -53,8 +41,6 @@ from tests.helpers import path_with, write_script
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "claude" / "usage"
 DONE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-PROPERTY = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
 H5, D7 = timedelta(hours=5), timedelta(days=7)
 MAX = Account(email="dev@example.com", plan="Max")
 
@@ -379,9 +365,7 @@ def replaying(name: str, *, before_usage: list[dict[str, Any]] | None = None,
 
 
 def probe(executor: object, usage: ClaudeUsage | None = None) -> UsageSnapshot:
-    context = UsageContext(files=LocalFiles(), environ={},
-                           executor=executor, session_executor=executor)  # type: ignore[arg-type]
-    return asyncio.run((usage or ClaudeUsage()).probe(context))
+    return probe_usage(usage or ClaudeUsage(), executor, executor)
 
 
 def test_the_probe_writes_exactly_the_two_captured_requests() -> None:
@@ -539,12 +523,6 @@ def test_a_double_that_never_answers_times_out(tmp_path: Path) -> None:
 # -- policy and registration --------------------------------------------------------------------
 
 
-def test_the_policy_is_the_specs() -> None:
-    assert ClaudeUsage.policy is POLICY
-    assert POLICY.cache_ttl == timedelta(seconds=60)
-    assert POLICY.minimum_interval == timedelta(seconds=60)
-    assert POLICY.failure_backoff == timedelta(seconds=180)
-
 
 def test_the_request_is_the_isolated_probe_bounded() -> None:
     request = probe_request()
@@ -555,55 +533,7 @@ def test_the_request_is_the_isolated_probe_bounded() -> None:
     assert dict(request.env) == PROBE_ENV and request.stdin is None
 
 
-def test_the_plugin_declares_and_provides_usage() -> None:
-    registry = Registry.from_plugins({"claude": clanker_claude.plugin}, environ={})
-    provider = registry.get_provider(HarnessId("claude"))
-    assert Capability.USAGE in provider.capabilities
-    assert isinstance(provider.usage, ClaudeUsage)
-
-
-# -- properties ---------------------------------------------------------------------------------
-
-READINGS = ["control-usage-subscriber-out.jsonl",
-            "control-usage-subscriber-telemetry-disabled-out.jsonl"]
-REAL_OUTPUTS = [fixture(name) for name in (
-    *READINGS, "control-usage-signed-out-out.jsonl", "control-usage-bedrock-out.jsonl",
-    "control-usage-subscriber-usage-429-out.jsonl",
-)]
-# Any JSON value, NaN and the infinities included.
-JSON_VALUES = json_values(max_leaves=8, floats=st.floats())
-
-
-def typed_or_snapshot(text: str) -> None:
-    try:
-        snapshot = parse_claude_usage(text, completed_at=DONE)
-    except HarnessCapabilityError:
-        return
-    assert isinstance(snapshot, UsageSnapshot)
-
-
-@PROPERTY
-@given(text=junk_text())
-def test_junk_never_raises_anything_but_a_typed_failure(text: str) -> None:
-    typed_or_snapshot(text)
-
-
-@PROPERTY
-@given(cut=prefixes(REAL_OUTPUTS))
-def test_truncated_real_output_never_raises_anything_but_a_typed_failure(cut: str) -> None:
-    typed_or_snapshot(cut)
-
-
-@PROPERTY
-@given(source=st.sampled_from(READINGS), data=st.data())
-def test_any_value_replaced_anywhere_never_raises_anything_but_a_typed_failure(
-    source: str, data: st.DataObject
-) -> None:
-    init = response_to(source, "clanker-init")
-    init["response"]["response"] = {"account": init["response"]["response"]["account"]}
-    messages: Any = data.draw(
-        documents_with_values_replaced([init, response_to(source, "clanker-usage")], JSON_VALUES))
-    typed_or_snapshot("\n".join(json.dumps(m) for m in messages))
+# Junk, cut and altered outputs through the probe: the contract (test_contract.py).
 
 
 # -- the real CLI, when it is installed ---------------------------------------------------------

@@ -12,16 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clanker.attention.capability import (
     AttachmentContext,
     AttachmentPlan,
-    AttentionCapability,
     Declined,
 )
-from clanker.testing.attention import check_interpretation, load_interpreter
+from clanker.testing.attending import run_interpreter
+from clanker.testing.attention import load_interpreter
 from clanker.testing.doubles import attachment_context
 from clanker_codex.attention import (
     HOOK_COMMAND,
@@ -65,11 +64,8 @@ class Run:
         self.envelopes: list[dict[str, object]] = []
 
     def feed(self, *payloads: dict[str, Any]) -> list[dict[str, object]]:
-        out: list[dict[str, object]] = []
-        for payload in payloads:
-            envelopes, self.state = check_interpretation(
-                INTERPRETER.interpret(copy.deepcopy(payload), self.state), max_state=64 * 1024)
-            out += envelopes
+        batches, self.state = run_interpreter(INTERPRETER.interpret, payloads, self.state)
+        out: list[dict[str, object]] = [e for batch in batches for e in batch]
         self.envelopes += out
         return out
 
@@ -410,19 +406,6 @@ states = st.one_of(
 )
 
 
-@settings(max_examples=300)
-@given(payload=json_values | payloads, state=states)
-def test_any_payload_and_state_never_raise(payload: object, state: dict[str, object]) -> None:
-    check_interpretation(INTERPRETER.interpret(payload, state), max_state=64 * 1024)
-
-
-@settings(max_examples=100)
-@given(st.lists(payloads, max_size=30))
-def test_any_sequence_keeps_a_small_valid_state(sequence: list[dict[str, Any]]) -> None:
-    run = Run()
-    run.feed(*sequence)
-
-
 # -- preparing a launch ------------------------------------------------------------------------
 
 
@@ -450,14 +433,6 @@ def context(home: Path, tmp_path: Path, *, argv: tuple[str, ...] = ("codex",),
 
 def attention(tmp_path: Path) -> CodexAttention:
     return CodexAttention(policy_file=tmp_path / "no-policy.toml")
-
-
-def test_it_is_an_attention_capability() -> None:
-    capability = CodexAttention()
-    assert isinstance(capability, AttentionCapability)
-    assert capability.interpreter is not None and capability.interpreter.is_file()
-    assert capability.interpreter.name == "attention_interpreter.py"
-    assert capability.resume_preserves_session_id is True
 
 
 def test_the_hooks_go_right_after_the_executable(home: Path, tmp_path: Path) -> None:

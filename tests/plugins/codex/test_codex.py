@@ -21,7 +21,7 @@ from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.testing import HarnessProviderContract, ScriptedSession, ScriptedSessionExecutor
+from clanker.testing import ScriptedSession, ScriptedSessionExecutor, launch_argv, registered
 from clanker_codex.launch import CodexLaunch
 from clanker_codex.models import (
     MAX_PAGES,
@@ -38,18 +38,7 @@ VISIBLE = [
 ]
 
 
-class TestCodexContract(HarnessProviderContract):
-    plugin = clanker_codex.plugin
-    harness_id = "codex"
-    valid_session_ids = (SESSION, SESSION.upper())
-    invalid_session_ids = (
-        *HarnessProviderContract.invalid_session_ids,
-        "nosuchname",
-        SESSION[:-1],
-        SESSION.replace("-", ""),
-        "{" + SESSION + "}",
-        f"/home/u/.codex/sessions/2026/11/30/rollout-2026-11-30T08-15-17-{SESSION}.jsonl",
-    )
+PROVIDER = registered(clanker_codex.plugin, "codex")
 
 
 def captured(name: str) -> list[dict[str, Any]]:
@@ -65,8 +54,7 @@ def response(request_id: int) -> dict[str, Any]:
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = TestCodexContract().provider()
-    return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
+    return launch_argv(PROVIDER, **fields)
 
 
 def test_fresh_launch_is_the_bare_tui() -> None:
@@ -99,7 +87,7 @@ def test_resume_and_fork_name_the_launch_directory_but_a_fresh_launch_does_not()
     # resume" and defaults to that directory even when it is gone; with -C
     # before the subcommand it continues in the given directory, no question.
     session = SessionTarget(native_id=SESSION)
-    provider = TestCodexContract().provider()
+    provider = PROVIDER
     for operation in ("resume", "fork"):
         argv = plan_launch(provider, LaunchRequest(
             operation=operation, session=session, cwd="/elsewhere/work",  # type: ignore[arg-type]

@@ -9,28 +9,20 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clanker.commit.message import Style, normalize_message
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
-    ReplayDouble,
-    answer_or_typed_failure,
     change_repository,
-    check_prompt_shows_the_change,
-    check_typed_failure,
     commit_failure,
     git,
-    install_replay_double,
     installed_provider,
     json_lines,
     propose,
     repository_state,
 )
-from clanker.testing.doubles import prepend_to_path
-from clanker.testing.strategies import json_values, junk_text, prefixes
+from clanker.testing.strategies import json_values
 from clanker_codex.commit import COMMIT_ARGS, CodexCommit, parse_commit_stream
 
 COMMIT = Path(__file__).resolve().parents[2] / "fixtures" / "codex" / "commit"
@@ -142,14 +134,6 @@ def test_the_answer_is_the_last_message_of_the_completed_turn(name: str) -> None
 def test_reasoning_and_commentary_are_never_part_of_the_answer() -> None:
     answer = parse_commit_stream(stream("built-success-commentary-then-tool.jsonl"))
     assert "Summarizing" not in answer and "I will look" not in answer
-
-
-def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer() -> None:
-    answer = parse_commit_stream(stream("built-decorated.jsonl"))
-    assert answer.startswith("Here's a commit message for your change:\n\n```\n")
-    with pytest.raises(HarnessCapabilityError) as caught:
-        normalize_message(answer, Style.CONVENTIONAL, harness="codex")
-    assert caught.value.kind is ErrorKind.PARSE_FAILURE
 
 
 @pytest.mark.parametrize(
@@ -380,35 +364,7 @@ def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
     assert parse_commit_stream(raw) == "Fix it\u2028 now"
 
 
-# -- properties -------------------------------------------------------------------------
-
-_PROPERTY = settings(max_examples=200, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def _typed_or_answer(text: str, exit_code: int = 0) -> str | None:
-    return answer_or_typed_failure(CodexCommit(), "codex", text, exit_code)
-
-
-@_PROPERTY
-@given(name=st.sampled_from(STREAMS), data=st.data())
-def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
-    full = stream(name)
-    cut = data.draw(prefixes([full]))
-    answer = _typed_or_answer(cut)
-    if answer is not None:
-        # Only a cut after the turn.completed line can still answer, and then fully.
-        assert answer == parse_commit_stream(full)
-        assert cut.rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
-    assert _typed_or_answer(cut, exit_code=1) is None
-
-
-@_PROPERTY
-@given(junk=junk_text(), exit_code=st.sampled_from([0, 1, 2, 143]))
-def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
-    assert _typed_or_answer(junk, exit_code) is None
-    _typed_or_answer(json_lines(STARTED, TURN) + junk)
-
+# -- shapes for the contract's properties (test_contract.py) --------------------------
 
 # Any JSON value, NaN and the infinities included, with the format's own keys.
 _JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
@@ -417,87 +373,24 @@ _TYPES = st.sampled_from(["thread.started", "turn.started", "turn.completed", "t
                           "item.started", "item.updated", "item.completed", "error"])
 _ITEM_TYPES = st.sampled_from(["agent_message", "reasoning", "command_execution", "plan",
                                "todo_list", "error", "web_search"])
-_EVENTS = st.one_of(
+EVENTS = st.one_of(
     _JSON,
     st.builds(lambda t, body: {**(body if isinstance(body, dict) else {}), "type": t},
               _TYPES, _JSON),
     st.builds(lambda t, it, text: {"type": t, "item": {"id": "i", "type": it, "text": text}},
               _TYPES, _ITEM_TYPES, st.text(max_size=10) | st.integers()),
 )
+"""Events near the output format: what the contract adds after and instead of an output."""
 
 
-@_PROPERTY
-@given(items=st.lists(_EVENTS, max_size=8), name=st.sampled_from(STREAMS))
-def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
-    items: list[object], name: str
-) -> None:
-    _typed_or_answer(stream(name) + json_lines(*items))
-    answer = _typed_or_answer(json_lines(*items))
-    if answer is not None:
-        assert answer.strip()
-
-
-# -- end to end: the real service, the registry's provider, a codex double ---------------
-
-# Replays Codex 0.171.0's `exec --json` stdout (a fixture file, byte for byte) after
-# reading the prompt from stdin to EOF, as codex does, and says so on stderr as codex does.
-@pytest.fixture
-def codex_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
-    double = install_replay_double(tmp_path / "bin", "codex",
-                                   stderr="Reading prompt from stdin...\n")
-    prepend_to_path(monkeypatch, double.path.parent)
-    return double
+# -- the real CLI, when it is installed ---------------------------------------------------
+# (End to end through the commit service and a double: the contract, test_contract.py.)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return change_repository(tmp_path)
 
-
-def test_end_to_end_through_the_commit_service(
-    repo: Path, codex_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    codex_double.replay(monkeypatch, COMMIT / "built-success-commentary-then-tool.jsonl")
-    before = repository_state(repo)
-    proposal = propose(installed_provider("codex"), repo, tmp_path / "locks", "gpt-6.2-sol")
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert proposal.message.body == "Retry failed sync requests up to three times with backoff."
-    assert repository_state(repo) == before
-    seen = codex_double.call()
-    assert seen["argv"] == [*COMMIT_ARGS, "--model=gpt-6.2-sol"]
-    assert seen["cwd"] == str(repo)
-    prompt = codex_double.stdin().decode()
-    check_prompt_shows_the_change(prompt)
-
-
-def test_end_to_end_without_a_model_uses_codexs_default(
-    repo: Path, codex_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    codex_double.replay(monkeypatch, COMMIT / "built-success.jsonl")
-    proposal = propose(installed_provider("codex"), repo, tmp_path / "locks", None)
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert codex_double.call()["argv"] == list(COMMIT_ARGS)
-
-
-@pytest.mark.parametrize(
-    ("name", "exit_code", "kind"),
-    [
-        ("built-decorated.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
-        ("built-thinking-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("built-tool-after-last-message.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("exec-http-401.jsonl", 1, ErrorKind.COMMAND_FAILED),
-        ("exec-sigterm.jsonl", 143, ErrorKind.COMMAND_FAILED),
-    ],
-)
-def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, codex_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    name: str, exit_code: int, kind: ErrorKind,
-) -> None:
-    codex_double.replay(monkeypatch, COMMIT / name, exit_code)
-    check_typed_failure("codex", repo, tmp_path / "locks", kind)
-
-
-# -- the real CLI, when it is installed ---------------------------------------------------
 
 ENV_MARKER = "clanker-env-marker-51c9"
 

@@ -10,7 +10,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import tempfile
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -18,20 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_codex
-from clanker.capabilities import Capability
 from clanker.descriptor import SessionOperation
 from clanker.environment.files import FileSample, confined, read_sample
-from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
-from clanker.execution import LocalTransport
-from clanker.ids import HarnessId
+from clanker.environment.local import LocalFiles, host_environ
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.registry import HarnessProvider, Registry
-from clanker.sessions.cache import SummaryCache
+from clanker.registry import Registry
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import (
     AmbiguousSelectionError,
@@ -39,14 +33,15 @@ from clanker.sessions.selection import (
     SessionNotFoundError,
     resolve_selection,
 )
-from clanker.sessions.service import SessionService
-from clanker.sessions.types import HarnessSession, SessionScan
+from clanker.sessions.types import SessionScan
+from clanker.testing import registered
 from clanker.testing.sessions import (
-    check_session_types,
     check_unchanged_store_is_remembered,
     sample_of_bytes,
+    sessions_context,
 )
-from clanker.testing.strategies import json_values, prefixes
+from clanker.testing.sessions import session_service as service
+from clanker.testing.strategies import awkward_values
 from clanker_codex.sessions import (
     HEAD_BYTES,
     INDEX_NAME,
@@ -410,8 +405,7 @@ def registry() -> Registry:
     return Registry.from_plugins({"codex": clanker_codex.plugin}, environ={})
 
 
-def provider() -> HarnessProvider:
-    return registry().get_provider(HarnessId("codex"))
+PROVIDER = registered(clanker_codex.plugin, "codex")
 
 
 @pytest.fixture
@@ -422,19 +416,12 @@ def store(tmp_path: Path) -> dict[str, str]:
             "PATH": os.environ["PATH"]}
 
 
-def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
-
-
 def context(environ: Mapping[str, str], **fields: Any) -> SessionsContext:
-    return SessionsContext(files=LocalFiles(),
-                           harness=HarnessId("codex"), executor=LocalTransport(),
-                           environ=environ, cache=SummaryCache(HarnessId("codex"), None),
-                           **fields)
+    return sessions_context("codex", environ, **fields)
 
 
 def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert listing.complete
     # The sub-agent's rollout is left out on purpose, not counted as unreadable.
     assert listing.scans[0].scan.skipped == 0
@@ -447,16 +434,16 @@ def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
 
 
 def test_a_workspace_lists_its_sessions_by_their_latest_cwd(store: dict[str, str]) -> None:
-    alpha = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/alpha"))
+    alpha = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/alpha"))
     assert [s.native_id for s in alpha.sessions] == [H, D]  # newest first; A moved to beta
-    beta = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/beta"))
+    beta = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/beta"))
     assert [s.native_id for s in beta.sessions] == [A]
 
 
 def test_the_index_names_sessions_and_hides_archived_ones(store: dict[str, str]) -> None:
     codex = Path(store["CODEX_HOME"])
     make_index(codex / INDEX_NAME, Path(os.path.realpath(codex)), archive=B)
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     titles = {s.native_id: s.title for s in listing.sessions}
     assert titles[A] == "README work"  # a rename touches only the index
     # The review parent has no prompt of its own; the index's title stands in.
@@ -511,12 +498,12 @@ def test_an_index_elsewhere_is_found_through_the_variable(store: dict[str, str],
     (tmp_path / "db").mkdir()
     make_index(tmp_path / "db" / INDEX_NAME, Path(os.path.realpath(store["CODEX_HOME"])))
     environ = {**store, "CODEX_SQLITE_HOME": str(tmp_path / "db")}
-    found = asyncio.run(service(environ).find(provider(), A))
+    found = asyncio.run(service(environ).find(PROVIDER, A))
     assert found is not None and found.title == "README work"
 
 
 def test_refinding_by_id_and_continuing_elsewhere(store: dict[str, str], tmp_path: Path) -> None:
-    found = asyncio.run(service(store).find(provider(), A))
+    found = asyncio.run(service(store).find(PROVIDER, A))
     assert found is not None
     assert found.store_path == str(Path(os.path.realpath(store["CODEX_HOME"]))
                                    / "sessions" / "2026" / "11" / "30" / rollout(A).name)
@@ -549,13 +536,13 @@ def test_refinding_by_id_and_continuing_elsewhere(store: dict[str, str], tmp_pat
 def test_archived_sessions_are_not_refound_and_sub_agents_only_by_id(
     store: dict[str, str]
 ) -> None:
-    sub_agent = asyncio.run(service(store).find(provider(), F))
+    sub_agent = asyncio.run(service(store).find(PROVIDER, F))
     assert sub_agent is not None
     assert sub_agent.hidden  # never listed, but its id names it exactly
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert F not in {s.native_id for s in listing.sessions}
     for native_id in (G,):
-        assert asyncio.run(service(store).find(provider(), native_id)) is None
+        assert asyncio.run(service(store).find(PROVIDER, native_id)) is None
         with pytest.raises(SessionNotFoundError):
             asyncio.run(resolve_selection(service(store), registry(), f"codex:{native_id}",
                                           operation=SessionOperation.RESUME,
@@ -573,7 +560,7 @@ def test_a_refind_reads_only_the_rollout_named_by_the_id(store: dict[str, str]) 
     scan = asyncio.run(CodexSessions().discover(context(store, native_id=D,
                                                         scopes=("/somewhere/else",))))
     assert [s.native_id for s in scan.sessions] == [D]
-    found = asyncio.run(service(store).find(provider(), D, workspace="/somewhere/else"))
+    found = asyncio.run(service(store).find(PROVIDER, D, workspace="/somewhere/else"))
     assert found is not None and found.cwd == "/home/dev/src/alpha"
 
 
@@ -593,40 +580,14 @@ def test_what_is_not_a_rollout_is_never_read(store: dict[str, str], tmp_path: Pa
     (codex / "sessions" / "misc" / "11" / "30" / "rollout-misc.jsonl").write_bytes(copy)
     (day / "rollout-link.jsonl").symlink_to(outside / "rollout-x.jsonl")
     (codex / "sessions" / "2026" / "12").symlink_to(outside)
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert len(listing.sessions) == 6
     assert listing.scans[0].scan.skipped == 0
 
 
-def test_a_corrupt_rollout_is_a_counted_skip(store: dict[str, str]) -> None:
-    day = Path(store["CODEX_HOME"]) / "sessions" / "2026" / "11" / "30"
-    (day / "rollout-2026-11-30T00-00-00-broken.jsonl").write_bytes(b"\x00garbage")
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
-    assert listing.scans[0].scan.skipped == 1
-    assert len(listing.sessions) == 6
-
-
-def test_sub_agents_stay_uncounted_when_the_cache_answers(store: dict[str, str]) -> None:
-    day = Path(store["CODEX_HOME"]) / "sessions" / "2026" / "11" / "30"
-    (day / "rollout-2026-11-30T00-00-00-broken.jsonl").write_bytes(b"\x00garbage")
-    cache = SummaryCache(HarnessId("codex"), None)
-    scans = [asyncio.run(CodexSessions().discover(SessionsContext(files=LocalFiles(),
-        harness=HarnessId("codex"), executor=LocalTransport(), environ=store, cache=cache)))
-        for _ in range(2)]
-    assert [scan.skipped for scan in scans] == [1, 1]
-    assert scans[0].sessions == scans[1].sessions
-
-
-def test_a_missing_store_is_empty(tmp_path: Path) -> None:
-    scan = asyncio.run(CodexSessions().discover(context({"CODEX_HOME": str(tmp_path / "no")})))
-    assert scan == SessionScan()
+def test_a_relative_codex_home_is_an_empty_store() -> None:
+    # A missing store is empty (the contract); a home clanker cannot place is no store.
     assert asyncio.run(CodexSessions().discover(context({"CODEX_HOME": "rel"}))) == SessionScan()
-
-
-def test_the_capability_is_declared_and_implemented() -> None:
-    found = provider()
-    assert Capability.SESSIONS in found.capabilities
-    assert isinstance(found.sessions, CodexSessions)
 
 
 def test_codex_continues_a_session_whose_directory_is_gone() -> None:
@@ -648,118 +609,43 @@ def test_codex_continues_a_session_whose_directory_is_gone() -> None:
     assert "third prompt" in forked and "~/src/main" in forked
 
 
-# -- properties -----------------------------------------------------------------------------
+# -- shapes for the contract's properties (test_contract.py) --------------------------------
 
-_PROPERTY = settings(max_examples=150, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def check_types(found: HarnessSession | None) -> None:
-    """Whatever summarize returns is what the types promise, and survives the service."""
-    check_session_types(found, "codex")
+_field = awkward_values([ID, ID.upper(), {"subagent": "review"}, [ID]])
 
 
-@_PROPERTY
-@given(st.binary(max_size=4096), st.integers(16, 4096), st.integers(16, 4096))
-def test_arbitrary_bytes_never_raise(data: bytes, head: int, tail: int) -> None:
-    check_types(summarize(sample_of(data, head=head, tail=tail)))
-
-
-@_PROPERTY
-@given(st.data())
-def test_every_prefix_of_a_real_rollout_is_a_session_or_a_skip(data: st.DataObject) -> None:
-    raw = rollout(data.draw(st.sampled_from([row[0] for row in CAPTURED] + [F]))).read_bytes()
-    cut = data.draw(prefixes([raw]))
-    head = data.draw(st.sampled_from([64, 30_000, 100_000, HEAD_BYTES]))
-    tail = data.draw(st.sampled_from([64, 2_000, TAIL_BYTES]))
-    found = summarize(sample_of(cut, head=head, tail=tail))
-    check_types(found)
-
-
-def test_every_line_boundary_prefix_of_a_real_rollout() -> None:
-    raw = rollout(A).read_bytes()
-    cuts = [i + 1 for i, byte in enumerate(raw) if byte == 0x0A]
-    for cut in [*cuts, *(c - 7 for c in cuts), len(raw)]:
-        found = summarize(sample_of(raw[:cut]))
-        check_types(found)
-        if found is not None:
-            assert found.native_id == A
-
-
-_json = json_values(floats=st.floats())  # NaN and the infinities too
-_field = st.one_of(_json, st.sampled_from([
-    "", " ", "\x00", "/a\x00b", "\ud800", "/\udcff", "relative", ID, ID.upper(),
-    "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", 1e308, -1, 2**70,
-    float("nan"), "x" * 10_000, {"subagent": "review"}, [ID],
-]))
-
-
-@_PROPERTY
-@given(st.dictionaries(st.sampled_from(["id", "cwd", "timestamp", "source", "thread_source",
-                                        "forked_from_id", "parent_thread_id",
-                                        "base_instructions"]), _field, max_size=8),
-       st.lists(st.tuples(
-           st.sampled_from(["event_msg", "turn_context", "response_item", "x"]),
-           st.dictionaries(st.sampled_from(["type", "thread_id", "item", "cwd", "model",
-                                            "thread_settings", "message"]), _field, max_size=6),
-           _field,
-       ), max_size=6))
-def test_wrong_typed_records_never_raise(meta: dict[str, object],
-                                         records: list[tuple[str, dict[str, object], object]]
-                                         ) -> None:
+def _rollout(meta: dict[str, object], records: list[tuple[str, dict[str, object], object]]
+             ) -> bytes:
     out = compact({"timestamp": "2026-11-30T00:00:00Z", "type": "session_meta",
                    "payload": meta}) + b"\n"
     for kind, payload, when in records:
         out += compact({"timestamp": when, "type": kind, "payload": payload}) + b"\n"
-    check_types(summarize(sample_of(out)))
-    check_types(summarize(sample_of(out, head=len(out) // 2 or 1, tail=len(out) // 3 or 1)))
+    return out
 
 
-@pytest.mark.parametrize("data", [
+ROLLOUTS = st.builds(
+    _rollout,
+    st.dictionaries(st.sampled_from(["id", "cwd", "timestamp", "source", "thread_source",
+                                     "forked_from_id", "parent_thread_id",
+                                     "base_instructions"]), _field, max_size=8),
+    st.lists(st.tuples(
+        st.sampled_from(["event_msg", "turn_context", "response_item", "x"]),
+        st.dictionaries(st.sampled_from(["type", "thread_id", "item", "cwd", "model",
+                                         "thread_settings", "message"]), _field, max_size=6),
+        _field,
+    ), max_size=6),
+)
+"""Rollouts with values of any type where Codex's fields are."""
+
+HUGE_ROLLOUTS = (
     META + b"[" * 100_000 + b"\n",
     META + b'{"type":"event_msg","payload":' * 50_000,
     META + prompt("x" * 1_000_000),
     META + b'{"timestamp":"' + b"9" * 60 + b'"}\n',
     b'{"type":"session_meta","payload":{"id":"' + b"h" * 300_000 + b'"}}\n',
     META.replace(b'"cwd":"/w/first"', b'"cwd":"/' + b"a" * 100_000 + b'"'),
-])
-def test_huge_and_deep_lines_never_raise(data: bytes) -> None:
-    check_types(summarize(sample_of(data)))
-
-
-_names = st.text(alphabet="0123ab.-", min_size=1, max_size=4).filter(
-    lambda n: n not in (".", ".."))
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(["file", "link-file", "link-dir"]),
-                          st.sampled_from(["2026", "11", "30"]), _names), max_size=10))
-def test_discovery_never_leaves_the_store(layout: list[tuple[str, str, str]]) -> None:
-    with tempfile.TemporaryDirectory() as raw:
-        base = Path(raw)
-        outside = base / "outside"
-        outside.mkdir()
-        (outside / f"rollout-x-{A}.jsonl").write_bytes(rollout(A).read_bytes())
-        day = base / "codex" / "sessions" / "2026" / "11" / "30"
-        day.mkdir(parents=True)
-        for kind, level, name in layout:
-            parent = {"2026": day.parents[1], "11": day.parent, "30": day}[level]
-            target = parent / (name if kind == "link-dir" else f"rollout-{name}.jsonl")
-            if target.exists() or target.is_symlink():
-                continue
-            if kind == "file":
-                target.write_bytes(rollout(A).read_bytes())
-            elif kind == "link-file":
-                target.symlink_to(outside / f"rollout-x-{A}.jsonl")
-            else:  # a date-like directory name that is a link out of the store
-                target.symlink_to(outside, target_is_directory=True)
-        environ = {"CODEX_HOME": str(base / "codex")}
-        scan = asyncio.run(CodexSessions().discover(context(environ)))
-        roots = CodexSessions().store_roots(environ, LocalFiles())
-        for found in scan.sessions:
-            assert found.store_path is not None
-            assert Path(found.store_path).resolve().is_relative_to(roots[0].resolve())
-            assert confined(found.store_path, roots)
+)
+"""Huge and deeply nested values where the summarizer reads."""
 
 
 # -- the real CLI ---------------------------------------------------------------------------
@@ -806,7 +692,7 @@ def test_real_rollout_is_found_and_continued_from_elsewhere(tmp_path: Path) -> N
                    PROBE_KEY="dummy-not-a-key")
     (tmp_path / ".codex").mkdir()
     native_id = run_until_written(environ, work, "real prompt")
-    listing = asyncio.run(service(environ).discover([provider()], workspace=str(work)))
+    listing = asyncio.run(service(environ).discover([PROVIDER], workspace=str(work)))
     [found] = listing.sessions
     assert (found.native_id, found.title, found.cwd) == (native_id, "real prompt",
                                                          str(work.resolve()))
@@ -817,5 +703,5 @@ def test_real_rollout_is_found_and_continued_from_elsewhere(tmp_path: Path) -> N
     resumed = run_until_written(environ, elsewhere, "resume", native_id, "again",
                                 wait_for=path)
     assert resumed == native_id
-    refound = asyncio.run(service(environ).find(provider(), native_id))
+    refound = asyncio.run(service(environ).find(PROVIDER, native_id))
     assert refound is not None and refound.cwd == str(elsewhere.resolve())

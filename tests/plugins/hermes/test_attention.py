@@ -32,15 +32,12 @@ from hypothesis import strategies as st
 from clanker.attention.capability import (
     AttachmentContext,
     AttachmentPlan,
-    AttentionCapability,
     Declined,
 )
 from clanker.attention.envelope import parse_envelope
-from clanker.capabilities import Capability
 from clanker.grid.client import Registration
 from clanker.grid.server import Grid
 from clanker.testing.attention import GridDouble
-from clanker.testing.commit import installed_provider
 from clanker.testing.doubles import attachment_context
 from clanker_hermes.attention import BUNDLED_ENV, OBSERVER_SOURCE, PLUGIN_NAME, HermesAttention
 
@@ -615,14 +612,6 @@ def context(private_dir: Path, *, env: dict[str, str], flags: tuple[str, ...] = 
     private_dir.mkdir(mode=0o700, exist_ok=True)
     return attachment_context(argv=("hermes", "--tui", *flags), env=env, cwd="/tmp",
                             private_dir=private_dir, user_flags=flags)
-
-
-def test_the_descriptor_declares_attention() -> None:
-    assert Capability.ATTENTION in installed_provider("hermes").capabilities
-    capability = installed_provider("hermes").attention
-    assert isinstance(capability, AttentionCapability)
-    assert capability.interpreter is None
-    assert capability.resume_preserves_session_id is False
 
 
 def test_prepare_builds_a_launch_owned_bundled_directory(tmp_path: Path) -> None:

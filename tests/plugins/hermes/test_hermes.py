@@ -15,10 +15,9 @@ import clanker_hermes
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandResult, LocalTransport
-from clanker.launch.planning import plan_launch
-from clanker.launch.request import LaunchRequest, SessionTarget
+from clanker.launch.request import SessionTarget
 from clanker.models.capability import ModelsContext
-from clanker.testing import HarnessProviderContract, ScriptedSession, ScriptedSessionExecutor
+from clanker.testing import ScriptedSession, ScriptedSessionExecutor, launch_argv, registered
 from clanker_hermes.launch import HermesLaunch, split_model
 from clanker_hermes.models import HermesModels, gateway_interpreter, parse_model_options
 
@@ -31,16 +30,7 @@ def known_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HERMES_PYTHON", sys.executable)
 
 
-class TestHermesContract(HarnessProviderContract):
-    plugin = clanker_hermes.plugin
-    harness_id = "hermes"
-    valid_session_ids = ("20261130_081830_cec5d8",)
-    invalid_session_ids = (
-        *HarnessProviderContract.invalid_session_ids,
-        "20261130_081830_CEC5D8",
-        "20261130_081830_cec5d",
-        "my session title",
-    )
+PROVIDER = registered(clanker_hermes.plugin, "hermes")
 
 
 def responses(name: str) -> list[dict[str, object]]:
@@ -52,8 +42,7 @@ def responses(name: str) -> list[dict[str, object]]:
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = TestHermesContract().provider()
-    return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
+    return launch_argv(PROVIDER, **fields)
 
 
 def test_fresh_launch_is_the_tui() -> None:

@@ -15,7 +15,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,21 +25,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_hermes
-from clanker.capabilities import Capability
 from clanker.descriptor import SessionOperation
-from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
+from clanker.environment.local import LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import LocalTransport
-from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.registry import HarnessProvider, Registry
-from clanker.sessions.cache import SummaryCache
+from clanker.registry import Registry
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import SessionNotFoundError, resolve_selection
-from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
-from clanker.testing.strategies import prefixes
+from clanker.testing import registered
+from clanker.testing.sessions import session_service as service
+from clanker.testing.sessions import sessions_context
 from clanker_hermes.models import gateway_interpreter
 from clanker_hermes.sessions import (
     REQUIRED_COLUMNS,
@@ -84,10 +80,7 @@ def home(tmp_path: Path) -> dict[str, str]:
 
 
 def context(environ: Mapping[str, str], **fields: Any) -> SessionsContext:
-    return SessionsContext(files=LocalFiles(),
-                           harness=HarnessId("hermes"), executor=LocalTransport(),
-                           environ=environ, cache=SummaryCache(HarnessId("hermes"), None),
-                           **fields)
+    return sessions_context("hermes", environ, **fields)
 
 
 def scan(environ: Mapping[str, str], **fields: Any) -> SessionScan:
@@ -411,10 +404,6 @@ def test_the_store_root_is_the_directory_of_the_database(tmp_path: Path) -> None
 # -- the database as it may be found --------------------------------------------------------
 
 
-def test_no_database_is_an_empty_store(tmp_path: Path) -> None:
-    assert scan({"HOME": str(tmp_path)}) == SessionScan()
-
-
 def test_a_failed_first_run_is_an_empty_store(tmp_path: Path) -> None:
     # Verified: `hermes -z hi` without config leaves a state.db with only async_delegations.
     connection = sqlite3.connect(build(tmp_path / ".hermes" / "state.db", SCHEMA))
@@ -494,23 +483,12 @@ def registry() -> Registry:
     return Registry.from_plugins({"hermes": clanker_hermes.plugin}, environ={})
 
 
-def provider() -> HarnessProvider:
-    return registry().get_provider(HarnessId("hermes"))
-
-
-def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
-
-
-def test_the_capability_is_declared_and_implemented() -> None:
-    found = provider()
-    assert Capability.SESSIONS in found.capabilities
-    assert isinstance(found.sessions, HermesSessions)
+PROVIDER = registered(clanker_hermes.plugin, "hermes")
 
 
 def test_a_workspace_lists_its_sessions_and_those_without_a_directory(
         home: dict[str, str]) -> None:
-    listing = asyncio.run(service(home).discover([provider()], workspace="/home/dev/src/alpha"))
+    listing = asyncio.run(service(home).discover([PROVIDER], workspace="/home/dev/src/alpha"))
     assert listing.complete
     # TUI sessions and branches record no directory: they are listed in every workspace.
     assert [s.native_id for s in listing.sessions] == [
@@ -519,9 +497,9 @@ def test_a_workspace_lists_its_sessions_and_those_without_a_directory(
 
 
 def test_a_refind_from_another_workspace_is_not_filtered(home: dict[str, str]) -> None:
-    found = asyncio.run(service(home).find(provider(), ALPHA, workspace="/somewhere/else"))
+    found = asyncio.run(service(home).find(PROVIDER, ALPHA, workspace="/somewhere/else"))
     assert found is not None and found.cwd == "/home/dev/src/alpha"
-    assert asyncio.run(service(home).find(provider(), ARCHIVED)) is None
+    assert asyncio.run(service(home).find(PROVIDER, ARCHIVED)) is None
 
 
 def test_a_session_whose_directory_is_gone_resumes_in_the_workspace(
@@ -632,26 +610,6 @@ def test_wrong_typed_columns_never_fail_the_listing(
     assert len(found.sessions) + found.skipped <= len(CAPTURED) + 1
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_a_truncated_or_garbage_database_fails_typed(data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        db = build(Path(directory) / "src.db")
-        whole = db.read_bytes()
-        cut = data.draw(prefixes([whole]))
-        garbage = data.draw(st.binary(max_size=256))
-        target = Path(directory) / ".hermes" / "state.db"
-        target.parent.mkdir()
-        for content in (cut, garbage):
-            target.write_bytes(content)
-            found = scan_or_failure({"HOME": directory})
-            if isinstance(found, HarnessCapabilityError):
-                assert found.kind is ErrorKind.STORAGE_CHANGED
-                continue
-            for session in found.sessions:
-                check_types(session)
-
-
 # -- the real CLI, when it is installed -----------------------------------------------------
 
 
@@ -701,7 +659,7 @@ def test_real_hermes_session_is_listed_in_its_directory(tmp_path: Path,
         subprocess.run(["hermes", "-z", "real prompt"], cwd=work, capture_output=True,
                        timeout=45, check=False)
     environ = {"HOME": str(tmp_path), "PATH": os.environ["PATH"]}
-    listing = asyncio.run(service(environ).discover([provider()], workspace=str(work)))
+    listing = asyncio.run(service(environ).discover([PROVIDER], workspace=str(work)))
     [found] = listing.sessions
     assert (found.title, found.cwd, found.model) == ("real prompt", str(work.resolve()),
                                                      "probe-model")

@@ -18,23 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-import clanker_hermes
-from clanker.capabilities import Capability
-from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, CommandResult, LocalTransport
-from clanker.ids import HarnessId
-from clanker.registry import Registry
 from clanker.testing import FailingExecutor, ScriptedExecutor
-from clanker.testing.strategies import json_values, junk_text, prefixes
-from clanker.usage.capability import UsageContext
+from clanker.testing.doubles import probe_usage
 from clanker.usage.types import Measurement, MeasurementKind, UsageSnapshot
 from clanker_hermes.launch import HermesLaunch
 from clanker_hermes.usage import (
-    POLICY,
     HermesUsage,
     interpret_result,
     parse_hermes_usage,
@@ -43,8 +34,6 @@ from clanker_hermes.usage import (
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "hermes" / "usage"
 DONE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-PROPERTY = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
 NO_USAGE_COMMAND = "usage-json-0.19.0-invalid-choice.stderr.txt"  # live, 0.19.0
 
 
@@ -257,15 +246,8 @@ def test_no_identity_is_invented() -> None:
 
 
 def run_probe(executor: object) -> UsageSnapshot:
-    context = UsageContext(files=LocalFiles(), environ={}, executor=executor, session_executor=None)  # type: ignore[arg-type]
-    return asyncio.run(HermesUsage().probe(context))
+    return probe_usage(HermesUsage(), executor)
 
-
-def test_the_policy_is_the_specs() -> None:
-    assert HermesUsage.policy is POLICY
-    assert POLICY.cache_ttl == timedelta(seconds=60)
-    assert POLICY.minimum_interval == timedelta(seconds=60)
-    assert POLICY.failure_backoff == timedelta(seconds=300)
 
 
 def test_the_request_is_bounded() -> None:
@@ -273,13 +255,6 @@ def test_the_request_is_bounded() -> None:
     assert request.argv == ("hermes", "usage", "--json")
     assert request.timeout == 30 <= MAX_TIMEOUT
     assert request.stdin is None and request.cwd is None and dict(request.env) == {}
-
-
-def test_the_plugin_declares_and_provides_usage() -> None:
-    registry = Registry.from_plugins({"hermes": clanker_hermes.plugin}, environ={})
-    provider = registry.get_provider(HarnessId("hermes"))
-    assert Capability.USAGE in provider.capabilities
-    assert isinstance(provider.usage, HermesUsage)
 
 
 def test_the_probe_replays_the_live_0_19_0_answer() -> None:
@@ -309,53 +284,7 @@ def test_execution_failures_stay_typed(kind: ErrorKind) -> None:
     assert caught.value.kind is kind
 
 
-# -- properties ---------------------------------------------------------------------------------
-
-REAL_OUTPUTS = [fixture(name) for name in (
-    "usage-json-built-codex.json", "usage-json-built-anthropic.json",
-    "usage-json-built-openrouter.json",
-)]
-
-
-def typed_or_snapshot(stdout: str, stderr: str = "", exit_code: int = 0) -> None:
-    try:
-        snapshot = interpret(stdout, stderr, exit_code)
-    except HarnessCapabilityError:
-        return
-    assert isinstance(snapshot, UsageSnapshot)
-
-
-@PROPERTY
-@given(stdout=junk_text(), stderr=junk_text(), exit_code=st.integers(-15, 255))
-def test_junk_never_raises_anything_but_a_typed_failure(
-    stdout: str, stderr: str, exit_code: int
-) -> None:
-    typed_or_snapshot(stdout, stderr, exit_code)
-
-
-@PROPERTY
-@given(cut=prefixes([*REAL_OUTPUTS, fixture(NO_USAGE_COMMAND)]))
-def test_truncated_real_output_never_raises_anything_but_a_typed_failure(cut: str) -> None:
-    typed_or_snapshot(cut)
-    typed_or_snapshot("", cut, 2)
-
-
-# Any JSON value, NaN and the infinities included.
-JSON_VALUES = json_values(max_leaves=8, floats=st.floats())
-
-
-@PROPERTY
-@given(source=st.sampled_from(REAL_OUTPUTS), data=st.data())
-def test_any_field_replaced_never_raises_anything_but_a_typed_failure(
-    source: str, data: st.DataObject
-) -> None:
-    root = json.loads(source)
-    target = root
-    if data.draw(st.booleans()) and root["windows"]:
-        target = root["windows"][data.draw(st.integers(0, len(root["windows"]) - 1))]
-    key = data.draw(st.sampled_from([*target, "new"]))
-    target[key] = data.draw(JSON_VALUES)
-    typed_or_snapshot(json.dumps(root))
+# Junk, cut and altered outputs through the probe: the contract (test_contract.py).
 
 
 # -- the real CLI, when it is installed -----------------------------------------------------

@@ -30,15 +30,12 @@ from hypothesis import strategies as st
 from clanker.attention.capability import (
     AttachmentContext,
     AttachmentPlan,
-    AttentionCapability,
     Declined,
 )
 from clanker.attention.presentation import Attention, derive_attention
-from clanker.capabilities import Capability
 from clanker.grid.server import Grid
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.testing.attention import GridDouble
-from clanker.testing.commit import installed_provider
 from clanker.testing.doubles import attachment_context
 from clanker_omp.attention import EXTENSION, EXTENSION_FILE_NAME, OmpAttention
 from clanker_omp.launch import OmpLaunch
@@ -403,15 +400,6 @@ def context(tmp_path: Path, argv: tuple[str, ...], flags: tuple[str, ...] = (),
     private.mkdir(mode=0o700, exist_ok=True)
     return attachment_context(argv=argv, env=attention_env("/tmp/g.sock") if env is None else env,
                             cwd=CWD, private_dir=private, user_flags=flags)
-
-
-def test_the_capability_is_declared() -> None:
-    provider = installed_provider("omp")
-    assert Capability.ATTENTION in provider.capabilities
-    attention = provider.attention
-    assert isinstance(attention, AttentionCapability)
-    assert attention.interpreter is None
-    assert attention.resume_preserves_session_id is True
 
 
 def test_prepare_loads_a_private_copy_right_after_launch(tmp_path: Path) -> None:

@@ -8,27 +8,19 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clanker.commit.message import Style, normalize_message
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
-    ReplayDouble,
-    answer_or_typed_failure,
     change_repository,
-    check_prompt_shows_the_change,
-    check_typed_failure,
     commit_failure,
-    install_replay_double,
     installed_provider,
     json_lines,
     propose,
     repository_state,
 )
-from clanker.testing.doubles import prepend_to_path
-from clanker.testing.strategies import json_values, junk_text, prefixes
+from clanker.testing.strategies import json_values
 from clanker_omp.commit import COMMIT_ARGS, MAX_TIME, OmpCommit, parse_commit_stream
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "omp"
@@ -129,14 +121,6 @@ def test_the_answer_is_the_text_of_the_last_completed_assistant_message(name: st
 def test_reasoning_and_deltas_are_never_part_of_the_answer() -> None:
     answer = parse_commit_stream(stream("stub-thinking-then-text.stdout.jsonl"))
     assert "retry loop" not in answer  # the stub's reasoning sentence
-
-
-def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer() -> None:
-    answer = OmpCommit().parse_output(captured("stub-decorated.stdout.jsonl"))
-    assert answer.startswith("Here's a commit message for your change:\n\n```\n")
-    with pytest.raises(HarnessCapabilityError) as caught:
-        normalize_message(answer, Style.PLAIN, harness="omp")
-    assert caught.value.kind is ErrorKind.PARSE_FAILURE
 
 
 @pytest.mark.parametrize(
@@ -350,114 +334,22 @@ def test_wrong_types_are_a_parse_failure(message_end: dict[str, object]) -> None
     assert failure(text).kind is ErrorKind.PARSE_FAILURE
 
 
-# -- properties -------------------------------------------------------------------------
-
-_PROPERTY = settings(max_examples=200, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def _typed_or_answer(text: str, exit_code: int = 0) -> str | None:
-    return answer_or_typed_failure(
-        OmpCommit(), "omp", text, exit_code,
-        kinds=(ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT))
-
-
-@_PROPERTY
-@given(name=st.sampled_from(STREAMS), data=st.data())
-def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
-    full = stream(name)
-    cut = data.draw(prefixes([full]))
-    answer = _typed_or_answer(cut)
-    if answer is not None:
-        assert answer == parse_commit_stream(full)
-        assert cut.rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
-    assert _typed_or_answer(cut, exit_code=1) is None
-
-
-@_PROPERTY
-@given(junk=junk_text(), exit_code=st.sampled_from([0, 1, 2, 143]))
-def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
-    assert _typed_or_answer(junk, exit_code) is None
-    _typed_or_answer(stream("stub-success.stdout.jsonl").split("\n", 1)[0] + "\n" + junk)
-
+# -- shapes for the contract's properties (test_contract.py) --------------------------
 
 # Any JSON value, NaN and the infinities included, with the format's own keys.
-_JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
+EVENTS = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
     "type", "message", "role", "content", "stopReason", "text", "textSignature", "isTerminal",
     "errorStatus", "errorMessage"]))
+"""Events near the output format: what the contract adds after and instead of an output."""
 
 
-@_PROPERTY
-@given(items=st.lists(_JSON, max_size=8), name=st.sampled_from(STREAMS))
-def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
-    items: list[object], name: str
-) -> None:
-    _typed_or_answer(stream(name) + json_lines(*items))
-    _typed_or_answer(json_lines(HEADER, *items))
-
-
-# -- end to end: the real service, the registry's provider, an omp double -----------------
-
-# Replays omp 18.2.3's captured `--print --mode json` stdout (a fixture file, byte for
-# byte) after reading the prompt from stdin to EOF, as omp does; it records what it got.
-@pytest.fixture
-def omp_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
-    double = install_replay_double(tmp_path / "bin", "omp")
-    prepend_to_path(monkeypatch, double.path.parent)
-    return double
+# -- the real CLI, when it is installed ---------------------------------------------------
+# (End to end through the commit service and a double: the contract, test_contract.py.)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return change_repository(tmp_path)
-
-
-def test_end_to_end_through_the_commit_service(
-    repo: Path, omp_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    omp_double.replay(monkeypatch, COMMIT / "stub-toolcall-then-text.stdout.jsonl")
-    before = repository_state(repo)
-    proposal = propose(installed_provider("omp"), repo, tmp_path / "locks", "loopback/probe-model")
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert proposal.message.body == (
-        "Retry transient network failures with exponential backoff so a\n"
-        "flaky connection no longer aborts a sync."
-    )
-    assert repository_state(repo) == before
-    seen = omp_double.call()
-    assert seen["argv"] == [*COMMIT_ARGS, "--model", "loopback/probe-model"]
-    assert seen["cwd"] == str(repo)
-    prompt = omp_double.stdin().decode()
-    check_prompt_shows_the_change(prompt)
-
-
-def test_end_to_end_without_a_model_uses_omps_default(
-    repo: Path, omp_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    omp_double.replay(monkeypatch, COMMIT / "stub-success.stdout.jsonl")
-    proposal = propose(installed_provider("omp"), repo, tmp_path / "locks", None)
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert omp_double.call()["argv"] == list(COMMIT_ARGS)
-
-
-@pytest.mark.parametrize(
-    ("name", "kind"),
-    [
-        ("stub-decorated.stdout.jsonl", ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
-        ("stub-thinking-only.stdout.jsonl", ErrorKind.PARSE_FAILURE),
-        ("json-http-400.stdout.jsonl", ErrorKind.COMMAND_FAILED),
-        ("json-refused-port-max-time-10.stdout.jsonl", ErrorKind.TIMEOUT),
-    ],
-)
-def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, omp_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    name: str, kind: ErrorKind,
-) -> None:
-    omp_double.replay(monkeypatch, COMMIT / name, EXIT_CODES.get(name, 0))
-    check_typed_failure("omp", repo, tmp_path / "locks", kind)
-
-
-# -- the real CLI, when it is installed ---------------------------------------------------
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.testing import HarnessProviderContract, ScriptedExecutor
+from clanker.testing import ScriptedExecutor, launch_argv, registered
 from clanker_omp.launch import OmpLaunch
 from clanker_omp.models import OmpModels, listing_args, parse_models_json
 
@@ -38,19 +38,7 @@ SOURCE_ID = session_header(FORK_FILE)["parentSession"]
 STORE_PATH = f"/home/dev/.omp/agent/sessions/example-project/{FORK_FILE.name}"
 
 
-class TestOmpContract(HarnessProviderContract):
-    plugin = clanker_omp.plugin
-    harness_id = "omp"
-    valid_session_ids = (SOURCE_ID, FORK_ID, "3f2c9a4e-8b1d-4c6e-9f0a-1b2c3d4e5f60")
-    invalid_session_ids = (
-        *HarnessProviderContract.invalid_session_ids,
-        FORK_ID.upper(),
-        FORK_ID[:8],  # omp accepts prefixes; clanker names whole sessions only
-        FORK_ID.replace("-", ""),
-        STORE_PATH,
-        FORK_FILE.name,
-        "2026-11-30T08-23-26-947Z",  # omp would match this file-name prefix too
-    )
+PROVIDER = registered(clanker_omp.plugin, "omp")
 
 
 def fixture(name: str) -> str:
@@ -61,8 +49,7 @@ def fixture(name: str) -> str:
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = TestOmpContract().provider()
-    return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
+    return launch_argv(PROVIDER, **fields)
 
 
 def test_fresh_launch_names_the_launch_command() -> None:
@@ -106,7 +93,7 @@ def test_resume_and_fork_over_ssh_build_the_same_command() -> None:
 
 def test_no_environment_is_set_for_omp() -> None:
     # An inherited PI_CODING_AGENT_DIR also moves omp's state; that is the user's setting.
-    provider = TestOmpContract().provider()
+    provider = PROVIDER
     assert dict(plan_launch(provider, LaunchRequest(cwd="/w")).env) == {}
 
 

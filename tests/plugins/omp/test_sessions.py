@@ -8,37 +8,31 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import clanker_omp
-from clanker.capabilities import Capability
 from clanker.descriptor import SessionOperation
 from clanker.environment.files import FileSample, confined, read_sample
-from clanker.environment.local import LocalEnvironment, LocalFiles
+from clanker.environment.local import LocalFiles
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.registry import HarnessProvider, Registry
+from clanker.registry import Registry
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import resolve_selection
-from clanker.sessions.service import SessionService
-from clanker.sessions.types import HarnessSession, parse_timestamp
-from clanker.sessions.witness import ScanMemo
+from clanker.sessions.types import parse_timestamp
+from clanker.testing import registered
 from clanker.testing.sessions import (
-    check_session_types,
-    check_unchanged_store_is_remembered,
     sample_of_bytes,
 )
-from clanker.testing.strategies import json_values, prefixes
+from clanker.testing.sessions import session_service as service
+from clanker.testing.strategies import awkward_values, json_line_records
 from clanker_omp.sessions import (
     HEAD_BYTES,
     TAIL_BYTES,
@@ -508,19 +502,19 @@ def registry() -> Registry:
     return Registry.from_plugins({"omp": clanker_omp.plugin}, environ={})
 
 
-def provider() -> HarnessProvider:
-    return registry().get_provider(HarnessId("omp"))
+PROVIDER = registered(clanker_omp.plugin, "omp")
 
 
-def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
+def copy_store(agent: Path, envsess: Path) -> None:
+    """The captured agent dir and env session dir, copied to ``agent`` and ``envsess``."""
+    shutil.copytree(AGENT, agent)
+    shutil.copytree(STORE / "custom-session-dirs" / "envsess", envsess)
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> dict[str, str]:
-    """The captured agent dir and env session dir, copied, with the captured HOME's names."""
-    shutil.copytree(AGENT, tmp_path / "agent")
-    shutil.copytree(STORE / "custom-session-dirs" / "envsess", tmp_path / "envsess")
+    """The captured store, copied, with the captured HOME's names."""
+    copy_store(tmp_path / "agent", tmp_path / "envsess")
     # HOME as in the captures, so the project names mean what they meant there; the
     # agent dir is given explicitly so nothing is read from /home/dev.
     return {"HOME": "/home/dev", "TMPDIR": "/tmp", "PATH": os.environ["PATH"],
@@ -529,7 +523,7 @@ def store(tmp_path: Path) -> dict[str, str]:
 
 
 def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert listing.complete
     assert listing.scans[0].scan.skipped == 0
     assert sorted(s.native_id[:13] for s in listing.sessions) == [
@@ -541,7 +535,7 @@ def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
 
 
 def test_a_workspace_lists_its_own_sessions_newest_first(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/omprepo"))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/omprepo"))
     assert [s.native_id for s in listing.sessions] == [
         "01a22ba9-073c-730e-84d8-000f85fb605b",
         "01a22ba9-06d0-7111-a86a-87a60ef1a6ca",
@@ -567,7 +561,7 @@ def test_archives_sub_agents_locks_temps_and_backups_are_not_sessions(
     archived = tmp_path / "agent" / "archive" / "sessions" / "-src-omprepo" / MAIN.name
     (archived.parent / f"{MAIN.name}.gz").unlink()
     archived.write_bytes(other)  # even uncompressed, the archive is outside the sessions dir
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert "01a22ba8-0000-7000-8000-000000000000" not in {s.native_id for s in listing.sessions}
     assert len(listing.sessions) == 7
     assert listing.scans[0].scan.skipped == 0
@@ -576,7 +570,7 @@ def test_archives_sub_agents_locks_temps_and_backups_are_not_sessions(
 def test_the_gc_archive_holds_a_copy_that_is_never_a_second_session(store: dict[str, str]) -> None:
     archived = AGENT / "archive" / "sessions" / "-src-omprepo" / f"{MAIN.name}.gz"
     assert gzip.decompress(archived.read_bytes()) == MAIN.read_bytes()
-    found = asyncio.run(service(store).find(provider(), MAIN_ID))  # one match, or it raises
+    found = asyncio.run(service(store).find(PROVIDER, MAIN_ID))  # one match, or it raises
     assert found is not None and found.store_path is not None
     assert found.store_path.endswith(f"/sessions/-src-omprepo/{MAIN.name}")
 
@@ -584,7 +578,7 @@ def test_the_gc_archive_holds_a_copy_that_is_never_a_second_session(store: dict[
 def test_the_custom_session_file_registry_is_not_followed(store: dict[str, str]) -> None:
     # custom-session-files/ names files anywhere (flagsess, a stale relsess entry): only the
     # configured roots count.
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert "01a22bac-d22a-7702-aa29-a3fda02e18d5" not in {s.native_id for s in listing.sessions}
 
 
@@ -616,7 +610,7 @@ def test_an_existing_directory_is_where_the_session_resumes(tmp_path: Path) -> N
     copied = project / MAIN.name
     copied.write_bytes(MAIN.read_bytes().replace(b"/home/dev", str(home).encode()))
     environ = {"HOME": str(home), "PATH": os.environ["PATH"]}
-    listing = asyncio.run(service(environ).discover([provider()], workspace=str(work)))
+    listing = asyncio.run(service(environ).discover([PROVIDER], workspace=str(work)))
     assert [s.native_id for s in listing.sessions] == [MAIN_ID]
     selection = asyncio.run(resolve_selection(
         service(environ), registry(), f"omp:{MAIN_ID}", operation=SessionOperation.RESUME,
@@ -659,18 +653,6 @@ def test_the_project_filter_is_a_value_that_follows_the_home_through_links(
     assert project_dir_filter((scope,), environ, LocalFiles()) != first
 
 
-def test_an_unchanged_store_is_remembered_and_a_removed_session_is_not(
-    store: dict[str, str], tmp_path: Path
-) -> None:
-    def context(memo: ScanMemo | None) -> SessionsContext:
-        return SessionsContext(files=LocalFiles(),
-                               harness=HarnessId("omp"), executor=LocalTransport(), environ=store,
-                               cache=SummaryCache(HarnessId("omp"), None), memo=memo)
-
-    [session, *_] = sorted((tmp_path / "envsess").glob("*.jsonl"))
-    check_unchanged_store_is_remembered(OmpSessions(), context, session.unlink)
-
-
 def test_a_refind_from_another_workspace_is_not_filtered(store: dict[str, str]) -> None:
     # On a re-find the scopes say where the caller is; they must not hide the session.
     context = SessionsContext(files=LocalFiles(),
@@ -679,7 +661,7 @@ def test_a_refind_from_another_workspace_is_not_filtered(store: dict[str, str]) 
                               scopes=("/home/dev/src/elsewhere",), native_id=MAIN_ID)
     scan = asyncio.run(OmpSessions().discover(context))
     assert [s.native_id for s in scan.sessions] == [MAIN_ID]
-    found = asyncio.run(service(store).find(provider(), MAIN_ID,
+    found = asyncio.run(service(store).find(PROVIDER, MAIN_ID,
                                             workspace="/home/dev/src/elsewhere"))
     assert found is not None and found.cwd == "/home/dev/src/omprepo"
 
@@ -687,15 +669,9 @@ def test_a_refind_from_another_workspace_is_not_filtered(store: dict[str, str]) 
 def test_overlapping_roots_list_a_file_once(store: dict[str, str], tmp_path: Path) -> None:
     overlapping = {**store, "PI_CODING_AGENT_SESSION_DIR": str(
         tmp_path / "agent" / "sessions" / "-src-omprepo")}
-    listing = asyncio.run(service(overlapping).discover([provider()], workspace=None))
+    listing = asyncio.run(service(overlapping).discover([PROVIDER], workspace=None))
     assert len(listing.sessions) == len({s.native_id for s in listing.sessions}) == 6
-    assert asyncio.run(service(overlapping).find(provider(), MAIN_ID)) is not None
-
-
-def test_the_capability_is_declared_and_implemented() -> None:
-    found = provider()
-    assert Capability.SESSIONS in found.capabilities
-    assert isinstance(found.sessions, OmpSessions)
+    assert asyncio.run(service(overlapping).find(PROVIDER, MAIN_ID)) is not None
 
 
 def test_omp_continues_a_session_whose_directory_is_gone_by_path() -> None:
@@ -707,123 +683,27 @@ def test_omp_continues_a_session_whose_directory_is_gone_by_path() -> None:
     assert "no longer exists" in (FIXTURES / "resume-missing-cwd.stderr.txt").read_text()
 
 
-# -- properties ---------------------------------------------------------------------------------
+# -- shapes for the contract's properties (test_contract.py) ----------------------------------
 
-_PROPERTY = settings(max_examples=150, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def check_types(found: HarnessSession | None) -> None:
-    """Whatever summarize returns is what the types promise, and survives the service."""
-    check_session_types(found, "omp")
+_field = awkward_values(["/p/a_b.jsonl"])
 
 
-@_PROPERTY
-@given(st.binary(max_size=4096), st.integers(16, 4096), st.integers(16, 4096))
-def test_arbitrary_bytes_never_raise(data: bytes, head: int, tail: int) -> None:
-    check_types(summarize(sample_of(data, head=head, tail=tail)))
+SESSION_FILES = json_line_records(
+    ["title", "session", "message", "model_change", "title_change", "custom"],
+    ["id", "cwd", "timestamp", "title", "model", "role", "provider", "modelId", "message",
+     "parentSession"],
+    _field, body=("message", ("message",), ("role", "content", "timestamp", "provider", "model")))
+"""Session files with values of any type where omp's fields are."""
 
-
-@_PROPERTY
-@given(st.data())
-def test_every_prefix_of_a_real_file_is_a_session_or_a_skip(data: st.DataObject) -> None:
-    raw = (FIXTURES / data.draw(st.sampled_from([row[0] for row in CAPTURED]))).read_bytes()
-    cut = data.draw(prefixes([raw]))
-    check_types(summarize(sample_of(
-        cut, head=data.draw(st.sampled_from([64, 256, 300, 1024, HEAD_BYTES])),
-        tail=data.draw(st.sampled_from([64, 700, TAIL_BYTES])))))
-
-
-def test_every_prefix_of_the_main_file() -> None:
-    raw = MAIN.read_bytes()
-    for cut in range(len(raw) + 1):
-        found = summarize(sample_of(raw[:cut]))
-        check_types(found)
-        if found is not None:
-            assert found.native_id == MAIN_ID
-            assert cut > 256  # never without the header after the slot
-
-
-_json = json_values(floats=st.floats())  # NaN and the infinities too
-_field = st.one_of(_json, st.sampled_from([
-    "", " ", "\x00", "/a\x00b", "\ud800", "/\udcff", "~", "relative", "0001-01-01T00:00:00+01:00",
-    "9999-12-31T23:59:59-01:00", 1e308, -1, 2**70, float("nan"), "x" * 10_000, "/p/a_b.jsonl",
-]))
-
-
-@_PROPERTY
-@given(st.lists(st.tuples(
-    st.sampled_from(["title", "session", "message", "model_change", "title_change", "custom"]),
-    st.dictionaries(st.sampled_from(["id", "cwd", "timestamp", "title", "model", "role",
-                                     "provider", "modelId", "message", "parentSession"]),
-                    _field, max_size=6),
-    st.dictionaries(st.sampled_from(["role", "content", "timestamp", "provider", "model"]),
-                    _field, max_size=5),
-), min_size=1, max_size=8))
-def test_wrong_typed_records_never_raise(records: list[tuple[str, dict[str, object],
-                                                              dict[str, object]]]) -> None:
-    out = b""
-    for kind, fields, message in records:
-        record = {"type": kind, **fields}
-        if kind == "message":
-            record["message"] = message
-        out += json.dumps(record).encode() + b"\n"
-    check_types(summarize(sample_of(out)))
-    check_types(summarize(sample_of(out, head=len(out) // 2 or 1, tail=len(out) // 3 or 1)))
-
-
-@pytest.mark.parametrize("data", [
+HUGE_SESSION_FILES = (
     slot("") + b'{"type":"session","id":"' + b"h" * 300_000 + b'","cwd":"/x"}\n',
     slot("") + b'{"type":"session","id":"a","cwd":"/x"}\n' + b"[" * 100_000 + b"\n",
     slot("") + b'{"type":"session","id":"a","cwd":"/x"}\n'
     + b'{"type":"message","message":' * 50_000,
     slot("") + b'{"type":"session","id":"a","cwd":"/x"}\n' + b"z" * 1_000_000 + b"\n",
     b"\n" * 1000 + slot("") + b'{"type":"session","id":"a","cwd":"/x"}\n',
-])
-def test_huge_and_deep_lines_never_raise(data: bytes) -> None:
-    check_types(summarize(sample_of(data)))
-
-
-_names = st.text(alphabet="abc.-_j", min_size=1, max_size=12).filter(lambda n: n not in (".", ".."))
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(["file", "link-file", "link-dir", "dir-file", "flat"]),
-                          _names, _names), max_size=10))
-def test_discovery_never_leaves_the_store(layout: list[tuple[str, str, str]]) -> None:
-    with tempfile.TemporaryDirectory() as raw:
-        base = Path(raw)
-        outside = base / "outside"
-        outside.mkdir()
-        (outside / "s.jsonl").write_bytes(MAIN.read_bytes())
-        sessions, flat = base / ".omp" / "agent" / "sessions", base / "flat"
-        flat.mkdir()
-        for kind, project, name in layout:
-            directory = flat if kind == "flat" else sessions / f"-{project}"
-            directory.mkdir(parents=True, exist_ok=True)
-            target = directory / f"{name}.jsonl"
-            if target.exists() or target.is_symlink():
-                continue
-            if kind in ("file", "flat"):
-                target.write_bytes(MAIN.read_bytes())
-            elif kind == "link-file":
-                target.symlink_to(outside / "s.jsonl")
-            elif kind == "link-dir":
-                target.symlink_to(outside, target_is_directory=True)
-            else:
-                (directory / name).mkdir(exist_ok=True)
-                (directory / name / "s.jsonl").write_bytes(MAIN.read_bytes())
-        environ = {"HOME": raw, "PI_CODING_AGENT_SESSION_DIR": str(flat)}
-        context = SessionsContext(files=LocalFiles(),
-                                  harness=HarnessId("omp"), executor=LocalTransport(),
-                                  environ=environ, cache=SummaryCache(HarnessId("omp"), None))
-        scan = asyncio.run(OmpSessions().discover(context))
-        roots = OmpSessions().store_roots(environ, LocalFiles())
-        real_roots = [r.resolve() for r in roots]
-        for found in scan.sessions:
-            assert found.store_path is not None
-            assert any(Path(found.store_path).resolve().is_relative_to(r) for r in real_roots)
-            assert confined(found.store_path, roots)
+)
+"""Huge and deeply nested values where the summarizer reads."""
 
 
 # -- the real CLI -------------------------------------------------------------------------------
@@ -857,7 +737,7 @@ def test_real_omp_session_is_found_and_continued_by_path_once_its_directory_is_g
     work.mkdir(parents=True)
     elsewhere.mkdir()
     run_omp(omp_home, work, "--model", "loopback/probe-model", "-p", "real prompt")
-    listing = asyncio.run(service(omp_home).discover([provider()], workspace=str(work)))
+    listing = asyncio.run(service(omp_home).discover([PROVIDER], workspace=str(work)))
     [found] = listing.sessions
     assert (found.title, found.cwd, found.model) == ("real prompt", str(work.resolve()),
                                                      "loopback/probe-model")
@@ -866,11 +746,11 @@ def test_real_omp_session_is_found_and_continued_by_path_once_its_directory_is_g
     # The policy behind resumes_without_original_directory = True, live, with the argv
     # clanker builds (the store path, not the id).
     work.rmdir()
-    argv = plan_launch(provider(), LaunchRequest(
+    argv = plan_launch(PROVIDER, LaunchRequest(
         operation=LaunchOperation.RESUME, cwd=str(elsewhere),
         session=SessionTarget(native_id=found.native_id, store_path=found.store_path))).argv
     assert argv[-1] == found.store_path
     run_omp(omp_home, elsewhere, "--resume", found.store_path, "-p", "after the move")
-    again = asyncio.run(service(omp_home).find(provider(), found.native_id))
+    again = asyncio.run(service(omp_home).find(PROVIDER, found.native_id))
     assert again is not None and again.store_path == found.store_path
     assert again.message_count == 4

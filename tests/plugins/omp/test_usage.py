@@ -16,31 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-import clanker_omp
-from clanker.capabilities import Capability
-from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, CommandRequest, CommandResult, LocalTransport
-from clanker.ids import HarnessId
-from clanker.registry import Registry
 from clanker.testing import FailingExecutor, ScriptedExecutor
-from clanker.testing.strategies import (
-    documents_with_values_replaced,
-    json_values,
-    junk_text,
-    prefixes,
-)
-from clanker.usage.capability import UsageContext
+from clanker.testing.doubles import probe_usage
 from clanker.usage.types import Measurement, MeasurementKind, UsageSnapshot
-from clanker_omp.usage import POLICY, OmpUsage, parse_omp_usage, usage_request
+from clanker_omp.usage import OmpUsage, parse_omp_usage, usage_request
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "omp" / "usage"
 DONE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-PROPERTY = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
 
 
 def fixture(name: str) -> str:
@@ -363,15 +348,8 @@ def test_unknown_future_fields_are_tolerated_everywhere() -> None:
 
 
 def run_probe(executor: object) -> UsageSnapshot:
-    context = UsageContext(files=LocalFiles(), environ={}, executor=executor, session_executor=None)  # type: ignore[arg-type]
-    return asyncio.run(OmpUsage().probe(context))
+    return probe_usage(OmpUsage(), executor)
 
-
-def test_the_policy_is_the_specs() -> None:
-    assert OmpUsage.policy is POLICY
-    assert POLICY.cache_ttl == timedelta(seconds=60)
-    assert POLICY.minimum_interval == timedelta(seconds=60)
-    assert POLICY.failure_backoff == timedelta(seconds=120)
 
 
 def test_the_request_is_bounded_and_passes_no_environment() -> None:
@@ -383,13 +361,6 @@ def test_the_request_is_bounded_and_passes_no_environment() -> None:
     # PI_CODING_AGENT_DIR and the like are neither set nor stripped: the
     # user's environment picks omp's store, exactly as for a launch.
     assert dict(request.env) == {}
-
-
-def test_the_plugin_declares_and_provides_usage() -> None:
-    registry = Registry.from_plugins({"omp": clanker_omp.plugin}, environ={})
-    provider = registry.get_provider(HarnessId("omp"))
-    assert Capability.USAGE in provider.capabilities
-    assert isinstance(provider.usage, OmpUsage)
 
 
 def test_the_probe_replays_a_captured_run() -> None:
@@ -432,44 +403,7 @@ def test_execution_failures_stay_typed(kind: ErrorKind) -> None:
     assert caught.value.kind is kind
 
 
-# -- properties ---------------------------------------------------------------------------------
-
-REAL_OUTPUTS = [fixture(name) for name in (
-    "usage-json-stub-upstream.json", "usage-json-built-edge-cases.json",
-    "usage-json-no-credentials.json",
-)]
-# Any JSON value, NaN and the infinities included.
-JSON_VALUES = json_values(max_leaves=8, floats=st.floats())
-
-
-def typed_or_snapshot(text: str) -> None:
-    try:
-        snapshot = parse(text)
-    except HarnessCapabilityError:
-        return
-    assert isinstance(snapshot, UsageSnapshot)
-
-
-@PROPERTY
-@given(text=junk_text())
-def test_junk_never_raises_anything_but_a_typed_failure(text: str) -> None:
-    typed_or_snapshot(text)
-
-
-@PROPERTY
-@given(cut=prefixes(REAL_OUTPUTS))
-def test_truncated_real_output_never_raises_anything_but_a_typed_failure(cut: str) -> None:
-    typed_or_snapshot(cut)
-
-
-@PROPERTY
-@given(source=st.sampled_from(REAL_OUTPUTS[:2]), data=st.data())
-def test_any_value_replaced_anywhere_never_raises_anything_but_a_typed_failure(
-    source: str, data: st.DataObject
-) -> None:
-    document: Any = data.draw(
-        documents_with_values_replaced(json.loads(source), JSON_VALUES))
-    typed_or_snapshot(json.dumps(document))
+# Junk, cut and altered outputs through the probe: the contract (test_contract.py).
 
 
 # -- the real CLI, when it is installed -----------------------------------------------------

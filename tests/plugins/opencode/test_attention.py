@@ -31,13 +31,10 @@ import clanker_opencode
 from clanker.attention.capability import (
     AttachmentContext,
     AttachmentPlan,
-    AttentionCapability,
     Declined,
 )
 from clanker.attention.envelope import parse_envelope
-from clanker.capabilities import Capability
 from clanker.grid.server import Grid
-from clanker.testing.commit import installed_provider
 from clanker.testing.doubles import attachment_context
 from clanker_opencode.attention import (
     CONFIG_VARIABLE,
@@ -247,14 +244,6 @@ def summary(envelopes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 
 # -- prepare() ------------------------------------------------------------------------------------
-
-
-def test_the_plugin_declares_the_capability() -> None:
-    assert Capability.ATTENTION in installed_provider("opencode").capabilities
-    attention = installed_provider("opencode").attention
-    assert isinstance(attention, AttentionCapability)
-    assert attention.interpreter is None
-    assert attention.resume_preserves_session_id is True
 
 
 def test_prepare_installs_the_plugin_and_points_opencode_at_it(tmp_path: Path) -> None:

@@ -9,28 +9,20 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clanker.commit.message import Style, normalize_message
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
-    ReplayDouble,
-    answer_or_typed_failure,
     change_repository,
-    check_prompt_shows_the_change,
-    check_typed_failure,
     commit_failure,
     git,
-    install_replay_double,
     installed_provider,
     json_lines,
     propose,
     repository_state,
 )
-from clanker.testing.doubles import prepend_to_path
-from clanker.testing.strategies import json_values, junk_text, prefixes
+from clanker.testing.strategies import json_values
 from clanker_opencode.commit import (
     COMMIT_ARGS,
     COMMIT_CONFIG,
@@ -173,14 +165,6 @@ def test_the_answer_is_the_text_of_the_last_step_that_stopped(name: str) -> None
 
 def test_earlier_steps_are_never_part_of_the_answer() -> None:
     assert "Let me read" not in parse_commit_stream(stream("built-success-multi-step.jsonl"))
-
-
-def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer() -> None:
-    answer = parse_commit_stream(stream("built-decorated.jsonl"))
-    assert answer.startswith("Here's a commit message for your change:\n\n```\n")
-    with pytest.raises(HarnessCapabilityError) as caught:
-        normalize_message(answer, Style.CONVENTIONAL, harness="opencode")
-    assert caught.value.kind is ErrorKind.PARSE_FAILURE
 
 
 @pytest.mark.parametrize(
@@ -413,41 +397,13 @@ def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
     assert parse_commit_stream(out.replace("\\u2028", "\u2028")) == "Fix it\u2028 now"
 
 
-# -- properties -------------------------------------------------------------------------
-
-_PROPERTY = settings(max_examples=200, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def _typed_or_answer(out: str, exit_code: int = 0) -> str | None:
-    return answer_or_typed_failure(OpenCodeCommit(), "opencode", out, exit_code)
-
-
-@_PROPERTY
-@given(name=st.sampled_from(STREAMS), data=st.data())
-def test_a_truncated_stream_fails_or_gives_the_whole_answer(name: str, data: st.DataObject) -> None:
-    full = stream(name)
-    cut = data.draw(prefixes([full]))
-    answer = _typed_or_answer(cut)
-    if answer is not None:
-        # Only a cut after the final step_finish line can still answer, and then fully.
-        assert answer == parse_commit_stream(full)
-        assert cut.rstrip("\n").endswith(full.rstrip("\n").rsplit("\n", 1)[-1])
-    assert _typed_or_answer(cut, exit_code=1) is None
-
-
-@_PROPERTY
-@given(junk=junk_text(), exit_code=st.sampled_from([0, 1, 2, 143]))
-def test_junk_is_a_typed_failure(junk: str, exit_code: int) -> None:
-    assert _typed_or_answer(junk, exit_code) is None
-    _typed_or_answer(json_lines(start()) + junk)
-
+# -- shapes for the contract's properties (test_contract.py) --------------------------
 
 # Any JSON value, NaN and the infinities included, with the format's own keys.
 _JSON = json_values(max_leaves=20, floats=st.floats(), keys=st.sampled_from([
     "type", "part", "id", "text", "reason", "error", "name", "data", "synthetic", "ignored"]))
 _TYPES = st.sampled_from(["step_start", "text", "step_finish", "reasoning", "tool_use", "error"])
-_EVENTS = st.one_of(
+EVENTS = st.one_of(
     _JSON,
     st.builds(lambda t, body: {**(body if isinstance(body, dict) else {}), "type": t},
               _TYPES, _JSON),
@@ -455,87 +411,16 @@ _EVENTS = st.one_of(
                                                           "reason": value}},
               _TYPES, st.sampled_from(["a", "b"]), st.sampled_from(["stop", "x", "", 3])),
 )
+"""Events near the output format: what the contract adds after and instead of an output."""
 
 
-@_PROPERTY
-@given(items=st.lists(_EVENTS, max_size=8), name=st.sampled_from(STREAMS))
-def test_arbitrary_json_events_are_an_answer_or_a_typed_failure(
-    items: list[object], name: str
-) -> None:
-    _typed_or_answer(stream(name) + json_lines(*items))
-    answer = _typed_or_answer(json_lines(*items))
-    if answer is not None:
-        assert answer.strip()
-
-
-# -- end to end: the real service, the registry's provider, an opencode double -----------
-
-# Replays opencode 1.18.33's `run --format json` stdout (a fixture file, byte for byte)
-# after reading the prompt from stdin to EOF, as opencode does; it records, besides, the
-# variables clanker sets and PWD.
-@pytest.fixture
-def opencode_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
-    double = install_replay_double(tmp_path / "bin", "opencode", record_env=(
-        "OPENCODE_CONFIG_CONTENT", "OPENCODE_DB", "PWD", "OPENCODE_DISABLE_PROJECT_CONFIG"))
-    prepend_to_path(monkeypatch, double.path.parent)
-    # A user's own value is replaced for this one run.
-    monkeypatch.setenv("OPENCODE_CONFIG_CONTENT", '{"permission":"allow"}')
-    return double
+# -- the real CLI, when it is installed ---------------------------------------------------
+# (End to end through the commit service and a double: the contract, test_contract.py.)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return change_repository(tmp_path)
-
-
-def test_end_to_end_through_the_commit_service(
-    repo: Path, opencode_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    opencode_double.replay(monkeypatch, COMMIT / "built-success-multi-step.jsonl")
-    before = repository_state(repo)
-    proposal = propose(installed_provider("opencode"), repo, tmp_path / "locks", "loop/m1")
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert proposal.message.body == "Retry failed sync requests up to three times with backoff."
-    assert repository_state(repo) == before
-    seen = opencode_double.call()
-    assert seen["argv"] == [*COMMIT_ARGS, "--model=loop/m1"]
-    assert seen["cwd"] == str(repo)
-    assert seen["env"]["OPENCODE_CONFIG_CONTENT"] == COMMIT_CONFIG
-    assert seen["env"]["OPENCODE_DB"] == ":memory:"
-    assert seen["env"]["PWD"] == ""  # not clanker's own directory
-    assert seen["env"]["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
-    prompt = opencode_double.stdin().decode()
-    check_prompt_shows_the_change(prompt)
-
-
-def test_end_to_end_without_a_model_uses_opencodes_default(
-    repo: Path, opencode_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    opencode_double.replay(monkeypatch, COMMIT / "built-success.jsonl")
-    proposal = propose(installed_provider("opencode"), repo, tmp_path / "locks", None)
-    assert proposal.message.subject == "feat: add retry to the sync client"
-    assert opencode_double.call()["argv"] == list(COMMIT_ARGS)
-
-
-@pytest.mark.parametrize(
-    ("name", "exit_code", "kind"),
-    [
-        ("built-decorated.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
-        ("built-thinking-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("built-tool-call-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("run-http-401-recommended.jsonl", 1, ErrorKind.COMMAND_FAILED),
-        ("built-incomplete.jsonl", 143, ErrorKind.COMMAND_FAILED),
-    ],
-)
-def test_end_to_end_failures_are_typed_and_change_nothing(
-    repo: Path, opencode_double: ReplayDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    name: str, exit_code: int, kind: ErrorKind,
-) -> None:
-    opencode_double.replay(monkeypatch, COMMIT / name, exit_code)
-    check_typed_failure("opencode", repo, tmp_path / "locks", kind)
-
-
-# -- the real CLI, when it is installed ---------------------------------------------------
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.testing import HarnessProviderContract, ScriptedExecutor
+from clanker.testing import ScriptedExecutor, launch_argv, registered
 from clanker_opencode.launch import OpenCodeLaunch
 from clanker_opencode.models import OpenCodeModels, listing_args, parse_models_listing
 
@@ -34,30 +34,14 @@ SESSION_IDS = tuple(entry["id"] for entry in json.loads(fixture("session-list.js
 SOURCE_ID = "ses_dd477e2caffeRx4w8c0S7Feig0"  # the session the captured fork was made from
 
 
-class TestOpenCodeContract(HarnessProviderContract):
-    plugin = clanker_opencode.plugin
-    harness_id = "opencode"
-    valid_session_ids = (*SESSION_IDS, "ses_dd492bd1fffecAWp6ORPt8WKIi")
-    invalid_session_ids = (
-        *HarnessProviderContract.invalid_session_ids,
-        "notasession",  # opencode itself refuses it: "Invalid session ID"
-        "ses_DD477E2CAFFERx4w8c0S7Feig0",  # the time stamp part is lowercase hex
-        "msg_dd477e2caffeRx4w8c0S7Feig0",  # a message id
-        "ses-dd477e2caffeRx4w8c0S7Feig0",
-        SOURCE_ID[:-1],
-        SOURCE_ID + "0",
-        SOURCE_ID + "\n",
-        "ses_dd477e2caffeRx4w8c0S7Feig_",
-        f"/home/u/.local/share/opencode/storage/session/global/{SOURCE_ID}.json",
-    )
+PROVIDER = registered(clanker_opencode.plugin, "opencode")
 
 
 # -- launch ----------------------------------------------------------------------------
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = TestOpenCodeContract().provider()
-    return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
+    return launch_argv(PROVIDER, **fields)
 
 
 def test_fresh_launch_is_the_bare_tui_without_a_project() -> None:
@@ -101,7 +85,7 @@ def test_resume_and_fork_over_ssh_build_the_same_command() -> None:
 
 
 def test_no_environment_is_set_for_opencode() -> None:
-    provider = TestOpenCodeContract().provider()
+    provider = PROVIDER
     assert dict(plan_launch(provider, LaunchRequest(cwd="/w", model="loop/m1")).env) == {}
 
 

@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_opencode
-from clanker.capabilities import Capability
 from clanker.descriptor import SessionOperation
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
@@ -291,11 +290,8 @@ def test_a_failed_listing_never_shows_opencodes_stderr() -> None:
     assert "secret-looking" not in str(caught.value)
 
 
-def test_the_capability_is_declared_and_implemented() -> None:
-    found = provider()
-    assert Capability.SESSIONS in found.capabilities
-    assert isinstance(found.sessions, OpenCodeSessions)
-    assert found.sessions.store_roots({"HOME": "/home/dev"}, LocalFiles()) == ()
+def test_the_store_is_reached_through_opencode_alone() -> None:
+    assert OpenCodeSessions().store_roots({"HOME": "/home/dev"}, LocalFiles()) == ()
 
 
 def test_opencode_refuses_a_session_whose_directory_is_gone() -> None:

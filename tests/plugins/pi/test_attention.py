@@ -21,13 +21,10 @@ from clanker.attention.broker import Broker, Decision
 from clanker.attention.capability import (
     AttachmentContext,
     AttachmentPlan,
-    AttentionCapability,
     Declined,
 )
 from clanker.attention.envelope import parse_envelope
-from clanker.capabilities import Capability
 from clanker.testing.attention import GridDouble, running_grid
-from clanker.testing.commit import installed_provider
 from clanker.testing.doubles import attachment_context
 from clanker_pi.attention import EXTENSION, EXTENSION_NAME, SUBCOMMANDS, PiAttention
 
@@ -297,14 +294,6 @@ def context(
                         "CLANKER_ATTENTION_TOKEN": TOKEN},
         cwd=CWD, private_dir=private, user_flags=user_flags,
     )
-
-
-def test_the_plugin_declares_attention() -> None:
-    capability = installed_provider("pi").attention
-    assert isinstance(capability, AttentionCapability)
-    assert capability.interpreter is None
-    assert capability.resume_preserves_session_id is False
-    assert Capability.ATTENTION in installed_provider("pi").capabilities
 
 
 @pytest.mark.parametrize(

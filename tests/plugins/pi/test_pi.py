@@ -14,11 +14,10 @@ from clanker.descriptor import Transport
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandResult, LocalTransport
-from clanker.launch.planning import plan_launch
-from clanker.launch.request import LaunchRequest, SessionTarget
+from clanker.launch.request import SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
-from clanker.testing import HarnessProviderContract, ScriptedSession, ScriptedSessionExecutor
+from clanker.testing import ScriptedSession, ScriptedSessionExecutor, launch_argv, registered
 from clanker_pi.launch import PiLaunch
 from clanker_pi.models import LISTING_ARGS, PiModels, parse_available_models
 
@@ -38,23 +37,7 @@ FORK_ID = header(FORK_FILE)["id"]
 STORE_PATH = header(FORK_FILE)["parentSession"]
 
 
-class TestPiContract(HarnessProviderContract):
-    plugin = clanker_pi.plugin
-    harness_id = "pi"
-    valid_session_ids = (
-        SESSION_ID,
-        FORK_ID,
-        "3f2c9a4e-8b1d-4c6e-9f0a-1b2c3d4e5f60",  # a v4 id, as pi wrote before 0.67.1
-    )
-    invalid_session_ids = (
-        *HarnessProviderContract.invalid_session_ids,
-        SESSION_ID.upper(),
-        SESSION_ID[:8],  # pi accepts prefixes; clanker names whole sessions only
-        SESSION_ID.replace("-", ""),
-        "{" + SESSION_ID + "}",
-        STORE_PATH,
-        SESSION_FILE.name,
-    )
+PROVIDER = registered(clanker_pi.plugin, "pi")
 
 
 def responses(name: str) -> list[dict[str, object]]:
@@ -65,8 +48,7 @@ def responses(name: str) -> list[dict[str, object]]:
 
 
 def plan(**fields: object) -> tuple[str, ...]:
-    provider = TestPiContract().provider()
-    return plan_launch(provider, LaunchRequest(cwd="/w", **fields)).argv  # type: ignore[arg-type]
+    return launch_argv(PROVIDER, **fields)
 
 
 def test_fresh_launch_is_the_bare_tui() -> None:

@@ -7,38 +7,32 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import clanker_pi
-from clanker.capabilities import Capability
 from clanker.descriptor import SessionOperation
 from clanker.environment.files import FileSample, confined, read_sample
-from clanker.environment.local import LocalEnvironment, LocalFiles, host_environ
+from clanker.environment.local import LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.registry import HarnessProvider, Registry
+from clanker.registry import Registry
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import Selection, resolve_selection
-from clanker.sessions.service import SessionService
-from clanker.sessions.types import HarnessSession, SessionScan, parse_timestamp
-from clanker.sessions.witness import ScanMemo
+from clanker.sessions.types import parse_timestamp
+from clanker.testing import registered
 from clanker.testing.sessions import (
-    check_session_types,
-    check_unchanged_store_is_remembered,
     sample_of_bytes,
 )
-from clanker.testing.strategies import json_values, prefixes
+from clanker.testing.sessions import session_service as service
+from clanker.testing.strategies import awkward_values, json_line_records
 from clanker_pi.sessions import (
     HEAD_BYTES,
     TAIL_BYTES,
@@ -444,39 +438,25 @@ def registry() -> Registry:
     return Registry.from_plugins({"pi": clanker_pi.plugin}, environ={})
 
 
-def provider() -> HarnessProvider:
-    return registry().get_provider(HarnessId("pi"))
+PROVIDER = registered(clanker_pi.plugin, "pi")
+
+
+def copy_store(agent: Path, custom: Path) -> None:
+    """The captured agent dir and custom session dir, copied to ``agent`` and ``custom``."""
+    shutil.copytree(AGENT, agent)
+    shutil.copytree(CUSTOM, custom)
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> dict[str, str]:
-    """The captured agent dir and custom session dir, copied; the environ pointing at them."""
-    shutil.copytree(AGENT, tmp_path / "agent")
-    shutil.copytree(CUSTOM, tmp_path / "custom")
+    """The captured store, copied; the environ pointing at it."""
+    copy_store(tmp_path / "agent", tmp_path / "custom")
     return {"HOME": str(tmp_path), "PI_CODING_AGENT_DIR": str(tmp_path / "agent"),
             "PI_CODING_AGENT_SESSION_DIR": str(tmp_path / "custom"), "PATH": os.environ["PATH"]}
 
 
-def service(environ: Mapping[str, str]) -> SessionService:
-    return SessionService(environment=LocalEnvironment(environ), cache_dir=None)
-
-
-def test_an_unchanged_store_is_remembered_and_a_new_session_is_not(
-    store: dict[str, str], tmp_path: Path
-) -> None:
-    def context(memo: ScanMemo | None) -> SessionsContext:
-        return SessionsContext(files=LocalFiles(),
-                               harness=HarnessId("pi"), executor=LocalTransport(), environ=store,
-                               cache=SummaryCache(HarnessId("pi"), None), memo=memo)
-
-    [session] = (tmp_path / "custom").glob("*.jsonl")
-    copy = session.with_name("copy.jsonl")
-    check_unchanged_store_is_remembered(
-        PiSessions(), context, lambda: copy.write_bytes(session.read_bytes()))
-
-
 def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert listing.complete
     assert listing.scans[0].scan.skipped == 0
     assert len(listing.sessions) == 11
@@ -486,7 +466,7 @@ def test_the_whole_store_is_listed(store: dict[str, str]) -> None:
 
 
 def test_a_workspace_lists_its_own_sessions_newest_first(store: dict[str, str]) -> None:
-    listing = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/pirepo"))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/pirepo"))
     assert [s.native_id for s in listing.sessions] == [
         "01a22ba6-e060-73c7-88be-ef7aea1118a8",
         "01a22ba6-cedc-7748-921d-a56d13fd0fda",
@@ -495,7 +475,7 @@ def test_a_workspace_lists_its_own_sessions_newest_first(store: dict[str, str]) 
     ]
     assert listing.sessions[-1].title == "Fix the parser"
     # `/home/dev/src/a:b` shares no prefix; `/home/dev/src/proj` is in the flat dir.
-    custom = asyncio.run(service(store).discover([provider()], workspace="/home/dev/src/proj"))
+    custom = asyncio.run(service(store).discover([PROVIDER], workspace="/home/dev/src/proj"))
     assert [s.native_id for s in custom.sessions] == ["01a22ba5-5749-7236-a17a-197e03855e59"]
 
 
@@ -513,7 +493,7 @@ def test_the_workspace_prefilter_skips_other_projects(store: dict[str, str]) -> 
 
 def test_refinding_by_id_and_the_removed_directory_policy(store: dict[str, str],
                                                           tmp_path: Path) -> None:
-    found = asyncio.run(service(store).find(provider(), MAIN_ID))
+    found = asyncio.run(service(store).find(PROVIDER, MAIN_ID))
     assert found is not None
     assert found.store_path == str(tmp_path / "agent" / "sessions" / PIREPO.name / MAIN.name)
     # /home/dev/src/pirepo does not exist here: pi refuses such a session by path,
@@ -581,7 +561,7 @@ def test_what_is_not_a_session_file_is_never_read(store: dict[str, str], tmp_pat
     (project / "link.jsonl").symlink_to(outside / MAIN.name)
     (tmp_path / "agent" / "sessions" / "--linked--").symlink_to(outside)
     (tmp_path / "agent" / "legacy.jsonl").write_bytes(MAIN.read_bytes())  # pi 0.30's place
-    listing = asyncio.run(service(store).discover([provider()], workspace=None))
+    listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert len(listing.sessions) == 11
     assert listing.scans[0].scan.skipped == 0
 
@@ -594,22 +574,16 @@ def test_a_refind_from_another_workspace_is_not_filtered(store: dict[str, str]) 
                               scopes=("/somewhere/else",), native_id=MAIN_ID)
     scan = asyncio.run(PiSessions().discover(context))
     assert [s.native_id for s in scan.sessions] == [MAIN_ID]
-    found = asyncio.run(service(store).find(provider(), MAIN_ID, workspace="/somewhere/else"))
+    found = asyncio.run(service(store).find(PROVIDER, MAIN_ID, workspace="/somewhere/else"))
     assert found is not None and found.cwd == "/home/dev/src/pirepo"
 
 
 def test_overlapping_roots_list_a_file_once(store: dict[str, str], tmp_path: Path) -> None:
     overlapping = {**store, "PI_CODING_AGENT_SESSION_DIR": str(
         tmp_path / "agent" / "sessions" / PIREPO.name)}
-    listing = asyncio.run(service(overlapping).discover([provider()], workspace=None))
+    listing = asyncio.run(service(overlapping).discover([PROVIDER], workspace=None))
     assert len(listing.sessions) == len({s.native_id for s in listing.sessions}) == 10
-    assert asyncio.run(service(overlapping).find(provider(), MAIN_ID)) is not None
-
-
-def test_the_capability_is_declared_and_implemented() -> None:
-    found = provider()
-    assert Capability.SESSIONS in found.capabilities
-    assert isinstance(found.sessions, PiSessions)
+    assert asyncio.run(service(overlapping).find(PROVIDER, MAIN_ID)) is not None
 
 
 def test_pi_refuses_a_session_whose_directory_is_gone() -> None:
@@ -621,120 +595,25 @@ def test_pi_refuses_a_session_whose_directory_is_gone() -> None:
     assert "Stored session working directory does not exist" in stderr
 
 
-# -- properties ---------------------------------------------------------------------------------
+# -- shapes for the contract's properties (test_contract.py) ----------------------------------
 
-_PROPERTY = settings(max_examples=150, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def check_types(found: HarnessSession | None) -> None:
-    """Whatever summarize returns is what the types promise, and survives the service."""
-    check_session_types(found, "pi")
+_field = awkward_values()
 
 
-@_PROPERTY
-@given(st.binary(max_size=4096), st.integers(16, 4096), st.integers(16, 4096))
-def test_arbitrary_bytes_never_raise(data: bytes, head: int, tail: int) -> None:
-    check_types(summarize(sample_of(data, head=head, tail=tail)))
+SESSION_FILES = json_line_records(
+    ["session", "message", "session_info", "model_change", "custom", "x"],
+    ["id", "cwd", "timestamp", "name", "provider", "modelId", "message", "parentSession",
+     "branchedFrom", "version"],
+    _field, body=("message", ("message",), ("role", "content", "timestamp", "provider", "model")))
+"""Session files with values of any type where pi's fields are."""
 
-
-@_PROPERTY
-@given(st.data())
-def test_every_prefix_of_a_real_file_is_a_session_or_a_skip(data: st.DataObject) -> None:
-    path = FIXTURES / data.draw(st.sampled_from([row[0] for row in CAPTURED]))
-    raw = path.read_bytes()
-    cut = data.draw(prefixes([raw]))
-    head = data.draw(st.sampled_from([64, 300, 1024, HEAD_BYTES]))
-    check_types(summarize(sample_of(cut, head=head, tail=data.draw(st.sampled_from(
-        [64, 700, TAIL_BYTES])))))
-
-
-def test_every_prefix_of_the_main_file() -> None:
-    raw = MAIN.read_bytes()
-    for cut in range(len(raw) + 1):
-        found = summarize(sample_of(raw[:cut]))
-        check_types(found)
-        if found is not None:
-            assert found.native_id == MAIN_ID
-
-
-_json = json_values(floats=st.floats())  # NaN and the infinities too
-_field = st.one_of(_json, st.sampled_from([
-    "", " ", "\x00", "/a\x00b", "\ud800", "/\udcff", "~", "relative", "0001-01-01T00:00:00+01:00",
-    "9999-12-31T23:59:59-01:00", 1e308, -1, 2**70, float("nan"), "x" * 10_000,
-]))
-
-
-@_PROPERTY
-@given(st.lists(st.tuples(
-    st.sampled_from(["session", "message", "session_info", "model_change", "custom", "x"]),
-    st.dictionaries(st.sampled_from(["id", "cwd", "timestamp", "name", "provider", "modelId",
-                                     "message", "parentSession", "branchedFrom", "version"]),
-                    _field, max_size=6),
-    st.dictionaries(st.sampled_from(["role", "content", "timestamp", "provider", "model"]),
-                    _field, max_size=5),
-), min_size=1, max_size=8))
-def test_wrong_typed_records_never_raise(records: list[tuple[str, dict[str, object],
-                                                              dict[str, object]]]) -> None:
-    out = b""
-    for kind, fields, message in records:
-        record = {"type": kind, **fields}
-        if kind == "message":
-            record["message"] = message
-        out += json.dumps(record).encode() + b"\n"
-    check_types(summarize(sample_of(out)))
-    check_types(summarize(sample_of(out, head=len(out) // 2 or 1, tail=len(out) // 3 or 1)))
-
-
-@pytest.mark.parametrize("line", [
+HUGE_SESSION_FILES = (
     b'{"type":"session","id":"' + b"h" * 300_000 + b'","cwd":"/x"}\n',
     b'{"type":"session","id":"a","cwd":"/x"}\n' + b"[" * 100_000 + b"\n",
     b'{"type":"session","id":"a","cwd":"/x"}\n' + b'{"type":"message","message":' * 50_000,
     b'{"type":"session","id":"a","cwd":"/x"}\n' + b"z" * 1_000_000 + b"\n",
-])
-def test_huge_and_deep_lines_never_raise(line: bytes) -> None:
-    check_types(summarize(sample_of(line)))
-
-
-_names = st.text(alphabet="abc.-_j", min_size=1, max_size=12).filter(lambda n: n not in (".", ".."))
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(["file", "link-file", "link-dir", "dir-file"]),
-                          _names, _names), max_size=10))
-def test_discovery_never_leaves_the_store(layout: list[tuple[str, str, str]]) -> None:
-    with tempfile.TemporaryDirectory() as raw:
-        base = Path(raw)
-        outside = base / "outside"
-        outside.mkdir()
-        (outside / "s.jsonl").write_bytes(MAIN.read_bytes())
-        agent = base / "agent"
-        for kind, project, name in layout:
-            directory = agent / "sessions" / f"--{project}--"
-            directory.mkdir(parents=True, exist_ok=True)
-            target = directory / f"{name}.jsonl"
-            if target.exists() or target.is_symlink():
-                continue
-            if kind == "file":
-                target.write_bytes(MAIN.read_bytes())
-            elif kind == "link-file":
-                target.symlink_to(outside / "s.jsonl")
-            elif kind == "link-dir":
-                target.symlink_to(outside, target_is_directory=True)
-            else:
-                (directory / name).mkdir(exist_ok=True)
-                (directory / name / "s.jsonl").write_bytes(MAIN.read_bytes())
-        environ = {"HOME": raw, "PI_CODING_AGENT_DIR": str(agent)}
-        context = SessionsContext(files=LocalFiles(),
-                                  harness=HarnessId("pi"), executor=LocalTransport(),
-                                  environ=environ, cache=SummaryCache(HarnessId("pi"), None))
-        scan: SessionScan = asyncio.run(PiSessions().discover(context))
-        roots = PiSessions().store_roots(environ, LocalFiles())
-        real_root = (agent / "sessions").resolve()
-        for found in scan.sessions:
-            assert found.store_path is not None
-            assert Path(found.store_path).resolve().is_relative_to(real_root)
-            assert confined(found.store_path, roots)
+)
+"""Huge and deeply nested values where the summarizer reads."""
 
 
 # -- the real CLI -------------------------------------------------------------------------------
@@ -766,12 +645,12 @@ def test_real_pi_session_is_found_and_refused_once_its_directory_is_gone(
     work.mkdir()
     elsewhere.mkdir()
     run_pi(pi_home, work, "--model", "loopback/probe-model", "-p", "real prompt")
-    listing = asyncio.run(service(pi_home).discover([provider()], workspace=str(work)))
+    listing = asyncio.run(service(pi_home).discover([PROVIDER], workspace=str(work)))
     [found] = listing.sessions
     assert (found.title, found.cwd, found.model) == ("real prompt", str(work.resolve()),
                                                      "loopback/probe-model")
     assert found.message_count == 2
-    refound = asyncio.run(service(pi_home).find(provider(), found.native_id))
+    refound = asyncio.run(service(pi_home).find(PROVIDER, found.native_id))
     assert refound is not None and refound.store_path == found.store_path
     # The policy behind resumes_without_original_directory = False, live.
     work.rmdir()

@@ -26,6 +26,10 @@ and checks what the double was given and that the repository did not change
 The double's protocol: it reads its stdin to EOF, records it and how it was run,
 writes the file named by :data:`STREAM_VARIABLE` to stdout byte for byte (nothing
 when it is unset) and exits with :data:`EXIT_VARIABLE` (default 0).
+
+:class:`CommitContract`, the commit part of the provider contract, runs exactly
+that for every output a plugin lists in :attr:`CommitContract.commit_successes`
+and :attr:`CommitContract.commit_failures`.
 """
 
 from __future__ import annotations
@@ -36,23 +40,29 @@ import subprocess
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from clanker.capabilities import Capability
 from clanker.commit.capability import CommitCapability
-from clanker.commit.message import Style
+from clanker.commit.message import Style, normalize_message
 from clanker.commit.service import CommitProposal, CommitService
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandResult, LocalTransport
 from clanker.ids import HarnessId
 from clanker.registry import HarnessProvider, Registry
-from clanker.testing.doubles import write_script
+from clanker.testing.base import PROPERTY, ContractBase
+from clanker.testing.doubles import prepend_to_path, write_script
+from clanker.testing.strategies import json_values, junk_text, model_ids, prefixes
 
 __all__ = [
     "EXIT_VARIABLE",
     "GIT",
     "STREAM_VARIABLE",
+    "CommitContract",
     "ReplayDouble",
     "answer_or_typed_failure",
     "change_repository",
@@ -284,12 +294,235 @@ def check_prompt_shows_the_change(
     assert "outside-secret" not in prompt
 
 
-def check_typed_failure(harness: str, repo: Path, locks: Path, kind: ErrorKind) -> None:
-    """Assert that asking the installed ``harness`` for a message fails with ``kind``,
-    naming the harness, and that the repository is as it was."""
+def check_typed_failure(
+    harness: str, repo: Path, locks: Path, kind: ErrorKind,
+    provider: HarnessProvider | None = None,
+) -> None:
+    """Assert that asking ``harness`` (the installed plugin's, or ``provider``) for a
+    message fails with ``kind``, naming the harness, and that the repository is as it
+    was."""
     before = repository_state(repo)
     with pytest.raises(HarnessCapabilityError) as caught:
-        propose(installed_provider(harness), repo, locks, None)
+        propose(provider or installed_provider(harness), repo, locks, None)
     assert caught.value.kind is kind
     assert caught.value.harness == harness
     assert repository_state(repo) == before
+
+
+# -- the commit part of the provider contract -----------------------------------------------
+
+
+class CommitContract(ContractBase):
+    """Commit: bounded, tool-free inference with the prompt on stdin; any output is an
+    answer or a typed failure; and end to end, through the real commit service and a
+    double of the harness replaying captured outputs, the message comes out and the
+    repository stays as it was.
+
+    A plugin lists its captured outputs in :attr:`commit_successes` and
+    :attr:`commit_failures` and, where its double must record or refuse something,
+    overrides :meth:`commit_double` and the ``check_commit_*`` methods.
+    """
+
+    commit_fixtures: ClassVar[Path | None] = None
+    """The directory of the captured outputs, when the attributes below name them."""
+    commit_successes: ClassVar[Sequence[tuple[Path | str, str]]] = ()
+    """Outputs of the harness's commit mode (captured or built: a path, or a name in
+    :attr:`commit_fixtures`) and the message the service proposes from each:
+    ``"subject"`` or ``"subject\\n\\nbody"``."""
+    commit_failures: ClassVar[Sequence[tuple[Path | str, int, ErrorKind]]] = ()
+    """Outputs with the exit status they came with, and how asking fails for each."""
+    commit_outputs: ClassVar[Sequence[Path | str] | str] = ()
+    """Every captured or built output of the commit mode, or a glob pattern in
+    :attr:`commit_fixtures` (by default those of :attr:`commit_successes` and
+    :attr:`commit_failures`): the contract cuts them short and adds junk and events."""
+    commit_events: ClassVar[st.SearchStrategy[object]] = json_values(max_leaves=20,
+                                                                     floats=st.floats())
+    """Events near the harness's output format, added after a captured output and alone;
+    by default any JSON value (NaN and the infinities too)."""
+    commit_failure_kinds: ClassVar[tuple[ErrorKind, ...]] = (ErrorKind.PARSE_FAILURE,
+                                                              ErrorKind.COMMAND_FAILED)
+    """How parsing any output may fail."""
+    commit_decorated: ClassVar[Path | str | None] = None
+    """An output whose answer wraps the message in prose and a code fence: the parser
+    passes it through as it is, and the commit service's normalizer refuses it."""
+    commit_model: ClassVar[str] = "contract-model"
+    """The model asked for in the end-to-end run (the harness must accept its syntax)."""
+
+    def commit_double(self, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
+        """Install the harness's double in ``bin_dir`` (put on ``PATH`` by the contract).
+        By default a plain :func:`install_replay_double` of the executable."""
+        return install_replay_double(bin_dir, self.provider().descriptor.executable)
+
+    def commit_repository(self, tmp_path: Path) -> Path:
+        """The repository the end-to-end run describes: :func:`change_repository`."""
+        return change_repository(tmp_path)
+
+    def check_commit_prompt(self, stdin: bytes) -> None:
+        """Assert that what the double read on stdin carries the change of
+        :meth:`commit_repository` (by default a prompt in plain text)."""
+        check_prompt_shows_the_change(stdin.decode())
+
+    def check_commit_call(self, call: dict[str, Any], repo: Path) -> None:
+        """Assert more of how the double was run (:meth:`ReplayDouble.call`: its argv,
+        cwd and the variables it recorded). Nothing by default."""
+
+    def _commit(self) -> CommitCapability:
+        found = self._require(Capability.COMMIT).commit
+        assert found is not None
+        return found
+
+    def _answer(self, stdout: str, exit_code: int = 0) -> str | None:
+        """The answer in ``stdout``, or ``None`` for a typed failure naming the harness."""
+        answer = answer_or_typed_failure(self._commit(), self.harness_id, stdout, exit_code,
+                                         kinds=self.commit_failure_kinds)
+        assert answer is None or answer.strip(), "an answer is never blank"
+        return answer
+
+    def _fixture(self, name: Path | str) -> Path:
+        if isinstance(name, Path):
+            return name
+        assert self.commit_fixtures is not None, "set commit_fixtures to name outputs"
+        return self.commit_fixtures / name
+
+    def _outputs(self) -> list[str]:
+        self._commit()
+        if isinstance(self.commit_outputs, str):
+            assert self.commit_fixtures is not None, "set commit_fixtures to glob outputs"
+            paths = sorted(self.commit_fixtures.glob(self.commit_outputs))
+        else:
+            paths = sorted({self._fixture(name) for name in self.commit_outputs or (
+                *(name for name, _ in self.commit_successes),
+                *(name for name, _, _ in self.commit_failures))})
+        return [path.read_text() for path in self._unless(paths or None, "commit_outputs")]
+
+    def _check_cut(self, full: str, cut: str) -> None:
+        answer = self._answer(cut)
+        if answer is not None:
+            # Only a cut right after a whole line of the output can answer, and then as
+            # the whole does (when it does).
+            assert cut.rstrip("\n").rsplit("\n", 1)[-1] in full.split("\n")
+            whole = self._answer(full)
+            assert whole is None or answer == whole
+        assert self._answer(cut, exit_code=1) is None, "a failed run gave an answer"
+
+    def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer(
+        self,
+    ) -> None:
+        commit = self._commit()
+        if self.commit_decorated is None:
+            pytest.skip("the plugin's contract supplies no commit_decorated")
+        stdout = self._fixture(self.commit_decorated).read_text()
+        answer = commit.parse_output(CommandResult(stdout=stdout, stderr="", exit_code=0))
+        assert "```" in answer and not answer.startswith("```")  # prose, then a fence
+        for style in Style:
+            with pytest.raises(HarnessCapabilityError) as caught:
+                normalize_message(answer, style, harness=self.harness_id)
+            assert caught.value.kind is ErrorKind.PARSE_FAILURE
+
+    def test_a_cut_commit_output_at_any_line_is_a_whole_answer_or_a_typed_failure(
+        self,
+    ) -> None:
+        for full in self._outputs():
+            ends = [i for i, c in enumerate(full) if c == "\n"]
+            for end in ends:
+                for cut in (end - 1, end, end + 1):
+                    self._check_cut(full, full[:max(cut, 0)])
+
+    @PROPERTY
+    @given(data=st.data())
+    def test_a_truncated_commit_output_is_a_whole_answer_or_a_typed_failure(
+        self, data: st.DataObject
+    ) -> None:
+        full = data.draw(st.sampled_from(self._outputs()))
+        self._check_cut(full, data.draw(prefixes([full])))
+
+    @PROPERTY
+    @given(data=st.data(), junk=junk_text(), exit_code=st.integers(-15, 255))
+    def test_junk_commit_output_is_a_typed_failure(
+        self, data: st.DataObject, junk: str, exit_code: int
+    ) -> None:
+        assert self._answer(junk, exit_code) is None
+        full = data.draw(st.sampled_from(self._outputs()))
+        self._answer(full.split("\n", 1)[0] + "\n" + junk)
+        self._answer(full + junk)
+
+    @PROPERTY
+    @given(data=st.data())
+    def test_any_events_after_or_instead_of_an_output_are_an_answer_or_a_typed_failure(
+        self, data: st.DataObject
+    ) -> None:
+        full = data.draw(st.sampled_from(self._outputs()))
+        events = json_lines(*data.draw(st.lists(self.commit_events, max_size=8)))
+        self._answer(full + events)
+        self._answer(full.split("\n", 1)[0] + "\n" + events)
+        self._answer(events)
+
+    @PROPERTY
+    @given(model=st.none() | model_ids(), prompt=st.text(max_size=200))
+    def test_commit_invocations_are_bounded_inference_with_the_prompt_on_stdin(
+        self, model: str | None, prompt: str
+    ) -> None:
+        request = self._commit().build_invocation(model, prompt)
+        assert request.command == self.provider().descriptor.executable
+        assert request.inference
+        assert request.stdin is not None
+        # The prompt rides on stdin as text, or inside a JSON message (escaped).
+        forms = {prompt, prompt.strip(), json.dumps(prompt)[1:-1],
+                 json.dumps(prompt, ensure_ascii=False)[1:-1]}
+        assert any(form.encode() in request.stdin for form in forms)
+        if model is not None:
+            assert any(model == arg or arg.endswith("=" + model) for arg in request.args)
+
+    @PROPERTY
+    @given(stdout=junk_text(), stderr=junk_text(), exit_code=st.integers(-15, 255))
+    def test_commit_output_parsing_fails_typed_never_crashes(
+        self, stdout: str, stderr: str, exit_code: int
+    ) -> None:
+        try:
+            answer = self._commit().parse_output(CommandResult(stdout, stderr, exit_code))
+        except HarnessCapabilityError:
+            return
+        assert isinstance(answer, str)
+
+    def _replaying(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> tuple[HarnessProvider, ReplayDouble, Path]:
+        self._commit()
+        double = self.commit_double(tmp_path / "bin", monkeypatch)
+        prepend_to_path(monkeypatch, double.path.parent)
+        return self.provider(), double, self.commit_repository(tmp_path)
+
+    def test_commit_end_to_end_through_the_service(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        commit = self._commit()
+        successes = self._unless(self.commit_successes or None, "commit_successes")
+        provider, double, repo = self._replaying(tmp_path, monkeypatch)
+        before = repository_state(repo)
+        for name, message in successes:
+            double.replay(monkeypatch, self._fixture(name))
+            proposal = propose(provider, repo, tmp_path / "locks", self.commit_model)
+            assert proposal.message.text == message, name
+            assert (proposal.harness, proposal.model) == (self.harness_id, self.commit_model)
+            assert repository_state(repo) == before
+            call = double.call()
+            assert call["argv"] == list(commit.build_invocation(self.commit_model, "").args)
+            assert call["cwd"] == str(repo)
+            self.check_commit_call(call, repo)
+            self.check_commit_prompt(double.stdin())
+        # Without a model the harness's own default is asked.
+        double.replay(monkeypatch, self._fixture(successes[0][0]))
+        proposal = propose(provider, repo, tmp_path / "locks", None)
+        assert proposal.message.text == successes[0][1]
+        assert double.call()["argv"] == list(commit.build_invocation(None, "").args)
+        assert repository_state(repo) == before
+
+    def test_commit_end_to_end_failures_are_typed_and_change_nothing(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        self._commit()
+        failures = self._unless(self.commit_failures or None, "commit_failures")
+        provider, double, repo = self._replaying(tmp_path, monkeypatch)
+        for name, exit_code, kind in failures:
+            double.replay(monkeypatch, self._fixture(name), exit_code)
+            check_typed_failure(self.harness_id, repo, tmp_path / "locks", kind, provider)

@@ -1,79 +1,92 @@
 """The contract every harness plugin's test suite runs.
 
-Subclass it in a plugin's tests and set the class attributes; tests of a
-capability the plugin does not implement are skipped::
+Subclass :class:`HarnessProviderContract` in a plugin's tests, set the class
+attributes and override the methods that supply what only the plugin knows (a
+store layout, captured outputs, sample hook payloads); the tests themselves live
+here. Tests of a capability the plugin does not implement are skipped, and so are
+tests whose fixtures the plugin does not supply::
 
     import clanker_zed
+    from clanker.capabilities import Capability
     from clanker.testing import HarnessProviderContract
 
     class TestZedContract(HarnessProviderContract):
-        plugin = clanker_zed
+        plugin = clanker_zed.plugin
         harness_id = "zed"
+        capabilities = frozenset({Capability.LAUNCH})
         valid_session_ids = ("01a22b67-715d-7c93-9673-72980ac5d741",)
+
+One part per capability, each usable alone: :class:`LaunchContract`,
+:class:`ModelsContract`, :class:`UsageContract` (here),
+:class:`~clanker.testing.sessions.SessionsContract`,
+:class:`~clanker.testing.attending.AttentionContract` and
+:class:`~clanker.testing.commit.CommitContract`. ``docs/hooks.md`` lists what
+each one asks a plugin to supply.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from clanker.capabilities import Capability
 from clanker.descriptor import SessionOperation, Transport
 from clanker.environment.local import LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandRequest, CommandResult
-from clanker.ids import HarnessId
+from clanker.execution import CommandExecutor, CommandRequest, CommandResult, SessionExecutor
+from clanker.launch.capability import LaunchCapability
 from clanker.launch.planning import InvalidSessionIdError, plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.models.capability import ModelsContext
+from clanker.models.capability import ModelsCapability, ModelsContext
 from clanker.models.types import Model
-from clanker.registry import HarnessProvider, Registry
+from clanker.registry import HarnessProvider
+from clanker.testing.attending import AttentionContract
+from clanker.testing.base import PROPERTY, ContractBase, contains_run
+from clanker.testing.commit import CommitContract
 from clanker.testing.doubles import (
     FailingExecutor,
     ScriptedExecutor,
     ScriptedSession,
     ScriptedSessionExecutor,
 )
-from clanker.testing.strategies import json_values, junk_text, model_ids, user_flags
-from clanker.usage.capability import UsageContext
+from clanker.testing.sessions import SessionsContract
+from clanker.testing.strategies import (
+    documents_with_values_replaced,
+    json_values,
+    junk_text,
+    model_ids,
+    prefixes,
+    user_flags,
+)
+from clanker.usage.capability import UsageCapability, UsageContext
 from clanker.usage.policy import RefreshPolicy
 from clanker.usage.types import UsageSnapshot
 
-__all__ = ["HarnessProviderContract"]
+__all__ = [
+    "HarnessProviderContract",
+    "LaunchContract",
+    "ModelsContract",
+    "UsageContract",
+    "contains_run",
+]
 
-# Each plugin's subclass runs these property tests on its own instance;
-# hypothesis would otherwise flag the shared test functions as run by
-# differing executors when several contract suites share a session.
-_PROPERTY = settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors],
-)
 _CWD = "/tmp/clanker-contract"
 
 
-def _contains_run(haystack: tuple[str, ...], needle: tuple[str, ...]) -> bool:
-    """Say whether ``needle`` occurs in ``haystack`` contiguously, in order."""
-    if not needle:
-        return True
-    width = len(needle)
-    return any(haystack[i : i + width] == needle for i in range(len(haystack) - width + 1))
+class LaunchContract(ContractBase):
+    """Launch: exact argv, opaque user flags, typed refusals, the installed version."""
 
-
-class HarnessProviderContract:
-    """Behaviour every provider must have, whatever its harness."""
-
-    plugin: ClassVar[object]
-    harness_id: ClassVar[str]
     valid_session_ids: ClassVar[tuple[str, ...]] = ()
+    """Session ids of this harness's syntax, for resume and fork."""
     invalid_session_ids: ClassVar[tuple[str, ...]] = (
         "",
         " ",
@@ -84,24 +97,12 @@ class HarnessProviderContract:
         "\x1b[2J",
         "a\nb",
     )
+    """Strings that are no session id of this harness (extend the tuple, keep these)."""
 
-    # -- helpers ---------------------------------------------------------------
-
-    @classmethod
-    @functools.cache
-    def _registry(cls) -> Registry:
-        return Registry.from_plugins({cls.harness_id: cls.plugin}, environ={})
-
-    def provider(self) -> HarnessProvider:
-        registry = self._registry()
-        assert not registry.problems, registry.problems
-        return registry.get_provider(HarnessId(self.harness_id))
-
-    def _require(self, capability: Capability) -> HarnessProvider:
-        provider = self.provider()
-        if provider.capability(capability) is None:
-            pytest.skip(f"{self.harness_id} has no {capability.value} capability")
-        return provider
+    def _launch(self) -> tuple[HarnessProvider, LaunchCapability]:
+        provider = self._require(Capability.LAUNCH)
+        assert provider.launch is not None
+        return provider, provider.launch
 
     def _operations(self, provider: HarnessProvider) -> list[LaunchOperation]:
         ops = [LaunchOperation.FRESH]
@@ -111,54 +112,40 @@ class HarnessProviderContract:
                 ops.append(op)
         return ops
 
-    def _request(self, operation: LaunchOperation, **fields: object) -> LaunchRequest:
+    def _request(self, operation: LaunchOperation, **fields: Any) -> LaunchRequest:
         session = None
         if operation is not LaunchOperation.FRESH:
             if not self.valid_session_ids:
                 pytest.fail("set valid_session_ids to test resume/fork")
             session = SessionTarget(native_id=self.valid_session_ids[0])
-        return LaunchRequest(operation=operation, session=session, cwd=_CWD, **fields)  # type: ignore[arg-type]
-
-    # -- registration ------------------------------------------------------------
-
-    def test_registers_without_problems(self) -> None:
-        registry = self._registry()
-        assert registry.problems == ()
-        assert registry.ids() == (self.harness_id,)
-
-    def test_descriptor_names_this_harness(self) -> None:
-        descriptor = self.provider().descriptor
-        assert descriptor.id == self.harness_id
-        assert descriptor.display_name.strip()
-
-    # -- launch ----------------------------------------------------------------------
+        return LaunchRequest(operation=operation, session=session, cwd=_CWD, **fields)
 
     def test_fresh_launch_starts_with_the_executable(self) -> None:
-        provider = self._require(Capability.LAUNCH)
+        provider, _ = self._launch()
         plan = plan_launch(provider, self._request(LaunchOperation.FRESH))
         assert plan.argv[0] == provider.descriptor.executable
 
-    @_PROPERTY
+    @PROPERTY
     @given(flags=user_flags(), model=st.none() | model_ids(), data=st.data())
     def test_user_flags_stay_verbatim_contiguous_and_in_order(
         self, flags: tuple[str, ...], model: str | None, data: st.DataObject
     ) -> None:
-        provider = self._require(Capability.LAUNCH)
+        provider, _ = self._launch()
         operation = data.draw(st.sampled_from(self._operations(provider)))
         plan = plan_launch(provider, self._request(operation, model=model, user_flags=flags))
-        assert _contains_run(plan.argv[1:], flags)
+        assert contains_run(plan.argv[1:], flags)
 
-    @_PROPERTY
+    @PROPERTY
     @given(model=model_ids())
     def test_the_model_reaches_the_argv_and_only_when_asked(self, model: str) -> None:
-        provider = self._require(Capability.LAUNCH)
+        provider, _ = self._launch()
         with_model = plan_launch(provider, self._request(LaunchOperation.FRESH, model=model))
         without = plan_launch(provider, self._request(LaunchOperation.FRESH))
         assert any(arg == model or arg.endswith("=" + model) for arg in with_model.argv)
         assert not any(arg == model or arg.endswith("=" + model) for arg in without.argv)
 
     def test_undeclared_operations_are_typed_unsupported(self) -> None:
-        provider = self._require(Capability.LAUNCH)
+        provider, _ = self._launch()
         for op in (LaunchOperation.RESUME, LaunchOperation.FORK):
             support = provider.descriptor.operation(SessionOperation(op.value))
             for transport in Transport:
@@ -173,7 +160,7 @@ class HarnessProviderContract:
                 assert caught.value.kind is ErrorKind.UNSUPPORTED
 
     def test_resume_and_fork_name_the_session(self) -> None:
-        provider = self._require(Capability.LAUNCH)
+        provider, _ = self._launch()
         for op in self._operations(provider)[1:]:
             for session_id in self.valid_session_ids:
                 request = LaunchRequest(
@@ -183,7 +170,7 @@ class HarnessProviderContract:
                 assert any(session_id in arg for arg in plan.argv[1:])
 
     def test_malformed_session_ids_are_refused_before_anything_runs(self) -> None:
-        provider = self._require(Capability.LAUNCH)
+        provider, _ = self._launch()
         operations = self._operations(provider)[1:]
         if not operations:
             pytest.skip(f"{self.harness_id} has neither resume nor fork")
@@ -196,7 +183,7 @@ class HarnessProviderContract:
     def test_no_inherited_credential_reaches_the_plan(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        provider = self._require(Capability.LAUNCH)
+        provider, _ = self._launch()
         secret = "clanker-contract-secret-0123456789abcdef"
         monkeypatch.setenv("CLANKER_ATTENTION_TOKEN", secret)
         monkeypatch.setenv("CLANKER_MCP_TOKEN", secret)
@@ -206,114 +193,50 @@ class HarnessProviderContract:
             assert not any(secret in value for value in plan.env.values())
 
     def test_version_request_runs_the_executable_bounded(self) -> None:
-        provider = self._require(Capability.LAUNCH)
-        assert provider.launch is not None
-        request = provider.launch.version_request()
+        provider, launch = self._launch()
+        request = launch.version_request()
         assert isinstance(request, CommandRequest)
         assert request.command == provider.descriptor.executable
         assert request.stdin is None
 
-    @_PROPERTY
+    @PROPERTY
     @given(stdout=junk_text(), stderr=junk_text(), exit_code=st.integers(-15, 255))
     def test_version_parsing_fails_typed_never_crashes(
         self, stdout: str, stderr: str, exit_code: int
     ) -> None:
-        provider = self._require(Capability.LAUNCH)
-        assert provider.launch is not None
+        _, launch = self._launch()
         try:
-            version = provider.launch.parse_version(CommandResult(stdout, stderr, exit_code))
+            version = launch.parse_version(CommandResult(stdout, stderr, exit_code))
         except HarnessCapabilityError as exc:
             assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED)
         else:
             assert version.strip() and "\n" not in version
 
     def test_empty_version_output_is_a_parse_failure(self) -> None:
-        provider = self._require(Capability.LAUNCH)
-        assert provider.launch is not None
+        _, launch = self._launch()
         with pytest.raises(HarnessCapabilityError):
-            provider.launch.parse_version(CommandResult("", "", 0))
+            launch.parse_version(CommandResult("", "", 0))
 
-    # -- commit ------------------------------------------------------------------------
 
-    @_PROPERTY
-    @given(model=st.none() | model_ids(), prompt=st.text(max_size=200))
-    def test_commit_invocations_are_bounded_inference_with_the_prompt_on_stdin(
-        self, model: str | None, prompt: str
-    ) -> None:
-        provider = self._require(Capability.COMMIT)
-        assert provider.commit is not None
-        request = provider.commit.build_invocation(model, prompt)
-        assert request.command == provider.descriptor.executable
-        assert request.inference
-        assert request.stdin is not None
-        # The prompt rides on stdin as text, or inside a JSON message (escaped).
-        forms = {prompt, prompt.strip(), json.dumps(prompt)[1:-1],
-                 json.dumps(prompt, ensure_ascii=False)[1:-1]}
-        assert any(form.encode() in request.stdin for form in forms)
-        if model is not None:
-            assert any(model == arg or arg.endswith("=" + model) for arg in request.args)
+def _answering(
+    output: str, exit_code: int, stderr: str = ""
+) -> tuple[CommandExecutor, SessionExecutor]:
+    """Both execution forms, answering every request with ``output`` (and ``stderr``)."""
+    return (ScriptedExecutor.returning(output, stderr, exit_code=exit_code),
+            ScriptedSessionExecutor(lambda _: ScriptedSession(
+                output.splitlines(), exit_code=exit_code, stderr=stderr)))
 
-    @_PROPERTY
-    @given(stdout=junk_text(), stderr=junk_text(), exit_code=st.integers(-15, 255))
-    def test_commit_output_parsing_fails_typed_never_crashes(
-        self, stdout: str, stderr: str, exit_code: int
-    ) -> None:
-        provider = self._require(Capability.COMMIT)
-        assert provider.commit is not None
-        try:
-            answer = provider.commit.parse_output(CommandResult(stdout, stderr, exit_code))
-        except HarnessCapabilityError:
-            return
-        assert isinstance(answer, str)
 
-    # -- usage -------------------------------------------------------------------------
+class ModelsContract(ContractBase):
+    """Models: a sane policy, typed failures, never a crash on what a listing prints."""
 
-    def test_usage_policy_keeps_a_failure_backoff(self) -> None:
-        provider = self._require(Capability.USAGE)
-        assert provider.usage is not None
-        policy = provider.usage.policy
-        assert isinstance(policy, RefreshPolicy)
-        assert policy.failure_backoff > timedelta(0)
-        assert policy.cache_ttl > timedelta(0)
-
-    @pytest.mark.parametrize("kind", [ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TIMEOUT])
-    def test_usage_execution_failures_stay_typed(self, kind: ErrorKind) -> None:
-        provider = self._require(Capability.USAGE)
-        assert provider.usage is not None
-        failing = FailingExecutor(HarnessCapabilityError(kind))
-        context = UsageContext(files=LocalFiles(),
-                               environ=host_environ(os.environ), executor=failing,
-                               session_executor=failing)
-        with pytest.raises(HarnessCapabilityError) as caught:
-            asyncio.run(provider.usage.probe(context))
-        assert caught.value.kind is kind
-
-    @_PROPERTY
-    @given(output=junk_text() | json_values().map(json.dumps), exit_code=st.integers(0, 2))
-    def test_garbage_usage_output_fails_typed_never_crashes(
-        self, output: str, exit_code: int
-    ) -> None:
-        provider = self._require(Capability.USAGE)
-        assert provider.usage is not None
-        executor = ScriptedExecutor.returning(output, exit_code=exit_code)
-        sessions = ScriptedSessionExecutor(
-            lambda _: ScriptedSession(output.splitlines(), exit_code=exit_code)
-        )
-        context = UsageContext(files=LocalFiles(),
-                               environ=host_environ(os.environ), executor=executor,
-                               session_executor=sessions)
-        try:
-            snapshot = asyncio.run(provider.usage.probe(context))
-        except HarnessCapabilityError:
-            return
-        assert isinstance(snapshot, UsageSnapshot)
-
-    # -- models ------------------------------------------------------------------------
+    def _models(self) -> ModelsCapability:
+        found = self._require(Capability.MODELS).models
+        assert found is not None
+        return found
 
     def test_model_policy_is_sane(self) -> None:
-        provider = self._require(Capability.MODELS)
-        models = provider.models
-        assert models is not None
+        models = self._models()
         assert models.cache_ttl > 0
         assert all(isinstance(m, Model) for m in models.fallback)
         ids = [m.id for m in models.fallback]
@@ -321,32 +244,173 @@ class HarnessProviderContract:
 
     @pytest.mark.parametrize("kind", [ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TIMEOUT])
     def test_execution_failures_stay_typed(self, kind: ErrorKind) -> None:
-        provider = self._require(Capability.MODELS)
-        assert provider.models is not None
+        models = self._models()
         failing = FailingExecutor(HarnessCapabilityError(kind))
         context = ModelsContext(files=LocalFiles(),
                                 environ=host_environ(os.environ), executor=failing,
                                 session_executor=failing)
         with pytest.raises(HarnessCapabilityError) as caught:
-            asyncio.run(provider.models.discover(context))
+            asyncio.run(models.discover(context))
         assert caught.value.kind is kind
 
-    @_PROPERTY
+    @PROPERTY
     @given(output=junk_text(), exit_code=st.integers(0, 2))
     def test_garbage_listing_output_fails_typed_never_crashes(
         self, output: str, exit_code: int
     ) -> None:
-        provider = self._require(Capability.MODELS)
-        assert provider.models is not None
-        executor = ScriptedExecutor.returning(output, exit_code=exit_code)
-        sessions = ScriptedSessionExecutor(
-            lambda _: ScriptedSession(output.splitlines(), exit_code=exit_code)
-        )
+        models = self._models()
+        executor, sessions = _answering(output, exit_code)
         context = ModelsContext(files=LocalFiles(),
                                 environ=host_environ(os.environ), executor=executor,
                                 session_executor=sessions)
         try:
-            models = asyncio.run(provider.models.discover(context))
+            listed = asyncio.run(models.discover(context))
         except HarnessCapabilityError:
             return
-        assert all(isinstance(m, Model) for m in models)
+        assert all(isinstance(m, Model) for m in listed)
+
+
+def _json_documents(text: str) -> tuple[list[object], list[str | int]]:
+    """The JSON documents in ``text`` (the whole, or one a line) and a template that
+    puts them back: a line that is no JSON stays as it was, an index stands for a
+    document."""
+    try:
+        return [json.loads(text)], [0]
+    except ValueError:
+        pass
+    documents: list[object] = []
+    template: list[str | int] = []
+    for line in text.split("\n"):
+        try:
+            documents.append(json.loads(line))
+        except ValueError:
+            template.append(line)
+        else:
+            template.append(len(documents) - 1)
+    return documents, template
+
+
+def _with_documents(template: Sequence[str | int], documents: Sequence[object]) -> str:
+    return "\n".join(part if isinstance(part, str) else json.dumps(documents[part])
+                     for part in template)
+
+
+class UsageContract(ContractBase):
+    """Usage: a policy with a backoff, typed failures, never a crash on what a probe reads.
+
+    Supply :attr:`usage_outputs` (what the harness printed, captured) and, when the
+    probe runs more than one command, :meth:`usage_doubles`.
+    """
+
+    usage_policy: ClassVar[tuple[float, float, float] | None] = None
+    """The refresh policy the harness's spec sets, in seconds: cache TTL, hard minimum
+    interval between probes, failure backoff."""
+    usage_fixtures: ClassVar[Path | None] = None
+    """The directory of the captured outputs, when :attr:`usage_outputs` names them."""
+    usage_outputs: ClassVar[Sequence[Path | str]] = ()
+    """Captured outputs of the probe's command (a reading, signed out, ...; a path, or a
+    name in :attr:`usage_fixtures`): the contract cuts them short, adds junk and
+    replaces their values, and checks every answer is a snapshot or a typed failure."""
+
+    def usage_doubles(
+        self, output: str, exit_code: int, stderr: str
+    ) -> tuple[CommandExecutor, SessionExecutor | None]:
+        """Doubles of the harness that answer the probe with ``output`` on stdout,
+        ``stderr`` and ``exit_code``; by default both execution forms answer any request
+        so. Override when the probe first asks something else (a version, say)."""
+        return _answering(output, exit_code, stderr)
+
+    def _usage(self) -> UsageCapability:
+        found = self._require(Capability.USAGE).usage
+        assert found is not None
+        return found
+
+    def _probe(
+        self, output: str, exit_code: int = 0, stderr: str = ""
+    ) -> UsageSnapshot | None:
+        """The snapshot the probe reads from ``output``, or ``None`` for a typed failure."""
+        usage = self._usage()
+        executor, sessions = self.usage_doubles(output, exit_code, stderr)
+        context = UsageContext(files=LocalFiles(), environ=host_environ(os.environ),
+                               executor=executor, session_executor=sessions)
+        try:
+            snapshot = asyncio.run(usage.probe(context))
+        except HarnessCapabilityError:
+            return None
+        assert isinstance(snapshot, UsageSnapshot)
+        return snapshot
+
+    def _outputs(self) -> list[str]:
+        self._usage()
+        names = self._unless(self.usage_outputs or None, "usage_outputs")
+        paths = [name if isinstance(name, Path) else (self.usage_fixtures or Path()) / name
+                 for name in names]
+        return [path.read_text() for path in paths]
+
+    def test_usage_policy_keeps_a_failure_backoff(self) -> None:
+        policy = self._usage().policy
+        assert isinstance(policy, RefreshPolicy)
+        assert policy.failure_backoff > timedelta(0)
+        assert policy.cache_ttl > timedelta(0)
+        if self.usage_policy is not None:
+            assert (policy.cache_ttl, policy.minimum_interval, policy.failure_backoff) == tuple(
+                timedelta(seconds=s) for s in self.usage_policy)
+
+    @pytest.mark.parametrize("kind", [ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TIMEOUT])
+    def test_usage_execution_failures_stay_typed(self, kind: ErrorKind) -> None:
+        usage = self._usage()
+        failing = FailingExecutor(HarnessCapabilityError(kind))
+        context = UsageContext(files=LocalFiles(),
+                               environ=host_environ(os.environ), executor=failing,
+                               session_executor=failing)
+        with pytest.raises(HarnessCapabilityError) as caught:
+            asyncio.run(usage.probe(context))
+        assert caught.value.kind is kind
+
+    @PROPERTY
+    @given(output=junk_text() | json_values().map(json.dumps), stderr=junk_text(),
+           exit_code=st.integers(-15, 255))
+    def test_garbage_usage_output_fails_typed_never_crashes(
+        self, output: str, stderr: str, exit_code: int
+    ) -> None:
+        self._probe(output, exit_code)
+        self._probe(output, exit_code, stderr)
+
+    @PROPERTY
+    @given(data=st.data(), exit_code=st.sampled_from([0, 1, 2]))
+    def test_truncated_usage_output_fails_typed_never_crashes(
+        self, data: st.DataObject, exit_code: int
+    ) -> None:
+        cut = data.draw(prefixes(self._outputs()))
+        self._probe(cut, exit_code)
+        self._probe("", exit_code or 2, cut)  # what a failed run printed on stderr
+
+    @PROPERTY
+    @given(data=st.data(), junk=junk_text())
+    def test_usage_output_with_junk_after_it_fails_typed_never_crashes(
+        self, data: st.DataObject, junk: str
+    ) -> None:
+        self._probe(data.draw(st.sampled_from(self._outputs())) + junk)
+
+    @PROPERTY
+    @given(data=st.data())
+    def test_usage_output_with_any_value_replaced_fails_typed_never_crashes(
+        self, data: st.DataObject
+    ) -> None:
+        shapes = [_json_documents(text) for text in self._outputs()]
+        documents, template = data.draw(st.sampled_from(
+            self._unless([s for s in shapes if s[0]] or None, "usage output holding JSON")))
+        replaced: Any = data.draw(documents_with_values_replaced(
+            documents, json_values(max_leaves=8, floats=st.floats())))
+        self._probe(_with_documents(template, replaced))
+
+
+class HarnessProviderContract(
+    LaunchContract,
+    ModelsContract,
+    SessionsContract,
+    AttentionContract,
+    UsageContract,
+    CommitContract,
+):
+    """Behaviour every provider must have, whatever its harness: every part at once."""

@@ -15,6 +15,7 @@ import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import cast
 
 import pytest
 
@@ -30,6 +31,7 @@ from clanker.execution import (
     SessionExecutor,
     SessionExit,
 )
+from clanker.usage.capability import UsageCapability, UsageContext, UsageSnapshot
 
 __all__ = [
     "EnvironmentDouble",
@@ -39,6 +41,7 @@ __all__ = [
     "ScriptedSessionExecutor",
     "attachment_context",
     "prepend_to_path",
+    "probe_usage",
     "run_locally",
     "write_script",
 ]
@@ -184,6 +187,17 @@ class EnvironmentDouble:
 
     def run_interactive(self, argv: tuple[str, ...], env: object, cwd: str) -> int:
         raise AssertionError("a test environment has no terminal to run a harness in")
+
+
+def probe_usage(
+    usage: UsageCapability, executor: object, session_executor: object = None
+) -> UsageSnapshot:
+    """Run ``usage.probe`` once over the given doubles (a :class:`ScriptedExecutor`, a
+    :class:`ScriptedSessionExecutor`, a real transport...) and this machine's files."""
+    context = UsageContext(files=LocalFiles(), environ={},
+                           executor=cast(CommandExecutor, executor),
+                           session_executor=cast(SessionExecutor | None, session_executor))
+    return asyncio.run(usage.probe(context))
 
 
 def run_locally(request: CommandRequest) -> CommandResult:

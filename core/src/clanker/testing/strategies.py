@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import string
 from collections.abc import Sequence
 from typing import Any, TypeVar
@@ -11,9 +12,11 @@ from hypothesis import strategies as st
 
 __all__ = [
     "absolute_paths",
+    "awkward_values",
     "documents_with_one_value_replaced",
     "documents_with_values_replaced",
     "harness_ids",
+    "json_line_records",
     "json_values",
     "junk_text",
     "model_ids",
@@ -165,3 +168,52 @@ def documents_with_one_value_replaced(
 ) -> st.SearchStrategy[object]:
     """Copies of ``document`` with one value, at any depth, replaced by one of ``values``."""
     return documents_with_values_replaced(document, values, at_most=1)
+
+
+def json_line_records(
+    kinds: Sequence[str],
+    keys: Sequence[str],
+    values: st.SearchStrategy[object],
+    *,
+    body: tuple[str, Sequence[str], Sequence[str]] | None = None,
+    type_key: str = "type",
+    compact: bool = False,
+    max_records: int = 8,
+) -> st.SearchStrategy[bytes]:
+    """Files of JSON lines in a harness's record shape with values of any type in its
+    fields: one to ``max_records`` records, each ``{type_key: one of kinds}`` with some
+    of ``keys`` set to ``values``. ``body`` is ``(key, kinds, body_keys)``: records of
+    those kinds also carry ``key``, an object with some of ``body_keys``. ``compact``
+    writes without spaces, as JavaScript's ``JSON.stringify`` and serde do."""
+    separators = (",", ":") if compact else None
+
+    def record(kind: str, fields: dict[str, object], nested: dict[str, object]) -> bytes:
+        value: dict[str, object] = {type_key: kind, **fields}
+        if body is not None and kind in body[1]:
+            value[body[0]] = nested
+        return json.dumps(value, separators=separators).encode() + b"\n"
+
+    nested_keys = body[2] if body is not None else ["-"]
+    records = st.builds(
+        record,
+        st.sampled_from(list(kinds)),
+        st.dictionaries(st.sampled_from(list(keys)), values, max_size=min(len(keys), 7)),
+        st.dictionaries(st.sampled_from(list(nested_keys)), values,
+                        max_size=min(len(nested_keys), 5)),
+    )
+    return st.lists(records, min_size=1, max_size=max_records).map(b"".join)
+
+
+_AWKWARD: tuple[object, ...] = (
+    "", " ", "\x00", "/a\x00b", "\ud800", "/\udcff", "~", "relative",
+    "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", 1e308, -1, 2**70,
+    float("nan"), "x" * 10_000,
+)
+
+
+def awkward_values(extra: Sequence[object] = ()) -> st.SearchStrategy[object]:
+    """What a changed or broken harness might write in a field: any JSON value (NaN and
+    the infinities too), and the values that trip parsers (blank, NUL, lone surrogates,
+    relative paths, times at the ends of the calendar, huge numbers and texts), plus
+    ``extra`` (a format's own ids and markers)."""
+    return st.one_of(json_values(floats=st.floats()), st.sampled_from([*_AWKWARD, *extra]))

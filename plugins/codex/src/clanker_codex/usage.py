@@ -153,7 +153,7 @@ def read_account(response: Mapping[str, Any]) -> Account:
     if not isinstance(account, dict):
         raise fail(ErrorKind.PARSE_FAILURE, "account/read account is not an object")
     kind = account.get("type")
-    if kind in _NOT_CHATGPT:
+    if isinstance(kind, str) and kind in _NOT_CHATGPT:
         raise fail(ErrorKind.UNSUPPORTED, "only ChatGPT accounts have Codex rate limits")
     if kind == "chatgpt":
         return Account(email=label_text(account.get("email")), plan=_plan(account.get("planType")))

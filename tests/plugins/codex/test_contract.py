@@ -1,0 +1,111 @@
+"""The provider contract (clanker.testing), run on the Codex plugin with its captured fixtures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import clanker_codex
+from clanker.capabilities import Capability
+from clanker.errors import ErrorKind
+from clanker.sessions.types import HarnessSession
+from clanker.stores import FileSample
+from clanker.testing import HarnessProviderContract, ReplayDouble, install_replay_double
+from clanker_codex.sessions import HEAD_BYTES, TAIL_BYTES, summarize
+from tests.plugins.codex.test_attention import payloads, states
+from tests.plugins.codex.test_commit import EVENTS
+from tests.plugins.codex.test_sessions import HUGE_ROLLOUTS, ROLLOUTS
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "codex"
+CODEX_HOME = FIXTURES / "sessions" / "codex-home"
+COMMIT = FIXTURES / "commit"
+SESSION = "01a22b86-c7d0-79e0-b3c0-03c56f3ce14a"
+ANSWER = ("feat: add retry to the sync client\n\n"
+          "Retry failed sync requests up to three times with backoff.")
+
+
+class TestCodexContract(HarnessProviderContract):
+    plugin = clanker_codex.plugin
+    harness_id = "codex"
+    capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
+                              Capability.ATTENTION, Capability.USAGE, Capability.COMMIT})
+
+    # launch
+    valid_session_ids = (SESSION, SESSION.upper())
+    invalid_session_ids = (
+        *HarnessProviderContract.invalid_session_ids,
+        "nosuchname",
+        SESSION[:-1],
+        SESSION.replace("-", ""),
+        "{" + SESSION + "}",
+        f"/home/u/.codex/sessions/2026/11/30/rollout-2026-11-30T08-15-17-{SESSION}.jsonl",
+    )
+
+    # sessions
+    session_documents = ROLLOUTS
+    session_samples = tuple(sorted(CODEX_HOME.rglob("rollout-*.jsonl")))
+    session_read_bounds = (HEAD_BYTES, TAIL_BYTES)
+    huge_session_files = HUGE_ROLLOUTS
+    sessions_remembered = True
+
+    def sessions_environ(self, home: Path) -> dict[str, str]:
+        return {"HOME": str(home), "CODEX_HOME": str(home / ".codex")}
+
+    def write_sessions(self, environ: Mapping[str, str]) -> None:
+        shutil.copytree(CODEX_HOME, environ["CODEX_HOME"], ignore=shutil.ignore_patterns("sqlite"))
+
+    def session_paths(self, environ: Mapping[str, str], name: str) -> Sequence[Path]:
+        day = Path(environ["CODEX_HOME"], "sessions", "2026", "11", "30")
+        return [day / f"rollout-2026-11-30T00-00-00-{name}.jsonl"]
+
+    def summarize(self, sample: FileSample) -> HarnessSession | None:
+        return summarize(sample)
+
+    # attention
+    attention_by_hook_command = True
+    attention_resume_keeps_the_id = True
+    attention_state_shapes = states
+    attention_payload_shapes = payloads
+    attention_private_keys = ("prompt", "tool_input", "tool_response", "transcript_path",
+                              "last_assistant_message")
+    attention_private_texts = ("echo hi", "echo plain", "run it", "probe", "sleep 20", "exec-",
+                               "rollout-", "transcript")
+
+    def attention_payloads(self) -> Sequence[object]:
+        runs = ("live-app-server.json", "live-app-server-resume.json", "live-tui-resume.json")
+        built: dict[str, Any] = json.loads((FIXTURES / "attention" / "schema-built.json")
+                                           .read_text())
+        return [p for name in runs for p in json.loads((FIXTURES / "attention" / name)
+                                                       .read_text())] + list(built.values())
+
+    # usage
+    usage_policy = (60, 60, 120)  # the spec's: TTL, minimum interval, backoff
+    usage_fixtures = FIXTURES / "usage"
+    usage_outputs = (
+        "app-server-chatgpt-out.jsonl", "app-server-chatgpt-edge-out.jsonl",
+        "app-server-chatgpt-weekly-only-out.jsonl", "app-server-signed-out-out.jsonl",
+        "app-server-api-key-out.jsonl", "app-server-chatgpt-backend-decode-error-out.jsonl",
+    )
+
+    # commit
+    commit_events = EVENTS
+    commit_fixtures = COMMIT
+    commit_outputs = "*.jsonl"
+    commit_decorated = "built-decorated.jsonl"
+    commit_model = "gpt-6.2-sol"
+    commit_successes = (("built-success-commentary-then-tool.jsonl", ANSWER),
+                        ("built-success.jsonl", ANSWER))
+    commit_failures = (
+        ("built-decorated.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
+        ("built-thinking-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
+        ("built-tool-after-last-message.jsonl", 0, ErrorKind.PARSE_FAILURE),
+        ("exec-http-401.jsonl", 1, ErrorKind.COMMAND_FAILED),
+        ("exec-sigterm.jsonl", 143, ErrorKind.COMMAND_FAILED),
+    )
+
+    def commit_double(self, bin_dir: Path, monkeypatch: object) -> ReplayDouble:
+        # Codex says on stderr that it reads the prompt from stdin.
+        return install_replay_double(bin_dir, "codex", stderr="Reading prompt from stdin...\n")

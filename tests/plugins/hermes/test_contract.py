@@ -1,0 +1,63 @@
+"""The provider contract (clanker.testing), run on the Hermes Agent plugin with its captured
+fixtures."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+import clanker_hermes
+from clanker.capabilities import Capability
+from clanker.sessions.types import HarnessSession
+from clanker.testing import HarnessProviderContract
+from clanker_hermes.attention import BUNDLED_ENV
+from tests.plugins.hermes.test_attention import fake_bundled
+from tests.plugins.hermes.test_sessions import build, check_types
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "hermes"
+
+
+class TestHermesContract(HarnessProviderContract):
+    plugin = clanker_hermes.plugin
+    harness_id = "hermes"
+    capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
+                              Capability.ATTENTION, Capability.USAGE})
+
+    @pytest.fixture(autouse=True)
+    def known_interpreter(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Listing needs Hermes's Python; name one so tests never depend on an install."""
+        monkeypatch.setenv("HERMES_PYTHON", sys.executable)
+
+    # launch
+    valid_session_ids = ("20261130_081830_cec5d8",)
+    invalid_session_ids = (
+        *HarnessProviderContract.invalid_session_ids,
+        "20261130_081830_CEC5D8",
+        "20261130_081830_cec5d",
+        "my session title",
+    )
+
+    # sessions: one SQLite database, state.db
+    def write_sessions(self, environ: Mapping[str, str]) -> None:
+        build(Path(environ["HOME"], ".hermes", "state.db"))
+
+    def check_session(self, session: HarnessSession) -> None:
+        check_types(session)
+
+    # attention: a launch-owned mirror of Hermes's bundled plugins
+    attention_by_hook_command = False
+    attention_resume_keeps_the_id = False
+
+    def attention_environ(self, home: Path) -> dict[str, str]:
+        return {"HOME": str(home), "PATH": "/bin", BUNDLED_ENV: str(fake_bundled(home))}
+
+    # usage
+    usage_policy = (60, 60, 300)  # the spec's: TTL, minimum interval, backoff
+    usage_fixtures = FIXTURES / "usage"
+    usage_outputs = (
+        "usage-json-built-codex.json", "usage-json-built-anthropic.json",
+        "usage-json-built-openrouter.json", "usage-json-0.19.0-invalid-choice.stderr.txt",
+    )

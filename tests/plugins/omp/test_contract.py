@@ -1,0 +1,98 @@
+"""The provider contract (clanker.testing), run on the Oh My Pi plugin with its captured
+fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import clanker_omp
+from clanker.capabilities import Capability
+from clanker.errors import ErrorKind
+from clanker.sessions.types import HarnessSession
+from clanker.stores import FileSample
+from clanker.testing import HarnessProviderContract
+from clanker_omp.sessions import HEAD_BYTES, TAIL_BYTES, summarize
+from tests.plugins.omp.test_commit import ANSWER, COMMIT, EVENTS, EXIT_CODES
+from tests.plugins.omp.test_omp import FORK_FILE, FORK_ID, SOURCE_ID, STORE_PATH
+from tests.plugins.omp.test_sessions import (
+    CAPTURED,
+    FIXTURES,
+    HUGE_SESSION_FILES,
+    MAIN,
+    OMPREPO,
+    SESSION_FILES,
+    copy_store,
+)
+
+
+class TestOmpContract(HarnessProviderContract):
+    plugin = clanker_omp.plugin
+    harness_id = "omp"
+    capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
+                              Capability.ATTENTION, Capability.USAGE, Capability.COMMIT})
+
+    # launch
+    valid_session_ids = (SOURCE_ID, FORK_ID, "3f2c9a4e-8b1d-4c6e-9f0a-1b2c3d4e5f60")
+    invalid_session_ids = (
+        *HarnessProviderContract.invalid_session_ids,
+        FORK_ID.upper(),
+        FORK_ID[:8],  # omp accepts prefixes; clanker names whole sessions only
+        FORK_ID.replace("-", ""),
+        STORE_PATH,
+        FORK_FILE.name,
+        "2026-11-30T08-23-26-947Z",  # omp would match this file-name prefix too
+    )
+
+    # sessions
+    session_documents = SESSION_FILES
+    session_samples = tuple(FIXTURES / row[0] for row in CAPTURED)
+    session_cut_everywhere = MAIN
+    session_min_bytes = 256  # never without the header after the title slot
+    session_read_bounds = (HEAD_BYTES, TAIL_BYTES)
+    huge_session_files = HUGE_SESSION_FILES
+    sessions_remembered = True
+
+    def sessions_environ(self, home: Path) -> dict[str, str]:
+        return {"HOME": str(home), "PI_CODING_AGENT_DIR": str(home / "agent"),
+                "PI_CODING_AGENT_SESSION_DIR": str(home / "envsess")}
+
+    def write_sessions(self, environ: Mapping[str, str]) -> None:
+        copy_store(Path(environ["PI_CODING_AGENT_DIR"]),
+                   Path(environ["PI_CODING_AGENT_SESSION_DIR"]))
+
+    def session_paths(self, environ: Mapping[str, str], name: str) -> Sequence[Path]:
+        file = f"2026-11-30T00-00-00-000Z_{name}.jsonl"
+        return [Path(environ["PI_CODING_AGENT_DIR"], "sessions", OMPREPO.name, file),
+                Path(environ["PI_CODING_AGENT_SESSION_DIR"], file)]
+
+    def summarize(self, sample: FileSample) -> HarnessSession | None:
+        return summarize(sample)
+
+    # usage
+    usage_policy = (60, 60, 120)  # the spec's: TTL, minimum interval, backoff
+    usage_fixtures = FIXTURES / "usage"
+    usage_outputs = (
+        "usage-json-stub-upstream.json", "usage-json-built-edge-cases.json",
+        "usage-json-no-credentials.json",
+    )
+
+    # attention
+    attention_by_hook_command = False
+    attention_resume_keeps_the_id = True
+
+    # commit
+    commit_events = EVENTS
+    commit_fixtures = COMMIT
+    commit_outputs = "*.stdout.jsonl"
+    commit_failure_kinds = (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT)
+    commit_decorated = "stub-decorated.stdout.jsonl"
+    commit_model = "loopback/probe-model"
+    commit_successes = (("stub-toolcall-then-text.stdout.jsonl", ANSWER),
+                        ("stub-success.stdout.jsonl", ANSWER))
+    commit_failures = tuple((name, EXIT_CODES.get(name, 0), kind) for name, kind in (
+        ("stub-decorated.stdout.jsonl", ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
+        ("stub-thinking-only.stdout.jsonl", ErrorKind.PARSE_FAILURE),
+        ("json-http-400.stdout.jsonl", ErrorKind.COMMAND_FAILED),
+        ("json-refused-port-max-time-10.stdout.jsonl", ErrorKind.TIMEOUT),
+    ))

@@ -1,0 +1,103 @@
+"""The provider contract (clanker.testing), run on the OpenCode plugin with its captured
+fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import clanker_opencode
+from clanker.capabilities import Capability
+from clanker.errors import ErrorKind
+from clanker.execution import CommandExecutor, CommandRequest, CommandResult
+from clanker.testing import HarnessProviderContract, ReplayDouble, ScriptedExecutor
+from clanker.testing.commit import install_replay_double
+from clanker_opencode.commit import COMMIT_CONFIG
+from tests.plugins.opencode.test_commit import EVENTS
+from tests.plugins.opencode.test_opencode import SESSION_IDS, SOURCE_ID
+from tests.plugins.opencode.test_sessions import GLOBAL
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode"
+COMMIT = FIXTURES / "commit"
+ANSWER = ("feat: add retry to the sync client\n\n"
+          "Retry failed sync requests up to three times with backoff.")
+LISTING = "session-list.json"
+"""Where the double of `opencode session list` keeps its store: in the home."""
+
+
+class TestOpenCodeContract(HarnessProviderContract):
+    plugin = clanker_opencode.plugin
+    harness_id = "opencode"
+    capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
+                              Capability.ATTENTION, Capability.COMMIT})
+
+    # launch
+    valid_session_ids = (*SESSION_IDS, "ses_dd492bd1fffecAWp6ORPt8WKIi")
+    invalid_session_ids = (
+        *HarnessProviderContract.invalid_session_ids,
+        "notasession",  # opencode itself refuses it: "Invalid session ID"
+        "ses_DD477E2CAFFERx4w8c0S7Feig0",  # the time stamp part is lowercase hex
+        "msg_dd477e2caffeRx4w8c0S7Feig0",  # a message id
+        "ses-dd477e2caffeRx4w8c0S7Feig0",
+        SOURCE_ID[:-1],
+        SOURCE_ID + "0",
+        SOURCE_ID + "\n",
+        "ses_dd477e2caffeRx4w8c0S7Feig_",
+        f"/home/u/.local/share/opencode/storage/session/global/{SOURCE_ID}.json",
+    )
+
+    # sessions: OpenCode lists them itself; its double prints the listing kept in the home
+    # (nothing at all when there is none, as opencode does without sessions).
+    damaged_store_kinds = frozenset({ErrorKind.PARSE_FAILURE})
+
+    def sessions_executor(self, environ: Mapping[str, str]) -> CommandExecutor:
+        listing = Path(environ["HOME"], LISTING)
+
+        def respond(request: CommandRequest) -> CommandResult:
+            assert request.args[:2] == ("session", "list")
+            stdout = listing.read_bytes().decode(errors="replace") if listing.exists() else ""
+            return CommandResult(stdout, "", 0)
+
+        return ScriptedExecutor(respond)
+
+    def write_sessions(self, environ: Mapping[str, str]) -> None:
+        Path(environ["HOME"]).mkdir(parents=True, exist_ok=True)
+        Path(environ["HOME"], LISTING).write_bytes(GLOBAL.read_bytes())
+
+    # attention
+    attention_by_hook_command = False
+    attention_resume_keeps_the_id = True
+
+    # commit
+    commit_events = EVENTS
+    commit_fixtures = COMMIT
+    commit_outputs = "*.jsonl"
+    commit_decorated = "built-decorated.jsonl"
+    commit_model = "loop/m1"
+    commit_successes = (("built-success-multi-step.jsonl", ANSWER),
+                        ("built-success.jsonl", ANSWER))
+    commit_failures = (
+        ("built-decorated.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
+        ("built-thinking-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
+        ("built-tool-call-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
+        ("run-http-401-recommended.jsonl", 1, ErrorKind.COMMAND_FAILED),
+        ("built-incomplete.jsonl", 143, ErrorKind.COMMAND_FAILED),
+    )
+
+    def commit_double(self, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
+        # It records the variables clanker sets, and PWD; a user's own
+        # OPENCODE_CONFIG_CONTENT is replaced for the one run.
+        monkeypatch.setenv("OPENCODE_CONFIG_CONTENT", '{"permission":"allow"}')
+        return install_replay_double(bin_dir, "opencode", record_env=(
+            "OPENCODE_CONFIG_CONTENT", "OPENCODE_DB", "PWD", "OPENCODE_DISABLE_PROJECT_CONFIG"))
+
+    def check_commit_call(self, call: dict[str, Any], repo: Path) -> None:
+        assert call["env"] == {
+            "OPENCODE_CONFIG_CONTENT": COMMIT_CONFIG,
+            "OPENCODE_DB": ":memory:",
+            "PWD": "",  # not clanker's own directory
+            "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+        }
