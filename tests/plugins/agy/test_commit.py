@@ -48,6 +48,9 @@ EXIT_CODES = {
     "synthetic-error.stdout.jsonl": 3,  # quota, as reported for 1.2.11
     "synthetic-interrupted.stdout.jsonl": 1,  # SIGTERM mid-answer
     "synthetic-no-result.stdout.jsonl": -9,  # killed: nothing more is written
+    # Signed out: no report gives the exit status; 1 is assumed.
+    "synthetic-signed-out.stdout.jsonl": 1,
+    "synthetic-auth-timed-out.stdout.jsonl": 1,
 }
 CONVERSATION = "00000000-0000-4000-8000-00000000c0de"
 
@@ -172,6 +175,10 @@ EXPECTED: dict[str, tuple[ErrorKind | None, str]] = {
     "synthetic-interrupted.stdout.jsonl": (ErrorKind.COMMAND_FAILED, "status ERROR"),
     "synthetic-no-result.stdout.jsonl": (ErrorKind.PARSE_FAILURE, "no result"),
     "synthetic-two-results.stdout.jsonl": (ErrorKind.PARSE_FAILURE, "more than one result"),
+    # The usage probe's phrase rule (spec): a signed-out phrase in the result's own error.
+    "synthetic-signed-out.stdout.jsonl": (ErrorKind.UNAUTHENTICATED, "sign in with `agy`"),
+    # ... and the login wait's end, which the spec does not take as proof of it.
+    "synthetic-auth-timed-out.stdout.jsonl": (ErrorKind.COMMAND_FAILED, "status ERROR"),
 }
 
 
@@ -207,13 +214,41 @@ def test_streams_without_an_answer_fail_typed(name: str) -> None:
     assert detail in (caught.value.detail or "")
     error = failure(stream(name), exit_code=EXIT_CODES.get(name, 0))
     if EXIT_CODES.get(name, 0):
-        assert error.kind is ErrorKind.COMMAND_FAILED
-        if kind is ErrorKind.COMMAND_FAILED:
+        reported = kind in (ErrorKind.COMMAND_FAILED, ErrorKind.UNAUTHENTICATED)
+        assert error.kind is (kind if reported else ErrorKind.COMMAND_FAILED)
+        if reported:
             assert error.detail == caught.value.detail  # the stream's reason, not the status
         else:
             assert error.detail == f"exit status {EXIT_CODES[name]}"
     else:
         assert (error.kind, error.detail) == (kind, caught.value.detail)
+
+
+@pytest.mark.parametrize(
+    "error",
+    ["Authentication required", "you are NOT AUTHENTICATED", "login required",
+     "credentials revoked", "token revoked", "token expired: sign in again"],
+)
+@pytest.mark.parametrize("status", ["ERROR", "FAILURE", "CANCELLED", "TIMEOUT"])
+def test_a_signed_out_phrase_in_a_failed_results_error_is_unauthenticated(
+    error: str, status: str
+) -> None:
+    failed = failure(json_lines(init(), result(status=status, response="", error=error)), 1)
+    assert failed.kind is ErrorKind.UNAUTHENTICATED
+    assert failed.exit_code == 6
+    assert error not in failed.message
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"status": "SUCCESS", "error": "authentication required"},  # only a failed status
+     {"status": "ERROR", "error": "authentication failed or timed out"},
+     {"status": "ERROR", "response": "login required", "error": "quota"},  # never the response
+     {"status": "ERROR", "error": 7}],
+)
+def test_anything_else_is_not_unauthenticated(fields: dict[str, object]) -> None:
+    failed = failure(json_lines(init(), result(**{"response": "", **fields})), 1)
+    assert failed.kind is not ErrorKind.UNAUTHENTICATED
 
 
 def test_the_interrupted_streams_deltas_are_not_an_answer_even_with_exit_0() -> None:

@@ -1,5 +1,6 @@
-"""Claude Code commit messages, against Claude Code 2.1.197's ``-p --output-format json``
-output (tests/fixtures/claude/commit)."""
+"""Claude Code commit messages, against Claude Code 2.1.197's ``-p --output-format
+stream-json`` output (tests/fixtures/claude/commit). The ``*.stdout.json`` captures are
+``--output-format json``: its one line is the stream's last event, the same ``result``."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def result_line(**changes: object) -> str:
 # -- the invocation ---------------------------------------------------------------------
 
 ARGV = (
-    "-p", "--output-format", "json", "--tools", "", "--max-turns", "1",
+    "-p", "--output-format", "stream-json", "--verbose", "--tools", "", "--max-turns", "1",
     "--disable-slash-commands", "--setting-sources", "user",
     "--no-session-persistence", "--settings", '{"disableAllHooks":true}',
     "--mcp-config", '{"mcpServers":{}}', "--strict-mcp-config",
@@ -120,7 +121,8 @@ def test_nothing_can_re_enable_tools_or_become_a_prompt() -> None:
     names = [name for name, _ in pairs]
     assert ("--tools", "") in pairs and names.count("--tools") == 1
     assert ("--model", "--tools") in pairs  # the model is a value, never an option
-    for never in ("--verbose", "--allowedTools", "--allowed-tools", "--permission-mode",
+    for never in ("--include-partial-messages", "--allowedTools", "--allowed-tools",
+                  "--permission-mode",
                   "--dangerously-skip-permissions", "--plugin-dir", "--add-dir"):
         assert never not in names
     # `--mcp-config` is variadic: an option follows it, never a bare word.
@@ -151,19 +153,18 @@ ANSWERS = {
     "stub-success-model-haiku.stdout.json": 0,
     "final-argv-stub-success.stdout.json": 0,
     "brief-argv-project-settings.stdout.json": 0,  # answered, but by the redirected endpoint
+    "stub-success.stdout.jsonl": 0,
+    "stub-thinking-then-text.stdout.jsonl": 0,
 }
 PARSE_FAILURES = {
     "stub-thinking-only.stdout.json": (0, "only reasoning"),
     "final-argv-stub-thinking-only.stdout.json": (0, "only reasoning"),
     "stub-slash-command.stdout.json": (0, "slash command"),
-    "stub-sigint.stdout.jsonl": (0, "not a result object"),  # init only
-    # stream-json output (another mode) is never read as an answer
-    "stub-success.stdout.jsonl": (0, "not one JSON object"),
-    "stub-thinking-then-text.stdout.jsonl": (0, "not one JSON object"),
-    "stub-thinking-only.stdout.jsonl": (0, "not one JSON object"),
-    "stub-decorated.stdout.jsonl": (0, "not one JSON object"),
+    "stub-sigint.stdout.jsonl": (0, "no result object"),  # init only
+    "stub-thinking-only.stdout.jsonl": (0, "only reasoning"),
 }
 COMMAND_FAILURES = {
+    # `--output-format json` alone cannot say why: its result has no error category.
     "json-not-logged-in.stdout.json": (1, "error result"),
     "json-refused-port-retries-off.stdout.json": (1, "error result"),
     "stub-http-400.stdout.json": (1, "HTTP 400"),
@@ -176,20 +177,64 @@ COMMAND_FAILURES = {
     "final-argv-project-settings.stdout.json": (1, "error result"),
     "final-argv-project-settings-api-key.stdout.json": (1, "error result"),
     "json-verbose-is-array.stdout.json": (1, "exit status 1"),
-    "stream-json-not-logged-in.stdout.jsonl": (1, "exit status 1"),
     "stream-json-refused-port-default-retries-killed.stdout.jsonl": (124, "exit status 124"),
-    "stub-max-tokens.stdout.jsonl": (1, "exit status 1"),
-    "stub-refusal.stdout.jsonl": (1, "exit status 1"),
-    "stub-http-400.stdout.jsonl": (1, "exit status 1"),
-    "stub-toolcall-max-turns.stdout.jsonl": (1, "exit status 1"),
+    "stub-max-tokens.stdout.jsonl": (1, "error result"),
+    "stub-refusal.stdout.jsonl": (1, "error result"),
+    "stub-http-400.stdout.jsonl": (1, "HTTP 400"),
+    "stub-toolcall-max-turns.stdout.jsonl": (1, "--max-turns 1"),
     "stub-sigterm.stdout.jsonl": (143, "exit status 143"),
+    # A key the endpoint refuses (401), default retries, killed at 80 s: in clanker the
+    # 90 s bound ends it first, as a timeout; the output alone is a killed run.
+    "final-argv-stub-401-killed.stdout.jsonl": (143, "exit status 143"),
 }
-DECORATED = {"stub-decorated.stdout.json": 0}
+# Signed out: the assistant message says `error: "authentication_failed"` (exit 1).
+UNAUTHENTICATED = {
+    "stream-json-not-logged-in.stdout.jsonl": 1,
+    "final-argv-not-logged-in.stdout.jsonl": 1,  # no login at all (2026-12-01)
+    "final-argv-stub-401-retries-off.stdout.jsonl": 1,  # a refused key, HTTP 401
+}
+DECORATED = {"stub-decorated.stdout.json": 0, "stub-decorated.stdout.jsonl": 0}
 
 
 def test_every_fixture_has_an_expected_outcome() -> None:
-    known = {*ANSWERS, *PARSE_FAILURES, *COMMAND_FAILURES, *DECORATED}
+    known = {*ANSWERS, *PARSE_FAILURES, *COMMAND_FAILURES, *UNAUTHENTICATED, *DECORATED}
     assert sorted(known) == STREAMS
+
+
+@pytest.mark.parametrize("name", sorted(UNAUTHENTICATED))
+@pytest.mark.parametrize("exit_code", [None, 0])
+def test_signed_out_is_unauthenticated_and_says_how_to_sign_in(
+    name: str, exit_code: int | None
+) -> None:
+    code = UNAUTHENTICATED[name] if exit_code is None else exit_code
+    error = failure(stdout(name), code)
+    assert error.kind is ErrorKind.UNAUTHENTICATED
+    assert error.exit_code == 6
+    assert error.message == ("claude: the harness is not signed in (sign in with `claude` "
+                             "and /login, or check the API key it uses)")
+    # Claude's own words ("Not logged in", "Invalid API key") never reach the message.
+    assert "logged" not in error.message and "Invalid" not in error.message
+
+
+def test_the_same_signed_out_result_without_the_stream_cannot_say_why() -> None:
+    lines = stdout("final-argv-not-logged-in.stdout.jsonl").splitlines()
+    assert failure(lines[-1] + "\n", 1).kind is ErrorKind.COMMAND_FAILED
+    assert failure("\n".join(lines) + "\n", 1).kind is ErrorKind.UNAUTHENTICATED
+
+
+def test_an_authentication_category_without_an_error_result_is_not_unauthenticated() -> None:
+    # Only an error result is a failure; a stray category on a clean answer changes nothing.
+    lines = stdout("stub-success.stdout.jsonl").splitlines()
+    tagged = json.loads(lines[1])
+    assert tagged["type"] == "assistant"
+    tagged["error"] = "authentication_failed"
+    text = "\n".join([lines[0], json.dumps(tagged), *lines[2:]]) + "\n"
+    assert parse_commit_result(text) == ANSWER
+
+
+def test_an_event_after_the_result_is_a_parse_failure() -> None:
+    text = stdout("stub-success.stdout.jsonl") + json.dumps({"type": "system"}) + "\n"
+    assert failure(text).kind is ErrorKind.PARSE_FAILURE
 
 
 @pytest.mark.parametrize("name", sorted(ANSWERS))
@@ -220,11 +265,11 @@ def test_failed_turns_and_failed_processes_are_command_failed(name: str) -> None
     assert detail in (error.detail or "")
 
 
-@pytest.mark.parametrize("name", sorted(n for n in COMMAND_FAILURES if n.endswith(".json")))
+@pytest.mark.parametrize("name", sorted(COMMAND_FAILURES))
 def test_claudes_error_text_never_reaches_the_message(name: str) -> None:
     exit_code, _ = COMMAND_FAILURES[name]
     error = failure(stdout(name), exit_code)
-    raw = json.loads(stdout(name))
+    raw = json.loads(stdout(name).strip().splitlines()[-1])
     if isinstance(raw, list):  # the --verbose array: its last element is the result
         raw = raw[-1]
     for text in [raw.get("result"), *raw.get("errors", [])]:
@@ -305,7 +350,7 @@ def test_terminal_reason_may_be_absent() -> None:
         ({"result": ""}, "empty"),
         ({"result": " \n\t"}, "empty"),
         ({"result": "Fix \ud800 it"}, "Unicode"),
-        ({"type": "assistant"}, "not a result"),
+        ({"type": "assistant"}, "no result object"),
     ],
 )
 def test_a_result_that_is_not_a_clean_answer_is_a_parse_failure(
@@ -356,8 +401,8 @@ def test_error_results_are_command_failed(changes: dict[str, object], detail: st
         '"result"\n',
         "7\n",
         "null\n",
-        result_line() + result_line(),  # two results: not one object
-        '{"type":"system","subtype":"init"}\n' + result_line(),
+        result_line() + result_line(),  # two results: an event after the result
+        result_line() + '{"type":"system","subtype":"init"}\n',
         "[" * 100_000 + "\n",
         '{"type":"result"' + " " * 2_000_000,
         result_line()[:-3],
@@ -371,6 +416,11 @@ def test_surrounding_whitespace_is_not_an_error() -> None:
     assert parse_commit_result("\n\n" + result_line() + "\n  ") == ANSWER
 
 
+def test_events_before_the_result_are_not_the_answer() -> None:
+    events = '{"type":"system","subtype":"init"}\n{"type":"user","message":{}}\n'
+    assert parse_commit_result(events + result_line()) == ANSWER
+
+
 # -- properties -------------------------------------------------------------------------
 
 _PROPERTY = settings(max_examples=200, deadline=None,
@@ -381,7 +431,8 @@ def _typed_or_answer(text: str) -> str | None:
     try:
         return parse_commit_result(text)
     except HarnessCapabilityError as exc:
-        assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED)
+        assert exc.kind in (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED,
+                            ErrorKind.UNAUTHENTICATED)
         assert exc.harness == "claude"
         return None
 
@@ -462,3 +513,22 @@ def test_real_claude_against_a_refused_endpoint_is_a_typed_failure_and_keeps_not
     for path in tmp_path.rglob("*"):
         if path.is_file() and repo not in path.parents:
             assert marker.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("claude") is None, reason="claude is not installed")
+def test_real_claude_signed_out_is_unauthenticated(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
+                 "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(installed_provider("claude"), repo, tmp_path / "locks", None)
+    # No login: Claude answers at once, without a request.
+    assert caught.value.kind is ErrorKind.UNAUTHENTICATED
+    assert caught.value.exit_code == 6

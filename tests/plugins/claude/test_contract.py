@@ -109,7 +109,7 @@ class TestClaudeContract(HarnessProviderContract):
     commit_outputs = "*.stdout.json*"
     commit_decorated = "stub-decorated.stdout.json"
     commit_model = "haiku"
-    commit_successes = (("final-argv-stub-success.stdout.json", MESSAGE),
+    commit_successes = (("stub-success.stdout.jsonl", MESSAGE),
                         ("stub-thinking-then-text.stdout.json", MESSAGE))
     commit_failures = (
         ("stub-decorated.stdout.json", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
@@ -118,6 +118,8 @@ class TestClaudeContract(HarnessProviderContract):
         ("stub-sigint.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
         ("final-argv-stub-toolcall.stdout.json", 1, ErrorKind.COMMAND_FAILED),
         ("json-not-logged-in.stdout.json", 1, ErrorKind.COMMAND_FAILED),
+        ("final-argv-not-logged-in.stdout.jsonl", 1, ErrorKind.UNAUTHENTICATED),
+        ("final-argv-stub-401-retries-off.stdout.jsonl", 1, ErrorKind.UNAUTHENTICATED),
         ("stub-max-tokens.stdout.json", 1, ErrorKind.COMMAND_FAILED),
     )
 

@@ -26,8 +26,12 @@ from clanker_codex.attention import (
     HOOK_COMMAND,
     HOOK_EVENTS,
     HOOK_TIMEOUT_SECONDS,
+    REVIEW_NOTICE,
+    TRUSTED_HASHES,
     CodexAttention,
     hook_arguments,
+    hook_key,
+    review_notice,
 )
 from clanker_codex.attention import INTERPRETER as INTERPRETER_FILE
 from clanker_codex.launch import CodexLaunch
@@ -481,6 +485,133 @@ def test_hook_review_bookkeeping_is_not_a_conflict(home: Path, tmp_path: Path) -
     assert attention(tmp_path).prepare(context(home, tmp_path)) is not None
 
 
+# -- the one-time review: Codex's own record of it ---------------------------------------------
+
+
+def trust_entries(*, off: Iterable[str] = (), missing: Iterable[str] = (),
+                  **hashes: str) -> str:
+    """``[hooks.state]`` as Codex writes it after "Trust all and continue" (and ``enabled =
+    false`` for what the person turned off in /hooks); ``hashes`` overrides an event's."""
+    lines = []
+    for event in HOOK_EVENTS:
+        if event in missing:
+            continue
+        lines += [f'[hooks.state."{hook_key(event)}"]',
+                  f'trusted_hash = "{hashes.get(event, TRUSTED_HASHES[event])}"']
+        if event in off:
+            lines.append("enabled = false")
+    return "\n".join(lines) + "\n"
+
+
+def notice(home: Path, tmp_path: Path, config: str | None,
+           user_flags: tuple[str, ...] = ()) -> str | None:
+    if config is not None:
+        (home / "config.toml").write_text(config)
+    plan = attention(tmp_path).prepare(context(home, tmp_path, user_flags=user_flags))
+    assert isinstance(plan, AttachmentPlan)
+    assert plan.argv == ("codex", *hook_arguments(), *user_flags)
+    return plan.notice
+
+
+def test_the_hashes_are_codexs_for_these_definitions() -> None:
+    # hooks/list of `codex <hook_arguments()> app-server` (0.171.0): each key's currentHash.
+    recorded = fixture("hooks-list.json")["result"]["data"][0]["hooks"]
+    assert {h["key"]: h["currentHash"] for h in recorded} == {
+        hook_key(event): TRUSTED_HASHES[event] for event in HOOK_EVENTS}
+    assert sorted(TRUSTED_HASHES) == sorted(HOOK_EVENTS)
+    # The hashes are of exactly these definitions: change one, capture them again.
+    handler = '[{hooks=[{type="command",command="\\"$CLANKER_ATTENTION_COMMAND\\"",timeout=3}]}]'
+    assert hook_arguments() == tuple(
+        word for event in HOOK_EVENTS for word in ("-c", f"hooks.{event}={handler}"))
+
+
+def test_before_any_review_the_launch_says_how_to_trust_the_hooks(
+    home: Path, tmp_path: Path
+) -> None:
+    assert notice(home, tmp_path, None) == REVIEW_NOTICE
+    assert notice(home, tmp_path, 'model = "gpt-6.2-sol"\n') == REVIEW_NOTICE
+    assert REVIEW_NOTICE == (
+        "Codex runs clanker's hooks only once you trust them: choose \"Trust all and "
+        "continue\" when Codex asks (or trust them in /hooks), or this agent shows as unknown")
+    assert "\n" not in REVIEW_NOTICE and len(REVIEW_NOTICE) <= 300
+
+
+def test_after_trust_all_there_is_nothing_to_say(home: Path, tmp_path: Path) -> None:
+    # What Codex 0.171.0's "Trust all and continue" wrote into a throwaway home (live).
+    captured = (FIXTURES / "config-after-trust-all.toml").read_text()
+    assert notice(home, tmp_path, captured) is None
+    assert notice(home, tmp_path, trust_entries()) is None
+
+
+def test_one_trusted_hook_is_not_a_review(home: Path, tmp_path: Path) -> None:
+    # Live: PreToolUse trusted in /hooks, then turned off; the other seven never reviewed.
+    captured = (FIXTURES / "config-after-one-trusted-then-off.toml").read_text()
+    assert notice(home, tmp_path, captured) == REVIEW_NOTICE
+
+
+@pytest.mark.parametrize("event", HOOK_EVENTS)
+def test_a_hook_missing_or_with_another_hash_needs_a_review(
+    home: Path, tmp_path: Path, event: str
+) -> None:
+    # Another hash: Codex shows it as "changed" and does not run it.
+    changed = trust_entries(**{event: "sha256:" + "0" * 64})
+    assert notice(home, tmp_path, changed) == REVIEW_NOTICE
+    assert notice(home, tmp_path, trust_entries(missing=[event])) == REVIEW_NOTICE
+
+
+def test_a_hook_turned_off_in_hooks_is_named(home: Path, tmp_path: Path) -> None:
+    assert notice(home, tmp_path, trust_entries(off=["Stop"])) == (
+        "clanker's Stop hook is turned off in Codex's /hooks: turn it back on there, or "
+        "this agent's state can be wrong")
+    assert notice(home, tmp_path, trust_entries(off=["PreToolUse", "PostToolUse"])) == (
+        "clanker's PreToolUse, PostToolUse hooks are turned off in Codex's /hooks: turn them "
+        "back on there, or this agent's state can be wrong")
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        '[hooks]\nstate = "nonsense"\n',
+        '[hooks]\nstate = []\n',
+        '[hooks.state]\n"/<session-flags>/config.toml:stop:0:0" = "sha256:x"\n',
+        '[hooks.state."/<session-flags>/config.toml:stop:0:0"]\ntrusted_hash = 7\n',
+        '[hooks.state."/<session-flags>/config.toml:stop:0:0"]\nenabled = true\n',
+    ],
+)
+def test_a_record_that_is_not_codexs_shape_counts_as_not_reviewed(
+    home: Path, tmp_path: Path, state: str
+) -> None:
+    assert notice(home, tmp_path, state) == REVIEW_NOTICE
+
+
+def test_no_configuration_at_all_is_not_reviewed() -> None:
+    assert review_notice(None) == REVIEW_NOTICE
+    assert review_notice({"hooks": "x"}) == REVIEW_NOTICE
+
+
+def test_an_entry_that_is_not_true_for_enabled_is_turned_off() -> None:
+    config = {"hooks": {"state": {hook_key(e): {"trusted_hash": TRUSTED_HASHES[e],
+                                                "enabled": "no" if e == "Stop" else True}
+                                  for e in HOOK_EVENTS}}}
+    assert (review_notice(config) or "").startswith("clanker's Stop hook is turned off")
+
+
+def test_the_users_own_bypass_needs_no_review(home: Path, tmp_path: Path) -> None:
+    bypass = ("--dangerously-bypass-hook-trust",)
+    assert notice(home, tmp_path, None, user_flags=bypass) is None
+    # After `--` it is a prompt word, as Codex reads it.
+    assert notice(home, tmp_path, None, user_flags=("--", *bypass)) == REVIEW_NOTICE
+
+
+def test_the_record_is_only_read(home: Path, tmp_path: Path) -> None:
+    config = home / "config.toml"
+    config.write_text('model = "x"\n')
+    before = (config.read_bytes(), config.stat().st_mtime_ns)
+    assert notice(home, tmp_path, None) == REVIEW_NOTICE
+    assert (config.read_bytes(), config.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in home.iterdir()) == ["config.toml"]
+
+
 @pytest.mark.parametrize(
     "config",
     [
@@ -645,3 +776,36 @@ def test_real_codex_parses_the_hook_arguments(tmp_path: Path) -> None:
         assert {h["eventName"]: h["currentHash"] for h in hooks} == {
             h["eventName"]: h["currentHash"] for h in recorded
         }
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("codex") is None, reason="codex is not installed")
+def test_real_codex_agrees_with_the_review_notice(tmp_path: Path) -> None:
+    """Codex's own verdict (``hooks/list`` ``trustStatus``) and the notice agree, for the
+    record a review writes and for one hook turned off."""
+    codex = shutil.which("codex")
+    assert codex is not None
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    cases: list[tuple[str | None, set[tuple[str, bool]], str | None]] = [
+        (None, {("untrusted", True)}, REVIEW_NOTICE),
+        (trust_entries(), {("trusted", True)}, None),
+        (trust_entries(off=["Stop"]), {("trusted", True), ("trusted", False)},
+         "clanker's Stop hook is turned off"),
+        (trust_entries(**{"Stop": "sha256:" + "0" * 64}),
+         {("trusted", True), ("modified", True)}, REVIEW_NOTICE),
+    ]
+    for config, verdicts, said in cases:
+        if config is not None:
+            (home / "config.toml").write_text(config)
+        reply = _hooks_list(codex, home, tmp_path, hook_arguments())
+        assert reply is not None and "result" in reply
+        hooks = reply["result"]["data"][0]["hooks"]
+        assert {(h["trustStatus"], h["enabled"]) for h in hooks} == verdicts
+        plan = CodexAttention(policy_file=tmp_path / "no-policy.toml").prepare(
+            context(home, tmp_path))
+        assert isinstance(plan, AttachmentPlan)
+        if said is None:
+            assert plan.notice is None
+        else:
+            assert plan.notice is not None and plan.notice.startswith(said)

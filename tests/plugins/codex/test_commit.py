@@ -45,6 +45,19 @@ EXIT_CODES = {
     "exec-sigint.jsonl": 1,
     "exec-sigterm.jsonl": 143,
     "built-failed-after-message.jsonl": 1,
+    "exec-signed-out-http-401.jsonl": 1,
+    "exec-missing-env-key.jsonl": 1,
+    "exec-signed-out-offline-killed.jsonl": 143,
+}
+# Refused or missing credentials: `unauthenticated`, the rest of EXIT_CODES `command-failed`.
+SIGNED_OUT = {
+    # No login, Codex's default provider aimed at a loopback stand-in that answers 401 as
+    # the real endpoint does to a request without credentials (2026-12-01).
+    "exec-signed-out-http-401.jsonl": "sign in with `codex login`",
+    # The research's probe provider with a key, refused with 401 by the error stub.
+    "exec-http-401.jsonl": "sign in with `codex login`",
+    # A provider whose `env_key` variable is unset: no request at all.
+    "exec-missing-env-key.jsonl": "env_key",
 }
 
 
@@ -146,7 +159,11 @@ def test_reasoning_and_commentary_are_never_part_of_the_answer() -> None:
         ("built-incomplete.jsonl", ErrorKind.PARSE_FAILURE, "did not end"),
         ("built-failed-after-message.jsonl", ErrorKind.COMMAND_FAILED, "turn failed"),
         ("exec-http-400.jsonl", ErrorKind.COMMAND_FAILED, "turn failed"),
-        ("exec-http-401.jsonl", ErrorKind.COMMAND_FAILED, "turn failed"),
+        ("exec-http-401.jsonl", ErrorKind.UNAUTHENTICATED, "codex login"),
+        ("exec-signed-out-http-401.jsonl", ErrorKind.UNAUTHENTICATED, "codex login"),
+        ("exec-missing-env-key.jsonl", ErrorKind.UNAUTHENTICATED, "env_key"),
+        # Signed out without a network: nothing ever answers, nothing says why.
+        ("exec-signed-out-offline-killed.jsonl", ErrorKind.PARSE_FAILURE, "did not end"),
         ("exec-http-500.jsonl", ErrorKind.COMMAND_FAILED, "turn failed"),
         ("exec-refused-bounded.jsonl", ErrorKind.COMMAND_FAILED, "turn failed"),
         ("exec-refused-bounded-5-retries.jsonl", ErrorKind.COMMAND_FAILED, "turn failed"),
@@ -165,7 +182,8 @@ def test_streams_without_an_answer_fail_typed(name: str, kind: ErrorKind, detail
     assert detail in (caught.value.detail or "")
 
 
-@pytest.mark.parametrize(("name", "exit_code"), list(EXIT_CODES.items()))
+@pytest.mark.parametrize(
+    ("name", "exit_code"), [(n, c) for n, c in EXIT_CODES.items() if n not in SIGNED_OUT])
 def test_captured_runs_with_their_exit_status_are_command_failed(name: str, exit_code: int) -> None:
     with pytest.raises(HarnessCapabilityError) as caught:
         CodexCommit().parse_output(captured(name))
@@ -173,9 +191,48 @@ def test_captured_runs_with_their_exit_status_are_command_failed(name: str, exit
     assert caught.value.harness == "codex"
 
 
+@pytest.mark.parametrize("name", sorted(SIGNED_OUT))
+def test_refused_or_missing_credentials_are_unauthenticated(name: str) -> None:
+    stderr_file = COMMIT / name.replace(".jsonl", ".stderr.txt")
+    stderr = stderr_file.read_text() if stderr_file.exists() else ""
+    with pytest.raises(HarnessCapabilityError) as caught:
+        CodexCommit().parse_output(captured(name, stderr=stderr))
+    error = caught.value
+    assert error.kind is ErrorKind.UNAUTHENTICATED
+    assert error.exit_code == 6
+    assert error.message.startswith("codex: the harness is not signed in (")
+    assert SIGNED_OUT[name] in error.message
+    # Codex's and the provider's words never reach the message.
+    for never in ("401", "Unauthorized", "Missing bearer", "stub", "127.0.0.1", "PROBE_KEY",
+                  "WARNING"):
+        assert never not in error.message
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["unexpected status 4010 x", "unexpected status 403 Forbidden: no", "x unexpected status 401 ",
+     "Reconnecting... 1/5 (unexpected status 401 Unauthorized: x)", "", "missing environment"],
+)
+def test_only_codexs_own_prefix_of_the_failure_says_signed_out(text: str) -> None:
+    end = {"type": "turn.failed", "error": {"message": text}}
+    assert failure(turn_of(end=end), exit_code=1).kind is ErrorKind.COMMAND_FAILED
+
+
+def test_a_refusal_notice_before_a_completed_turn_changes_nothing() -> None:
+    notice = {"type": "error", "message": "Reconnecting... 1/5 (unexpected status 401 "
+                                          "Unauthorized: x, url: http://h/v1/responses)"}
+    assert parse_commit_stream(turn_of(notice, message("Fix it", 1))) == "Fix it"
+
+
+@pytest.mark.parametrize("error", [None, "text", {"message": 401}, {"text": "x"}, []])
+def test_a_failed_turn_without_a_message_text_is_command_failed(error: object) -> None:
+    end = {"type": "turn.failed", "error": error}
+    assert failure(turn_of(end=end), exit_code=1).kind is ErrorKind.COMMAND_FAILED
+
+
 def test_a_failed_turn_says_so_and_other_failures_give_the_exit_status() -> None:
     with pytest.raises(HarnessCapabilityError) as failed:
-        CodexCommit().parse_output(captured("exec-http-401.jsonl"))
+        CodexCommit().parse_output(captured("exec-http-400.jsonl"))
     assert failed.value.detail == "the turn failed"
     with pytest.raises(HarnessCapabilityError) as killed:
         CodexCommit().parse_output(captured("exec-sigterm.jsonl"))
@@ -472,11 +529,38 @@ def test_real_codex_request_has_the_prompt_and_model_but_no_context_file_or_web_
     assert "sync.py" in git(repo, "diff", "--cached", "--name-only")
     with pytest.raises(HarnessCapabilityError) as caught:
         propose(installed_provider("codex"), repo, tmp_path / "locks", "probe-model")
-    assert caught.value.kind is ErrorKind.COMMAND_FAILED, caught.value.message
-    assert len(bodies) == 1  # a 4xx is not retried
+    # The stand-in refuses the key with 401: the credentials were refused.
+    assert caught.value.kind is ErrorKind.UNAUTHENTICATED, caught.value.message
+    assert len(bodies) == 1  # retries are off in this provider
     request = json.loads(bodies[0])
     assert request["model"] == "probe-model"
     assert marker in json.dumps(request)  # the prompt, from stdin
     assert "clanker-agents-marker-2b8e" not in bodies[0].decode()
     tools = [tool.get("name") or tool.get("type") for tool in request.get("tools", [])]
     assert "web_search" not in tools
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("codex") is None, reason="codex is not installed")
+def test_real_codex_signed_out_is_unauthenticated_before_the_bound(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    refusing_provider: tuple[str, list[bytes]],
+) -> None:
+    url, bodies = refusing_provider
+    home = tmp_path / "home"
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True)
+    # No login and Codex's own provider, whose endpoint is a loopback stand-in that
+    # answers 401 to a request without credentials, as the real one does.
+    (codex_home / "config.toml").write_text(f'openai_base_url = "{url}"\n')
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CODEX_HOME", str(codex_home))
+    for name in ("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_ACCESS_TOKEN", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(installed_provider("codex"), repo, tmp_path / "locks", None)
+    # Codex retries the refusal (about 13 s), then fails the turn on its own: never the
+    # service's timeout.
+    assert caught.value.kind is ErrorKind.UNAUTHENTICATED, caught.value.message
+    assert caught.value.exit_code == 6
+    assert bodies  # it did send its request, without credentials

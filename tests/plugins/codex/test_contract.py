@@ -102,7 +102,9 @@ class TestCodexContract(HarnessProviderContract):
         ("built-decorated.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
         ("built-thinking-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
         ("built-tool-after-last-message.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("exec-http-401.jsonl", 1, ErrorKind.COMMAND_FAILED),
+        ("exec-http-401.jsonl", 1, ErrorKind.UNAUTHENTICATED),
+        ("exec-signed-out-http-401.jsonl", 1, ErrorKind.UNAUTHENTICATED),
+        ("exec-missing-env-key.jsonl", 1, ErrorKind.UNAUTHENTICATED),
         ("exec-sigterm.jsonl", 143, ErrorKind.COMMAND_FAILED),
     )
 

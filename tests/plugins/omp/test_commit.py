@@ -177,7 +177,10 @@ def test_provider_text_and_the_saved_request_path_never_reach_the_message() -> N
 
 @pytest.mark.parametrize("name", ["json-unknown-model.stderr.txt", "json-no-models.stderr.txt",
                                   "unknown-flag-no-context-files.stderr.txt",
-                                  "open-stdin-waiting.stderr.txt"])
+                                  "open-stdin-waiting.stderr.txt",
+                                  # signed out, clanker's argv (2026-12-01): stdout stays
+                                  # empty, so nothing but stderr could say why
+                                  "final-argv-signed-out.stderr.txt"])
 def test_empty_stdout_with_a_failed_exit_is_command_failed(name: str) -> None:
     stderr = (COMMIT / name).read_text()
     for exit_code in (1, 2, 124):

@@ -47,6 +47,17 @@ EXIT_CODES = {
     "run-unknown-agent.jsonl": 1,
     "run-unknown-model.jsonl": 1,
     "built-error-after-text.jsonl": 1,
+    "run-provider-without-key.jsonl": 1,
+    "run-signed-out-default-offline.jsonl": 1,
+}
+# Missing or refused credentials: `unauthenticated`.
+SIGNED_OUT = {
+    # A provider in the user's config without its key (2026-12-01): ProviderAuthError.
+    "run-provider-without-key.jsonl",
+    # The loopback stub's 401: APIError with statusCode 401.
+    "run-http-401.jsonl",
+    "run-http-401-recommended.jsonl",
+    "run-unknown-agent.jsonl",
 }
 
 
@@ -175,10 +186,13 @@ def test_earlier_steps_are_never_part_of_the_answer() -> None:
         ("built-length.jsonl", ErrorKind.PARSE_FAILURE, "cut off"),
         ("built-incomplete.jsonl", ErrorKind.PARSE_FAILURE, "did not finish"),
         ("built-error-after-text.jsonl", ErrorKind.COMMAND_FAILED, "(APIError, HTTP 502)"),
-        ("run-http-401.jsonl", ErrorKind.COMMAND_FAILED, "(APIError, HTTP 401)"),
-        ("run-http-401-recommended.jsonl", ErrorKind.COMMAND_FAILED, "(APIError, HTTP 401)"),
-        ("run-unknown-agent.jsonl", ErrorKind.COMMAND_FAILED, "(APIError, HTTP 401)"),
+        ("run-http-401.jsonl", ErrorKind.UNAUTHENTICATED, "opencode auth login"),
+        ("run-http-401-recommended.jsonl", ErrorKind.UNAUTHENTICATED, "opencode auth login"),
+        ("run-unknown-agent.jsonl", ErrorKind.UNAUTHENTICATED, "opencode auth login"),
+        ("run-provider-without-key.jsonl", ErrorKind.UNAUTHENTICATED, "opencode auth login"),
         ("run-refused-retries-exhausted.jsonl", ErrorKind.COMMAND_FAILED, "(APIError)"),
+        # Signed out of nothing: the free default provider, unreachable offline (74 s).
+        ("run-signed-out-default-offline.jsonl", ErrorKind.COMMAND_FAILED, "(APIError)"),
         ("run-refused-recommended-sigint-ignored.jsonl", ErrorKind.COMMAND_FAILED,
          "(APIError)"),
         ("run-unknown-model.jsonl", ErrorKind.COMMAND_FAILED, "(UnknownError)"),
@@ -192,8 +206,45 @@ def test_streams_without_an_answer_fail_typed(name: str, kind: ErrorKind, detail
     with pytest.raises(HarnessCapabilityError) as with_exit:
         OpenCodeCommit().parse_output(captured(name))
     if EXIT_CODES.get(name, 0):
-        assert with_exit.value.kind is ErrorKind.COMMAND_FAILED
+        assert with_exit.value.kind is kind
         assert with_exit.value.detail == caught.value.detail  # the stream's reason, not "exit 1"
+
+
+@pytest.mark.parametrize("name", sorted(SIGNED_OUT))
+def test_missing_or_refused_credentials_are_unauthenticated(name: str) -> None:
+    with pytest.raises(HarnessCapabilityError) as caught:
+        OpenCodeCommit().parse_output(captured(name, stderr="x"))
+    error = caught.value
+    assert error.kind is ErrorKind.UNAUTHENTICATED
+    assert error.exit_code == 6
+    assert error.message == ("opencode: the harness is not signed in (sign in to the model's "
+                             "provider with `opencode auth login`, or check the key it uses)")
+    for never in ("Anthropic", "API key is missing", "stub", "401", "anthropic"):
+        assert never not in error.message
+
+
+@pytest.mark.parametrize(
+    "event_",
+    [
+        {"type": "error", "error": {"name": "APIError", "data": {"statusCode": 403}}},
+        {"type": "error", "error": {"name": "APIError", "data": {"statusCode": "401"}}},
+        {"type": "error", "error": {"name": "APIError", "data": {"statusCode": True}}},
+        {"type": "error", "error": {"name": "UnknownError", "data": {"statusCode": 401}}},
+        {"type": "error", "error": {"name": "providerautherror"}},
+        {"type": "error", "error": "ProviderAuthError"},
+    ],
+)
+def test_only_opencodes_own_credential_errors_are_unauthenticated(
+    event_: dict[str, object]
+) -> None:
+    assert failure(json_lines(event_)).kind is ErrorKind.COMMAND_FAILED
+
+
+def test_the_first_error_decides() -> None:
+    auth = {"type": "error", "error": {"name": "ProviderAuthError", "data": {}}}
+    other = {"type": "error", "error": {"name": "APIError", "data": {"statusCode": 500}}}
+    assert failure(json_lines(auth, other)).kind is ErrorKind.UNAUTHENTICATED
+    assert failure(json_lines(other, auth)).kind is ErrorKind.COMMAND_FAILED
 
 
 def test_provider_text_and_stderr_never_reach_the_message() -> None:
@@ -331,7 +382,7 @@ def test_any_error_event_is_command_failed_even_with_exit_0_and_an_answer() -> N
     ("event_", "detail"),
     [
         (error("APIError", statusCode=429), "(APIError, HTTP 429)"),
-        (error("ProviderAuthError"), "(ProviderAuthError)"),
+        (error("ContextOverflowError"), "(ContextOverflowError)"),
         (error("APIError", statusCode="401; sk-secret"), "(APIError)"),
         (error("APIError", statusCode=True), "(APIError)"),
         (error("APIError", statusCode=10**6), "(APIError)"),
@@ -471,8 +522,8 @@ def test_real_opencode_against_a_refusing_provider_is_a_typed_failure_and_keeps_
     with pytest.raises(HarnessCapabilityError) as caught:
         propose(installed_provider("opencode"), repo, tmp_path / "locks", "loop/m1")
     elapsed = time.monotonic() - started
-    assert caught.value.kind is ErrorKind.COMMAND_FAILED, caught.value.message
-    assert caught.value.detail == "opencode reported an error (APIError, HTTP 401)"
+    # The stand-in refuses the key with 401: the credentials were refused.
+    assert caught.value.kind is ErrorKind.UNAUTHENTICATED, caught.value.message
     assert elapsed < INFERENCE_TIMEOUT
     assert repository_state(repo) == before
     # One request (no title call), for the model asked for, with the prompt from
@@ -493,3 +544,22 @@ def test_real_opencode_against_a_refusing_provider_is_a_typed_failure_and_keeps_
     for path in opencode_home.rglob("*"):
         if path.is_file():
             assert marker.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("opencode") is None, reason="opencode is not installed")
+def test_real_opencode_provider_without_its_key_is_unauthenticated(
+    repo: Path, opencode_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The user's global config names a provider whose key is not set.
+    config = opencode_home / ".config" / "opencode"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "opencode.json").write_text(json.dumps({"provider": {"anthropic": {}}}))
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(installed_provider("opencode"), repo, tmp_path / "locks",
+                "anthropic/claude-haiku-4-5")
+    # ProviderAuthError: no request is sent.
+    assert caught.value.kind is ErrorKind.UNAUTHENTICATED, caught.value.message
+    assert caught.value.exit_code == 6

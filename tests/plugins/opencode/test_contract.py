@@ -83,7 +83,9 @@ class TestOpenCodeContract(HarnessProviderContract):
         ("built-decorated.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
         ("built-thinking-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
         ("built-tool-call-only.jsonl", 0, ErrorKind.PARSE_FAILURE),
-        ("run-http-401-recommended.jsonl", 1, ErrorKind.COMMAND_FAILED),
+        ("run-http-401-recommended.jsonl", 1, ErrorKind.UNAUTHENTICATED),
+        ("run-provider-without-key.jsonl", 1, ErrorKind.UNAUTHENTICATED),
+        ("run-refused-retries-exhausted.jsonl", 1, ErrorKind.COMMAND_FAILED),
         ("built-incomplete.jsonl", 143, ErrorKind.COMMAND_FAILED),
     )
 

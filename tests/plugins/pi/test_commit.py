@@ -141,11 +141,50 @@ def test_provider_error_text_never_reaches_the_message() -> None:
         stream("json-refused-port-default-retry.stdout.jsonl")).message
 
 
+# Signed out: the session header alone, exit 1 (pi says why only on stderr).
+SIGNED_OUT = (
+    "final-argv-signed-out.stdout.jsonl",  # clanker's argv, an empty home (2026-12-01)
+    "json-no-api-key.stdout.jsonl",  # a named model, no key for its provider
+    "json-no-models.stdout.jsonl",  # no model at all
+)
+
+
+@pytest.mark.parametrize("name", SIGNED_OUT)
+def test_the_header_alone_with_exit_1_is_unauthenticated(name: str) -> None:
+    stderr_file = COMMIT / name.replace(".stdout.jsonl", ".stderr.txt")
+    with pytest.raises(HarnessCapabilityError) as caught:
+        PiCommit().parse_output(CommandResult(stdout=stream(name),
+                                              stderr=stderr_file.read_text(), exit_code=1))
+    error = caught.value
+    assert error.kind is ErrorKind.UNAUTHENTICATED
+    assert error.exit_code == 6
+    assert error.message == ("pi: the harness is not signed in (sign in with /login in pi, "
+                             "or set an API key for the model's provider)")
+    assert "No API key" not in error.message and "docs" not in error.message
+
+
+@pytest.mark.parametrize("exit_code", [0, 2, 124, 129, 143])
+def test_the_header_alone_with_another_status_is_not_signed_out(exit_code: int) -> None:
+    error = failure(stream("final-argv-signed-out.stdout.jsonl"), exit_code)
+    assert error.kind is not ErrorKind.UNAUTHENTICATED
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "\n",
+     '{"type":"session","version":3}\n{"type":"agent_start"}\n',
+     '{"type":"session","version":3}\n{"type":"session","version":3}\n',
+     '{"type":"agent_start"}\n', '{"type":"session"\n', "not json\n"],
+)
+def test_anything_but_the_header_alone_with_exit_1_is_command_failed(text: str) -> None:
+    error = failure(text, 1)
+    assert error.kind is ErrorKind.COMMAND_FAILED
+    assert error.detail == "exit status 1"
+
+
 @pytest.mark.parametrize(
     ("name", "exit_code"),
     [
-        ("json-no-api-key.stdout.jsonl", 1),
-        ("json-no-models.stdout.jsonl", 1),
         ("json-refused-port-sigterm.stdout.jsonl", 143),
         ("stub-toolcall-then-killed.stdout.jsonl", 124),
         ("stub-success.stdout.jsonl", 1),  # even a complete answer: a failed process
@@ -368,3 +407,20 @@ def test_real_pi_against_a_refused_provider_is_a_typed_failure_and_keeps_nothing
     for path in refused_agent_dir.rglob("*"):
         if path.is_file():
             assert marker.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("pi") is None, reason="pi is not installed")
+def test_real_pi_signed_out_is_unauthenticated(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / ".pi" / "agent").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(home / ".pi" / "agent"))
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(installed_provider("pi"), repo, tmp_path / "locks", None)
+    assert caught.value.kind is ErrorKind.UNAUTHENTICATED
+    assert caught.value.exit_code == 6

@@ -97,5 +97,6 @@ class TestPiContract(HarnessProviderContract):
         ("stub-decorated.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer's refusal
         ("stub-thinking-only.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),
         ("json-refused-port-retry-disabled.stdout.jsonl", 0, ErrorKind.COMMAND_FAILED),
-        ("json-no-api-key.stdout.jsonl", 1, ErrorKind.COMMAND_FAILED),
+        ("json-no-api-key.stdout.jsonl", 1, ErrorKind.UNAUTHENTICATED),
+        ("final-argv-signed-out.stdout.jsonl", 1, ErrorKind.UNAUTHENTICATED),
     )

@@ -266,7 +266,8 @@ def answer_or_typed_failure(
     stdout: str,
     exit_code: int = 0,
     *,
-    kinds: Collection[ErrorKind] = (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED),
+    kinds: Collection[ErrorKind] = (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED,
+                                    ErrorKind.UNAUTHENTICATED),
 ) -> str | None:
     """The answer ``commit.parse_output`` finds in this result (a string), or ``None``
     when it fails as it may: typed, with one of ``kinds``, naming ``harness``. Anything
@@ -339,9 +340,10 @@ class CommitContract(ContractBase):
                                                                      floats=st.floats())
     """Events near the harness's output format, added after a captured output and alone;
     by default any JSON value (NaN and the infinities too)."""
-    commit_failure_kinds: ClassVar[tuple[ErrorKind, ...]] = (ErrorKind.PARSE_FAILURE,
-                                                              ErrorKind.COMMAND_FAILED)
-    """How parsing any output may fail."""
+    commit_failure_kinds: ClassVar[tuple[ErrorKind, ...]] = (
+        ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED, ErrorKind.UNAUTHENTICATED)
+    """How parsing any output may fail (``unauthenticated`` where the output itself
+    says the harness is signed out)."""
     commit_decorated: ClassVar[Path | str | None] = None
     """An output whose answer wraps the message in prose and a code fence: the parser
     passes it through as it is, and the commit service's normalizer refuses it."""

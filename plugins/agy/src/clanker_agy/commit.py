@@ -10,6 +10,12 @@ stdin; agy runs one turn per line and, after EOF, exits once that turn's
 ``result {status, response, error?, denied_actions?, ...}``. Only that
 ``result`` is read.
 
+Signed out, agy is reported to print a login URL on stderr and wait up to
+60 s for a browser login before anything reaches stdout; the ``result`` it
+may print after that is read like the usage probe's error envelope (spec,
+"Usage adapters"): ``unauthenticated`` only when its own ``error`` text
+holds one of a narrow list of phrases. Never seen live.
+
 agy's headless mode is neither tool-free nor non-persisting: every run keeps
 its tools (limited by plan mode, the sandbox and headless refusal of tools
 that need approval) and records a conversation in the user's agy history.
@@ -25,6 +31,7 @@ from typing import Any, Final
 from clanker.commit.capability import answer_by_exit, text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
+from clanker_agy.usage import _SIGNED_OUT, _error_texts
 
 __all__ = ["COMMIT_ARGS", "AgyCommit", "commit_stdin", "parse_commit_stream"]
 
@@ -126,7 +133,13 @@ def _check_status(result: Mapping[str, Any]) -> None:
         raise _parse_failure("the result has no known status")
     if status in _FAILED:
         # `error` is agy's or the provider's text (quota messages, URLs): it
-        # stays out. The status is agy's own closed vocabulary.
+        # stays out, and is only matched against the usage probe's phrases
+        # ("authentication failed or timed out" is not one of them). The
+        # status is agy's own closed vocabulary.
+        texts = [text.lower() for text in _error_texts(result)]
+        if any(phrase in text for text in texts for phrase in _SIGNED_OUT):
+            raise _fail(ErrorKind.UNAUTHENTICATED, "agy reported an authentication error; "
+                        "sign in with `agy`")
         raise _fail(ErrorKind.COMMAND_FAILED, f"the turn ended with status {status}")
     if status != _SUCCESS:
         raise _parse_failure("the result has no known status")
@@ -143,8 +156,10 @@ def parse_commit_stream(stdout: str) -> str:
     Every non-blank line must be a JSON object with a string ``event``;
     unknown events are ignored, ``init`` and ``step_update`` are never read.
     There must be exactly one ``result`` and it must be the last event. Its
-    ``status`` ``ERROR``, ``FAILURE``, ``CANCELLED`` or ``TIMEOUT``, or an
-    ``error`` text beside ``SUCCESS``, is ``command-failed``. The answer
+    ``status`` ``ERROR``, ``FAILURE``, ``CANCELLED`` or ``TIMEOUT`` is
+    ``unauthenticated`` when its error text names a signed-out state (the
+    usage probe's phrases), else ``command-failed``, like an ``error`` text
+    beside ``SUCCESS``. The answer
     counts only with ``status: "SUCCESS"``, no ``denied_actions`` (a tool
     call agy refused headless) and a non-blank string ``response``, which is
     returned as given. Anything else is ``parse-failure``. Text deltas,
@@ -194,4 +209,5 @@ class AgyCommit:
         # 1: bad input or interrupted (SIGTERM writes an ERROR result first);
         # 2: a flag error; 3: quota. The stream says what failed when it can;
         # stderr (`AGY_ERROR: ...`) is diagnostics only, never read.
-        return answer_by_exit(result, parse_commit_stream, harness="agy")
+        return answer_by_exit(result, parse_commit_stream, harness="agy",
+                              reported=(ErrorKind.COMMAND_FAILED, ErrorKind.UNAUTHENTICATED))

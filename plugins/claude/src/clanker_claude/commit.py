@@ -1,18 +1,24 @@
-"""Claude Code commit messages: ``claude -p --output-format json ...``, the prompt on stdin.
+"""Claude Code commit messages: ``claude -p --output-format stream-json --verbose ...``,
+the prompt on stdin.
 
 Verified against Claude Code 2.1.197 (docs/harnesses/claude.md, "Commit
-messages"; fixtures in tests/fixtures/claude/commit/). Print mode with JSON
-output prints exactly one line, one ``result`` object, when the run ends; the
-answer is its ``result`` text. Claude reports most failures (no login, API
-errors, refusals, an answer cut off at the output limit) as ``subtype:
-"success"`` with ``is_error: true``, and a thinking-only answer as a clean
-success with an empty ``result``, so every field of the rule is checked.
+messages"; fixtures in tests/fixtures/claude/commit/). Print mode with
+stream-json output prints one event per line: ``system`` ``init``, the
+``assistant`` message(s), then exactly one ``result`` object when the run
+ends; the answer is its ``result`` text. Claude reports most failures (no
+login, API errors, refusals, an answer cut off at the output limit) as
+``subtype: "success"`` with ``is_error: true``, and a thinking-only answer as
+a clean success with an empty ``result``, so every field of the rule is
+checked. Why a failure happened is only in the stream: a failed request's
+``assistant`` message carries Claude's own ``error`` category
+(``authentication_failed`` when signed out or when the credentials are
+refused), which the single ``result`` of ``--output-format json`` lacks.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from clanker.commit.capability import answer_by_exit, text_answer
@@ -26,9 +32,12 @@ COMMIT_ARGS: Final = (
     # Print mode: one prompt, then exit. It never asks anything (no trust
     # dialog, no permission prompt: a tool it has not been granted is denied).
     "-p",
-    # One line, one `result` object, at the end of the run. Never `--verbose`
-    # with it: that prints a JSON array of every message instead.
-    "--output-format", "json",
+    # One event per line; the last is the one `result` object, the same object
+    # `--output-format json` prints alone. The stream adds the assistant
+    # message's `error` category (`authentication_failed`), which that single
+    # object lacks. Print mode requires `--verbose` with stream-json; it adds
+    # no partial messages (that is `--include-partial-messages`).
+    "--output-format", "stream-json", "--verbose",
     # No built-in tool at all: the request carries `"tools": []`, and a tool
     # call the model makes anyway is answered "No such tool available". Nothing
     # after it may name tools again (a later `--tools` wins); `--model` is safe.
@@ -60,6 +69,11 @@ COMMIT_ENV: Final = {
 _TIMEOUT: Final = INFERENCE_TIMEOUT
 
 # The result subtypes of Claude Code 2.1.197's schema.
+# The assistant message's error category when Claude has no credentials, or the
+# provider refused them (Claude Code 2.1.197: no login, HTTP 401/403, a bad key).
+_SIGNED_OUT: Final = "authentication_failed"
+_SIGN_IN: Final = "sign in with `claude` and /login, or check the API key it uses"
+
 _SUBTYPES: Final = frozenset({
     "success", "error_during_execution", "error_max_turns", "error_max_budget_usd",
     "error_max_structured_output_retries",
@@ -74,20 +88,42 @@ def _parse_failure(detail: str) -> HarnessCapabilityError:
     return _fail(ErrorKind.PARSE_FAILURE, detail)
 
 
-def _result_object(stdout: str) -> Mapping[str, Any]:
-    text = stdout.strip()
-    if not text:
+def _events(stdout: str) -> Iterator[dict[str, Any]]:
+    """Yield every typed event; anything else on stdout is malformed output."""
+    for raw in stdout.split("\n"):  # JSON text may hold U+2028 unescaped
+        line = raw.strip()
+        if not line:
+            continue
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: absurdly nested input
+            raise _parse_failure("a line that is not JSON") from None
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            raise _parse_failure("a line that is not a typed event")
+        yield event
+
+
+def _read_stream(stdout: str) -> tuple[Mapping[str, Any], frozenset[str]]:
+    """Return the one ``result`` (the last event) and the assistant messages' error categories."""
+    result: Mapping[str, Any] | None = None
+    errors: set[str] = set()
+    seen = False
+    for event in _events(stdout):
+        seen = True
+        if result is not None:
+            raise _parse_failure("an event after the result")
+        if event["type"] == "result":
+            result = event
+        elif event["type"] == "assistant":
+            error = event.get("error")
+            if isinstance(error, str):
+                errors.add(error)
+    if not seen:
         raise _parse_failure("no output (claude printed no result: interrupted, or it "
                              "stopped before its turn)")
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: absurdly nested input
-        raise _parse_failure("the output is not one JSON object") from None
-    if not isinstance(value, dict):
-        raise _parse_failure("the output is not one JSON object")
-    if value.get("type") != "result":
-        raise _parse_failure("the output is not a result object")
-    return value
+    if result is None:
+        raise _parse_failure("incomplete: no result object (interrupted or killed)")
+    return result, frozenset(errors)
 
 
 def _failed_turn(result: Mapping[str, Any], subtype: str) -> HarnessCapabilityError:
@@ -104,13 +140,16 @@ def _failed_turn(result: Mapping[str, Any], subtype: str) -> HarnessCapabilityEr
     return _fail(ErrorKind.COMMAND_FAILED, f"the turn ended in an error result{said}")
 
 
-def _check_outcome(result: Mapping[str, Any]) -> None:
+def _check_outcome(result: Mapping[str, Any], errors: frozenset[str]) -> None:
     """Raise unless the result says the turn succeeded (``success``, ``is_error: false``)."""
     subtype, is_error = result.get("subtype"), result.get("is_error")
     if not isinstance(subtype, str) or subtype not in _SUBTYPES:
         raise _parse_failure("the result has no known subtype")
     if not isinstance(is_error, bool):
         raise _parse_failure("the result has no is_error flag")
+    if is_error and _SIGNED_OUT in errors:
+        # Claude's own category: no login, a refused key or token (401/403).
+        raise _fail(ErrorKind.UNAUTHENTICATED, _SIGN_IN)
     if is_error or subtype == "error_max_turns":
         raise _failed_turn(result, subtype)
     if subtype != "success":
@@ -138,18 +177,23 @@ def _check_completed(result: Mapping[str, Any]) -> None:
 
 
 def parse_commit_result(stdout: str) -> str:
-    """Return the answer in ``claude -p --output-format json``'s output, or raise a typed failure.
+    """Return the answer in ``claude -p --output-format stream-json``'s output, or raise
+    a typed failure.
 
-    stdout must be exactly one JSON object with ``type: "result"``. An error
-    result (``is_error: true``, whatever the subtype) and ``error_max_turns``
-    are ``command-failed``. The answer counts only as ``subtype: "success"``,
+    Every non-blank line must be a JSON object with a string ``type``; the
+    last one must be the only ``result`` (``type: "result"``). An error
+    result whose run holds an ``assistant`` message with ``error:
+    "authentication_failed"`` is ``unauthenticated``; any other error result
+    (``is_error: true``, whatever the subtype) and ``error_max_turns`` are
+    ``command-failed``. The answer counts only as ``subtype: "success"``,
     ``is_error: false``, at least one model turn, ``stop_reason: "end_turn"``,
     ``terminal_reason: "completed"`` when present, no ``deferred_tool_use``,
     and a non-blank ``result``; it is returned as given. Anything else is
-    ``parse-failure``. Thinking, tool calls and streamed text are never read.
+    ``parse-failure``. Assistant messages are read only for their error category:
+    thinking, tool calls and streamed text are never read.
     """
-    result = _result_object(stdout)
-    _check_outcome(result)
+    result, errors = _read_stream(stdout)
+    _check_outcome(result, errors)
     _check_completed(result)
     answer = result.get("result")
     if not isinstance(answer, str):
@@ -184,7 +228,9 @@ class ClaudeCommit:
         )
 
     def parse_output(self, result: CommandResult) -> str:
-        # 0 without output is an interrupted run (SIGINT): a failure too.
+        # 0 without a result is an interrupted run (SIGINT): a failure too.
         # 1: an error result, or a bad flag or stdin (no output); 143/129: a
-        # signal. An error result says what failed; otherwise the status does.
-        return answer_by_exit(result, parse_commit_result, harness="claude")
+        # signal. An error result says what failed (signed out included);
+        # otherwise the status does.
+        return answer_by_exit(result, parse_commit_result, harness="claude",
+                              reported=(ErrorKind.COMMAND_FAILED, ErrorKind.UNAUTHENTICATED))

@@ -6,14 +6,19 @@ Checked against Codex CLI 0.171.0 (docs/harnesses/codex.md, "Attention"):
   *session-flags* hook layer (``hooks/list`` reports ``source: sessionFlags``,
   key ``/<session-flags>/config.toml:<event>:0:0``) that runs alongside the
   user's, project and plugin hooks.
-- Codex runs such a hook only once the user has trusted it (``/hooks``), and
-  records the trust in the user's ``config.toml`` as ``[hooks.state."<key>"]
-  trusted_hash = "sha256:..."``, a hash of the definition. The definition is
-  therefore the same for every launch: the command is the literal
-  ``"$CLANKER_ATTENTION_COMMAND"``, which Codex's shell (``$SHELL -lc``) expands
-  from the launch's environment, so one review persists.
-  ``--dangerously-bypass-hook-trust`` would skip that review; clanker never
-  passes it: whether to run a hook stays the user's decision.
+- Codex runs such a hook only once the user has trusted it (at start-up
+  Codex asks "Hooks need review", or in ``/hooks``), and records the trust in
+  the user's ``config.toml`` as ``[hooks.state."<key>"] trusted_hash =
+  "sha256:..."``, a hash of the definition (``enabled = false`` when the user
+  turns one off there). The definition is therefore the same for every
+  launch: the command is the literal ``"$CLANKER_ATTENTION_COMMAND"``, which
+  Codex's shell (``$SHELL -lc``) expands from the launch's environment, so one
+  review persists. ``--dangerously-bypass-hook-trust`` would skip that review;
+  clanker never passes it: whether to run a hook stays the user's decision.
+- That record is read (the same bounded read of ``config.toml``, never a
+  write): until every one of clanker's hooks is trusted with its current hash,
+  the launch carries a notice saying so, since until then no event arrives and
+  the agent shows as unknown; one the user turned off gets a notice too.
 - The user's own hook configuration decides instead of clanker: a ``[hooks]``
   table with events in ``$CODEX_HOME/config.toml``, a ``$CODEX_HOME/hooks.json``,
   a ``profile`` (config key or ``-p/--profile``), a ``-c hooks.*`` / ``-c
@@ -40,8 +45,12 @@ __all__ = [
     "HOOK_COMMAND",
     "HOOK_EVENTS",
     "HOOK_TIMEOUT_SECONDS",
+    "REVIEW_NOTICE",
+    "TRUSTED_HASHES",
     "CodexAttention",
     "hook_arguments",
+    "hook_key",
+    "review_notice",
 ]
 
 INTERPRETER: Final = Path(__file__).with_name("attention_interpreter.py")
@@ -56,6 +65,26 @@ HOOK_TIMEOUT_SECONDS: Final = 3
 HOOK_COMMAND: Final = '"$CLANKER_ATTENTION_COMMAND"'
 """The command, verbatim: the variable, never a path, so the definition never changes."""
 
+TRUSTED_HASHES: Final = {
+    "SessionStart": "sha256:b6a59f80095a947f975652172d53d039e2729749fcdd93d08d334212bcd18292",
+    "UserPromptSubmit": "sha256:6fe822ef611891a829a9752759c63ba3563a51bd560e6343788c1c997c3b3072",
+    "PermissionRequest": "sha256:4c91c7495bc8b4f4d9debd3f37d9edf9da11d98e5b10507e6d5d6d1b6bdbf35e",
+    "PreToolUse": "sha256:2b0ba79623543bf5c6394529c10732bcb29880a72616df20c273779e27704286",
+    "PostToolUse": "sha256:4d8de80ce5c1505394728bf0ea2745a347215e2ef9fb6d21821ed7d53e4407cb",
+    "Stop": "sha256:8ae21fd53d57187a5595d8c3b75a067728561bb680f945e1a8aae8e4c2bf6813",
+    "Interrupt": "sha256:931afdd1c3ba794aef85e694a6f7ceb836b7e0baae2865d589caa867c2a190b2",
+    "SessionEnd": "sha256:8931bd768b0f191f80a76229f527bfd17ad1cecfafa5adeb1d72f1c94996afd2",
+}
+"""The hash Codex 0.171.0 gives each of :func:`hook_arguments`' definitions (``hooks/list``
+``currentHash``; the same in every home). A review records it as ``trusted_hash``; the
+definitions never change, so neither do these (a test pins both together)."""
+
+REVIEW_NOTICE: Final = (
+    "Codex runs clanker's hooks only once you trust them: choose \"Trust all and continue\" "
+    "when Codex asks (or trust them in /hooks), or this agent shows as unknown"
+)
+"""Said at launch until every hook is trusted with its current hash."""
+
 MAX_CONFIG_BYTES: Final = 1 << 20
 """A configuration file larger than this is not read: attention is declined."""
 POLICY_FILE: Final = Path("/etc/codex/requirements.toml")
@@ -64,6 +93,44 @@ _CONFIG_FLAGS: Final = ("-c", "--config")
 _PROFILE_FLAGS: Final = ("-p", "--profile")
 _DISABLE_FLAG: Final = "--disable"
 _HOOKS_FEATURE: Final = "hooks"
+_BYPASS_TRUST_FLAG: Final = "--dangerously-bypass-hook-trust"
+_SESSION_FLAGS_SOURCE: Final = "/<session-flags>/config.toml"
+
+
+def hook_key(event: str) -> str:
+    """The key Codex files ``event``'s one session-flag hook under in ``[hooks.state]``.
+
+    ``/<session-flags>/config.toml:<event in snake case>:<group>:<handler>``: one group
+    with one handler per event (``hooks/list`` in 0.171.0).
+    """
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in event).lstrip("_")
+    return f"{_SESSION_FLAGS_SOURCE}:{snake}:0:0"
+
+
+def review_notice(config: Mapping[str, object] | None) -> str | None:
+    """What to tell the person about Codex's trust in clanker's hooks, from ``config.toml``.
+
+    ``None`` when every hook is trusted with its current hash and none is turned
+    off. A missing or malformed record counts as not reviewed: Codex would ask.
+    """
+    hooks = config.get("hooks") if config is not None else None
+    state = hooks.get("state") if isinstance(hooks, Mapping) else None
+    entries: Mapping[str, object] = state if isinstance(state, Mapping) else {}
+    off = []
+    for event in HOOK_EVENTS:
+        entry = entries.get(hook_key(event))
+        if not isinstance(entry, Mapping) or entry.get("trusted_hash") != TRUSTED_HASHES[event]:
+            return REVIEW_NOTICE
+        if entry.get("enabled", True) is not True:
+            off.append(event)
+    if not off:
+        return None
+    hooks_named = ", ".join(off)
+    if len(off) == 1:
+        return (f"clanker's {hooks_named} hook is turned off in Codex's /hooks: turn it back "
+                "on there, or this agent's state can be wrong")
+    return (f"clanker's {hooks_named} hooks are turned off in Codex's /hooks: turn them back "
+            "on there, or this agent's state can be wrong")
 
 
 def _toml_string(value: str) -> str:
@@ -107,7 +174,7 @@ class CodexAttention:
             if home is None:
                 raise _Conflict("which configuration Codex reads cannot be told (a relative "
                                 "CODEX_HOME, or no home directory)")
-            _check_config(home / "config.toml")
+            config = _check_config(home / "config.toml")
             _check_absent(home / "hooks.json")
         except _Conflict as conflict:
             return Declined(reason=str(conflict))
@@ -117,7 +184,10 @@ class CodexAttention:
         # its `resume`/`fork` subcommands alike, and the user's flags, which
         # come last, keep their order.
         executable, *rest = context.argv
-        return AttachmentPlan(argv=(executable, *hook_arguments(), *rest))
+        # The user's own bypass runs the hooks without any review: nothing to say.
+        bypass = _BYPASS_TRUST_FLAG in _words_before_prompt(context.user_flags)
+        return AttachmentPlan(argv=(executable, *hook_arguments(), *rest),
+                              notice=None if bypass else review_notice(config))
 
 
 # -- the user's flags ---------------------------------------------------------------------------
@@ -147,6 +217,12 @@ def _option_values(words: list[str], names: tuple[str, ...]) -> Iterable[str]:
                 yield value[1:] if value.startswith("=") else value
 
 
+def _words_before_prompt(flags: Iterable[str]) -> list[str]:
+    """The user's words up to ``--`` (after it they are prompt words, as Codex reads them)."""
+    words = list(flags)
+    return words[:words.index("--")] if "--" in words else words
+
+
 def _override_key(value: str) -> list[str]:
     """The dotted key of a ``-c key=value`` override, its parts unquoted."""
     key = value.partition("=")[0].strip()
@@ -171,10 +247,11 @@ def _check_flags(flags: Iterable[str]) -> None:
 # -- the user's and the administrator's files ---------------------------------------------------
 
 
-def _check_config(path: Path) -> None:
+def _check_config(path: Path) -> dict[str, object] | None:
+    """Return the user's configuration (``None``: no file), unless it owns the hooks."""
     config = _read_toml(path)
     if config is None:
-        return
+        return None
     hooks = config.get("hooks")
     # [hooks.state] alone is Codex's review bookkeeping, not the user's own hooks.
     if hooks is not None and (not isinstance(hooks, dict) or set(hooks) - {"state"}):
@@ -186,6 +263,7 @@ def _check_config(path: Path) -> None:
     if isinstance(features, Mapping) and features.get(_HOOKS_FEATURE, True) is not True:
         raise _Conflict(f"{path} turns the hooks feature off; turn it on to see this agent's "
                         "state")
+    return config
 
 
 def _check_policy(path: Path) -> None:

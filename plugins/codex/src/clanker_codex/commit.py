@@ -68,6 +68,15 @@ _NOT_TOOLS: Final = frozenset({"agent_message", "reasoning", "plan", "todo_list"
 _ITEM_EVENTS: Final = frozenset({"item.started", "item.updated", "item.completed"})
 _TERMINAL: Final = frozenset({"turn.completed", "turn.failed"})
 
+# The start of a failed turn's `error.message` when the provider refused the request's
+# credentials (none, signed out; or a rejected key or token): Codex 0.171.0 formats
+# `unexpected status <code> <reason>: <body>, url: <url>`; only the prefix is read.
+_REFUSED_CREDENTIALS: Final = "unexpected status 401 "
+# ... and when an API-key provider's `env_key` variable is not set (no request is sent).
+_MISSING_KEY: Final = "Missing environment variable: "
+_SIGN_IN: Final = "sign in with `codex login`, or check the API key its provider uses"
+_SET_KEY: Final = "the API key variable its provider names (env_key) is not set"
+
 
 def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
     return HarnessCapabilityError(kind, detail, harness="codex")
@@ -99,10 +108,19 @@ def _item_type(event: Mapping[str, Any]) -> str:
     return str(item["type"])
 
 
-def _the_turn(stdout: str) -> tuple[list[dict[str, Any]], str | None]:
-    """Return the events of the one turn, and how it ended (None: it did not)."""
+def _failure_text(event: Mapping[str, Any]) -> str:
+    """The failed turn's ``error.message`` (``""`` when it has none), only to read its prefix."""
+    error = event.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) else ""
+
+
+def _the_turn(stdout: str) -> tuple[list[dict[str, Any]], str | None, str]:
+    """Return the events of the one turn, how it ended (None: it did not), and the
+    failure's text when it failed."""
     turn: list[dict[str, Any]] | None = None
     ended: str | None = None
+    failure = ""
     seen = False
     for event in _events(stdout):
         kind = event["type"]
@@ -116,6 +134,8 @@ def _the_turn(stdout: str) -> tuple[list[dict[str, Any]], str | None]:
             if turn is None or ended is not None:
                 raise _parse_failure(f"{kind} without its own turn.started")
             ended = kind
+            if kind == "turn.failed":
+                failure = _failure_text(event)
         elif turn is not None and ended is None:
             turn.append(event)
         seen = True
@@ -123,14 +143,16 @@ def _the_turn(stdout: str) -> tuple[list[dict[str, Any]], str | None]:
         raise _parse_failure("no output (nothing was sent, or codex stopped before it began)")
     if turn is None:
         raise _parse_failure("no turn started")
-    return turn, ended
+    return turn, ended, failure
 
 
 def parse_commit_stream(stdout: str) -> str:
     """Return the answer in ``codex exec --json`` output, or raise a typed failure.
 
     There must be exactly one ``turn.started`` and, after it, exactly one
-    terminal event: ``turn.completed``. ``turn.failed`` is ``command-failed``;
+    terminal event: ``turn.completed``. ``turn.failed`` is ``unauthenticated``
+    when Codex says the provider refused the credentials (HTTP 401) or the
+    provider's key variable is missing, and otherwise ``command-failed``;
     no terminal event (a killed or interrupted run) is incomplete. The answer
     is the text of the turn's last ``item.completed`` ``agent_message``, as
     given, and only when no other item but reasoning, plan, to-do list or
@@ -138,9 +160,14 @@ def parse_commit_stream(stdout: str) -> str:
     events (retry notices) and stderr are never the answer. Unknown event
     types and fields are ignored; every other failure is ``parse-failure``.
     """
-    turn, ended = _the_turn(stdout)
+    turn, ended, failure = _the_turn(stdout)
     if ended == "turn.failed":
-        # error.message is provider text (an HTTP body, a URL): it stays out.
+        # error.message is provider text (an HTTP body, a URL): it stays out,
+        # and only Codex's own fixed prefix is looked at.
+        if failure.startswith(_REFUSED_CREDENTIALS):
+            raise _fail(ErrorKind.UNAUTHENTICATED, _SIGN_IN)
+        if failure.startswith(_MISSING_KEY):
+            raise _fail(ErrorKind.UNAUTHENTICATED, _SET_KEY)
         raise _fail(ErrorKind.COMMAND_FAILED, "the turn failed")
     if ended is None:
         raise _parse_failure("incomplete: the turn did not end")
@@ -201,7 +228,9 @@ class CodexCommit:
         )
 
     def parse_output(self, result: CommandResult) -> str:
-        # 1: a failed turn, or a start-up error (no prompt, not a git
-        # repository, too large an input); 2: a bad flag; 130/143: a signal.
-        # The stream says whether a turn failed; stderr is never read.
-        return answer_by_exit(result, parse_commit_stream, harness="codex")
+        # 1: a failed turn (signed out included), or a start-up error (no
+        # prompt, not a git repository, too large an input); 2: a bad flag;
+        # 130/143: a signal. The stream says whether a turn failed, and why
+        # when the credentials were refused; stderr is never read.
+        return answer_by_exit(result, parse_commit_stream, harness="codex",
+                              reported=(ErrorKind.COMMAND_FAILED, ErrorKind.UNAUTHENTICATED))

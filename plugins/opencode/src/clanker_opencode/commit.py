@@ -8,6 +8,12 @@ prints one event per line on stdout, each ``{"type", "timestamp",
 ends in tool calls is followed by another step, so only the last step can hold
 the answer. opencode exits 1 once it printed an ``error``; nothing else on
 stdout says that the run is over, so the last step's ``stop`` is the end.
+
+Missing or refused credentials are opencode's own error classes: a
+``ProviderAuthError`` (a configured provider without its key) or an
+``APIError`` whose ``statusCode`` is 401 (the provider refused the key or
+token). opencode's default provider (its free ``opencode`` models) needs no
+sign-in at all, so there is no signed-out state to report for it.
 """
 
 from __future__ import annotations
@@ -91,6 +97,9 @@ COMMIT_ARGS: Final = (
 # about 78 s: it may still be retrying when clanker's inference ceiling ends it.
 _TIMEOUT: Final = INFERENCE_TIMEOUT
 
+_SIGN_IN: Final = ("sign in to the model's provider with `opencode auth login`, or check "
+                   "the key it uses")
+
 # A step's finish reasons that mean the turn failed, rather than a non-answer.
 _FAILED: Final = frozenset({"error"})
 
@@ -151,15 +160,31 @@ def _error_detail(event: Mapping[str, Any]) -> str:
     return text
 
 
-def _steps(stdout: str) -> tuple[list[_Step], str | None]:
-    """Return the steps in order, and the first error event's safe description."""
+def _credentials_refused(event: Mapping[str, Any]) -> bool:
+    """Say whether an ``error`` event is opencode's missing- or refused-credentials error."""
+    error = event.get("error")
+    if not isinstance(error, dict):
+        return False
+    data = error.get("data")
+    status = data.get("statusCode") if isinstance(data, dict) else None
+    name = error.get("name")
+    return name == "ProviderAuthError" or (
+        name == "APIError" and isinstance(status, int) and not isinstance(status, bool)
+        and status == 401)
+
+
+def _steps(stdout: str) -> tuple[list[_Step], str | None, bool]:
+    """Return the steps in order, the first error event's safe description, and whether
+    that error says the credentials are missing or refused."""
     steps: list[_Step] = []
     error: str | None = None
+    signed_out = False
     for event in _events(stdout):
         kind = event["type"]
         if kind == "error":
             if error is None:
                 error = _error_detail(event)
+                signed_out = _credentials_refused(event)
             continue
         if kind not in ("step_start", "text", "step_finish", "reasoning", "tool_use"):
             continue  # event types opencode may add
@@ -183,13 +208,15 @@ def _steps(stdout: str) -> tuple[list[_Step], str | None]:
             if part.get("synthetic") is True or part.get("ignored") is True:
                 continue  # opencode's own notes, not the model's
             current.texts[part["id"]] = text  # a part printed again: its last version
-    return steps, error
+    return steps, error, signed_out
 
 
 def parse_commit_stream(stdout: str) -> str:
     """Return the answer in ``opencode run --format json`` output, or raise a typed failure.
 
-    Any ``error`` event is ``command-failed``. Otherwise the last step must
+    The first ``error`` event decides: ``unauthenticated`` when it is a
+    ``ProviderAuthError`` or an ``APIError`` with ``statusCode`` 401, else
+    ``command-failed``. Otherwise the last step must
     be closed by a ``step_finish`` whose ``reason`` is ``stop`` (``error``
     is ``command-failed``; an open step, ``length``, ``tool-calls``,
     ``content-filter`` or anything else is ``parse-failure``). The answer is
@@ -197,7 +224,9 @@ def parse_commit_stream(stdout: str) -> str:
     ignored parts and blank ones skipped) joined with newlines, as given.
     Earlier steps, reasoning, tool output and stderr are never the answer.
     """
-    steps, error = _steps(stdout)
+    steps, error, signed_out = _steps(stdout)
+    if signed_out:
+        raise _fail(ErrorKind.UNAUTHENTICATED, _SIGN_IN)
     if error is not None:
         raise _fail(ErrorKind.COMMAND_FAILED, error)
     if not steps:
@@ -246,7 +275,9 @@ class OpenCodeCommit:
         )
 
     def parse_output(self, result: CommandResult) -> str:
-        # 1: an error event, or a start-up error (no message, a bad flag: the
-        # help on stderr); 143: a signal (SIGINT is ignored). The stream says
-        # whether a turn failed; stderr is never read.
-        return answer_by_exit(result, parse_commit_stream, harness="opencode")
+        # 1: an error event (missing or refused credentials included), or a
+        # start-up error (no message, a bad flag: the help on stderr); 143: a
+        # signal (SIGINT is ignored). The stream says whether a turn failed;
+        # stderr is never read.
+        return answer_by_exit(result, parse_commit_stream, harness="opencode",
+                              reported=(ErrorKind.COMMAND_FAILED, ErrorKind.UNAUTHENTICATED))

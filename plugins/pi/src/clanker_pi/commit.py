@@ -59,6 +59,7 @@ COMMIT_ARGS: Final = (
 _TIMEOUT: Final = INFERENCE_TIMEOUT
 
 _MESSAGE_UPDATE: Final = '{"type":"message_update"'
+_SIGN_IN: Final = "sign in with /login in pi, or set an API key for the model's provider"
 
 
 def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
@@ -137,6 +138,18 @@ def _events(stdout: str) -> Iterator[dict[str, Any]]:
         raise _parse_failure("no output (nothing was sent, or pi stopped before its header)")
 
 
+def _header_only(stdout: str) -> bool:
+    """Say whether stdout is exactly one ``session`` header: pi stopped before its turn."""
+    lines = [line for line in stdout.split("\n") if line.strip()]
+    if len(lines) != 1:
+        return False
+    try:
+        events = list(_events(lines[0]))
+    except HarnessCapabilityError:
+        return False
+    return not events  # the header was read, and nothing followed it
+
+
 def _last_answer(stdout: str) -> Mapping[str, Any]:
     """Return the last assistant ``message_end``'s message, if the run ended after it."""
     last: Mapping[str, Any] | None = None
@@ -209,6 +222,9 @@ class PiCommit:
 
     def parse_output(self, result: CommandResult) -> str:
         if result.exit_code != 0:
-            # 1: no key, unknown model, bad option (before any turn); 143/129: killed.
+            # 1: no credentials (the header alone), unknown model or bad option
+            # (nothing on stdout); 143/129: killed.
+            if result.exit_code == 1 and _header_only(result.stdout):
+                raise _fail(ErrorKind.UNAUTHENTICATED, _SIGN_IN)
             raise _fail(ErrorKind.COMMAND_FAILED, f"exit status {result.exit_code}")
         return parse_commit_stream(result.stdout)
