@@ -22,7 +22,8 @@ too), and an agent presents it to ``cmd-list``, ``cmd-describe`` and
 ``cmd-run``. Each of those re-derives the caller from this table: a terminal
 that is retired, or whose launcher is gone, has no authority. A ``cmd-run``
 holds a slot while it runs (at most its declared time, 60 s at most), and a
-client that closes its side cancels it.
+client that closes its side (or sends anything more: a connection carries one
+request) cancels it.
 
 Every refusal is an ``ok:false`` reply with a fixed error word and a log line
 with a safe reason (never a payload, never a token); it changes nothing.
@@ -838,7 +839,7 @@ class Grid:
 
     async def _run_capability(self, request: CmdRunRequest, reader: asyncio.StreamReader
                               ) -> bytes:
-        """Answer a ``cmd-run``; the client closing its side cancels the call."""
+        """Answer a ``cmd-run``; the client closing its side (or sending more) cancels it."""
         call = asyncio.ensure_future(self._bridge.call(
             request.token, request.name, arguments=request.arguments,
             text_arguments=request.text_arguments))
