@@ -251,7 +251,8 @@ class Grid:
         monotonic: Callable[[], float] | None = None,
     ) -> None:
         """``capabilities`` is what the capability plane offers (default: the shipped
-        ones), ``executor`` where they run commands (default: this machine's)."""
+        ones), ``executor`` where they run commands (default: this machine's), and
+        ``monotonic`` the clock of their rate limits (default: ``time.monotonic``)."""
         self._path = check_socket_path(socket_path)
         self._clock = clock
         self._poll_interval = poll_interval
