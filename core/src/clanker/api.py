@@ -26,13 +26,15 @@ a ``kind`` (``docs/exit-codes.md``) unless a method says otherwise.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Generator, Iterable
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     # Deferred imports keep `import clanker.api` cheap: a tool that only asks
     # the grid which agents run never loads a plugin.
+    from clanker.bridge.cmd import BridgeClient
+    from clanker.bridge.declaration import HostCapability
     from clanker.commit.message import Style
     from clanker.commit.service import CommitProposal, CommitService
     from clanker.descriptor import SessionOperation
@@ -394,13 +396,43 @@ class Clanker:
         """Why one agent is in its state (safe metadata only)."""
         return self._grid_client().explain(terminal)
 
-    def watch_agents(self) -> Generator[StreamEvent, None, None]:
-        """Every agent's current revision, then each change as it happens.
+    def watch_agents(self, *, notifications: bool = False
+                     ) -> Generator[StreamEvent, None, None]:
+        """Every agent's current revision, then each change as it happens; with
+        ``notifications``, also each message an agent sends the person
+        (``clanker_notify``: events of kind ``notification``).
 
         Close the iterator to stop (``contextlib.closing``). Raises
         :class:`~clanker.grid.errors.GridUnavailableError` when no grid runs.
         """
-        return self._grid_client().subscribe()
+        return self._grid_client().subscribe(notifications=notifications)
+
+    # -- the capability plane (agent -> host) ---------------------------------
+
+    def host_capabilities(self) -> tuple[HostCapability, ...]:
+        """What an agent may ask the host to do: the capabilities clanker ships, each
+        declared once (its ``input`` is both the advertised JSON Schema and the
+        parser), in name order. A launch with ``LaunchOptions(bridge=True)`` is
+        granted these unless ``grants`` names fewer."""
+        from clanker.bridge.shipped import SHIPPED
+
+        return tuple(sorted(SHIPPED, key=lambda capability: capability.name))
+
+    def host_commands(self, environ: Mapping[str, str] | None = None) -> BridgeClient:
+        """The capability plane as the agent whose environment is ``environ`` sees it
+        (default: this process's): ``capabilities()``, ``describe(name)``,
+        ``run(name, arguments)``, one grid request each, exactly what ``clanker
+        cmd`` sends.
+
+        The credential and the grid's socket come from ``environ``
+        (``CLANKER_BRIDGE_TOKEN``, ``CLANKER_BRIDGE_SOCKET``: a launch with the
+        bridge puts them in the child's environment, ``PreparedLaunch.env``).
+        Raises, as every call does, :class:`~clanker.bridge.cmd.CommandError`
+        (``kind``, a safe ``message``, the ``exit_code`` of ``clanker cmd``).
+        """
+        from clanker.bridge.cmd import BridgeClient
+
+        return BridgeClient.from_environ(os.environ if environ is None else environ)
 
     def _grid_client(self) -> GridClient:
         from clanker.grid.client import GridClient

@@ -7,6 +7,9 @@ a silently ignored setting. A missing file is the default configuration.
     harness = "zed"          # default harness for `clanker commit-message`
     model = "zed-large"      # optional; the harness's own default otherwise
     style = "conventional"   # "plain" (default) or "conventional"
+
+    [bridge]
+    harnesses = ["zed"]      # launch these with the bridge on (`--no-bridge` turns it off)
 """
 
 from __future__ import annotations
@@ -15,16 +18,34 @@ import tomllib
 from pathlib import Path
 from typing import Final
 
-from attrs import frozen
+from attrs import field, frozen
 
 from clanker.converters import BoundaryError, make_boundary_converter, structure
+from clanker.ids import is_harness_id
 from clanker.storage import UnusableFileError, read_own_file
 
-__all__ = ["CONFIG_FILE", "CommitSettings", "ConfigError", "Settings", "load_settings"]
+__all__ = [
+    "CONFIG_FILE",
+    "BridgeSettings",
+    "CommitSettings",
+    "ConfigError",
+    "Settings",
+    "load_settings",
+]
 
 CONFIG_FILE: Final = "config.toml"
 _MAX_CONFIG: Final = 256 * 1024
 _converter = make_boundary_converter()
+
+
+def _strings(value: object, _: object) -> tuple[str, ...]:
+    # A TOML string is not a list of its characters.
+    if type(value) is not list or not all(type(v) is str for v in value):
+        raise TypeError("expected a list of strings")
+    return tuple(value)
+
+
+_converter.register_structure_hook_func(lambda kind: kind == tuple[str, ...], _strings)
 
 
 class ConfigError(ValueError):
@@ -38,9 +59,24 @@ class CommitSettings:
     style: str | None = None
 
 
+def _harness_ids(_: object, __: object, value: tuple[str, ...]) -> None:
+    for harness in value:
+        if not is_harness_id(harness):
+            raise ValueError("bridge.harnesses: each entry must be a harness id")
+    if len(set(value)) != len(value):
+        raise ValueError("bridge.harnesses: each harness once")
+
+
+@frozen(kw_only=True)
+class BridgeSettings:
+    harnesses: tuple[str, ...] = field(default=(), validator=_harness_ids)
+    """The harnesses launched with the bridge unless ``--no-bridge`` says otherwise."""
+
+
 @frozen(kw_only=True)
 class Settings:
     commit: CommitSettings = CommitSettings()
+    bridge: BridgeSettings = BridgeSettings()
 
 
 def load_settings(config_dir: Path) -> Settings:
@@ -65,4 +101,16 @@ def load_settings(config_dir: Path) -> Settings:
     try:
         return structure(_converter, data, Settings)
     except BoundaryError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+        raise ConfigError(f"{path}: {_reason(exc)}") from exc
+
+
+def _reason(exc: BoundaryError) -> str:
+    """A validator's own message (it names the setting) where there is one, else cattrs'."""
+    pending: list[BaseException] = [exc.__cause__] if exc.__cause__ is not None else []
+    while pending:
+        error = pending.pop()
+        if isinstance(error, BaseExceptionGroup):
+            pending.extend(error.exceptions)
+        elif type(error) is ValueError and str(error).startswith("bridge."):
+            return str(error)
+    return str(exc)

@@ -2,7 +2,8 @@
 
 Start-up is lazy: the group knows each subcommand's module and one-line help,
 so ``clanker --help`` and ``clanker --version`` import no provider, no plugin
-and no subcommand module.
+and no subcommand module. ``clanker cmd`` never even reaches click from the
+``clanker`` script (:mod:`clanker.__main__`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = ["cli", "main"]
 _COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
     "attention": ("clanker.cli.status", "attention",
                   "Explain an agent's attention state."),
+    "cmd": ("clanker.cli.cmd", "cmd", "Ask the host to do something (for launched agents)."),
     "commit-message": ("clanker.cli.commit", "commit_message",
                        "Write a commit message for the current change."),
     "doctor": ("clanker.cli.doctor", "doctor", "Check every harness and say what to fix."),

@@ -7,13 +7,15 @@ from pathlib import Path
 
 import click
 
-from clanker.cli.common import HarnessArgument, capability_errors, library
+from clanker.cli.common import Failure, HarnessArgument, capability_errors, library
+from clanker.config import ConfigError
+from clanker.errors import EXIT_USAGE
 from clanker.launch.planning import InvalidSessionIdError
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.launch.service import LaunchOptions
 from clanker.registry import HarnessProvider
 
-__all__ = ["launch", "no_attention_option", "run_launch"]
+__all__ = ["bridge_option", "launch", "no_attention_option", "run_launch"]
 
 
 def run_launch(
@@ -22,20 +24,25 @@ def run_launch(
     *,
     attention: bool = True,
     trusted_session_id: str | None = None,
+    bridge: bool | None = None,
 ) -> int:
     """Run ``request`` through the library's one launch path, reporting as the CLI does.
 
     ``trusted_session_id`` is a session id re-found in trusted storage (by
     ``clanker resume``): the attention broker may bind it before the first event.
+    ``bridge`` is ``--bridge``/``--no-bridge`` (``None``: as configured).
     Returns the harness's exit status; failures before it starts raise.
     """
-    options = LaunchOptions(attention=attention, trusted_session_id=trusted_session_id)
+    options = LaunchOptions(attention=attention, trusted_session_id=trusted_session_id,
+                            bridge=bridge)
     with capability_errors():
         try:
             return library().launch(provider, request, options, report=_report,
                                     notify=_notify)
         except InvalidSessionIdError as exc:
             raise click.BadParameter(str(exc), param_hint="session id") from exc
+        except ConfigError as exc:
+            raise Failure(str(exc), EXIT_USAGE) from exc
 
 
 def _notify(notice: str) -> None:
@@ -52,6 +59,12 @@ no_attention_option = click.option(
     help="Do not report this agent's state to the grid (`clanker status`).",
 )
 
+bridge_option = click.option(
+    "--bridge/--no-bridge", default=None,
+    help="Let the agent ask the host to do things (`clanker cmd`); default: as "
+         "config.toml's [bridge] harnesses says (off).",
+)
+
 
 @click.command()
 @click.argument("harness", type=HarnessArgument())
@@ -66,6 +79,7 @@ no_attention_option = click.option(
 @click.option("--fork", "fork_id", metavar="ID",
               help="Start a new session from this one (unchecked; see `clanker fork`).")
 @no_attention_option
+@bridge_option
 @click.argument("user_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- FLAGS...]")
 def launch(
     harness: HarnessProvider,
@@ -74,6 +88,7 @@ def launch(
     resume_id: str | None,
     fork_id: str | None,
     no_attention: bool,
+    bridge: bool | None,
     user_flags: tuple[str, ...],
 ) -> None:
     """Run HARNESS in this terminal and exit with its exit status.
@@ -99,4 +114,4 @@ def launch(
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
-    raise SystemExit(run_launch(harness, request, attention=not no_attention))
+    raise SystemExit(run_launch(harness, request, attention=not no_attention, bridge=bridge))

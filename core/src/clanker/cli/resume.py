@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from clanker.cli.common import Failure, capability_errors, library, run_async
-from clanker.cli.launch import no_attention_option, run_launch
+from clanker.cli.launch import bridge_option, no_attention_option, run_launch
 from clanker.descriptor import SessionOperation
 from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
@@ -19,7 +19,7 @@ __all__ = ["fork", "resume"]
 
 def _continue(
     operation: LaunchOperation, selection: str, model: str | None, workspace: Path | None,
-    user_flags: tuple[str, ...], attention: bool,
+    user_flags: tuple[str, ...], attention: bool, bridge: bool | None,
 ) -> None:
     directory = os.path.abspath(workspace or os.getcwd())
     with capability_errors():
@@ -44,7 +44,8 @@ def _continue(
     # Only a resume continues the very session that was re-found; a fork's id is new.
     trusted = found.session.native_id if operation is LaunchOperation.RESUME else None
     raise SystemExit(run_launch(
-        found.provider, request, attention=attention, trusted_session_id=trusted))
+        found.provider, request, attention=attention, trusted_session_id=trusted,
+        bridge=bridge))
 
 
 _workspace = click.option(
@@ -61,12 +62,14 @@ def _command(operation: LaunchOperation, help_text: str) -> click.Command:
     @_model
     @_workspace
     @no_attention_option
+    @bridge_option
     @_flags
     def command(
         selection: str, model: str | None, workspace: Path | None, no_attention: bool,
-        user_flags: tuple[str, ...],
+        bridge: bool | None, user_flags: tuple[str, ...],
     ) -> None:
-        _continue(operation, selection, model, workspace, user_flags, not no_attention)
+        _continue(operation, selection, model, workspace, user_flags, not no_attention,
+                  bridge)
 
     return command
 

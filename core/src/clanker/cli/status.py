@@ -3,7 +3,10 @@
 All three read the grid; none starts it. The attention shown is derived with
 nothing marked seen: a completion reads ``done`` until new work starts. An
 agent some of whose hook transactions failed closed (so some of its events
-may be missing, and its state may lag) is flagged with how many.
+may be missing, and its state may lag) is flagged with how many. Agents
+launched with the bridge (``clanker launch --bridge``) show which capabilities
+they may ask for; ``watch --notify`` also shows what they send the person
+(``clanker_notify``).
 """
 
 from __future__ import annotations
@@ -33,9 +36,9 @@ from clanker.errors import EXIT_USAGE
 
 if TYPE_CHECKING:
     from clanker.api import Clanker
-    from clanker.grid.protocol import StreamEvent, TerminalEntry
+    from clanker.grid.protocol import Notification, StreamEvent, TerminalEntry
 
-__all__ = ["attention", "entry_record", "status", "watch"]
+__all__ = ["attention", "entry_record", "notification_record", "status", "watch"]
 
 LABELS: Final = {
     "needs-input": "needs input",
@@ -79,6 +82,18 @@ def entry_record(entry: TerminalEntry) -> dict[str, Any]:
         "snapshot": entry.revision.get("snapshot"),
         "failed_closed": entry.failed_closed,
         "unavailable": entry.unavailable,
+        "bridge": list(entry.bridge),
+    }
+
+
+def notification_record(notification: Notification) -> dict[str, Any]:
+    """The JSON shape of a message an agent sent (``watch --json --notify``)."""
+    return {
+        "terminal": notification.terminal,
+        "harness": notification.harness,
+        "location": notification.location,
+        "message": notification.message,
+        "at": notification.at.isoformat(),
     }
 
 
@@ -100,12 +115,22 @@ def _failed_closed(count: int) -> str:
     return f"{count} hook transaction{'s' if count != 1 else ''} failed closed"
 
 
+def _bridge(entry: TerminalEntry) -> str:
+    count = len(entry.bridge)
+    return f"{count} capabilit{'ies' if count != 1 else 'y'}" if count else "-"
+
+
 def _table(entries: list[TerminalEntry], now: datetime) -> None:
     # Styled cells would throw the column widths off; the state column goes last but one.
     rows = [[e.terminal, e.harness, LABELS.get(e.attention, e.attention)
              + ("*" if e.failed_closed else ""),
              relative_time(e.since, now), _place(e.location)] for e in entries]
-    echo_table(["TERMINAL", "HARNESS", "STATE", "SINCE", "LOCATION"], rows)
+    headers = ["TERMINAL", "HARNESS", "STATE", "SINCE", "LOCATION"]
+    if any(e.bridge for e in entries):  # only then: the table stays as it was without
+        headers.insert(4, "BRIDGE")
+        for row, entry in zip(rows, entries, strict=True):
+            row.insert(4, _bridge(entry))
+    echo_table(headers, rows)
     for e in entries:
         if e.failed_closed:
             click.echo(f"* {e.terminal}: {_failed_closed(e.failed_closed)}; events may be "
@@ -181,11 +206,11 @@ def _headline(entry: TerminalEntry) -> str:
     return f"{entry.harness} {what} in {_place(entry.location)}"
 
 
-def _events(clanker: Clanker) -> Iterator[StreamEvent]:
+def _events(clanker: Clanker, *, notifications: bool = False) -> Iterator[StreamEvent]:
     from clanker.grid.errors import GridError
 
     with grid_errors():
-        events = clanker.watch_agents()
+        events = clanker.watch_agents(notifications=notifications)
     try:
         yield from events
     except GridError as exc:
@@ -194,7 +219,15 @@ def _events(clanker: Clanker) -> Iterator[StreamEvent]:
         events.close()
 
 
-def _redraw(entries: dict[str, TerminalEntry], *, clear: bool) -> None:
+def _said(notification: Notification) -> str:
+    return f"{notification.harness} in {_place(notification.location)}: {notification.message}"
+
+
+_SHOWN_NOTIFICATIONS: Final = 3
+
+
+def _redraw(entries: dict[str, TerminalEntry], *, clear: bool,
+            said: list[Notification] | None = None) -> None:
     now = datetime.now(UTC)
     if clear:
         click.echo("\x1b[H\x1b[2J", nl=False)
@@ -204,62 +237,97 @@ def _redraw(entries: dict[str, TerminalEntry], *, clear: bool) -> None:
                "  (Ctrl+C to quit)")
     if live:
         _table(live, now)
+    for notification in said or ():
+        click.echo(f"! {relative_time(notification.at, now)}  {_said(notification)}")
     if not clear:
         click.echo()
+
+
+class _Watch:
+    """What ``watch`` shows of each stream event."""
+
+    def __init__(self, *, as_json: bool, notify: bool) -> None:
+        self.as_json = as_json
+        self.notifier = Notifier(bell_stream=sys.stderr if as_json else sys.stdout) \
+            if notify else None
+        self.entries: dict[str, TerminalEntry] = {}
+        self.said: list[Notification] = []
+        self.clear = not as_json and sys.stdout.isatty()
+        self.synced = False
+
+    def show(self, event: StreamEvent) -> None:
+        from clanker.grid.protocol import StreamKind
+
+        if event.kind is StreamKind.SYNCED:
+            self.synced = True
+            if not self.as_json:
+                _redraw(self.entries, clear=self.clear)
+        elif event.kind is StreamKind.NOTIFICATION and event.notification is not None:
+            self._notification(event.notification)
+        elif event.entry is not None:
+            self._entry(event, event.entry)
+
+    def _notification(self, note: Notification) -> None:
+        if self.as_json:
+            click.echo(json.dumps({"kind": "notification", **notification_record(note)},
+                                  ensure_ascii=False))
+        else:
+            self.said = [*self.said, note][-_SHOWN_NOTIFICATIONS:]
+            _redraw(self.entries, clear=self.clear, said=self.said)
+        if self.notifier is not None:
+            self.notifier.notify(_said(note))
+
+    def _entry(self, event: StreamEvent, entry: TerminalEntry) -> None:
+        from clanker.grid.protocol import StreamKind
+
+        previous = self.entries.get(entry.terminal)
+        tombstone = entry.revision.get("snapshot") is None
+        if tombstone:
+            self.entries.pop(entry.terminal, None)
+        else:
+            self.entries[entry.terminal] = entry
+        if self.as_json:
+            click.echo(json.dumps({"kind": event.kind.value, **entry_record(entry)},
+                                  ensure_ascii=False))
+        elif self.synced:
+            _redraw(self.entries, clear=self.clear, said=self.said)
+        if (
+            self.notifier is not None
+            and event.kind is StreamKind.REVISION
+            and not tombstone
+            and entry.attention in NOTIFY_STATES
+            and (previous is None or previous.attention != entry.attention)
+        ):
+            self.notifier.notify(_headline(entry))
+
+    def close(self) -> None:
+        if self.notifier is not None:
+            self.notifier.close()
 
 
 @click.command()
 @json_option
 @click.option("--notify", is_flag=True,
-              help="Ring the bell (and notify the desktop) on Needs Input and Done.")
+              help="Ring the bell (and notify the desktop) on Needs Input and Done, and "
+                   "show what agents send you (clanker_notify).")
 def watch(as_json: bool, notify: bool) -> None:
     """Follow running agents live: the table is redrawn on every change.
 
     `--json` prints one JSON object per line (NDJSON) for every revision: the
     current one of each agent first (`"kind": "snapshot"`), then each change
-    (`"kind": "revision"`; a retired agent has `"snapshot": null`).
+    (`"kind": "revision"`; a retired agent has `"snapshot": null`). With
+    `--notify`, a message an agent sends (`clanker_notify`) is shown too (a
+    `"kind": "notification"` line under `--json`), with the bell.
     """
-    from clanker.grid.protocol import StreamKind
-
     clanker = _require_grid()
-    notifier = Notifier(bell_stream=sys.stderr if as_json else sys.stdout) if notify else None
-    entries: dict[str, TerminalEntry] = {}
-    clear = not as_json and sys.stdout.isatty()
-    synced = False
+    view = _Watch(as_json=as_json, notify=notify)
     try:
-        for event in _events(clanker):
-            if event.kind is StreamKind.SYNCED:
-                synced = True
-                if not as_json:
-                    _redraw(entries, clear=clear)
-                continue
-            entry = event.entry
-            if entry is None:
-                continue
-            previous = entries.get(entry.terminal)
-            tombstone = entry.revision.get("snapshot") is None
-            if tombstone:
-                entries.pop(entry.terminal, None)
-            else:
-                entries[entry.terminal] = entry
-            if as_json:
-                click.echo(json.dumps({"kind": event.kind.value, **entry_record(entry)},
-                                      ensure_ascii=False))
-            elif synced:
-                _redraw(entries, clear=clear)
-            if (
-                notifier is not None
-                and event.kind is StreamKind.REVISION
-                and not tombstone
-                and entry.attention in NOTIFY_STATES
-                and (previous is None or previous.attention != entry.attention)
-            ):
-                notifier.notify(_headline(entry))
+        for event in _events(clanker, notifications=notify):
+            view.show(event)
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130) from None
     finally:
-        if notifier is not None:
-            notifier.close()
+        view.close()
     raise GridFailure("the grid stopped")
 
 

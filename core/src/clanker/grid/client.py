@@ -29,6 +29,9 @@ from clanker.grid.errors import GridError, GridUnavailableError
 from clanker.grid.protocol import (
     MAX_LINE,
     MAX_REPLY,
+    BridgeGrantReply,
+    BridgeGrantRequest,
+    BridgeRevokeRequest,
     DeclineRequest,
     DeliverReply,
     DeliverRequest,
@@ -155,6 +158,21 @@ class GridClient:
         )
         return self._call(request, DeliverReply).decisions
 
+    def grant_bridge(self, terminal: str, token: str, capabilities: Sequence[str]) -> str:
+        """Mint ``terminal``'s bridge credential carrying ``capabilities``; return the raw
+        value (the only copy: put it in the agent's environment and nowhere else).
+
+        ``token`` is the terminal's own credential. A terminal that had a bridge
+        credential has it revoked first.
+        """
+        request = BridgeGrantRequest(terminal=terminal, token=token,
+                                     capabilities=list(capabilities))
+        return self._call(request, BridgeGrantReply).bridge_token
+
+    def revoke_bridge(self, terminal: str, token: str) -> None:
+        """Revoke ``terminal``'s bridge credential (harmless when it has none)."""
+        self._call(BridgeRevokeRequest(terminal=terminal, token=token), EmptyReply)
+
     def list_terminals(self) -> list[TerminalEntry]:
         """Every live terminal with its latest revision (the ``list`` op)."""
         return self._call(ListRequest(), ListReply, limit=MAX_REPLY).terminals
@@ -168,9 +186,10 @@ class GridClient:
         self._call(ShutdownRequest(), EmptyReply)
 
     def subscribe(
-        self, *, timeout: float | None = None
+        self, *, timeout: float | None = None, notifications: bool = False
     ) -> Generator[StreamEvent, None, None]:
-        """Yield ``snapshot`` events, one ``synced``, then every ``revision``.
+        """Yield ``snapshot`` events, one ``synced``, then every ``revision``
+        (and, with ``notifications``, every ``notification`` an agent sends).
 
         The iterator ends when the grid closes the stream (it stopped); a
         subscriber that fell behind gets a ``GridRequestError("overflow")``.
@@ -179,7 +198,7 @@ class GridClient:
         """
         sock = self._connect()
         try:
-            sock.sendall(encode_request(SubscribeRequest()))
+            sock.sendall(encode_request(SubscribeRequest(notifications=notifications)))
             lines = _Lines(sock)
             while True:
                 deadline = None if timeout is None else time.monotonic() + timeout

@@ -38,10 +38,16 @@ class GridProtocolError(GridError):
 
 
 class GridRequestError(GridError):
-    """The grid refused a request with one of the protocol's fixed error words."""
+    """The grid refused a request with one of the protocol's fixed error words.
 
-    def __init__(self, word: str, op: str | None = None) -> None:
+    ``message`` is the grid's one safe sentence, where the op carries one (the
+    capability plane's do).
+    """
+
+    def __init__(self, word: str, op: str | None = None, *, message: str | None = None) -> None:
         self.word = word
         self.op = op
+        self.message = message
         where = f"{op}: " if op else ""
-        super().__init__(f"the grid refused the request ({where}{word})")
+        said = f": {message}" if message else ""
+        super().__init__(f"the grid refused the request ({where}{word}){said}")

@@ -31,10 +31,19 @@ explain     terminal                                         entry, explanation
 shutdown    (none)                                           (none)
 ========== ================================================ =============================
 
+The capability plane adds ``bridge-grant``, ``bridge-revoke``, ``cmd-list``,
+``cmd-describe`` and ``cmd-run``; their one definition is
+:mod:`clanker.bridge.wire`, which this module checks each such request against
+before structuring it (so the lean ``clanker cmd`` client and this parser agree).
+A refusal of one of them may carry ``message``, one safe sentence.
+
 ``subscribe`` answers with lines ``{"v":1,"ok":true,"kind":K,"entry":E}``: first
 ``snapshot`` for every live terminal, then one ``synced`` (no entry), then one
 ``revision`` per published revision (tombstones included: their
-``entry.revision.snapshot`` is ``null``) until either side closes. A subscriber
+``entry.revision.snapshot`` is ``null``) until either side closes; a
+``subscribe`` with ``"notifications": true`` is also sent ``notification``
+events (``{"kind":"notification","notification":N}``, from ``clanker_notify``)
+as they happen. A subscriber
 that falls behind gets ``{"v":1,"ok":false,"error":"overflow"}`` (when the line
 can still be written) and is disconnected.
 """
@@ -56,17 +65,28 @@ from attrs import field, frozen
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter
 
+from clanker.bridge import wire as bridge_wire
 from clanker.converters import BoundaryError, make_boundary_converter, structure
 from clanker.grid.errors import GridPathError, GridProtocolError, GridRequestError
 from clanker.ids import is_harness_id
 
 __all__ = [
+    "BRIDGE_OPS",
     "MAX_ENVELOPES",
     "MAX_LINE",
     "MAX_REPLY",
     "MAX_SOCKET_PATH",
     "PROTOCOL_VERSION",
     "TERMINAL_PATTERN",
+    "BridgeGrantReply",
+    "BridgeGrantRequest",
+    "BridgeRevokeRequest",
+    "CmdDescribeReply",
+    "CmdDescribeRequest",
+    "CmdListReply",
+    "CmdListRequest",
+    "CmdRunReply",
+    "CmdRunRequest",
     "DeliverReply",
     "DeliverRequest",
     "EmptyReply",
@@ -77,6 +97,7 @@ __all__ = [
     "HelloRequest",
     "ListReply",
     "ListRequest",
+    "Notification",
     "Op",
     "ProtocolError",
     "RegisterRequest",
@@ -126,6 +147,13 @@ class ErrorWord(enum.StrEnum):
     OVERFLOW = "overflow"  # a subscriber fell behind and is disconnected
     SHUTTING_DOWN = "shutting-down"
     INTERNAL = "internal"  # a bug in the grid; the request changed nothing
+    # The capability plane's (clanker.bridge.wire holds the same words):
+    UNKNOWN_CAPABILITY = "unknown-capability"  # unknown, or not granted to this credential
+    INVALID_ARGUMENTS = "invalid-arguments"  # the declaration refused the arguments
+    RATE_LIMITED = "rate-limited"  # the capability's per-credential rate is spent
+    TIMEOUT = "timeout"  # the capability ran past its declared time
+    CAPABILITY_FAILED = "capability-failed"  # it refused or failed (a safe message says which)
+    RESULT_TOO_LARGE = "result-too-large"  # its result was over 64 KiB (refused, not cut)
 
 
 MAX_REASON: Final = 300
@@ -142,20 +170,28 @@ class Op(enum.StrEnum):
     SUBSCRIBE = "subscribe"
     EXPLAIN = "explain"
     SHUTDOWN = "shutdown"
+    BRIDGE_GRANT = "bridge-grant"
+    BRIDGE_REVOKE = "bridge-revoke"
+    CMD_LIST = "cmd-list"
+    CMD_DESCRIBE = "cmd-describe"
+    CMD_RUN = "cmd-run"
 
 
 class StreamKind(enum.StrEnum):
     SNAPSHOT = "snapshot"  # hydration: the current revision of one live terminal
     SYNCED = "synced"  # every live terminal has been sent
     REVISION = "revision"  # a newly published revision (tombstones included)
+    NOTIFICATION = "notification"  # a message for the person (subscribers that asked)
 
 
 class ProtocolError(Exception):
-    """A request was refused: ``word`` goes on the wire, ``reason`` (safe) to the log."""
+    """A request was refused: ``word`` goes on the wire, ``reason`` (safe) to the log,
+    and ``message`` (safe, for the capability plane's ops only) on the wire with the word."""
 
-    def __init__(self, word: ErrorWord, reason: str) -> None:
+    def __init__(self, word: ErrorWord, reason: str, *, message: str | None = None) -> None:
         self.word = word
         self.reason = reason
+        self.message = message
         super().__init__(f"{word}: {reason}")
 
 
@@ -293,6 +329,8 @@ class ListRequest:
 @frozen(kw_only=True)
 class SubscribeRequest:
     op: ClassVar[Op] = Op.SUBSCRIBE
+    notifications: bool = False
+    """Also stream ``notification`` events (``clanker watch --notify``)."""
 
 
 @frozen(kw_only=True)
@@ -306,18 +344,86 @@ class ShutdownRequest:
     op: ClassVar[Op] = Op.SHUTDOWN
 
 
+def _wire(op: str, key: str) -> Callable[[Any, Any, Any], None]:
+    """The capability plane's rule for ``op``'s ``key`` (:mod:`clanker.bridge.wire`)."""
+
+    def validate(_: Any, __: Any, value: object) -> None:
+        if value is None and not bridge_wire.FIELDS[op][key][1]:
+            return
+        problem = bridge_wire.field_problem(op, key, value)
+        if problem is not None:
+            raise ValueError(problem)
+
+    return validate
+
+
+@frozen(kw_only=True, repr=False)
+class BridgeGrantRequest:
+    """The launcher asks for its terminal's bridge credential, carrying ``capabilities``."""
+
+    op: ClassVar[Op] = Op.BRIDGE_GRANT
+    terminal: str = field(validator=_wire("bridge-grant", "terminal"))
+    token: str = field(validator=_wire("bridge-grant", "token"))
+    capabilities: list[str] = field(validator=_wire("bridge-grant", "capabilities"))
+
+
+@frozen(kw_only=True, repr=False)
+class BridgeRevokeRequest:
+    """The launcher revokes its terminal's bridge credential (first, when the launch ends)."""
+
+    op: ClassVar[Op] = Op.BRIDGE_REVOKE
+    terminal: str = field(validator=_wire("bridge-revoke", "terminal"))
+    token: str = field(validator=_wire("bridge-revoke", "token"))
+
+
+@frozen(kw_only=True, repr=False)
+class CmdListRequest:
+    """What a bridge credential may run; or, with ``all`` and no token, everything
+    (for a person), marked non-invokable."""
+
+    op: ClassVar[Op] = Op.CMD_LIST
+    token: str | None = field(default=None, validator=_wire("cmd-list", "token"))
+    all_: bool | None = field(default=None, validator=_wire("cmd-list", "all"))
+
+
+@frozen(kw_only=True, repr=False)
+class CmdDescribeRequest:
+    op: ClassVar[Op] = Op.CMD_DESCRIBE
+    token: str = field(validator=_wire("cmd-describe", "token"))
+    name: str = field(validator=_wire("cmd-describe", "name"))
+
+
+@frozen(kw_only=True, repr=False)
+class CmdRunRequest:
+    """Run one granted capability: JSON ``arguments`` (never coerced), or command-line
+    ``textArguments`` the declaration types."""
+
+    op: ClassVar[Op] = Op.CMD_RUN
+    token: str = field(validator=_wire("cmd-run", "token"))
+    name: str = field(validator=_wire("cmd-run", "name"))
+    arguments: dict[str, Any] | None = field(default=None, validator=_wire("cmd-run",
+                                                                          "arguments"))
+    text_arguments: dict[str, str] | None = field(
+        default=None, validator=_wire("cmd-run", "textArguments"))
+
+
 Request = (
     HelloRequest | RegisterRequest | RetireRequest | DeclineRequest | DeliverRequest
-    | ListRequest | SubscribeRequest | ExplainRequest | ShutdownRequest
+    | ListRequest | SubscribeRequest | ExplainRequest | ShutdownRequest | BridgeGrantRequest
+    | BridgeRevokeRequest | CmdListRequest | CmdDescribeRequest | CmdRunRequest
 )
 
 _REQUESTS: Final[dict[Op, type[Any]]] = {
     cls.op: cls
     for cls in (
         HelloRequest, RegisterRequest, RetireRequest, DeclineRequest, DeliverRequest, ListRequest,
-        SubscribeRequest, ExplainRequest, ShutdownRequest,
+        SubscribeRequest, ExplainRequest, ShutdownRequest, BridgeGrantRequest,
+        BridgeRevokeRequest, CmdListRequest, CmdDescribeRequest, CmdRunRequest,
     )
 }
+
+BRIDGE_OPS: Final = frozenset(Op(op) for op in bridge_wire.OPS)
+"""The ops whose fields :mod:`clanker.bridge.wire` defines."""
 
 
 # --------------------------------------------------------------------- replies
@@ -333,7 +439,9 @@ class TerminalEntry:
     ``location`` the agent's reported working directory or else the launch cwd.
     ``failed_closed`` is how many of its hook transactions failed closed.
     ``unavailable`` is, for a launch that runs without attention (``attention``
-    is then ``unavailable``), the launcher's one-line reason.
+    is then ``unavailable``), the launcher's one-line reason. ``bridge`` is the
+    capability names its bridge credential carries (empty: it has none; the key
+    is then left out).
     """
 
     terminal: str
@@ -348,6 +456,18 @@ class TerminalEntry:
     revision: dict[str, Any]
     failed_closed: int = 0
     unavailable: str | None = None
+    bridge: tuple[str, ...] = ()
+
+
+@frozen(kw_only=True)
+class Notification:
+    """A message an agent sent the person (``clanker_notify``), as watchers see it."""
+
+    terminal: str
+    harness: str
+    location: str
+    message: str
+    at: datetime
 
 
 @frozen(kw_only=True)
@@ -392,13 +512,46 @@ class ExplainReply:
 class StreamEvent:
     kind: StreamKind
     entry: TerminalEntry | None = None
+    notification: Notification | None = None
+
+
+@frozen(kw_only=True)
+class BridgeGrantReply:
+    """The ``bridge-grant`` reply: the only copy of the raw bridge credential."""
+
+    bridge_token: str = field(repr=False)
+
+
+@frozen(kw_only=True)
+class CmdListReply:
+    capabilities: list[dict[str, Any]]
+
+
+@frozen(kw_only=True)
+class CmdDescribeReply:
+    capability: dict[str, Any]
+
+
+@frozen(kw_only=True, repr=False)
+class CmdRunReply:
+    result: dict[str, Any]
 
 
 # ------------------------------------------------------------------- converter
 
 
+_OMITTED: Final[dict[type[Any], frozenset[str]]] = {
+    # Left out at their default, so what older peers never sent or read stays absent.
+    TerminalEntry: frozenset({"bridge"}),
+    StreamEvent: frozenset({"notification"}),
+    SubscribeRequest: frozenset({"notifications"}),
+    CmdListRequest: frozenset({"token", "all_"}),
+    CmdRunRequest: frozenset({"arguments", "text_arguments"}),
+}
+
+
 def _camel(name: str) -> str:
-    head, *rest = name.split("_")
+    head, *rest = name.rstrip("_").split("_")
     return head + "".join(part.capitalize() for part in rest)
 
 
@@ -409,9 +562,15 @@ def _register(converter: JsonConverter, cls: type[Any]) -> None:
     converter.register_structure_hook(
         cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **renames)
     )
+    omitted = _OMITTED.get(cls, frozenset())
+    # None: the class's own rule (a deliver omits what is at its default).
+    unstructure: dict[str, Any] = {
+        a.name: override(rename=_camel(a.name), omit_if_default=True if a.name in omitted
+                         else None)
+        for a in attrs.fields(cls)}
     # A deliver without a failed-closed count leaves the key out, as sources write it.
     converter.register_unstructure_hook(cls, make_dict_unstructure_fn(
-        cls, converter, _cattrs_omit_if_default=cls is DeliverRequest, **renames))
+        cls, converter, _cattrs_omit_if_default=cls is DeliverRequest, **unstructure))
 
 
 def _make_converter() -> JsonConverter:
@@ -424,7 +583,8 @@ def _make_converter() -> JsonConverter:
 
     converter.register_structure_hook(StreamKind, stream_kind)
     for cls in (*_REQUESTS.values(), TerminalEntry, HelloReply, Registration, EmptyReply,
-                DeliverReply, ListReply, ExplainReply, StreamEvent):
+                DeliverReply, ListReply, ExplainReply, Notification, StreamEvent,
+                BridgeGrantReply, CmdListReply, CmdDescribeReply, CmdRunReply):
         _register(converter, cls)
     return converter
 
@@ -490,6 +650,10 @@ def parse_request(line: bytes) -> Request:
     if op not in _REQUESTS:
         raise ProtocolError(ErrorWord.UNKNOWN_OP, "an unknown op")
     cls = _REQUESTS[Op(op)]
+    if cls.op in BRIDGE_OPS:
+        problem = bridge_wire.request_problem(op, data)
+        if problem is not None:
+            raise ProtocolError(ErrorWord.BAD_REQUEST, problem)
     extra = [key for key in data if key not in _wire_keys(cls)]
     if extra:
         raise ProtocolError(ErrorWord.BAD_REQUEST, f"{op}: unexpected keys: {_shown(extra)}")
@@ -519,8 +683,12 @@ def encode_reply(reply: object) -> bytes:
     return _line({"v": PROTOCOL_VERSION, "ok": True, **body})
 
 
-def encode_error(word: ErrorWord) -> bytes:
-    return _line({"v": PROTOCOL_VERSION, "ok": False, "error": word.value})
+def encode_error(word: ErrorWord, message: str | None = None) -> bytes:
+    """A refusal line; ``message`` (one safe sentence) only for the capability plane's ops."""
+    data: dict[str, Any] = {"v": PROTOCOL_VERSION, "ok": False, "error": word.value}
+    if message is not None:
+        data["message"] = message
+    return _line(data)
 
 
 def _line(data: dict[str, Any]) -> bytes:
@@ -545,9 +713,11 @@ def parse_reply(line: bytes, cls: type[T], *, op: str | None = None) -> T:
     ok = data.pop("ok", None)
     if ok is False:
         word = data.get("error")
-        if type(word) is not str or set(data) != {"error"}:
+        message = data.get("message")
+        if type(word) is not str or not set(data) <= {"error", "message"} or (
+                "message" in data and type(message) is not str):
             raise GridProtocolError("the grid sent a malformed refusal")
-        raise GridRequestError(word, op)
+        raise GridRequestError(word, op, message=message if isinstance(message, str) else None)
     if ok is not True:
         raise GridProtocolError("the grid sent a reply without ok")
     try:

@@ -14,6 +14,17 @@ one, else a poll with ``kill(pid, 0)`` every ``poll_interval`` seconds), when
 the launcher asks with the terminal's credential, or when the broker
 tombstones it (``agent_exited``); retirement revokes the credential at once.
 
+The grid also owns the capability plane's authority
+(:class:`~clanker.bridge.service.BridgeService`): a launcher asks for its
+terminal's bridge credential (``bridge-grant``, with the terminal's own
+credential) and revokes it (``bridge-revoke``; retirement revokes it first
+too), and an agent presents it to ``cmd-list``, ``cmd-describe`` and
+``cmd-run``. Each of those re-derives the caller from this table: a terminal
+that is retired, or whose launcher is gone, has no authority. A ``cmd-run``
+holds a slot while it runs (at most its declared time, 60 s at most), and a
+client that closes its side (or sends anything more: a connection carries one
+request) cancels it.
+
 Every refusal is an ``ok:false`` reply with a fixed error word and a log line
 with a safe reason (never a payload, never a token); it changes nothing.
 Subscribers get revisions through a bounded queue each: one that falls behind
@@ -40,10 +51,10 @@ import secrets
 import socket
 import stat
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from attrs import define, frozen
 
@@ -52,6 +63,9 @@ from clanker._logging import get_logger
 from clanker.attention.broker import Broker, Decision, Revision
 from clanker.attention.envelope import EnvelopeError, parse_envelope
 from clanker.attention.presentation import derive_attention
+from clanker.bridge.credentials import Binding
+from clanker.bridge.declaration import BridgeHost, HostCapability, PeerAgent
+from clanker.bridge.service import BridgeRefusal, BridgeService
 from clanker.grid.connections import ConnectionCounts, ConnectionTable, RequestReader
 from clanker.grid.credentials import CredentialStore
 from clanker.grid.errors import GridAlreadyRunningError, GridPathError, GridRequestError
@@ -59,6 +73,15 @@ from clanker.grid.peers import Peer, peer_of, process_alive, vouches_for
 from clanker.grid.protocol import (
     MAX_LINE,
     MAX_SOCKET_PATH,
+    BridgeGrantReply,
+    BridgeGrantRequest,
+    BridgeRevokeRequest,
+    CmdDescribeReply,
+    CmdDescribeRequest,
+    CmdListReply,
+    CmdListRequest,
+    CmdRunReply,
+    CmdRunRequest,
     DeclineRequest,
     DeliverReply,
     DeliverRequest,
@@ -70,6 +93,7 @@ from clanker.grid.protocol import (
     HelloRequest,
     ListReply,
     ListRequest,
+    Notification,
     ProtocolError,
     RegisterRequest,
     Registration,
@@ -85,6 +109,9 @@ from clanker.grid.protocol import (
     encode_reply,
     parse_request,
 )
+
+if TYPE_CHECKING:
+    from clanker.execution import CommandExecutor, CommandRequest, CommandResult
 
 __all__ = [
     "MAX_SOCKET_PATH",
@@ -118,9 +145,13 @@ STOP_GRACE: Final = 1.0
 """How long a stopping grid lets subscribers take what is queued for them."""
 
 
-_HOLDING: Final = (SubscribeRequest, ListRequest, ExplainRequest)
-"""The requests that can keep a connection busy: a stream, or an answer that may be
-large enough to wait on the reader. Only these count against the held slots."""
+_HOLDING: Final = (SubscribeRequest, ListRequest, ExplainRequest, CmdRunRequest)
+"""The requests that can keep a connection busy: a stream, an answer that may be
+large enough to wait on the reader, or a capability that runs for a while. Only
+these count against the held slots."""
+
+ENVIRONMENT: Final = "local"
+"""Where the grid's terminals run (the grid serves this machine's launches)."""
 
 
 def _now() -> datetime:
@@ -158,9 +189,11 @@ class _Terminal:
 class _Subscriber:
     """One ``subscribe`` connection's bounded backlog."""
 
-    def __init__(self, writer: asyncio.StreamWriter, limit: int) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, limit: int, *,
+                 notifications: bool = False) -> None:
         self.writer = writer
         self.limit = limit
+        self.notifications = notifications
         self.pending: deque[bytes] = deque()
         self.wake = asyncio.Event()
         self.dropped = False
@@ -213,7 +246,13 @@ class Grid:
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout: float = IDLE_TIMEOUT,
         request_timeout: float = REQUEST_TIMEOUT,
+        capabilities: Iterable[HostCapability] | None = None,
+        executor: CommandExecutor | None = None,
+        monotonic: Callable[[], float] | None = None,
     ) -> None:
+        """``capabilities`` is what the capability plane offers (default: the shipped
+        ones), ``executor`` where they run commands (default: this machine's), and
+        ``monotonic`` the clock of their rate limits (default: ``time.monotonic``)."""
         self._path = check_socket_path(socket_path)
         self._clock = clock
         self._poll_interval = poll_interval
@@ -229,6 +268,14 @@ class Grid:
         self._request_timeout = request_timeout
         self._broker = Broker(listener=self._publish, clock=clock)
         self._credentials = CredentialStore()
+        if capabilities is None:
+            from clanker.bridge.shipped import SHIPPED
+
+            capabilities = SHIPPED
+        self._executor = executor
+        port = _BridgePort(self)
+        self._bridge = (BridgeService(port, capabilities) if monotonic is None
+                        else BridgeService(port, capabilities, clock=monotonic))
         self._terminals: dict[str, _Terminal] = {}
         self._published: dict[str, int] = {}
         self._subscribers: set[_Subscriber] = set()
@@ -255,6 +302,11 @@ class Grid:
     @property
     def running(self) -> bool:
         return self._server is not None and not self._stopping
+
+    @property
+    def bridge(self) -> BridgeService:
+        """The capability plane (for in-process transports; the socket requires credentials)."""
+        return self._bridge
 
     @property
     def connections(self) -> ConnectionCounts:
@@ -429,6 +481,7 @@ class Grid:
             revision=dict(revision.to_json()),
             failed_closed=self._broker.failed_closed(info.terminal),
             unavailable=record.unavailable,
+            bridge=self._bridge.granted(info.terminal),
         )
 
     def _register(self, request: RegisterRequest) -> Registration:
@@ -466,6 +519,7 @@ class Grid:
         if record is None or record.retiring:
             return False
         record.retiring = True
+        self._bridge.revoke(terminal)  # first: no authority outlives the terminal
         self._credentials.revoke(terminal)
         self._unwatch(record)
         try:
@@ -677,7 +731,11 @@ class Grid:
                             request.op.value)
                 await self._reply(writer, encode_error(ErrorWord.CAPACITY))
             elif isinstance(request, SubscribeRequest):
-                await self._stream(reader, writer)
+                await self._stream(reader, writer, notifications=request.notifications)
+            elif isinstance(request, CmdRunRequest):
+                answer = await self._run_capability(request, reader)
+                if answer:
+                    await self._reply(writer, answer)
             else:
                 await self._reply(writer, self._answer(request, peer))
 
@@ -701,7 +759,7 @@ class Grid:
         except ProtocolError as exc:
             level = logging.INFO if exc.word is ErrorWord.UNKNOWN_TERMINAL else logging.WARNING
             log.log(level, "refused %s: %s (%s)", op, exc.word.value, exc.reason)
-            return encode_error(exc.word)
+            return encode_error(exc.word, exc.message)
         except Exception as exc:
             log.error("%s failed inside the grid: %s", op, type(exc).__name__)
             return encode_error(ErrorWord.INTERNAL)
@@ -727,15 +785,128 @@ class Grid:
             return EmptyReply()
         if isinstance(request, DeliverRequest):
             return self._deliver(request)
+        if isinstance(request, ListRequest | ExplainRequest):
+            return self._report(request)
+        return self._dispatch_bridge(request)
+
+    def _report(self, request: ListRequest | ExplainRequest) -> ListReply | ExplainReply:
         if isinstance(request, ListRequest):
             return ListReply(terminals=self.entries())
-        if isinstance(request, ExplainRequest):
-            entry = self.entry(request.terminal)
-            explanation = self._broker.explain(request.terminal) if entry else None
-            if entry is None or explanation is None:
-                raise ProtocolError(ErrorWord.UNKNOWN_TERMINAL, "explain: not a live terminal")
-            return ExplainReply(entry=entry, explanation=dict(explanation))
+        entry = self.entry(request.terminal)
+        explanation = self._broker.explain(request.terminal) if entry else None
+        if entry is None or explanation is None:
+            raise ProtocolError(ErrorWord.UNKNOWN_TERMINAL, "explain: not a live terminal")
+        return ExplainReply(entry=entry, explanation=dict(explanation))
+
+    def _dispatch_bridge(self, request: Request) -> object:
+        """The capability plane's short ops (``cmd-run`` is answered on its own)."""
+        if isinstance(request, BridgeGrantRequest | BridgeRevokeRequest):
+            self._authorize(request.terminal, request.token, request.op.value)
+            if isinstance(request, BridgeRevokeRequest):
+                self._bridge.revoke(request.terminal)
+                log.info("terminal %s: bridge revoked", request.terminal)
+                return EmptyReply()
+            return self._grant(request)
+        if isinstance(request, CmdListRequest | CmdDescribeRequest):
+            with _refusals(request.op.value):
+                if isinstance(request, CmdDescribeRequest):
+                    return CmdDescribeReply(
+                        capability=self._bridge.describe(request.token, request.name))
+                if request.all_:
+                    return CmdListReply(capabilities=self._bridge.all_entries())
+                return CmdListReply(capabilities=self._bridge.entries(request.token))
         raise ProtocolError(ErrorWord.UNKNOWN_OP, f"{request.op.value} is not answered here")
+
+    def _grant(self, request: BridgeGrantRequest) -> BridgeGrantReply:
+        binding = self._binding(request.terminal)
+        if binding is None:
+            raise ProtocolError(ErrorWord.UNAUTHORIZED, "bridge-grant: not a live terminal")
+        with _refusals("bridge-grant"):
+            token = self._bridge.grant(binding, request.capabilities)
+        log.info("terminal %s: bridge granted (%s)", request.terminal,
+                 ", ".join(sorted(request.capabilities)))
+        return BridgeGrantReply(bridge_token=token)
+
+    def _binding(self, terminal: str) -> Binding | None:
+        """``terminal``'s record as it is now: live, and its launcher running."""
+        record = self._terminals.get(terminal)
+        if record is None or not self._live(record) \
+                or not process_alive(record.info.launcher_pid):
+            return None
+        info = record.info
+        return Binding(terminal=info.terminal, harness=info.harness, workspace=info.workspace,
+                       launch_dir=info.cwd, environment=ENVIRONMENT,
+                       launcher_pid=info.launcher_pid)
+
+    async def _run_capability(self, request: CmdRunRequest, reader: asyncio.StreamReader
+                              ) -> bytes:
+        """Answer a ``cmd-run``; the client closing its side (or sending more) cancels it."""
+        call = asyncio.ensure_future(self._bridge.call(
+            request.token, request.name, arguments=request.arguments,
+            text_arguments=request.text_arguments))
+        hangup = asyncio.ensure_future(reader.read(1))
+        try:
+            await asyncio.wait({call, hangup}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not call.done():
+                call.cancel()
+            hangup.cancel()
+            await asyncio.gather(call, hangup, return_exceptions=True)
+        if call.cancelled():
+            log.info("cmd-run %s: the client left; the call was cancelled", request.name)
+            return b""
+        try:
+            result = call.result()
+        except BridgeRefusal as exc:
+            log.warning("refused cmd-run %s: %s", request.name, exc.word)
+            return encode_error(ErrorWord(exc.word), exc.message)
+        except Exception as exc:
+            log.error("cmd-run failed inside the grid: %s", type(exc).__name__)
+            return encode_error(ErrorWord.INTERNAL)
+        log.info("cmd-run %s: answered", request.name)
+        return encode_reply(CmdRunReply(result=result))
+
+    # ------------------------------------------------ what the bridge's host does
+
+    def _peers(self, binding: Binding) -> tuple[PeerAgent, ...]:
+        records = sorted(self._terminals.values(), key=lambda r: r.info.registered_at)
+        peers = []
+        for record in records:
+            info = record.info
+            if info.terminal == binding.terminal or info.workspace != binding.workspace \
+                    or not self._live(record):
+                continue
+            entry = self._entry(record)
+            peers.append(PeerAgent(harness=info.harness, attention=entry.attention,
+                                   since=entry.since, location=entry.location))
+        return tuple(peers)
+
+    def _notify(self, binding: Binding, message: str) -> int:
+        """Send ``message`` to every subscriber that asked for notifications."""
+        record = self._terminals.get(binding.terminal)
+        location = binding.launch_dir
+        if record is not None and record.revision is not None and record.revision.snapshot:
+            location = record.revision.snapshot.location or location
+        line = encode_reply(StreamEvent(kind=StreamKind.NOTIFICATION, notification=Notification(
+            terminal=binding.terminal, harness=binding.harness, location=location,
+            message=message, at=self._clock())))
+        delivered = 0
+        for subscriber in list(self._subscribers):
+            if not subscriber.notifications:
+                continue
+            if subscriber.offer(line):
+                delivered += 1
+            else:
+                self._drop(subscriber)
+        log.info("terminal %s: notified %d watcher(s)", binding.terminal, delivered)
+        return delivered
+
+    async def _run_command(self, request: CommandRequest) -> CommandResult:
+        if self._executor is None:
+            from clanker.environment.local import LocalEnvironment
+
+            self._executor = LocalEnvironment().executor
+        return await self._executor.run(request)
 
     @staticmethod
     def _check_launcher(claimed: int, peer: Peer) -> None:
@@ -769,8 +940,9 @@ class Grid:
 
     # ------------------------------------------------------------ subscribers
 
-    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        subscriber = _Subscriber(writer, self._subscriber_queue)
+    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+                      notifications: bool = False) -> None:
+        subscriber = _Subscriber(writer, self._subscriber_queue, notifications=notifications)
         # Hydrate and subscribe in the same step: nothing can be published in between.
         lines = [encode_reply(StreamEvent(kind=StreamKind.SNAPSHOT, entry=entry))
                  for entry in self.entries()]
@@ -806,3 +978,43 @@ class Grid:
         if transport.get_write_buffer_size() > 0:
             transport.abort()  # it is not reading: nothing more can reach it
 
+
+
+@contextlib.contextmanager
+def _refusals(op: str) -> Iterator[None]:
+    """Turn the bridge's refusals into protocol refusals (the word, and its safe message)."""
+    try:
+        yield
+    except BridgeRefusal as exc:
+        raise ProtocolError(ErrorWord(exc.word), f"{op}: {exc.word}", message=exc.message) \
+            from None
+
+
+class _BridgePort:
+    """The grid as the bridge service sees it: live records, and a host per caller."""
+
+    def __init__(self, grid: Grid) -> None:
+        self._grid = grid
+
+    def binding(self, terminal: str) -> Binding | None:
+        return self._grid._binding(terminal)
+
+    def host_for(self, binding: Binding) -> BridgeHost:
+        return _Host(self._grid, binding)
+
+
+class _Host:
+    """What the host does for one caller."""
+
+    def __init__(self, grid: Grid, binding: Binding) -> None:
+        self._grid = grid
+        self._binding = binding
+
+    def peers(self) -> tuple[PeerAgent, ...]:
+        return self._grid._peers(self._binding)
+
+    def notify(self, message: str) -> int:
+        return self._grid._notify(self._binding, message)
+
+    async def run_command(self, request: CommandRequest) -> CommandResult:
+        return await self._grid._run_command(request)

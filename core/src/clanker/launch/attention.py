@@ -78,7 +78,10 @@ class AttentionAttachment:
         user_flags: tuple[str, ...] = (),
         trusted_root_session_id: str | None = None,
         paths: ClankerPaths | None = None,
+        on_registered: Callable[[GridClient, Registration], None] | None = None,
     ) -> None:
+        """``on_registered`` hears of the terminal once the grid has registered it (the
+        bridge step shares it)."""
         self._harness = harness
         self._capability = capability
         self._cwd = cwd
@@ -89,6 +92,7 @@ class AttentionAttachment:
             trusted_root_session_id if capability.resume_preserves_session_id else None
         )
         self._paths = paths
+        self._on_registered = on_registered
 
     def prepare(self, state: LaunchState) -> PreparedAttachment | None:
         # Deferred: the grid client is only needed by launches that attach.
@@ -115,6 +119,8 @@ class AttentionAttachment:
                 launcher_pid=os.getpid(),
                 trusted_root_session_id=self._trusted_root,
             )
+            if self._on_registered is not None:
+                self._on_registered(client, registration)
             env = {
                 "CLANKER_ATTENTION_COMMAND": str(write_hook_command(private_dir)),
                 "CLANKER_ATTENTION_SOCKET": str(socket),

@@ -4,8 +4,9 @@
 into a running harness. It asks the provider for the exact command
 (:func:`~clanker.launch.planning.plan_launch`), checks that the executable is
 there before anything is acquired, composes the attachment steps from what the
-provider implements and what the launch asks for (attention today), and runs
-the result through the environment. Fresh launches, resumes and forks, in the
+provider implements and what the launch asks for (attention, and the agent
+bridge when it is asked for or configured), and runs the result through the
+environment. Fresh launches, resumes and forks, in the
 foreground or handed to another runner (a tmux pane, say), all go through
 :meth:`LaunchService.prepare`.
 """
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 
 from attrs import frozen
 
+from clanker.descriptor import Transport
 from clanker.environment import Environment
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
@@ -49,6 +51,13 @@ class LaunchOptions:
     trusted_session_id: str | None = None
     """A session id clanker re-found in trusted storage (``clanker resume``): the
     attention broker may bind it before the harness's first event."""
+    bridge: bool | None = None
+    """Hand the agent a bridge credential, so it can ask the host to do things
+    (``clanker cmd``). ``None``: as clanker's configuration says for this harness
+    (``[bridge] harnesses``), off unless it is listed. Local launches only."""
+    grants: tuple[str, ...] | None = None
+    """The capability names the bridge credential carries (``None``: the ones clanker
+    ships, :data:`clanker.bridge.shipped.SHIPPED_NAMES`)."""
 
 
 class PreparedLaunch:
@@ -131,9 +140,10 @@ class LaunchService:
         Raises ``unsupported`` (the harness cannot do this operation over this
         environment), ``binary-unavailable`` (checked before anything is
         acquired, so a harness that is not installed starts no grid),
-        :class:`~clanker.launch.planning.InvalidSessionIdError`, and a required
-        attachment's error. ``report(step, phase)`` hears of an optional one
-        that failed.
+        :class:`~clanker.launch.planning.InvalidSessionIdError`,
+        :class:`~clanker.config.ConfigError` (``bridge=None`` reads the
+        configuration), and a required attachment's error.
+        ``report(step, phase)`` hears of an optional one that failed.
         """
         if request.cwd is None:
             raise ValueError("cwd: a launch needs its directory")
@@ -170,18 +180,48 @@ class LaunchService:
                     notify(notice)
             return self.environment.run_interactive(launch.argv, launch.env, launch.cwd)
 
+    def wants_bridge(self, provider: HarnessProvider, options: LaunchOptions) -> bool:
+        """Whether a launch with ``options`` gets the bridge: asked for, or configured
+        for this harness; never over a transport other than this machine's."""
+        if self.environment.transport is not Transport.LOCAL:
+            return False
+        if options.bridge is not None:
+            return options.bridge
+        from clanker.config import load_settings
+
+        return provider.id in load_settings(self._paths.config).bridge.harnesses
+
     def _steps(
         self, provider: HarnessProvider, request: LaunchRequest, options: LaunchOptions
     ) -> list[AttachmentStep]:
         steps: list[AttachmentStep] = []
         assert request.cwd is not None
-        if options.attention and provider.attention is not None:
+        bridge = self.wants_bridge(provider, options)
+        handle = None
+        if bridge:
+            from clanker.launch.bridge import TerminalHandle
+
+            handle = TerminalHandle()
+        attention = options.attention and provider.attention is not None
+        if attention and provider.attention is not None:
             from clanker.launch.attention import AttentionAttachment
 
             steps.append(AttentionAttachment(
                 provider.id, provider.attention, cwd=request.cwd, files=self.environment.files,
                 run=self._run_command, user_flags=request.user_flags,
                 trusted_root_session_id=options.trusted_session_id, paths=self._paths,
+                on_registered=handle.offer if handle is not None else None,
+            ))
+        if handle is not None:
+            from clanker.bridge.shipped import SHIPPED_NAMES
+            from clanker.launch.bridge import BridgeAttachment
+
+            reason = ("this launch runs without attention (it was asked for none)"
+                      if not options.attention else
+                      "this harness reports no attention to clanker")
+            steps.append(BridgeAttachment(
+                provider.id, cwd=request.cwd, grants=options.grants or SHIPPED_NAMES,
+                handle=handle, without_attention=reason, paths=self._paths,
             ))
         return steps
 

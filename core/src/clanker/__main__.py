@@ -1,0 +1,29 @@
+"""The ``clanker`` script (and ``python -m clanker``).
+
+``clanker cmd ...`` goes straight to :mod:`clanker.bridge.cmd`, a
+standard-library client: agents call it in loops, and it must start within a
+few multiples of a bare interpreter, which importing click alone would not
+allow. Everything else is the click group of :mod:`clanker.cli`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+__all__ = ["main"]
+
+
+def main() -> Any:
+    """Run ``clanker`` with this process's arguments."""
+    if sys.argv[1:2] == ["cmd"]:
+        from clanker.bridge.cmd import main as cmd
+
+        return cmd(sys.argv[2:])
+    from clanker.cli import main as cli
+
+    return cli()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""The capabilities clanker ships: ``clanker_context``, ``clanker_agents``, ``clanker_notify``.
+
+Each is written against the :class:`~clanker.bridge.declaration.BridgeHost`
+port its caller carries, so none of them holds grid, terminal or process code.
+Their results are display-safe facts about the caller's own launch and its
+workspace: names and relative paths, never a terminal id, a token or an
+absolute path.
+
+* ``clanker_context`` (read-only, idempotent): the caller's workspace folder
+  name, environment (``local``), harness, checkout (``repository`` for a
+  repository's main working tree, ``worktree`` for a linked one, ``none``
+  outside git, ``unknown`` when git is not installed) and branch (``null``
+  when detached or not a checkout), the launch directory relative to the
+  checkout root (or the workspace), and the names it was granted. Git runs
+  through the environment's executor: one bounded command (5 s, 16 KiB), two
+  on a branch without commits.
+* ``clanker_agents`` (read-only, idempotent): the other live agents in the
+  caller's workspace: harness, attention, since when, and where they work
+  relative to the workspace (``null`` when elsewhere); at most
+  :data:`MAX_AGENTS`, with how many were left out.
+* ``clanker_notify``: a one-line message (1 to 200 characters) shown to the
+  person by every ``clanker watch --notify`` (a notification event, the bell,
+  and the desktop notifier when watch has one); answers how many watchers got
+  it. Rate-limited per credential: :data:`NOTIFY_BURST` at once, then one
+  every :data:`NOTIFY_EVERY` seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Final
+
+from clanker.bridge.declaration import (
+    Annotations,
+    Caller,
+    CapabilityRefused,
+    HostCapability,
+    RateLimit,
+    Signal,
+    define_capability,
+)
+from clanker.bridge.input import Arguments, Input, Text
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import CommandRequest
+
+__all__ = [
+    "CLANKER_AGENTS",
+    "CLANKER_CONTEXT",
+    "CLANKER_NOTIFY",
+    "MAX_AGENTS",
+    "NOTIFY_BURST",
+    "NOTIFY_EVERY",
+    "SHIPPED",
+    "SHIPPED_NAMES",
+]
+
+MAX_AGENTS: Final = 100
+NOTIFY_BURST: Final = 3
+NOTIFY_EVERY: Final = 10.0
+MAX_MESSAGE: Final = 200
+_GIT_ENV: Final = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+_GIT_TIMEOUT: Final = 5.0
+_GIT_OUTPUT: Final = 16 * 1024
+_UNSHOWN: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_MAX_SHOWN: Final = 255
+
+
+def _safe(text: str) -> str:
+    """``text`` as a person may see it: controls and bidi overrides become U+FFFD."""
+    return _UNSHOWN.sub("\ufffd", text)[:_MAX_SHOWN]
+
+
+def _folder(path: str) -> str:
+    return _safe(os.path.basename(path.rstrip("/")) or "/")
+
+
+def _relative(path: str, base: str) -> str | None:
+    """``path`` relative to ``base`` (``.`` when equal), ``None`` when it lies elsewhere."""
+    relative = os.path.relpath(os.path.normpath(path), os.path.normpath(base))
+    if relative == ".." or relative.startswith("../") or os.path.isabs(relative):
+        return None
+    return _safe(relative)
+
+
+async def _git(caller: Caller, *args: str) -> tuple[int, str]:
+    # core.fsmonitor off: reading where HEAD points must never start a monitor hook.
+    result = await caller.host.run_command(CommandRequest(
+        command="git", args=("-c", "core.fsmonitor=false", "-C", caller.launch_dir, *args),
+        env=_GIT_ENV, timeout=_GIT_TIMEOUT, max_output_bytes=_GIT_OUTPUT,
+    ))
+    return result.exit_code, result.stdout
+
+
+async def _checkout(caller: Caller) -> tuple[str, str | None, str | None]:
+    """(kind, branch, checkout root) of the caller's launch directory: one git command,
+    and a second only on a branch without commits yet."""
+    try:
+        code, out = await _git(caller, "rev-parse", "--show-toplevel", "--git-dir",
+                               "--git-common-dir", "--symbolic-full-name", "HEAD")
+        lines = out.splitlines()
+        if len(lines) < 3 or not all(lines[:3]):
+            return "none", None, None
+        top = lines[0]
+        git_dir, common = (os.path.realpath(os.path.join(caller.launch_dir, p))
+                           for p in lines[1:3])
+        kind = "repository" if git_dir == common else "worktree"
+        head = lines[3] if len(lines) == 4 else ""
+        if code != 0:  # HEAD names a branch that has no commit yet
+            code, out = await _git(caller, "symbolic-ref", "--quiet", "HEAD")
+            head = out.strip() if code == 0 else ""
+    except HarnessCapabilityError as exc:
+        if exc.kind is ErrorKind.BINARY_UNAVAILABLE:
+            return "unknown", None, None
+        if exc.kind is ErrorKind.TIMEOUT:
+            raise CapabilityRefused("git did not answer in time") from None
+        raise CapabilityRefused("git could not be asked about the checkout") from None
+    branch = head.removeprefix("refs/heads/") if head.startswith("refs/heads/") else None
+    return kind, None if not branch else _safe(branch), top
+
+
+async def _context(arguments: Arguments, caller: Caller, signal: Signal) -> dict[str, Any]:
+    kind, branch, top = await _checkout(caller)
+    workspace = caller.workspace or caller.launch_dir
+    if top is not None:
+        here = _relative(os.path.realpath(caller.launch_dir), top)
+    else:
+        here = _relative(caller.launch_dir, workspace)
+    return {
+        "workspace": _folder(workspace),
+        "environment": caller.environment,
+        "harness": caller.harness,
+        "checkout": {"kind": kind, "branch": branch},
+        "launchDirectory": here,
+        "capabilities": list(caller.granted),
+    }
+
+
+async def _agents(arguments: Arguments, caller: Caller, signal: Signal) -> dict[str, Any]:
+    peers = caller.host.peers()
+    shown = peers[:MAX_AGENTS]
+    base = caller.workspace or caller.launch_dir
+    return {
+        "agents": [{
+            "harness": peer.harness,
+            "attention": peer.attention,
+            "since": peer.since.isoformat(),
+            "location": _relative(peer.location, base),
+        } for peer in shown],
+        "omitted": len(peers) - len(shown),
+    }
+
+
+async def _notify(arguments: Arguments, caller: Caller, signal: Signal) -> dict[str, Any]:
+    message = _safe(str(arguments["message"]))
+    return {"delivered": caller.host.notify(message)}
+
+
+CLANKER_CONTEXT: Final = define_capability(
+    name="clanker_context",
+    description=(
+        "Your own launch, as clanker knows it. The workspace folder, the environment, your "
+        "harness, the checkout (repository, worktree or none) and its branch, the directory "
+        "you were launched in relative to the checkout root, and the capabilities you may "
+        "ask clanker for. Takes no arguments."
+    ),
+    input=Input(),
+    annotations=Annotations(read_only=True, idempotent=True),
+    run=_context,
+)
+
+CLANKER_AGENTS: Final = define_capability(
+    name="clanker_agents",
+    description=(
+        "The other agents in your workspace, and what each needs. For each: its harness, "
+        "attention state (working, needs-input, done, ...), since when, and where it works "
+        "relative to the workspace. Takes no arguments."
+    ),
+    input=Input(),
+    annotations=Annotations(read_only=True, idempotent=True),
+    run=_agents,
+)
+
+CLANKER_NOTIFY: Final = define_capability(
+    name="clanker_notify",
+    description=(
+        "Show the person a short message. One line of at most 200 characters, through "
+        "`clanker watch --notify` and the desktop notifier: use it when you need them, not "
+        f"for progress. At most {NOTIFY_BURST} messages at once, then one every "
+        f"{NOTIFY_EVERY:g} s. Answers how many watchers got it (0: nobody is watching)."
+    ),
+    input=Input(message=Text("What to tell the person, on one line.", max_length=MAX_MESSAGE)),
+    annotations=Annotations(read_only=False, destructive=False, idempotent=False),
+    rate_limit=RateLimit(burst=NOTIFY_BURST, per_seconds=NOTIFY_EVERY),
+    run=_notify,
+)
+
+SHIPPED: Final[tuple[HostCapability, ...]] = (CLANKER_AGENTS, CLANKER_CONTEXT, CLANKER_NOTIFY)
+"""What a grid offers unless it is given another set."""
+SHIPPED_NAMES: Final = tuple(capability.name for capability in SHIPPED)
+"""What ``clanker launch --bridge`` grants."""

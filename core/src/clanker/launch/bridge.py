@@ -1,0 +1,136 @@
+"""The launch attachment that hands an agent its bridge credential.
+
+For one launch it asks the grid to mint the terminal's bridge credential,
+carrying the capability names the launch grants, and puts the raw value in
+the child environment and nowhere else (``CLANKER_BRIDGE_TOKEN``, beside
+``CLANKER_BRIDGE_SOCKET``, the grid's socket that ``clanker cmd`` talks to).
+The step keeps no copy: its disposer holds the terminal's own credential,
+with which it revokes the bridge credential first when the launch ends,
+however it ends (the grid also revokes it when it retires the terminal, for
+example when the launcher dies).
+
+The credential belongs to the launch's terminal. When the attention step
+registered one (:class:`TerminalHandle` hands it over), the bridge shares it;
+otherwise (``--no-attention``, a harness without attention, attention that
+failed) this step registers the terminal itself and lists it as running
+without attention, and retires it when the launch ends.
+
+It is an optional step: a grid that cannot start, or refuses, leaves an
+ordinary launch without the bridge.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from clanker._logging import get_logger
+from clanker.bridge import wire
+from clanker.launch.attachments import LaunchState, PreparedAttachment
+from clanker.paths import ClankerPaths, clanker_paths
+
+if TYPE_CHECKING:
+    from clanker.grid.client import GridClient, Registration
+
+__all__ = ["BridgeAttachment", "TerminalHandle"]
+
+log = get_logger(__name__)
+
+
+class TerminalHandle:
+    """Hands the terminal the attention step registered to the bridge step (once)."""
+
+    def __init__(self) -> None:
+        self._taken: tuple[GridClient, Registration] | None = None
+
+    def offer(self, client: GridClient, registration: Registration) -> None:
+        self._taken = (client, registration)
+
+    def take(self) -> tuple[GridClient, Registration] | None:
+        taken, self._taken = self._taken, None
+        return taken
+
+
+class BridgeAttachment:
+    """The bridge for one launch of one harness (an optional attachment step)."""
+
+    name = "bridge"
+    optional = True
+
+    def __init__(
+        self,
+        harness: str,
+        *,
+        cwd: str,
+        grants: Sequence[str],
+        handle: TerminalHandle,
+        without_attention: str,
+        paths: ClankerPaths | None = None,
+    ) -> None:
+        """``without_attention`` is the reason the terminal is listed with, when this
+        step has to register it itself (one line for the person)."""
+        self._harness = harness
+        self._cwd = cwd
+        self._grants = tuple(grants)
+        self._handle = handle
+        self._without_attention = without_attention
+        self._paths = paths
+
+    def prepare(self, state: LaunchState) -> PreparedAttachment | None:
+        from clanker.grid.client import GridClient
+        from clanker.grid.daemon import ensure_running
+        from clanker.grid.errors import GridRequestError
+
+        shared = self._handle.take()
+        own = shared is None
+        reason = self._without_attention
+        if shared is not None:
+            client, registration = shared
+            try:
+                token = client.grant_bridge(registration.terminal, registration.token,
+                                            self._grants)
+            except GridRequestError as exc:
+                if exc.word != "unauthorized":
+                    raise
+                # The attention step gave its terminal up (it failed): register one.
+                own, reason = True, "attention is unavailable for this launch"
+        if own:
+            client = GridClient(ensure_running(self._paths or clanker_paths()))
+            registration = client.register(harness=self._harness, workspace=self._cwd,
+                                            cwd=self._cwd, launcher_pid=os.getpid())
+            try:
+                client.decline(registration.terminal, registration.token, reason)
+                token = client.grant_bridge(registration.terminal, registration.token,
+                                            self._grants)
+            except BaseException:
+                _release(client, registration, retire=True)
+                raise
+        released = False
+
+        def dispose() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                _release(client, registration, retire=own)
+
+        socket = str(client.socket_path)
+        return PreparedAttachment(
+            dispose=dispose, env={wire.TOKEN_VARIABLE: token, wire.SOCKET_VARIABLE: socket})
+
+
+def _release(client: GridClient, registration: Registration, *, retire: bool) -> None:
+    """Revoke the bridge credential (first), then retire the terminal if it is ours.
+
+    Never raises: a grid that is gone has revoked everything already, and the
+    grid retires a terminal whose launcher died.
+    """
+    try:
+        client.revoke_bridge(registration.terminal, registration.token)
+    except Exception:
+        log.debug("bridge: the grid did not confirm revocation")
+    if retire:
+        try:
+            client.retire(registration.terminal, registration.token)
+        except Exception:
+            log.debug("bridge: the grid did not confirm retirement")
