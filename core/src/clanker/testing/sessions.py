@@ -27,7 +27,7 @@ from typing import Final
 
 from clanker.environment.files import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, FileSample
 from clanker.sessions.capability import SessionsCapability, SessionsContext
-from clanker.sessions.types import HarnessSession
+from clanker.sessions.types import EMPTY, HarnessSession, NoSession
 from clanker.sessions.witness import ScanMemo
 
 __all__ = [
@@ -63,14 +63,16 @@ def sample_of_bytes(
     return FileSample(path=path, size=len(data), mtime=mtime, head=data[:head_bytes], tail=tail)
 
 
-def check_session_types(found: HarnessSession | None, harness: str) -> None:
+def check_session_types(found: HarnessSession | NoSession | None, harness: str) -> None:
     """Assert that what a summarizer returned is what the types promise and survives
-    the service: ``None`` (a skip), or a session of ``harness`` with a non-blank id,
+    the service: ``None`` (a skip), :data:`~clanker.stores.EMPTY` (no conversation
+    yet), or a session of ``harness`` with a non-blank id,
     aware times, non-empty texts, a printable title of at most 200 characters, an
     absolute ``cwd`` without NUL, a count that is not negative, and texts that encode
     as UTF-8 (the disk cache and the terminal can hold them)."""
-    if found is None:
+    if found is None or found is EMPTY:
         return
+    assert isinstance(found, HarnessSession)
     assert found.harness == harness
     assert isinstance(found.native_id, str) and found.native_id.strip()
     assert isinstance(found.updated_at, datetime) and found.updated_at.tzinfo is not None
