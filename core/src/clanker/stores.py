@@ -15,6 +15,10 @@ cached and counted the same way:
   once (:func:`head_and_tail`, :func:`decode_object`): a cut line is never one;
 * :class:`Witness` records what a scan read, for
   :meth:`~clanker.sessions.capability.SessionsContext.remember`;
+* :class:`Answer` and :class:`FileState` are what a provider that lists
+  through its harness's own command keeps across processes
+  (``context.answers``, :mod:`clanker.sessions.answers`), proved by the files'
+  states from :meth:`~clanker.sessions.capability.SessionsContext.settled_states`;
 * :func:`clean_text`, :func:`bounded_text`, :func:`parse_timestamp`,
   :func:`home_directory`, :func:`require_columns` and :func:`read_regular_file`
   are the small, strict readers every provider would otherwise write again.
@@ -34,6 +38,7 @@ from clanker.environment.files import (
 from clanker.environment.lines import LineRegion, decode_object
 from clanker.environment.sqlite import require_columns
 from clanker.environment.witness import Witness
+from clanker.sessions.answers import Answer, FileState
 from clanker.sessions.filestore import MAX_ENTRIES, Candidate, scan_files
 from clanker.sessions.types import EMPTY, NoSession, bounded_text, clean_text, parse_timestamp
 from clanker.storage import read_regular_file
@@ -43,8 +48,10 @@ __all__ = [
     "DEFAULT_TAIL_BYTES",
     "EMPTY",
     "MAX_ENTRIES",
+    "Answer",
     "Candidate",
     "FileSample",
+    "FileState",
     "HostFiles",
     "LineRegion",
     "NoSession",

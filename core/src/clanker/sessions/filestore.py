@@ -86,11 +86,10 @@ def scan_files(
             context.cache.store(key, candidate.stat, session)
         else:
             session = cached  # type: ignore[assignment]
-        if session is None:
-            skipped += 1
+        if session is None or session is EMPTY:
+            # EMPTY: nothing to list or resume, and nothing unreadable either.
+            skipped += session is None
             continue
-        if session is EMPTY:
-            continue  # nothing to list or resume, and nothing unreadable
         if context.native_id is None and session.hidden:
             continue  # left out on purpose: neither listed nor a skip
         if context.native_id is not None and session.native_id != context.native_id:
