@@ -12,9 +12,20 @@ so sizes spread from a few KB to 5 MB, then measures in one run:
   of five), and again after one session file changed;
 * a new process answering from the on-disk cache (a second CLI run);
 * a naive baseline: read every file whole and decode every line;
-* peak RSS of the discovering process.
+* peak RSS of the discovering process;
+* OpenCode, whose history only its own `opencode session list` can read: a
+  new process with no clanker cache (the listing, and `opencode db path`
+  beside it), a new process answering from the kept answer (the database's
+  files unchanged), and one after the database changed (a new session). The
+  `opencode` on PATH is a double (written into the tree's `bin/`) that speaks
+  the captured `session list --format json` output of opencode-ai 1.18.33
+  (`tests/fixtures/opencode/sessions/session-list-max-count-4097.json`, 105
+  sessions) and `db path`'s, after sleeping as long as the real ones took on
+  this machine (`--opencode-list-seconds`, `--opencode-db-path-seconds`); it
+  also writes to the database's files as it opens them, as OpenCode does.
 
     uv run python benchmarks/sessions.py [--sessions 10000] [--write]
+    uv run python benchmarks/sessions.py --opencode-only [--write]
 
 Targets: cold <= 2 s, >= 20x faster than the naive baseline, warm <= 0.1 s,
 peak RSS <= 150 MB. The OS page cache is warm for every timing (the files
@@ -47,6 +58,35 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 HARNESSES = ("codex", "claude", "pi")
 WARM_RUNS = 5
+# Measured 2026-12-02 on the machine of RESULTS.md with opencode-ai 1.18.33 in a
+# throwaway home: `opencode session list --format json --max-count 4097` 4.0-4.5 s
+# (three runs), `opencode db path` 3.1 s.
+OPENCODE_LIST_SECONDS = 4.0
+OPENCODE_DB_PATH_SECONDS = 3.1
+OPENCODE_DOUBLE = r'''
+"""A stand-in for opencode 1.18.33's `session list --format json` and `db path`: it
+sleeps as the real ones do, touches the database's files as they do when they open it,
+and prints the captured listing (the rows in `<db>.rows`) or the database's path."""
+import json, os, sys, time
+args = sys.argv[1:]
+db = os.path.join(os.environ["XDG_DATA_HOME"], "opencode", "opencode.db")
+def opened():
+    os.makedirs(os.path.dirname(db), exist_ok=True)
+    for path in (db, db + "-shm", db + "-wal"):
+        with open(path, "ab"):
+            pass
+        os.utime(path)
+if args == ["db", "path"]:
+    time.sleep(float(os.environ["OC_DB_PATH_SECONDS"]))
+    opened()
+    print(db)
+elif args[:2] == ["session", "list"]:
+    time.sleep(float(os.environ["OC_LIST_SECONDS"]))
+    opened()
+    print(json.dumps(json.load(open(db + ".rows")), indent=2, ensure_ascii=False))
+else:
+    sys.exit(1)
+'''
 
 
 def _template(harness: str) -> tuple[list[str], str, str]:
@@ -181,6 +221,89 @@ def measure_discovery(tree: Path, cache: Path, limit: int) -> dict[str, float]:
             "rss_mb": rss_mb}
 
 
+def opencode_world(tree: Path, list_seconds: float, db_path_seconds: float) -> dict[str, str]:
+    """The double on PATH, its database's rows (the captured listing, moved under the
+    tree), and the environment a `clanker` process gets."""
+    world = tree.with_name(tree.name + "-opencode")
+    shutil.rmtree(world, ignore_errors=True)
+    (world / "bin").mkdir(parents=True)
+    double = world / "bin" / "opencode"
+    double.write_text(f"#!{sys.executable}\n{OPENCODE_DOUBLE}")
+    double.chmod(0o755)
+    workspace = world / "work" / "many"
+    workspace.mkdir(parents=True)
+    rows = json.loads((FIXTURES / "opencode/sessions/session-list-max-count-4097.json")
+                      .read_text())
+    for row in rows:
+        row["directory"] = row["directory"].replace("/home/dev/src/many", str(workspace))
+    database = world / "data" / "opencode" / "opencode.db"
+    database.parent.mkdir(parents=True)
+    database.with_name("opencode.db.rows").write_text(json.dumps(rows))
+    return {
+        "HOME": str(world), "XDG_DATA_HOME": str(world / "data"),
+        "PATH": f"{world / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        "CLANKER_HOME": str(world / "clanker"), "CLANKER_LOAD_PLUGINS": "opencode",
+        "OC_LIST_SECONDS": str(list_seconds), "OC_DB_PATH_SECONDS": str(db_path_seconds),
+        "WORKSPACE": str(workspace), "DATABASE": str(database),
+    }
+
+
+def measure_opencode(env: dict[str, str]) -> dict[str, float]:
+    """Run in a child process: one discovery of the workspace, as a CLI run makes it."""
+    from clanker.environment.local import LocalEnvironment
+    from clanker.paths import clanker_paths
+    from clanker.registry import Registry
+    from clanker.sessions.service import SessionService
+
+    registry = Registry.from_entry_points(env)
+    provider = registry.providers["opencode"]  # type: ignore[index]
+    service = SessionService(environment=LocalEnvironment(env),
+                             cache_dir=clanker_paths(env).cache)
+    started = time.perf_counter()
+    listing = asyncio.run(service.discover([provider], workspace=env["WORKSPACE"]))
+    took = time.perf_counter() - started
+    if not listing.complete:
+        raise SystemExit(f"unexpected scan problems: {listing.incomplete}")
+    return {"seconds": took, "found": len(listing.sessions)}
+
+
+def opencode_runs(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    env = opencode_world(args.tree, args.opencode_list_seconds, args.opencode_db_path_seconds)
+
+    def child() -> dict[str, float]:
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, __file__, "--opencode-child", "--tree", str(args.tree)],
+            capture_output=True, text=True, check=True, env={**os.environ, **env},
+        )
+        measured: dict[str, float] = json.loads(done.stdout)
+        return {**measured, "process": time.perf_counter() - started}
+
+    def cli() -> float:
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "clanker.cli", "sessions", "--json", "--harness",
+                        "opencode"], cwd=env["WORKSPACE"], capture_output=True, check=True,
+                       env={**os.environ, **env})
+        return time.perf_counter() - started
+
+    cold = child()
+    warm = [child() for _ in range(WARM_RUNS)]
+    # A new session: OpenCode writes its WAL, so the kept answer no longer holds.
+    with open(env["DATABASE"] + "-wal", "ab") as wal:
+        wal.write(b"frame")
+    changed = child()
+    cli_warm = statistics.median(cli() for _ in range(WARM_RUNS))
+    shutil.rmtree(Path(env["CLANKER_HOME"]), ignore_errors=True)
+    cli_cold = cli()
+    return {
+        "cold": cold, "changed": changed,
+        "warm": {"seconds": statistics.median(w["seconds"] for w in warm),
+                 "process": statistics.median(w["process"] for w in warm),
+                 "found": warm[0]["found"]},
+        "cli": {"cold": cli_cold, "warm": cli_warm},
+    }
+
+
 def naive(tree: Path) -> tuple[float, int]:
     """Read every file whole and decode every line: what a careless scan does."""
     started = time.perf_counter()
@@ -199,11 +322,51 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--tree", type=Path, default=Path("/tmp/clanker-bench-sessions"))
     parser.add_argument("--write", action="store_true", help="record in benchmarks/RESULTS.md")
+    parser.add_argument("--opencode-list-seconds", type=float, default=OPENCODE_LIST_SECONDS)
+    parser.add_argument("--opencode-db-path-seconds", type=float,
+                        default=OPENCODE_DB_PATH_SECONDS)
+    parser.add_argument("--opencode-only", action="store_true",
+                        help="measure OpenCode alone (no file-store tree)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--opencode-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure_discovery(args.tree, args.cache, args.child)))
+        return
+    if args.opencode_child:
+        print(json.dumps(measure_opencode(dict(os.environ))))
+        return
+    opencode = opencode_runs(args)
+    opencode_lines = [
+        "",
+        f"OpenCode (a double of `opencode` 1.18.33 that sleeps "
+        f"{args.opencode_list_seconds:.1f} s per `session list` and "
+        f"{args.opencode_db_path_seconds:.1f} s per `db path`, as the real ones took here; "
+        f"{opencode['cold']['found']:.0f} captured sessions in the workspace):",
+        "",
+        "| measurement | discovery | whole process |",
+        "| --- | ---: | ---: |",
+        f"| a new process, no clanker cache (listing and `db path`) "
+        f"| {opencode['cold']['seconds']:.2f} s | {opencode['cold']['process']:.2f} s |",
+        f"| a new process, the kept answer (database unchanged; median of {WARM_RUNS}) "
+        f"| {opencode['warm']['seconds'] * 1000:.0f} ms "
+        f"| {opencode['warm']['process'] * 1000:.0f} ms |",
+        f"| a new process after the database changed (listing only) "
+        f"| {opencode['changed']['seconds']:.2f} s | {opencode['changed']['process']:.2f} s |",
+        f"| `clanker sessions --json --harness opencode`, no cache / kept answer "
+        f"(median of {WARM_RUNS}) | | {opencode['cli']['cold']:.2f} s / "
+        f"{opencode['cli']['warm'] * 1000:.0f} ms |",
+    ]
+    if args.opencode_only:
+        report = "\n".join([
+            f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
+            f"Python {platform.python_version()}. Date: {datetime.now(UTC):%Y-%m-%d}.",
+            *opencode_lines])
+        print(report)
+        if args.write:
+            record("sessions-opencode", "Sessions: OpenCode", report,
+                   script="benchmarks/sessions.py --opencode-only")
         return
     started = time.perf_counter()
     build(args.tree, args.sessions)
@@ -247,6 +410,7 @@ def main() -> None:
         f"| >= 20x |",
         f"| peak RSS of the discovering process | {bounded['rss_mb']:.0f} MB "
         f"| {full['rss_mb']:.0f} MB | <= 150 MB |",
+        *opencode_lines,
     ]
     report = "\n".join(lines)
     print(report)

@@ -7,12 +7,18 @@ cached and counted the same way:
 
 * :func:`scan_files` summarizes the newest files of a walk through the
   per-file cache; a summarizer sees a :class:`FileSample` (a bounded head
-  and tail, never the whole file);
+  and tail, never the whole file) and returns its session, ``None`` (not a
+  session: a counted skip) or :data:`EMPTY` (a session file the harness wrote
+  no conversation into yet: neither listed nor a skip);
 * :class:`LineRegion` finds the complete lines of a sample's head or tail
   that hold a byte marker, oldest or newest first, and decodes each at most
   once (:func:`head_and_tail`, :func:`decode_object`): a cut line is never one;
 * :class:`Witness` records what a scan read, for
   :meth:`~clanker.sessions.capability.SessionsContext.remember`;
+* :class:`Answer` and :class:`FileState` are what a provider that lists
+  through its harness's own command keeps across processes
+  (``context.answers``, :mod:`clanker.sessions.answers`), proved by the files'
+  states from :meth:`~clanker.sessions.capability.SessionsContext.settled_states`;
 * :func:`clean_text`, :func:`bounded_text`, :func:`parse_timestamp`,
   :func:`home_directory`, :func:`require_columns` and :func:`read_regular_file`
   are the small, strict readers every provider would otherwise write again.
@@ -32,18 +38,23 @@ from clanker.environment.files import (
 from clanker.environment.lines import LineRegion, decode_object
 from clanker.environment.sqlite import require_columns
 from clanker.environment.witness import Witness
+from clanker.sessions.answers import Answer, FileState
 from clanker.sessions.filestore import MAX_ENTRIES, Candidate, scan_files
-from clanker.sessions.types import bounded_text, clean_text, parse_timestamp
+from clanker.sessions.types import EMPTY, NoSession, bounded_text, clean_text, parse_timestamp
 from clanker.storage import read_regular_file
 
 __all__ = [
     "DEFAULT_HEAD_BYTES",
     "DEFAULT_TAIL_BYTES",
+    "EMPTY",
     "MAX_ENTRIES",
+    "Answer",
     "Candidate",
     "FileSample",
+    "FileState",
     "HostFiles",
     "LineRegion",
+    "NoSession",
     "Witness",
     "bounded_text",
     "clean_text",

@@ -100,6 +100,11 @@ def sessions(
         echo_json({
             "workspace": directory,
             "complete": listing.complete,
+            "incomplete": [
+                {"harness": gap.harness, "reason": gap.reason.value, "kind": gap.kind,
+                 "detail": gap.detail}
+                for gap in listing.incomplete
+            ],
             "sessions": [session_record(s) for s in listing.sessions],
             "scans": [
                 {"harness": r.harness, "skipped": r.scan.skipped, "truncated": r.scan.truncated,

@@ -2,7 +2,8 @@
 
 Keyed by path plus (size, mtime, inode): an appended, replaced or rewritten
 file is parsed again, an unchanged one never is. Files that were not sessions
-are remembered too, so a corrupt file costs one parse, not one per listing.
+are remembered too, so a corrupt file costs one parse, not one per listing, and
+so are files that hold no conversation yet (:data:`~clanker.sessions.types.EMPTY`).
 The disk copy is a cache: unreadable, foreign or corrupt means empty, and so
 does anything that is not a regular file (a link, a FIFO, a directory: see
 :func:`clanker.storage.read_own_file`); the next save replaces it.
@@ -23,20 +24,24 @@ from typing import Any, Final
 
 from clanker._logging import get_logger
 from clanker.ids import HarnessId
-from clanker.sessions.types import HarnessSession
+from clanker.sessions.types import EMPTY, HarnessSession, NoSession
 from clanker.storage import read_json, write_json_atomic
 
 __all__ = ["MISS", "SummaryCache"]
 
 log = get_logger(__name__)
 
-_VERSION: Final = 3
+# 4: a row may end in "empty" (a file that holds no conversation yet).
+_VERSION: Final = 4
 _MAX_CACHE_FILE: Final = 64 * 1024 * 1024
 MISS: Final = object()
 
 _Identity = tuple[int, int, int]
-# path, size, mtime_ns, inode, then either nothing (not a session) or
-# native_id, updated, title, cwd, created, model, message_count, parent_id, hidden
+_Summary = HarnessSession | NoSession | None
+_EMPTY_MARK: Final = "empty"
+# path, size, mtime_ns, inode, then nothing (not a session), "empty" (no
+# conversation yet), or native_id, updated, title, cwd, created, model,
+# message_count, parent_id, hidden
 _SESSION_TYPES: Final[tuple[tuple[type, ...], ...]] = (
     (str,), (float, int), (str, type(None)), (str, type(None)), (float, int, type(None)),
     (str, type(None)), (int, type(None)), (str, type(None)), (bool,),
@@ -47,9 +52,11 @@ def _identity(stat: os.stat_result) -> _Identity:
     return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
-def _row(path: str, identity: _Identity, session: HarnessSession | None) -> list[Any]:
+def _row(path: str, identity: _Identity, session: _Summary) -> list[Any]:
     row: list[Any] = [path, *identity]
-    if session is not None:
+    if session is EMPTY:
+        row.append(_EMPTY_MARK)
+    elif isinstance(session, HarnessSession):
         row += [
             session.native_id, session.updated_at.timestamp(), session.title, session.cwd,
             session.created_at.timestamp() if session.created_at else None, session.model,
@@ -86,7 +93,7 @@ class SummaryCache:
     def __init__(self, harness: HarnessId, path: Path | None) -> None:
         self._harness = harness
         self._path = path
-        self._entries: dict[str, tuple[_Identity, HarnessSession | None]] = {}
+        self._entries: dict[str, tuple[_Identity, _Summary]] = {}
         self._seen: set[str] = set()
         self._dirty = False
         if path is not None:
@@ -96,15 +103,16 @@ class SummaryCache:
                 log.debug("sessions cache %s discarded: %s", path, type(exc).__name__)
                 self._entries = {}
 
-    def lookup(self, path: str, stat: os.stat_result) -> HarnessSession | object | None:
-        """Return the cached summary (``None`` for a known non-session) or :data:`MISS`."""
+    def lookup(self, path: str, stat: os.stat_result) -> _Summary | object:
+        """Return the cached summary (``None`` for a known non-session, :data:`EMPTY`
+        for a file without a conversation) or :data:`MISS`."""
         self._seen.add(path)
         entry = self._entries.get(path)
         if entry is None or entry[0] != _identity(stat):
             return MISS
         return entry[1]
 
-    def store(self, path: str, stat: os.stat_result, session: HarnessSession | None) -> None:
+    def store(self, path: str, stat: os.stat_result, session: _Summary) -> None:
         self._seen.add(path)
         self._entries[path] = (_identity(stat), session)
         self._dirty = True
@@ -143,7 +151,7 @@ class SummaryCache:
             or not isinstance(data["rows"], list)
         ):
             return
-        entries: dict[str, tuple[_Identity, HarnessSession | None]] = {}
+        entries: dict[str, tuple[_Identity, _Summary]] = {}
         try:
             for row in data["rows"]:
                 if not isinstance(row, list) or len(row) < 4:
@@ -152,7 +160,13 @@ class SummaryCache:
                 if not (_exact(path_text, (str,)) and _exact(size, (int,))
                         and _exact(mtime_ns, (int,)) and _exact(inode, (int,))):
                     raise ValueError("cache row: bad identity")
-                session = None if len(row) == 4 else _session(self._harness, path_text, row[4:])
+                session: _Summary
+                if len(row) == 4:
+                    session = None
+                elif len(row) == 5 and row[4] == _EMPTY_MARK:
+                    session = EMPTY
+                else:
+                    session = _session(self._harness, path_text, row[4:])
                 entries[path_text] = ((size, mtime_ns, inode), session)
         except (ValueError, TypeError, OverflowError, OSError):
             return  # one bad row makes the whole file suspect: start afresh

@@ -1,6 +1,6 @@
 """The sessions contract: what a provider implements to find its harness's
 history, and what a discovery hands it (bounds, scope, the host's files and
-executor, its cache).
+executor, its caches).
 
 A plugin imports its sessions types from here; the shared store readers it
 scans with are in :mod:`clanker.stores`.
@@ -9,7 +9,7 @@ scans with are in :mod:`clanker.stores`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Final, Protocol, TypeVar, runtime_checkable
@@ -20,6 +20,7 @@ from clanker.environment import HostFiles
 from clanker.environment.witness import Witness
 from clanker.execution import CommandExecutor
 from clanker.ids import HarnessId
+from clanker.sessions.answers import AnswerCache, FileState, look, settled
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.scope import canonical, in_scope
 from clanker.sessions.types import HarnessSession, SessionScan
@@ -27,6 +28,7 @@ from clanker.sessions.witness import ScanMemo
 
 __all__ = [
     "DEFAULT_STORE_LIMIT",
+    "AnswerCache",
     "HarnessSession",
     "SessionScan",
     "SessionsCapability",
@@ -55,6 +57,9 @@ class SessionsContext:
     where the caller is (for a harness that lists one project at a time) and
     must not filter. ``limit`` bounds how many sessions one store contributes
     (the newest first). ``memo`` keeps earlier answers for :meth:`remember`.
+    ``answers`` keeps a provider's answers across processes, for a harness
+    whose history only its own (slow) command can list (see
+    :mod:`clanker.sessions.answers`); ``None`` when the caller keeps none.
     """
 
     harness: HarnessId
@@ -67,6 +72,7 @@ class SessionsContext:
     limit: int = field(default=DEFAULT_STORE_LIMIT)
     scan_executor: Executor | None = field(default=None, repr=False, eq=False)
     memo: ScanMemo | None = field(default=None, repr=False, eq=False)
+    answers: AnswerCache | None = field(default=None, repr=False, eq=False)
     _canonical: dict[str, str] = field(factory=dict, init=False, repr=False, eq=False)
 
     async def offload(self, work: Callable[[], _T]) -> _T:
@@ -95,6 +101,23 @@ class SessionsContext:
         answer = scan(witness)
         self.memo.keep(key, witness, answer)
         return answer
+
+    async def settled_states(self, paths: Sequence[str]) -> tuple[FileState, ...] | None:
+        """The states of ``paths`` (through :attr:`files`) once they can prove an answer
+        made before this call, or ``None`` when they changed while settling.
+
+        Take them *after* the command whose answer they prove: what it wrote
+        itself is then part of them. A file changed within one timestamp tick
+        of now is waited for (a tenth of a second, two seconds where times are
+        whole seconds) and looked at again.
+        """
+        states = await self.offload(lambda: look(self.files, paths))
+        wait = settled(states)
+        if not wait:
+            return states
+        await asyncio.sleep(wait / 1e9)
+        again = await self.offload(lambda: look(self.files, paths))
+        return again if again == states else None
 
     def wants(self, cwd: str | None) -> bool:
         """Say whether a session recorded in ``cwd`` belongs to this request.

@@ -25,13 +25,16 @@ from clanker.environment.files import (
 from clanker.environment.witness import Witness
 from clanker.sessions.cache import MISS
 from clanker.sessions.capability import SessionsContext
-from clanker.sessions.types import HarnessSession, SessionScan
+from clanker.sessions.types import EMPTY, HarnessSession, NoSession, SessionScan
 
 __all__ = ["MAX_ENTRIES", "Candidate", "Summarize", "find_files", "scan_files"]
 
 log = get_logger(__name__)
 
-Summarize = Callable[[FileSample], HarnessSession | None]
+Summarize = Callable[[FileSample], HarnessSession | NoSession | None]
+"""Summarize one file: its session, ``None`` when it is not one (a counted skip), or
+:data:`~clanker.sessions.types.EMPTY` when the harness wrote no conversation into it
+yet (neither listed, nor a skip, nor found by id: there is nothing to resume)."""
 
 
 def scan_files(
@@ -47,7 +50,9 @@ def scan_files(
     """Summarize the newest ``context.limit`` candidates, reusing cached summaries.
 
     A file that cannot be read or is not a session is a counted skip, and so
-    is each directory the walk could not list (``witness.unreadable``). The
+    is each directory the walk could not list (``witness.unreadable``); a file
+    that holds no conversation yet (:data:`~clanker.sessions.types.EMPTY`) is
+    not: it is left out without a word. The
     discovery order is newest file first. A file that could not be read makes
     ``witness`` unable to vouch for this scan: the next one tries it again.
     """
@@ -59,6 +64,7 @@ def scan_files(
     skipped = unlisted
     for order, candidate in enumerate(ordered[: context.limit]):
         key = candidate.path
+        session: HarnessSession | NoSession | None
         cached = context.cache.lookup(key, candidate.stat)
         if cached is MISS:
             try:
@@ -80,8 +86,9 @@ def scan_files(
             context.cache.store(key, candidate.stat, session)
         else:
             session = cached  # type: ignore[assignment]
-        if session is None:
-            skipped += 1
+        if session is None or session is EMPTY:
+            # EMPTY: nothing to list or resume, and nothing unreadable either.
+            skipped += session is None
             continue
         if context.native_id is None and session.hidden:
             continue  # left out on purpose: neither listed nor a skip
@@ -99,7 +106,7 @@ def scan_files(
     return SessionScan(sessions=sessions, skipped=skipped, truncated=truncated)
 
 
-def _summarize(sample: FileSample, summarize: Summarize) -> HarnessSession | None:
+def _summarize(sample: FileSample, summarize: Summarize) -> HarnessSession | NoSession | None:
     try:
         return summarize(sample)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:

@@ -8,6 +8,7 @@ and a scan with any failure is never taken for a complete one.
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,13 +19,14 @@ from clanker._logging import get_logger
 from clanker.environment import Environment
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.registry import HarnessProvider
+from clanker.sessions.answers import AnswerCache
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import DEFAULT_STORE_LIMIT, SessionsContext
 from clanker.sessions.scope import canonical, in_scope, workspace_scopes
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.sessions.witness import ScanMemo
 
-__all__ = ["ProviderScan", "SessionListing", "SessionService"]
+__all__ = ["ProviderScan", "SessionListing", "SessionService", "Shortfall", "ShortfallReason"]
 
 log = get_logger(__name__)
 
@@ -35,12 +37,60 @@ class ProviderScan:
     scan: SessionScan
 
 
+class ShortfallReason(enum.Enum):
+    """Why a provider's part of a listing may lack sessions its harness has."""
+
+    ERROR = "error"
+    """Its store could not be read (``kind`` says how): sessions may be missing."""
+    LIMIT = "limit"
+    """The per-store bound cut it: only the newest sessions were read."""
+    PARTIAL = "partial"
+    """The harness itself can only list part of its history from here (OpenCode lists
+    the project of one directory, say); nothing failed."""
+
+
+@frozen(kw_only=True)
+class Shortfall:
+    """One reason one provider's part of a listing is not its whole history."""
+
+    harness: str
+    reason: ShortfallReason
+    detail: str
+    """A safe sentence for a person."""
+    kind: str | None = None
+    """The error's kind, for :attr:`ShortfallReason.ERROR`."""
+
+
+_LIMIT_DETAIL = "only the newest sessions were read: a higher limit reads more"
+
+
 @frozen(kw_only=True, repr=False)
 class SessionListing:
     """Sessions newest first, plus what each provider reported."""
 
     sessions: tuple[HarnessSession, ...]
     scans: tuple[ProviderScan, ...]
+
+    @property
+    def incomplete(self) -> tuple[Shortfall, ...]:
+        """Every reason the listing may lack sessions, per provider; empty when complete.
+
+        Skipped files are not among them: they are files that could not be read
+        as a session (counted in each scan), not sessions the listing left out.
+        """
+        found: list[Shortfall] = []
+        for result in self.scans:
+            scan, harness = result.scan, result.harness
+            if scan.error is not None:
+                found.append(Shortfall(harness=harness, reason=ShortfallReason.ERROR,
+                                       detail=scan.error.message, kind=scan.error.kind.value))
+            if scan.truncated:
+                found.append(Shortfall(harness=harness, reason=ShortfallReason.LIMIT,
+                                       detail=_LIMIT_DETAIL))
+            if scan.partial is not None:
+                found.append(Shortfall(harness=harness, reason=ShortfallReason.PARTIAL,
+                                       detail=scan.partial))
+        return tuple(found)
 
     def __repr__(self) -> str:
         # Short on purpose: asyncio formats a finished task's result on some
@@ -56,9 +106,12 @@ class SessionListing:
 class SessionService:
     """Discovers sessions through the registry's providers.
 
-    Two caches: per-file summaries (also on disk, so a new process parses
-    only what changed) and, in memory, each provider's recent answers with
-    proof of what they read (so an unchanged store costs a stat per file).
+    Three caches: per-file summaries (also on disk, so a new process parses
+    only what changed); in memory, each provider's recent answers with proof
+    of what they read (so an unchanged store costs a stat per file); and, for
+    a provider that lists through its harness's own command, its answers on
+    disk with the states of the files they depend on (so a new process need
+    not run the command again while nothing changed).
     """
 
     def __init__(self, *, environment: Environment, cache_dir: Path | None) -> None:
@@ -66,6 +119,7 @@ class SessionService:
         self._cache_dir = cache_dir
         self._caches: dict[str, SummaryCache] = {}
         self._memos: dict[str, ScanMemo] = {}
+        self._answers: dict[str, AnswerCache] = {}
         # One worker: scans are Python-bound and hold the interpreter lock;
         # several threads only trade it back and forth.
         self._scans = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clanker-sessions")
@@ -171,7 +225,7 @@ class SessionService:
                 harness=provider.id, executor=environment.executor, files=environment.files,
                 environ=environment.environ, cache=self._cache(provider), scopes=scopes,
                 native_id=native_id, limit=limit, scan_executor=self._scans,
-                memo=self._memo(provider),
+                memo=self._memo(provider), answers=self._answer_cache(provider),
             )
             return await capability.discover(context)
         except HarnessCapabilityError as exc:
@@ -197,6 +251,15 @@ class SessionService:
             )
             cache = self._caches[provider.id] = SummaryCache(provider.id, path)
         return cache
+
+    def _answer_cache(self, provider: HarnessProvider) -> AnswerCache:
+        answers = self._answers.get(provider.id)
+        if answers is None:
+            path = None if self._cache_dir is None else (
+                self._cache_dir / "sessions" / f"{provider.id}.answers.json"
+            )
+            answers = self._answers[provider.id] = AnswerCache(provider.id, path)
+        return answers
 
     def _memo(self, provider: HarnessProvider) -> ScanMemo:
         memo = self._memos.get(provider.id)

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from attrs import field, frozen, validators
 
 from clanker.errors import HarnessCapabilityError
 from clanker.ids import HarnessId
 
-__all__ = ["HarnessSession", "SessionScan", "bounded_text", "clean_text", "parse_timestamp"]
+__all__ = [
+    "EMPTY",
+    "HarnessSession",
+    "NoSession",
+    "SessionScan",
+    "bounded_text",
+    "clean_text",
+    "parse_timestamp",
+]
 
 _TITLE_LIMIT = 200
 
@@ -97,6 +106,17 @@ def _non_negative(_: object, attribute: Any, value: Any) -> None:
 
 def _sessions(values: Iterable[HarnessSession]) -> tuple[HarnessSession, ...]:
     return tuple(values)
+
+
+class NoSession(enum.Enum):
+    """A session file that is not a conversation yet, so it is neither listed nor a skip."""
+
+    EMPTY = "empty"
+    """The harness created the file but wrote no message into it (opened and quit):
+    there is nothing to list or resume, and nothing unreadable either."""
+
+
+EMPTY: Final = NoSession.EMPTY
 
 
 @frozen(kw_only=True)

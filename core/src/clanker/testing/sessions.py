@@ -45,7 +45,7 @@ from clanker.ids import HarnessId
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsCapability, SessionsContext
 from clanker.sessions.service import SessionService
-from clanker.sessions.types import HarnessSession, SessionScan
+from clanker.sessions.types import EMPTY, HarnessSession, NoSession, SessionScan
 from clanker.sessions.witness import ScanMemo
 from clanker.testing.base import PROPERTY, STORE_PROPERTY, ContractBase
 from clanker.testing.doubles import FailingExecutor
@@ -110,16 +110,18 @@ def sample_of_bytes(
 
 
 def check_session_types(
-    found: HarnessSession | None, harness: str, *, require_cwd: bool = True
+    found: HarnessSession | NoSession | None, harness: str, *, require_cwd: bool = True
 ) -> None:
     """Assert that what a summarizer returned is what the types promise and survives
-    the service: ``None`` (a skip), or a session of ``harness`` with a non-blank id,
+    the service: ``None`` (a skip), :data:`~clanker.stores.EMPTY` (no conversation
+    yet), or a session of ``harness`` with a non-blank id,
     aware times, non-empty texts, a printable title of at most 200 characters, an
     absolute ``cwd`` without NUL (``None`` too unless ``require_cwd``), a count that
     is not negative, and texts that encode as UTF-8 (the disk cache and the terminal
     can hold them)."""
-    if found is None:
+    if found is None or found is EMPTY:
         return
+    assert isinstance(found, HarnessSession)
     assert found.harness == harness
     assert isinstance(found.native_id, str) and found.native_id.strip()
     assert isinstance(found.updated_at, datetime) and found.updated_at.tzinfo is not None
@@ -260,7 +262,7 @@ class SessionsContract(ContractBase):
         ``name``. Empty for a store that is not a directory of session files."""
         return ()
 
-    def summarize(self, sample: FileSample) -> HarnessSession | None:
+    def summarize(self, sample: FileSample) -> HarnessSession | NoSession | None:
         """What the provider makes of one file's sample (its summarizer)."""
         raise NotImplementedError
 
@@ -303,6 +305,8 @@ class SessionsContract(ContractBase):
 
     def _summarize(self, data: bytes, head: int | None = None, tail: int | None = None,
                    path: Path | None = None) -> HarnessSession | None:
+        """The session in ``data``, or ``None`` when it holds none (a skip, or
+        :data:`~clanker.sessions.types.EMPTY`: a file with no conversation yet)."""
         self._sessions()
         default_head, default_tail = self.session_read_bounds
         sample = sample_of_bytes(data, head_bytes=head or default_head,
@@ -313,7 +317,7 @@ class SessionsContract(ContractBase):
         except NotImplementedError:
             pytest.skip("the plugin's contract supplies no summarizer (summarize)")
         self._check(found, require_cwd=True)
-        return found
+        return found if isinstance(found, HarnessSession) else None
 
     def _check(self, found: HarnessSession | None, *, require_cwd: bool = False) -> None:
         check_session_types(found, self.harness_id, require_cwd=require_cwd)

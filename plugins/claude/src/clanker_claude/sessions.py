@@ -32,9 +32,11 @@ from attrs import evolve, frozen
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import (
+    EMPTY,
     FileSample,
     HostFiles,
     LineRegion,
+    NoSession,
     Witness,
     bounded_text,
     clean_text,
@@ -52,6 +54,7 @@ __all__ = [
     "Transcript",
     "config_dir",
     "encode_project",
+    "holds_no_conversation",
     "parse",
     "project_dir_filter",
     "projects_dir",
@@ -98,6 +101,9 @@ _TITLE_FIELDS: Final = {
     b"summary": "summary",
 }
 _TITLE_PREFIXES: Final = tuple((kind, _META_LINE + kind + b'"') for kind in _TITLE_FIELDS)
+# Records of the conversation itself (Claude's `insertMessageChain` writes these; the
+# first of them creates the file). Anything else is session metadata.
+_MESSAGE_TYPES: Final = frozenset({"user", "assistant", "system", "attachment", "progress"})
 
 
 # -- where the store is ---------------------------------------------------------------------
@@ -470,6 +476,36 @@ def _parent(region: LineRegion, native_id: str) -> str | None:
     return None
 
 
+def holds_no_conversation(sample: FileSample) -> bool:
+    """Whether the transcript is only session metadata: no message was ever written.
+
+    Claude 2.1.197 creates the file for a title (``claude -n NAME``, ``/rename``)
+    before any message, and appends ``mode`` / ``permission-mode`` records when
+    it quits: a TUI opened and quit leaves such a file. It cannot be resumed
+    (``--resume <path>``: "Unable to load transcript from file"; by id: "No
+    conversation found"). Only a file read whole can show this: every line a
+    JSON object of a metadata type, none naming another session than the file's
+    name. An empty file is one too. A line that does not parse or a message
+    record is not.
+    """
+    match = _TRANSCRIPT.fullmatch(sample.path.name)
+    if match is None or not sample.whole:
+        return False
+    native_id = match.group(1)
+    region, _ = head_and_tail(sample)
+    for span in region.spans():
+        record = region.object_at(span)
+        if record is None:
+            return False
+        kind = record.get("type")
+        if (not isinstance(kind, str) or kind in _MESSAGE_TYPES
+                or "uuid" in record or "parentUuid" in record):
+            return False
+        if record.get("sessionId", native_id) != native_id:
+            return False
+    return True
+
+
 @frozen(kw_only=True)
 class Transcript:
     """One transcript: its session and the entrypoint it was started from."""
@@ -488,7 +524,7 @@ class Transcript:
 
 
 def parse(sample: FileSample) -> Transcript | None:
-    """Read one transcript; ``None`` when it is not a session (a counted skip).
+    """Read one transcript; ``None`` when it is not a session (see :func:`summarize`).
 
     - id: the file name (``<uuid>.jsonl``); when the record that gives the cwd
       names another ``sessionId``, it is no session. A file whose first line is a side chain
@@ -532,8 +568,10 @@ def parse(sample: FileSample) -> Transcript | None:
     return Transcript(session=session, entrypoint=entrypoint)
 
 
-def summarize(sample: FileSample) -> HarnessSession | None:
-    """One transcript: ``None`` for no session; print-mode/SDK runs come back hidden.
+def summarize(sample: FileSample) -> HarnessSession | NoSession | None:
+    """One transcript: ``None`` for no session (a counted skip), :data:`~clanker.stores.EMPTY`
+    for one that holds no conversation yet (:func:`holds_no_conversation`: neither
+    listed nor a skip); print-mode/SDK runs come back hidden.
 
     Claude's own picker hides sessions whose entrypoint is ``sdk-cli``,
     ``sdk-ts`` or ``sdk-py`` (every ``claude -p``); so does a listing. A
@@ -541,7 +579,8 @@ def summarize(sample: FileSample) -> HarnessSession | None:
     """
     found = parse(sample)
     if found is None:
-        return None
+        # A file of metadata only is a session not begun, not an unreadable one.
+        return EMPTY if holds_no_conversation(sample) else None
     return found.session if found.listed else evolve(found.session, hidden=True)
 
 

@@ -12,35 +12,49 @@ first commit; every directory outside git shares the project ``global``). So
 clanker runs it in the workspace and matches each row's ``directory`` itself;
 a listing without a workspace can only show the project of the directory
 clanker was started in, and says so (``SessionScan.partial``).
+
+A listing takes seconds (a Bun binary booting a project instance), so its
+answer is kept across processes (``context.answers``) and handed back while
+nothing it depends on changed: the database's files (``opencode db path``
+names it; the database, ``-wal`` and ``-shm``), looked at after the listing
+since the listing itself writes to them; the binary (an upgrade is another
+answer); the variables that select the store; the directory it ran in.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from os import stat_result
 from pathlib import Path
 from typing import Any, Final
 
 from attrs import evolve, frozen
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import MAX_OUTPUT, MAX_TIMEOUT, CommandRequest
+from clanker.execution import MAX_OUTPUT, MAX_TIMEOUT, CommandRequest, CommandResult
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
-from clanker.stores import HostFiles, clean_text
+from clanker.stores import Answer, HostFiles, clean_text
 from clanker_opencode.launch import OpenCodeLaunch
 
 __all__ = [
+    "DB_PATH_ARGS",
     "LIST_ARGS",
     "MAX_ROWS",
     "PARTIAL_WITHOUT_WORKSPACE",
     "Listing",
     "OpenCodeSessions",
+    "db_path_request",
     "is_default_title",
     "list_request",
+    "parse_db_path",
     "parse_session_list",
+    "store_files",
     "summarize_row",
 ]
 
@@ -60,6 +74,16 @@ _TIMEOUT: Final = MAX_TIMEOUT
 # near 1.1 MB: the executor's 1 MiB cap may stop a listing that long first,
 # which is the same typed output-limit failure.
 _MAX_OUTPUT: Final = MAX_OUTPUT
+
+DB_PATH_ARGS: Final = ("db", "path")
+"""Prints the database OpenCode uses (``OPENCODE_DB``, ``XDG_DATA_HOME``, its release
+channel), one line; it reads no project."""
+# A path line, bounded: `db path` printed 106 bytes with a deep home.
+_DB_PATH_OUTPUT: Final = 16 * 1024
+# The variables OpenCode 1.18.33 picks its database by (`HOME` through `os.homedir()`
+# when `XDG_DATA_HOME` is unset), and every other OPENCODE_* one, to be safe: a change
+# of any is another answer. Only their digest is kept (a variable may hold a key).
+_STORE_VARIABLES: Final = ("HOME", "XDG_DATA_HOME")
 
 PARTIAL_WITHOUT_WORKSPACE: Final = (
     "OpenCode lists only the project of the directory it runs in (one git repository, "
@@ -105,6 +129,38 @@ def list_request(scopes: tuple[str, ...]) -> CommandRequest:
         command="opencode", args=LIST_ARGS, cwd=scopes[0] if scopes else None,
         timeout=_TIMEOUT, max_output_bytes=_MAX_OUTPUT,
     )
+
+
+def db_path_request() -> CommandRequest:
+    """``opencode db path``, with the executor's environment (the one that selects it)."""
+    return CommandRequest(command="opencode", args=DB_PATH_ARGS, timeout=_TIMEOUT,
+                          max_output_bytes=_DB_PATH_OUTPUT)
+
+
+def parse_db_path(result: CommandResult) -> str | None:
+    """The database ``opencode db path`` printed, or ``None`` when there is no file to watch.
+
+    ``None`` for a failed run, anything but one absolute path line, and
+    ``:memory:`` (``OPENCODE_DB=:memory:``: nothing outlives the process).
+    """
+    if result.exit_code != 0:
+        return None
+    text = result.stdout
+    if text.endswith("\n"):
+        text = text[:-1]
+    if not text.startswith("/") or "\n" in text or "\r" in text or "\x00" in text:
+        return None
+    return text
+
+
+def store_files(database: str) -> tuple[str, ...]:
+    """The files an answer depends on: the database and its WAL and shared-memory files.
+
+    OpenCode opens the database in WAL mode: a new session lands in ``-wal``
+    first and in the database at a checkpoint; every OpenCode process
+    checkpoints when it opens it, and its ``-shm`` changes with either.
+    """
+    return (database, f"{database}-wal", f"{database}-shm")
 
 
 def is_default_title(title: str) -> bool:
@@ -190,6 +246,82 @@ def parse_session_list(stdout: str) -> Listing:
     return Listing(sessions=tuple(sessions), skipped=len(found) - len(sessions))
 
 
+@frozen(kw_only=True)
+class _Plan:
+    """What a listing depends on besides the database, and what is already known."""
+
+    key: dict[str, str]
+    database: str | None  # from an earlier answer under the same key (any directory)
+    recalled: Answer | None
+
+
+def _identity(stat: stat_result) -> str:
+    """The binary as it is installed: another file, or the same one rewritten, differs."""
+    return f"{stat.st_dev}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
+
+
+def _environment_digest(environ: Mapping[str, str]) -> str:
+    chosen = {name: value for name, value in environ.items()
+              if name in _STORE_VARIABLES or name.startswith("OPENCODE_")}
+    return hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()
+
+
+def _plan(context: SessionsContext) -> _Plan | None:
+    """The answer's key, the database if an earlier answer named it, and that answer if it
+    still holds; ``None`` when nothing can be kept (no binary, no directory to key by).
+
+    Blocking (stats and the cache file): call it from offloaded work.
+    """
+    answers, files = context.answers, context.files
+    if answers is None:
+        return None
+    try:
+        # Without a workspace the command runs where the host runs commands.
+        here = context.scopes[0] if context.scopes else files.realpath(".")
+    except OSError:  # this process's directory was removed
+        return None
+    binary = files.which("opencode", context.environ.get("PATH"))
+    if binary is None:
+        return None  # the listing says binary-unavailable
+    real = files.realpath(binary)
+    stat = files.stat(real)
+    if stat is None:
+        return None
+    key = {"cwd": here, "opencode": real, "opencode-identity": _identity(stat),
+           "environment": _environment_digest(context.environ)}
+    shared = {name: value for name, value in key.items() if name != "cwd"}
+    database = next((kept["database"] for kept in answers.kept_keys() if "database" in kept
+                     and {n: v for n, v in kept.items() if n not in ("cwd", "database")}
+                     == shared), None)
+    recalled = None
+    if database is not None:
+        recalled = answers.recall({**key, "database": database}, files)
+    return _Plan(key=key, database=database, recalled=recalled)
+
+
+def _scan(context: SessionsContext, answer: Answer) -> SessionScan:
+    """The request's part of a whole listing: the newest ``limit`` sessions (the service
+    keeps those of the workspace), or the one re-found, in order."""
+    sessions = list(answer.sessions)
+    if context.native_id is not None:
+        # A re-find: the one session, wherever the bound would fall.
+        sessions = [s for s in sessions if s.native_id == context.native_id]
+    truncated = len(sessions) > context.limit
+    return SessionScan(
+        sessions=[evolve(s, order=order) for order, s in enumerate(sessions[: context.limit])],
+        skipped=answer.skipped,
+        truncated=truncated,
+        partial=None if context.scopes else PARTIAL_WITHOUT_WORKSPACE,
+    )
+
+
+async def _database(running: asyncio.Future[CommandResult]) -> str | None:
+    try:
+        return parse_db_path(await running)
+    except HarnessCapabilityError:
+        return None  # not a reason to fail the listing: its answer is just not kept
+
+
 class OpenCodeSessions:
     """OpenCode's root sessions of the workspace's project, as its CLI lists them."""
 
@@ -205,17 +337,37 @@ class OpenCodeSessions:
         return ()
 
     async def discover(self, context: SessionsContext) -> SessionScan:
-        result = await context.executor.run(list_request(context.scopes))
+        plan = await context.offload(lambda: _plan(context))
+        if plan is not None and plan.recalled is not None:
+            return _scan(context, plan.recalled)
+        answer, database = await self._list(context, plan)
+        answers = context.answers
+        if plan is not None and database is not None and answers is not None:
+            # After the listing (and `db path`): both write to the database as they
+            # open it, and what they wrote must not look like a change next time.
+            states = await context.settled_states(store_files(database))
+            if states is not None:
+                key = {**plan.key, "database": database}
+                await context.offload(lambda: answers.keep(key, states, answer))
+        return _scan(context, answer)
+
+    async def _list(self, context: SessionsContext, plan: _Plan | None
+                    ) -> tuple[Answer, str | None]:
+        """Run the listing (and ``opencode db path`` beside it when the database is not
+        known yet); its answer, and the database to prove it by (``None``: not kept)."""
+        naming = None
+        if plan is not None and plan.database is None:
+            naming = asyncio.ensure_future(context.executor.run(db_path_request()))
+        try:
+            result = await context.executor.run(list_request(context.scopes))
+            database = plan.database if plan is not None else None
+            if naming is not None:
+                database = await _database(naming)
+        except BaseException:
+            if naming is not None:
+                naming.cancel()
+                await asyncio.gather(naming, return_exceptions=True)
+            raise
         result.require_success(_OPENCODE)  # stderr is OpenCode's, never shown
         listing = parse_session_list(result.stdout)
-        sessions = list(listing.sessions)
-        if context.native_id is not None:
-            # A re-find: the one session, wherever the bound would fall.
-            sessions = [s for s in sessions if s.native_id == context.native_id]
-        truncated = len(sessions) > context.limit
-        return SessionScan(
-            sessions=[evolve(s, order=order) for order, s in enumerate(sessions[: context.limit])],
-            skipped=listing.skipped,
-            truncated=truncated,
-            partial=None if context.scopes else PARTIAL_WITHOUT_WORKSPACE,
-        )
+        return Answer(sessions=listing.sessions, skipped=listing.skipped), database
