@@ -319,9 +319,11 @@ class SessionsContract(ContractBase):
         self._check(found, require_cwd=True)
         return found if isinstance(found, HarnessSession) else None
 
-    def _check(self, found: HarnessSession | None, *, require_cwd: bool = False) -> None:
+    def _check(
+        self, found: HarnessSession | NoSession | None, *, require_cwd: bool = False
+    ) -> None:
         check_session_types(found, self.harness_id, require_cwd=require_cwd)
-        if found is not None:
+        if isinstance(found, HarnessSession):
             self.check_session(found)
 
     def _check_confined(self, scan: SessionScan, environ: Mapping[str, str]) -> None:
