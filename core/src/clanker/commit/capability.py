@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from clanker.commit.exits import answer_by_exit
+from clanker.commit.invocation import inference_request
 from clanker.commit.message import text_answer
 from clanker.execution import CommandRequest, CommandResult
 
-__all__ = ["CommitCapability", "answer_by_exit", "text_answer"]
+__all__ = ["CommitCapability", "answer_by_exit", "inference_request", "text_answer"]
 
 
 @runtime_checkable

@@ -22,10 +22,11 @@ def answer_by_exit(
     parse: Callable[[str], str],
     *,
     harness: str,
-    reported: Collection[ErrorKind] = (ErrorKind.COMMAND_FAILED,),
+    reported: Collection[ErrorKind] = (ErrorKind.COMMAND_FAILED, ErrorKind.UNAUTHENTICATED),
 ) -> str:
     """Return ``parse(stdout)`` of a zero exit; for another status raise the output's
-    own failure when it is one of ``reported``, else ``command-failed`` naming the status.
+    own failure when it is one of ``reported`` (by default a failed turn, and a
+    harness that says it is signed out), else ``command-failed`` naming the status.
     """
     if result.exit_code == 0:
         return parse(result.stdout)

@@ -28,9 +28,9 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import answer_by_exit, text_answer
+from clanker.commit.capability import answer_by_exit, inference_request, text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
+from clanker.execution import CommandRequest, CommandResult
 from clanker_agy.usage import _SIGNED_OUT, _error_texts
 
 __all__ = ["COMMIT_ARGS", "AgyCommit", "commit_stdin", "parse_commit_stream"]
@@ -61,7 +61,6 @@ COMMIT_ARGS: Final = (
 # dropped connection, about 150 s in a 1.2.11 report) can outlast it; then the
 # run is killed and ends as a timeout. `--print-timeout` is documented for
 # print mode only, so it is not passed.
-_TIMEOUT: Final = INFERENCE_TIMEOUT
 
 # Result statuses that say the turn failed (ERROR in every report; FAILURE,
 # CANCELLED and TIMEOUT in one third-party parser). SUCCESS is the only
@@ -192,16 +191,10 @@ class AgyCommit:
             # it looks like. Without it, agy's own default (the model last
             # chosen with /model, which persists across sessions).
             args.append(f"--model={model}")
-        return CommandRequest(
-            command="agy",
-            args=args,
-            # One line, then EOF: the executor writes it all and closes stdin,
-            # and agy exits after that turn's result. Nothing from the change
-            # is ever an argument.
-            stdin=commit_stdin(prompt),
-            timeout=_TIMEOUT,
-            inference=True,
-        )
+        # One line, then EOF: the executor writes it all and closes stdin,
+        # and agy exits after that turn's result. Nothing from the change
+        # is ever an argument.
+        return inference_request("agy", args, commit_stdin(prompt))
 
     def parse_output(self, result: CommandResult) -> str:
         # 0 is no proof: an unknown event line, an unknown model, and a
@@ -209,5 +202,4 @@ class AgyCommit:
         # 1: bad input or interrupted (SIGTERM writes an ERROR result first);
         # 2: a flag error; 3: quota. The stream says what failed when it can;
         # stderr (`AGY_ERROR: ...`) is diagnostics only, never read.
-        return answer_by_exit(result, parse_commit_stream, harness="agy",
-                              reported=(ErrorKind.COMMAND_FAILED, ErrorKind.UNAUTHENTICATED))
+        return answer_by_exit(result, parse_commit_stream, harness="agy")

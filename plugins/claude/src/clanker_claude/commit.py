@@ -21,9 +21,9 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import answer_by_exit, text_answer
+from clanker.commit.capability import answer_by_exit, inference_request, text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
+from clanker.execution import CommandRequest, CommandResult
 from clanker_claude.models import ISOLATION_ARGS, ISOLATION_ENV
 
 __all__ = ["COMMIT_ARGS", "COMMIT_ENV", "ClaudeCommit", "parse_commit_result"]
@@ -66,7 +66,6 @@ COMMIT_ENV: Final = {
 }
 # Claude retries a failing request 10 times (about 3 minutes against a dead
 # endpoint); clanker's inference ceiling is the bound. Killed, it prints nothing.
-_TIMEOUT: Final = INFERENCE_TIMEOUT
 
 # The result subtypes of Claude Code 2.1.197's schema.
 # The assistant message's error category when Claude has no credentials, or the
@@ -215,22 +214,14 @@ class ClaudeCommit:
             # like (verified: `--model --tools` ran with tools [] and model
             # "--tools"). Without it, Claude's own default for the account.
             args += ["--model", model]
-        return CommandRequest(
-            command="claude",
-            args=args,
-            env=COMMIT_ENV,
-            # Claude waits 3 s for the first byte, then reads to EOF; the
-            # executor writes it all at once and closes stdin. No positional
-            # prompt: nothing from the change is ever an argument.
-            stdin=prompt.encode("utf-8"),
-            timeout=_TIMEOUT,
-            inference=True,
-        )
+        # Claude waits 3 s for the first byte, then reads to EOF; the
+        # executor writes it all at once and closes stdin. No positional
+        # prompt: nothing from the change is ever an argument.
+        return inference_request("claude", args, prompt.encode("utf-8"), env=COMMIT_ENV)
 
     def parse_output(self, result: CommandResult) -> str:
         # 0 without a result is an interrupted run (SIGINT): a failure too.
         # 1: an error result, or a bad flag or stdin (no output); 143/129: a
         # signal. An error result says what failed (signed out included);
         # otherwise the status does.
-        return answer_by_exit(result, parse_commit_result, harness="claude",
-                              reported=(ErrorKind.COMMAND_FAILED, ErrorKind.UNAUTHENTICATED))
+        return answer_by_exit(result, parse_commit_result, harness="claude")

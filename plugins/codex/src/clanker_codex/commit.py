@@ -15,9 +15,9 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import answer_by_exit, text_answer
+from clanker.commit.capability import answer_by_exit, inference_request, text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
+from clanker.execution import CommandRequest, CommandResult
 
 __all__ = ["COMMIT_ARGS", "CodexCommit", "parse_commit_stream"]
 
@@ -57,7 +57,6 @@ COMMIT_ARGS: Final = (
 # An unknown -c key only warns (an `error` item), but a value of the wrong
 # type is exit 1: if a later Codex changes one of these, commit messages fail
 # closed rather than silently.
-_TIMEOUT: Final = INFERENCE_TIMEOUT
 
 # Item types that are neither a tool call nor an answer: reasoning summaries,
 # plan-mode text, the to-do list (it completes when the turn ends) and
@@ -216,21 +215,14 @@ class CodexCommit:
             # looks like (`-m -x` would be a usage error). A bare slug: Codex
             # chooses providers through config, never through the model name.
             args.append(f"--model={model}")
-        return CommandRequest(
-            command="codex",
-            args=args,
-            # Read to EOF before anything starts; the executor writes it all
-            # and closes stdin. At most 1,048,576 characters (clanker's prompt
-            # is at most 96 KiB).
-            stdin=prompt.encode("utf-8"),
-            timeout=_TIMEOUT,
-            inference=True,
-        )
+        # Read to EOF before anything starts; the executor writes it all
+        # and closes stdin. At most 1,048,576 characters (clanker's prompt
+        # is at most 96 KiB).
+        return inference_request("codex", args, prompt.encode("utf-8"))
 
     def parse_output(self, result: CommandResult) -> str:
         # 1: a failed turn (signed out included), or a start-up error (no
         # prompt, not a git repository, too large an input); 2: a bad flag;
         # 130/143: a signal. The stream says whether a turn failed, and why
         # when the credentials were refused; stderr is never read.
-        return answer_by_exit(result, parse_commit_stream, harness="codex",
-                              reported=(ErrorKind.COMMAND_FAILED, ErrorKind.UNAUTHENTICATED))
+        return answer_by_exit(result, parse_commit_stream, harness="codex")

@@ -16,9 +16,9 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import answer_by_exit, text_answer
+from clanker.commit.capability import answer_by_exit, inference_request, text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
+from clanker.execution import CommandRequest, CommandResult
 
 __all__ = ["COMMIT_ARGS", "MAX_TIME", "OmpCommit", "parse_commit_stream"]
 
@@ -54,7 +54,6 @@ COMMIT_ARGS: Final = (
     # exceeded", exit 1) instead of being killed by clanker's timeout.
     "--max-time", str(MAX_TIME),
 )
-_TIMEOUT: Final = INFERENCE_TIMEOUT
 # omp's own text for an aborted turn whose --max-time deadline passed.
 _DEADLINE: Final = "Deadline exceeded"
 
@@ -213,15 +212,9 @@ class OmpCommit:
             # Two tokens, last, as at launch: a built-in string flag takes the
             # next token whatever it looks like.
             args += ["--model", model]
-        return CommandRequest(
-            command="omp",
-            args=args,
-            # Read to EOF before start-up work; the executor writes it all and
-            # closes stdin (a pipe left open makes omp wait forever).
-            stdin=prompt.encode("utf-8"),
-            timeout=_TIMEOUT,
-            inference=True,
-        )
+        # Read to EOF before start-up work; the executor writes it all and
+        # closes stdin (a pipe left open makes omp wait forever).
+        return inference_request("omp", args, prompt.encode("utf-8"))
 
     def parse_output(self, result: CommandResult) -> str:
         # 1: a failed or aborted turn, or a start-up error; 2: a bad flag;

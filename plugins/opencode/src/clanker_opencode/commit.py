@@ -25,9 +25,9 @@ from typing import Any, Final
 
 from attrs import define, field
 
-from clanker.commit.capability import answer_by_exit, text_answer
+from clanker.commit.capability import answer_by_exit, inference_request, text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
+from clanker.execution import CommandRequest, CommandResult
 
 __all__ = ["AGENT", "COMMIT_ARGS", "COMMIT_CONFIG", "COMMIT_ENV", "OpenCodeCommit",
            "parse_commit_stream"]
@@ -95,7 +95,6 @@ COMMIT_ARGS: Final = (
 # Start-up took up to ~40 s to the first request on two loaded cores, and
 # opencode's own retries (5, backing off to 30 s) end a refused provider after
 # about 78 s: it may still be retrying when clanker's inference ceiling ends it.
-_TIMEOUT: Final = INFERENCE_TIMEOUT
 
 _SIGN_IN: Final = ("sign in to the model's provider with `opencode auth login`, or check "
                    "the key it uses")
@@ -263,21 +262,13 @@ class OpenCodeCommit:
             # One token: the value stays the model whatever it looks like.
             # opencode splits it at the first `/` into provider and model.
             args.append(f"--model={model}")
-        return CommandRequest(
-            command="opencode",
-            args=args,
-            env=COMMIT_ENV,
-            # Read to EOF before start-up; the executor writes it all and
-            # closes stdin (a pipe left open makes opencode wait silently).
-            stdin=prompt.encode("utf-8"),
-            timeout=_TIMEOUT,
-            inference=True,
-        )
+        # Read to EOF before start-up; the executor writes it all and
+        # closes stdin (a pipe left open makes opencode wait silently).
+        return inference_request("opencode", args, prompt.encode("utf-8"), env=COMMIT_ENV)
 
     def parse_output(self, result: CommandResult) -> str:
         # 1: an error event (missing or refused credentials included), or a
         # start-up error (no message, a bad flag: the help on stderr); 143: a
         # signal (SIGINT is ignored). The stream says whether a turn failed;
         # stderr is never read.
-        return answer_by_exit(result, parse_commit_stream, harness="opencode",
-                              reported=(ErrorKind.COMMAND_FAILED, ErrorKind.UNAUTHENTICATED))
+        return answer_by_exit(result, parse_commit_stream, harness="opencode")

@@ -15,9 +15,9 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import text_answer
+from clanker.commit.capability import inference_request, text_answer
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import INFERENCE_TIMEOUT, CommandRequest, CommandResult
+from clanker.execution import CommandRequest, CommandResult
 
 __all__ = ["COMMIT_ARGS", "PiCommit", "parse_commit_stream"]
 
@@ -56,7 +56,6 @@ COMMIT_ARGS: Final = (
 )
 # pi itself is bounded by its retry policy (3 retries, 2/4/8 s) and the
 # provider's request timeout; clanker's inference ceiling is the backstop.
-_TIMEOUT: Final = INFERENCE_TIMEOUT
 
 _MESSAGE_UPDATE: Final = '{"type":"message_update"'
 _SIGN_IN: Final = "sign in with /login in pi, or set an API key for the model's provider"
@@ -210,15 +209,9 @@ class PiCommit:
             # Two tokens, last: pi rejects `--model=`, and `--model` takes the
             # next token whatever it looks like.
             args += ["--model", model]
-        return CommandRequest(
-            command="pi",
-            args=args,
-            # Read to EOF before the turn starts; the executor writes it all and
-            # closes stdin (a pipe left open makes pi wait silently forever).
-            stdin=prompt.encode("utf-8"),
-            timeout=_TIMEOUT,
-            inference=True,
-        )
+        # Read to EOF before the turn starts; the executor writes it all and
+        # closes stdin (a pipe left open makes pi wait silently forever).
+        return inference_request("pi", args, prompt.encode("utf-8"))
 
     def parse_output(self, result: CommandResult) -> str:
         if result.exit_code != 0:
