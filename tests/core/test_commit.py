@@ -350,3 +350,19 @@ def test_an_odd_lock_file_is_refused_without_blocking(tmp_path: Path, kind: str)
     assert not holder.is_alive(), "taking the lock blocked"
     [error] = outcome
     assert isinstance(error, RepositoryBusyError) and str(lock) in str(error)
+
+
+def test_typed_events_yield_objects_naming_their_event_and_refuse_anything_else() -> None:
+    from clanker.commit.capability import typed_events
+
+    stream = '{"type":"a","x":1}\n\n  {"type":"b"}  \n{"type":"partial","big":"…"}\n'
+    assert [e["type"] for e in typed_events(stream, harness="zed", skip=('{"type":"partial"',))
+            ] == ["a", "b"]
+    assert [e["event"] for e in typed_events('{"event":"e"}\n', harness="zed", key="event")] == [
+        "e"]
+    # U+2028 inside a string is text, not a line break.
+    assert next(typed_events('{"type":"a","t":"x\u2028y"}', harness="zed"))["t"] == "x\u2028y"
+    for bad in ("not json\n", '{"type":1}\n', "[1]\n", "[" * 100_000 + "\n", '{"kind":"a"}\n'):
+        with pytest.raises(HarnessCapabilityError) as caught:
+            list(typed_events('{"type":"ok"}\n' + bad, harness="zed"))
+        assert caught.value.kind is ErrorKind.PARSE_FAILURE and caught.value.harness == "zed"

@@ -28,7 +28,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import answer_by_exit, inference_request, text_answer
+from clanker.commit.capability import answer_by_exit, inference_request, text_answer, typed_events
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 from clanker_agy.usage import _SIGNED_OUT, _error_texts
@@ -93,19 +93,8 @@ def commit_stdin(prompt: str) -> bytes:
 
 
 def _events(stdout: str) -> Iterator[dict[str, Any]]:
-    """Yield every typed event; anything else on stdout is malformed output."""
-    # Only "\n" ends a line: JSON text may hold U+2028 and friends unescaped.
-    for raw in stdout.split("\n"):
-        line = raw.strip()
-        if not line:
-            continue
-        try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: absurdly nested input
-            raise _parse_failure("a line that is not JSON") from None
-        if not isinstance(event, dict) or not isinstance(event.get("event"), str):
-            raise _parse_failure("a line that is not a typed event")
-        yield event
+    """Yield every event (agy names it under ``event``); anything else is malformed output."""
+    return typed_events(stdout, harness="agy", key="event")
 
 
 def _final_result(stdout: str) -> Mapping[str, Any]:

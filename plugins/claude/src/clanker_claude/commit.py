@@ -17,11 +17,10 @@ refused), which the single ``result`` of ``--output-format json`` lacks.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import answer_by_exit, inference_request, text_answer
+from clanker.commit.capability import answer_by_exit, inference_request, text_answer, typed_events
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 from clanker_claude.models import ISOLATION_ARGS, ISOLATION_ENV
@@ -89,17 +88,7 @@ def _parse_failure(detail: str) -> HarnessCapabilityError:
 
 def _events(stdout: str) -> Iterator[dict[str, Any]]:
     """Yield every typed event; anything else on stdout is malformed output."""
-    for raw in stdout.split("\n"):  # JSON text may hold U+2028 unescaped
-        line = raw.strip()
-        if not line:
-            continue
-        try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: absurdly nested input
-            raise _parse_failure("a line that is not JSON") from None
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            raise _parse_failure("a line that is not a typed event")
-        yield event
+    return typed_events(stdout, harness="claude")
 
 
 def _read_stream(stdout: str) -> tuple[Mapping[str, Any], frozenset[str]]:

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import answer_by_exit, inference_request, text_answer
+from clanker.commit.capability import answer_by_exit, inference_request, text_answer, typed_events
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 
@@ -124,16 +124,7 @@ def _failed_turn(message: Mapping[str, Any], stop: str) -> HarnessCapabilityErro
 def _events(stdout: str) -> Iterator[dict[str, Any]]:
     """Yield the typed events after the ``session`` header."""
     header = False
-    for raw in stdout.split("\n"):  # omp's separator; JSON text may hold U+2028
-        line = raw.strip()
-        if not line:
-            continue
-        try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: absurdly nested input
-            raise _parse_failure("a line that is not JSON") from None
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            raise _parse_failure("a line that is not a typed event")
+    for event in typed_events(stdout, harness="omp"):
         if header:
             yield event
         elif event["type"] == "session":

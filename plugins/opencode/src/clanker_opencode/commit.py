@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from attrs import define, field
 
-from clanker.commit.capability import answer_by_exit, inference_request, text_answer
+from clanker.commit.capability import answer_by_exit, inference_request, text_answer, typed_events
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 
@@ -122,17 +122,7 @@ class _Step:
 
 def _events(stdout: str) -> Iterator[dict[str, Any]]:
     """Yield every typed event; anything else on stdout is malformed output."""
-    for raw in stdout.split("\n"):  # JSON.stringify leaves U+2028 in strings unescaped
-        line = raw.strip()
-        if not line:
-            continue
-        try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: absurdly nested input
-            raise _parse_failure("a line that is not JSON") from None
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            raise _parse_failure("a line that is not a typed event")
-        yield event
+    return typed_events(stdout, harness="opencode")
 
 
 def _part(event: Mapping[str, Any]) -> dict[str, Any]:

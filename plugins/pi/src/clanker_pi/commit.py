@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import inference_request, text_answer
+from clanker.commit.capability import inference_request, text_answer, typed_events
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 
@@ -117,16 +117,8 @@ def _answer_text(message: Mapping[str, Any]) -> str:
 def _events(stdout: str) -> Iterator[dict[str, Any]]:
     """Yield the typed events after the ``session`` header; skip ``message_update`` unread."""
     header = False
-    for raw in stdout.split("\n"):  # pi's separator; JSON text may hold U+2028
-        line = raw.strip()
-        if not line or line.startswith(_MESSAGE_UPDATE):
-            continue  # partials: large, racy, never the answer
-        try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: absurdly nested input
-            raise _parse_failure("a line that is not JSON") from None
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            raise _parse_failure("a line that is not a typed event")
+    # message_update partials: large, racy, never the answer.
+    for event in typed_events(stdout, harness="pi", skip=(_MESSAGE_UPDATE,)):
         if header:
             yield event
         elif event["type"] == "session":
