@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from clanker.commit.exits import answer_by_exit
 from clanker.commit.events import typed_events
+from clanker.commit.exits import answer_by_exit
 from clanker.commit.invocation import inference_request
 from clanker.commit.message import text_answer
 from clanker.execution import CommandRequest, CommandResult
