@@ -8,8 +8,9 @@ cached and counted the same way:
 * :func:`scan_files` summarizes the newest files of a walk through the
   per-file cache; a summarizer sees a :class:`FileSample` (a bounded head
   and tail, never the whole file) and returns its session, ``None`` (not a
-  session: a counted skip) or :data:`EMPTY` (a session file the harness wrote
-  no conversation into yet: neither listed nor a skip);
+  session: a counted skip), :data:`EMPTY` (a session file the harness wrote
+  no conversation into yet: neither listed nor a skip) or :data:`FOREIGN`
+  (another harness's session, in a directory the two share: not listed, no skip);
 * :class:`LineRegion` finds the complete lines of a sample's head or tail
   that hold a byte marker, oldest or newest first, and decodes each at most
   once (:func:`head_and_tail`, :func:`decode_object`): a cut line is never one;
@@ -40,13 +41,21 @@ from clanker.environment.sqlite import require_columns
 from clanker.environment.witness import Witness
 from clanker.sessions.answers import Answer, FileState
 from clanker.sessions.filestore import MAX_ENTRIES, Candidate, scan_files
-from clanker.sessions.types import EMPTY, NoSession, bounded_text, clean_text, parse_timestamp
+from clanker.sessions.types import (
+    EMPTY,
+    FOREIGN,
+    NoSession,
+    bounded_text,
+    clean_text,
+    parse_timestamp,
+)
 from clanker.storage import read_regular_file
 
 __all__ = [
     "DEFAULT_HEAD_BYTES",
     "DEFAULT_TAIL_BYTES",
     "EMPTY",
+    "FOREIGN",
     "MAX_ENTRIES",
     "Answer",
     "Candidate",

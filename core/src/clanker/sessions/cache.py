@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from clanker._logging import get_logger
 from clanker.ids import HarnessId
-from clanker.sessions.types import EMPTY, HarnessSession, NoSession
+from clanker.sessions.types import HarnessSession, NoSession
 from clanker.storage import read_json, write_json_atomic
 
 __all__ = ["MISS", "SummaryCache"]
@@ -32,16 +32,19 @@ __all__ = ["MISS", "SummaryCache"]
 log = get_logger(__name__)
 
 # 4: a row may end in "empty" (a file that holds no conversation yet).
-_VERSION: Final = 4
+# 5: or in "foreign" (another harness's file); the document says how files were
+# read.
+_VERSION: Final = 5
 _MAX_CACHE_FILE: Final = 64 * 1024 * 1024
 MISS: Final = object()
 
 _Identity = tuple[int, int, int]
 _Summary = HarnessSession | NoSession | None
-_EMPTY_MARK: Final = "empty"
+_MARKS: Final = {NoSession.EMPTY.value: NoSession.EMPTY,
+                  NoSession.FOREIGN.value: NoSession.FOREIGN}
 # path, size, mtime_ns, inode, then nothing (not a session), "empty" (no
-# conversation yet), or native_id, updated, title, cwd, created, model,
-# message_count, parent_id, hidden
+# conversation yet), "foreign" (another harness's), or native_id, updated, title,
+# cwd, created, model, message_count, parent_id, hidden
 _SESSION_TYPES: Final[tuple[tuple[type, ...], ...]] = (
     (str,), (float, int), (str, type(None)), (str, type(None)), (float, int, type(None)),
     (str, type(None)), (int, type(None)), (str, type(None)), (bool,),
@@ -54,8 +57,8 @@ def _identity(stat: os.stat_result) -> _Identity:
 
 def _row(path: str, identity: _Identity, session: _Summary) -> list[Any]:
     row: list[Any] = [path, *identity]
-    if session is EMPTY:
-        row.append(_EMPTY_MARK)
+    if isinstance(session, NoSession):
+        row.append(session.value)
     elif isinstance(session, HarnessSession):
         row += [
             session.native_id, session.updated_at.timestamp(), session.title, session.cwd,
@@ -96,6 +99,7 @@ class SummaryCache:
         self._entries: dict[str, tuple[_Identity, _Summary]] = {}
         self._seen: set[str] = set()
         self._dirty = False
+        self._reading = ""
         if path is not None:
             try:
                 self._load(path)
@@ -103,9 +107,21 @@ class SummaryCache:
                 log.debug("sessions cache %s discarded: %s", path, type(exc).__name__)
                 self._entries = {}
 
+    def bind(self, reading: str) -> None:
+        """Say how the files are read now, beside their contents: a provider whose
+        summary of a file depends on more than the file (which directories another
+        harness shares, say) names that here, and summaries made under another
+        reading are dropped."""
+        if reading != self._reading:
+            if self._entries:
+                self._entries = {}
+                self._dirty = True
+            self._reading = reading
+
     def lookup(self, path: str, stat: os.stat_result) -> _Summary | object:
-        """Return the cached summary (``None`` for a known non-session, :data:`EMPTY`
-        for a file without a conversation) or :data:`MISS`."""
+        """Return the cached summary (``None`` for a known non-session, a
+        :class:`~clanker.sessions.types.NoSession` for a file that is neither) or
+        :data:`MISS`."""
         self._seen.add(path)
         entry = self._entries.get(path)
         if entry is None or entry[0] != _identity(stat):
@@ -136,7 +152,8 @@ class SummaryCache:
         if self._path is None or not self._dirty:
             return
         rows = [_row(path, identity, s) for path, (identity, s) in self._entries.items()]
-        document = {"version": _VERSION, "harness": self._harness, "rows": rows}
+        document = {"version": _VERSION, "harness": self._harness, "reading": self._reading,
+                    "rows": rows}
         with contextlib.suppress(OSError):
             write_json_atomic(self._path, document)
             self._dirty = False
@@ -145,9 +162,10 @@ class SummaryCache:
         data = read_json(path, max_bytes=_MAX_CACHE_FILE)
         if (
             not isinstance(data, dict)
-            or data.keys() != {"version", "harness", "rows"}
+            or data.keys() != {"version", "harness", "reading", "rows"}
             or data["version"] != _VERSION
             or data["harness"] != self._harness
+            or not isinstance(data["reading"], str)
             or not isinstance(data["rows"], list)
         ):
             return
@@ -163,11 +181,12 @@ class SummaryCache:
                 session: _Summary
                 if len(row) == 4:
                     session = None
-                elif len(row) == 5 and row[4] == _EMPTY_MARK:
-                    session = EMPTY
+                elif len(row) == 5 and isinstance(row[4], str) and row[4] in _MARKS:
+                    session = _MARKS[row[4]]
                 else:
                     session = _session(self._harness, path_text, row[4:])
                 entries[path_text] = ((size, mtime_ns, inode), session)
         except (ValueError, TypeError, OverflowError, OSError):
             return  # one bad row makes the whole file suspect: start afresh
         self._entries = entries
+        self._reading = data["reading"]

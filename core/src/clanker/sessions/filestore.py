@@ -25,16 +25,17 @@ from clanker.environment.files import (
 from clanker.environment.witness import Witness
 from clanker.sessions.cache import MISS
 from clanker.sessions.capability import SessionsContext
-from clanker.sessions.types import EMPTY, HarnessSession, NoSession, SessionScan
+from clanker.sessions.types import HarnessSession, NoSession, SessionScan
 
 __all__ = ["MAX_ENTRIES", "Candidate", "Summarize", "find_files", "scan_files"]
 
 log = get_logger(__name__)
 
 Summarize = Callable[[FileSample], HarnessSession | NoSession | None]
-"""Summarize one file: its session, ``None`` when it is not one (a counted skip), or
+"""Summarize one file: its session, ``None`` when it is not one (a counted skip),
 :data:`~clanker.sessions.types.EMPTY` when the harness wrote no conversation into it
-yet (neither listed, nor a skip, nor found by id: there is nothing to resume)."""
+yet, or :data:`~clanker.sessions.types.FOREIGN` when it is another harness's (in a
+directory the two share): neither listed, nor a skip, nor found by id."""
 
 
 def scan_files(
@@ -46,16 +47,22 @@ def scan_files(
     head_bytes: int = DEFAULT_HEAD_BYTES,
     tail_bytes: int = DEFAULT_TAIL_BYTES,
     witness: Witness | None = None,
+    reading: str = "",
 ) -> SessionScan:
     """Summarize the newest ``context.limit`` candidates, reusing cached summaries.
 
     A file that cannot be read or is not a session is a counted skip, and so
     is each directory the walk could not list (``witness.unreadable``); a file
     that holds no conversation yet (:data:`~clanker.sessions.types.EMPTY`) is
-    not: it is left out without a word. The
+    not: it is left out without a word, and so is another harness's file
+    (:data:`~clanker.sessions.types.FOREIGN`). The
     discovery order is newest file first. A file that could not be read makes
     ``witness`` unable to vouch for this scan: the next one tries it again.
+    ``reading`` names whatever besides a file's bytes its summary depends on
+    (for ``summarize`` closing over where other harnesses read): a summary kept
+    under another reading is not reused.
     """
+    context.cache.bind(reading)
     ordered = sorted(candidates, key=lambda c: (-c.stat.st_mtime_ns, c.path))
     truncated = cut or len(ordered) > context.limit
     sessions: list[HarnessSession] = []
@@ -86,8 +93,8 @@ def scan_files(
             context.cache.store(key, candidate.stat, session)
         else:
             session = cached  # type: ignore[assignment]
-        if session is None or session is EMPTY:
-            # EMPTY: nothing to list or resume, and nothing unreadable either.
+        if session is None or isinstance(session, NoSession):
+            # EMPTY, FOREIGN: nothing to list or resume, and nothing unreadable either.
             skipped += session is None
             continue
         if context.native_id is None and session.hidden:

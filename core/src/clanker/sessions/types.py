@@ -14,6 +14,7 @@ from clanker.ids import HarnessId
 
 __all__ = [
     "EMPTY",
+    "FOREIGN",
     "HarnessSession",
     "NoSession",
     "SessionScan",
@@ -109,14 +110,19 @@ def _sessions(values: Iterable[HarnessSession]) -> tuple[HarnessSession, ...]:
 
 
 class NoSession(enum.Enum):
-    """A session file that is not a conversation yet, so it is neither listed nor a skip."""
+    """A file in the store that is no session of this harness, yet no skip either:
+    neither listed, nor counted, nor found by id."""
 
     EMPTY = "empty"
     """The harness created the file but wrote no message into it (opened and quit):
     there is nothing to list or resume, and nothing unreadable either."""
+    FOREIGN = "foreign"
+    """Another harness's session, in a directory the two share: its own format (or
+    the verified directory rules) says whose it is, and that harness lists it."""
 
 
 EMPTY: Final = NoSession.EMPTY
+FOREIGN: Final = NoSession.FOREIGN
 
 
 @frozen(kw_only=True)

@@ -45,7 +45,7 @@ from clanker.ids import HarnessId
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsCapability, SessionsContext
 from clanker.sessions.service import SessionService
-from clanker.sessions.types import EMPTY, HarnessSession, NoSession, SessionScan
+from clanker.sessions.types import HarnessSession, NoSession, SessionScan
 from clanker.sessions.witness import ScanMemo
 from clanker.testing.base import PROPERTY, STORE_PROPERTY, ContractBase
 from clanker.testing.doubles import FailingExecutor
@@ -114,12 +114,12 @@ def check_session_types(
 ) -> None:
     """Assert that what a summarizer returned is what the types promise and survives
     the service: ``None`` (a skip), :data:`~clanker.stores.EMPTY` (no conversation
-    yet), or a session of ``harness`` with a non-blank id,
-    aware times, non-empty texts, a printable title of at most 200 characters, an
-    absolute ``cwd`` without NUL (``None`` too unless ``require_cwd``), a count that
-    is not negative, and texts that encode as UTF-8 (the disk cache and the terminal
-    can hold them)."""
-    if found is None or found is EMPTY:
+    yet), :data:`~clanker.stores.FOREIGN` (another harness's), or a session of
+    ``harness`` with a non-blank id, aware times, non-empty texts, a printable title
+    of at most 200 characters, an absolute ``cwd`` without NUL (``None`` too unless
+    ``require_cwd``), a count that is not negative, and texts that encode as UTF-8
+    (the disk cache and the terminal can hold them)."""
+    if found is None or isinstance(found, NoSession):
         return
     assert isinstance(found, HarnessSession)
     assert found.harness == harness

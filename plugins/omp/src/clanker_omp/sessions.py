@@ -14,6 +14,7 @@ pre-filters: it is not reversible, so a session belongs to its header's cwd.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 import sys
@@ -27,10 +28,12 @@ from attrs import frozen
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import (
+    FOREIGN,
     Candidate,
     FileSample,
     HostFiles,
     LineRegion,
+    NoSession,
     Witness,
     bounded_text,
     clean_text,
@@ -45,11 +48,13 @@ __all__ = [
     "HEAD_BYTES",
     "TAIL_BYTES",
     "OmpSessions",
+    "PiPlaces",
     "ProjectDirs",
     "SessionRoot",
     "agent_dir",
     "encode_cwd",
     "parent_from",
+    "pi_places",
     "profile_name",
     "project_dir_filter",
     "session_roots",
@@ -215,6 +220,85 @@ def session_roots(
     if explicit is not None and Path(explicit) != managed:
         roots.append(SessionRoot(Path(explicit), nested=False))
     return tuple(roots)
+
+
+# -- beside Pi -------------------------------------------------------------------------------
+#
+# A Pi user's PI_CODING_AGENT_DIR moves omp's store into Pi's, and both read
+# PI_CODING_AGENT_SESSION_DIR: the two harnesses may write into one directory. A file
+# belongs to one of them, by its own format: omp 18 opens every file with the title
+# slot, Pi never writes one. A file without a slot is Pi's where Pi reads it (a
+# directory Pi lists files from) and omp's elsewhere (older omp wrote no slot). Pi's
+# places follow Pi's verified rules (docs/harnesses/pi.md, "Where the store is").
+
+_PI_SETTINGS_BYTES: Final = 1024 * 1024
+
+
+def _pi_path(value: str | None, environ: Mapping[str, str]) -> str | None:
+    """Pi's reading of a directory setting: ``~`` and ``~/`` expanded, absolute only."""
+    if not value:
+        return None
+    if value == "~" or value.startswith("~/"):
+        home = home_directory(environ)
+        if home is None:
+            return None
+        value = home + value[1:]
+    return _absolute(value)
+
+
+def _pi_dir_name(name: str) -> bool:
+    """Pi's project directory names: ``--<encoded cwd>--``."""
+    return len(name) >= 4 and name.startswith("--") and name.endswith("--")
+
+
+@frozen
+class PiPlaces:
+    """The directories Pi lists session files from, resolved through links.
+
+    ``nested``: Pi's default root, whose ``--<cwd>--`` children hold its files;
+    ``flat``: the directories it reads directly (``$PI_CODING_AGENT_SESSION_DIR``,
+    ``sessionDir`` in its global settings).
+    """
+
+    nested: str | None
+    flat: frozenset[str]
+
+    def holds(self, directory: str, root: SessionRoot, real_root: str) -> bool:
+        """Whether Pi reads files in ``directory`` (of the walk of ``root``, which
+        resolves to ``real_root``): the walk follows no link below its root."""
+        if not root.nested:
+            return real_root in self.flat
+        name = directory.rpartition("/")[2]
+        real = real_root.rstrip("/") + "/" + name
+        return real in self.flat or (real_root == self.nested and _pi_dir_name(name))
+
+    def reading(self, real_roots: Iterable[str]) -> str:
+        """What a file's summary depends on beside the file, as text (kept with the cache)."""
+        return json.dumps([self.nested, sorted(self.flat), list(real_roots)])
+
+
+def pi_places(environ: Mapping[str, str], files: HostFiles) -> PiPlaces:
+    """Where Pi reads session files, from the same environment (one bounded read of
+    Pi's global ``settings.json``, as Pi's own listing makes)."""
+    configured = environ.get("PI_CODING_AGENT_DIR")
+    if configured:
+        agent = _pi_path(configured, environ)
+    else:
+        home = home_directory(environ)
+        agent = None if home is None else _join(home, ".pi", "agent")
+    flat = {_pi_path(environ.get("PI_CODING_AGENT_SESSION_DIR"), environ)}
+    if agent is not None:
+        data = files.read_small(_join(agent, "settings.json"), _PI_SETTINGS_BYTES)
+        try:
+            settings = json.loads(data) if data is not None else None
+        except (ValueError, RecursionError):
+            settings = None
+        value = settings.get("sessionDir") if isinstance(settings, dict) else None
+        flat.add(_pi_path(value, environ) if isinstance(value, str) else None)
+    return PiPlaces(
+        nested=None if agent is None else files.realpath(_join(agent, "sessions")),
+        flat=frozenset(files.realpath(path) for path in flat if path is not None),
+    )
 
 
 def encode_cwd(relative: str) -> str:
@@ -555,12 +639,22 @@ def summarize(sample: FileSample) -> HarnessSession | None:
       whole only (``None`` otherwise).
     - parent_id: ``parentSession`` as an id, or the id in a parent path's name.
     """
+    found = _summarize(sample, pi_reads=False)
+    assert not isinstance(found, NoSession)
+    return found
+
+
+def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSession | None:
+    """:func:`summarize`, for a file in a directory Pi reads when ``pi_reads``: one
+    without a title slot is then Pi's (:data:`~clanker.stores.FOREIGN`)."""
     head_region, tail_region = head_and_tail(sample)
     head = _Lines(head_region)
     found = _header(head)
     if found is None:
         return None
     header, slot, start = found
+    if pi_reads and start == 1:
+        return FOREIGN  # Pi's format, where Pi reads: Pi lists it
     native_id = bounded_text(header.get("id"), 200)
     cwd = bounded_text(header.get("cwd"), _TEXT_LIMIT)
     if native_id is None or not native_id.isprintable() or native_id != native_id.strip():
@@ -672,9 +766,31 @@ class OmpSessions:
             accept_dir = (project_dir_filter(context.scopes, context.environ, context.files)
                           or _every_dir)
 
+        # Which of omp's directories Pi reads too (a shared PI_CODING_AGENT_DIR, say):
+        # there a file without a title slot is Pi's. It is part of how each file is
+        # read, so a summary kept under other places is not reused.
+        places = pi_places(context.environ, context.files)
+        real_roots = tuple(context.files.realpath(root.path) for root in roots)
+        beside = {str(root.path): (root, real) for root, real in zip(roots, real_roots,
+                                                                       strict=True)}
+        shared: dict[str, bool] = {}
+
+        def pi_reads(path: str) -> bool:
+            directory = path.rpartition("/")[0] or "/"
+            known = shared.get(directory)
+            if known is None:
+                top = directory if directory in beside else directory.rpartition("/")[0] or "/"
+                root, real = beside[top]
+                known = shared[directory] = places.holds(directory, root, real)
+            return known
+
+        def summarize_here(sample: FileSample) -> HarnessSession | NoSession | None:
+            return _summarize(sample, pi_reads=pi_reads(str(sample.path)))
+
         def scan(witness: Witness) -> SessionScan:
             candidates, cut = _candidates(context, roots, accept_dir, witness)
-            return scan_files(context, candidates, summarize, cut=cut,
-                              head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness)
+            return scan_files(context, candidates, summarize_here, cut=cut,
+                              head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness,
+                              reading=places.reading(real_roots))
 
-        return context.remember((roots, accept_dir), scan)
+        return context.remember((roots, accept_dir, places, real_roots), scan)

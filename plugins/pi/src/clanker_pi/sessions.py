@@ -26,10 +26,12 @@ from attrs import frozen
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import (
+    FOREIGN,
     Candidate,
     FileSample,
     HostFiles,
     LineRegion,
+    NoSession,
     Witness,
     bounded_text,
     clean_text,
@@ -48,6 +50,7 @@ __all__ = [
     "agent_dir",
     "encode_cwd",
     "parent_from",
+    "pi_dir_name",
     "project_dir_filter",
     "session_roots",
     "settings_session_dir",
@@ -203,7 +206,17 @@ def project_dir_filter(scopes: Iterable[str]) -> Callable[[int, str], bool] | No
     if not exact:
         return None
     ordered = tuple(prefixes)
-    return lambda level, name: name in exact or name.startswith(ordered)
+    return lambda level, name: name in exact or (name.startswith(ordered) and pi_dir_name(name))
+
+
+def pi_dir_name(name: str) -> bool:
+    """Whether ``name`` is one pi gives a project directory: ``--<encoded cwd>--``.
+
+    Pi names every one so; a directory named otherwise in its default root is
+    not pi's (Oh My Pi, sharing the directory through ``PI_CODING_AGENT_DIR``,
+    names those under the home ``-<path>``), and neither are the files in it.
+    """
+    return len(name) >= 4 and name.startswith("--") and name.endswith("--")
 
 
 # -- one file -------------------------------------------------------------------------------
@@ -387,6 +400,14 @@ def _messages(entries: Iterable[dict[str, Any]]) -> tuple[list[datetime], int]:
     return stamps, count
 
 
+def _omp_format(head: _Lines, first: dict[str, Any] | None) -> bool:
+    """Oh My Pi's layout: a title slot (or a line caught mid-rewrite), then the header."""
+    if len(head.spans) < 2 or (first is not None and first.get("type") != "title"):
+        return False
+    second = head.entry(1)
+    return second is not None and second.get("type") == "session"
+
+
 def _updated(sample: FileSample, stamps: list[datetime], created: datetime | None) -> datetime:
     if stamps:
         return max([*stamps, created]) if created is not None else max(stamps)
@@ -395,7 +416,7 @@ def _updated(sample: FileSample, stamps: list[datetime], created: datetime | Non
     return sample.mtime  # the tail was one giant line: the last write is the best guess
 
 
-def summarize(sample: FileSample) -> HarnessSession | None:
+def summarize(sample: FileSample) -> HarnessSession | NoSession | None:
     """Summarize one pi session file; ``None`` when it is not one (a counted skip).
 
     - id, cwd, created: the header on line 1 only. A second ``session`` line
@@ -412,12 +433,16 @@ def summarize(sample: FileSample) -> HarnessSession | None:
       model of a version-1 header.
     - message_count: every ``message`` entry, de-duplicated by entry id; only
       for a file read whole (``None`` otherwise: a count of part is no count).
+
+    A file whose header is line 2, after a title slot (or a line that does not
+    parse: a slot being rewritten), is Oh My Pi's format, which pi never writes:
+    :data:`~clanker.stores.FOREIGN` (omp lists it, in a directory the two share).
     """
     head_region, tail_region = head_and_tail(sample)
     head = _Lines(head_region)
     header = head.entry(0) if head.spans else None
     if header is None or header.get("type") != "session":
-        return None
+        return FOREIGN if _omp_format(head, header) else None
     native_id = bounded_text(header.get("id"), 200)
     cwd = bounded_text(header.get("cwd"), _TEXT_LIMIT)
     if native_id is None or not native_id.isprintable() or native_id != native_id.strip():
@@ -484,17 +509,17 @@ def _accept_file(native_id: str | None) -> Callable[[str], bool]:
     return accept
 
 
-def _every_dir(level: int, name: str) -> bool:
-    return True
+def _pi_dir(level: int, name: str) -> bool:
+    return pi_dir_name(name)
 
 
 def _candidates(
     context: SessionsContext, roots: tuple[SessionRoot, ...], witness: Witness
 ) -> tuple[list[Candidate], bool]:
     accept_file = _accept_file(context.native_id)
-    accept_dir: Callable[[int, str], bool] = _every_dir
+    accept_dir: Callable[[int, str], bool] = _pi_dir
     if context.native_id is None:  # on a re-find the scopes say where the caller is, no more
-        accept_dir = project_dir_filter(context.scopes) or _every_dir
+        accept_dir = project_dir_filter(context.scopes) or _pi_dir
     found: dict[tuple[int, int], Candidate] = {}
     cut = False
     for root in roots:
