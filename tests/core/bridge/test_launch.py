@@ -28,16 +28,32 @@ from clanker.registry import Registry, override_registry
 from clanker.testing.doubles import prepend_to_path
 from tests.helpers import make_plugin, write_script
 
-# Asks the host for its own launch's facts, as an agent would, and records them.
+# Asks the host for its own launch's facts, as an agent would (through `clanker cmd`
+# and, when the launch has the MCP endpoint, a `tools/call` as a harness's MCP client
+# sends it), and records them.
 AGENT = """
-    import json, os, subprocess, sys
+    import http.client, json, os, subprocess, sys, urllib.parse
     asked = subprocess.run([sys.executable, "-m", "clanker", "cmd", "run", "clanker_context",
                             "--json"], capture_output=True, text=True, timeout=60)
     listed = subprocess.run([sys.executable, "-m", "clanker", "cmd", "list", "--json"],
                             capture_output=True, text=True, timeout=60)
+    mcp = None
+    url = os.environ.get("CLANKER_BRIDGE_URL")
+    if url:
+        parts = urllib.parse.urlsplit(url)
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        connection.request("POST", parts.path, json.dumps({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "clanker_context", "arguments": {}}}), {
+            "Authorization": "Bearer " + os.environ["CLANKER_BRIDGE_TOKEN"],
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18"})
+        answer = connection.getresponse()
+        mcp = {"status": answer.status, "body": json.loads(answer.read())}
     with open(os.environ["FAKE_RECORD"], "w") as handle:
         json.dump({"code": asked.returncode, "context": asked.stdout, "stderr": asked.stderr,
-                   "listed": listed.stdout,
+                   "listed": listed.stdout, "mcp": mcp,
                    "env": sorted(k for k in os.environ if k.upper().startswith("CLANKER"))},
                   handle)
 """
@@ -169,12 +185,19 @@ def test_an_agent_launched_with_bridge_gets_its_own_launchs_facts(
     assert result.exit_code == 0, result.output
     record = json.loads((tmp_path / "record.json").read_text())
     assert record["code"] == 0, record["stderr"]
-    assert json.loads(record["context"]) == {
+    facts = {
         "workspace": "api", "environment": "local", "harness": "fake-agent",
         "checkout": {"kind": "repository", "branch": "feature-x"}, "launchDirectory": "api",
         "capabilities": sorted(SHIPPED_NAMES)}
+    assert json.loads(record["context"]) == facts
     assert [e["name"] for e in json.loads(record["listed"])] == sorted(SHIPPED_NAMES)
-    expected = {"CLANKER_BRIDGE_SOCKET", "CLANKER_BRIDGE_TOKEN", "CLANKER_HOME"}
+    # The same facts over MCP: one tools/call, the result as one text block.
+    assert record["mcp"]["status"] == 200
+    result = record["mcp"]["body"]["result"]
+    assert result["isError"] is False
+    assert json.loads(result["content"][0]["text"]) == facts
+    expected = {"CLANKER_BRIDGE_SOCKET", "CLANKER_BRIDGE_TOKEN", "CLANKER_BRIDGE_URL",
+                "CLANKER_HOME"}
     if attention:
         expected |= {"CLANKER_ATTENTION_COMMAND", "CLANKER_ATTENTION_SOCKET",
                      "CLANKER_ATTENTION_STATE", "CLANKER_ATTENTION_TERMINAL",

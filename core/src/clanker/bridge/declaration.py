@@ -42,13 +42,16 @@ import math
 import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from attrs import field, frozen
 
 from clanker.bridge import wire
 from clanker.bridge.input import MAX_DESCRIPTION, Arguments, Input
 from clanker.execution import CommandRequest, CommandResult
+
+if TYPE_CHECKING:
+    from clanker.environment import HostFiles
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -156,6 +159,12 @@ class BridgeHost(Protocol):
 
     async def run_command(self, request: CommandRequest) -> CommandResult:
         """Run one bounded command where the caller's agent runs."""
+        ...
+
+    @property
+    def files(self) -> HostFiles:
+        """Read-only, bounded access to the files where the caller's agent runs (each
+        method blocks: call it from a thread)."""
         ...
 
 

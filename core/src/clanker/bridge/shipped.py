@@ -13,7 +13,18 @@ absolute path.
   when detached or not a checkout), the launch directory relative to the
   checkout root (or the workspace), and the names it was granted. Git runs
   through the environment's executor: one bounded command (5 s, 16 KiB), two
-  on a branch without commits.
+  on a branch without commits. Its answer is kept (for :data:`CHECKOUTS`
+  launch directories) with what vouches for it: the content of the
+  checkout's ``HEAD`` (where the branch is), of a linked worktree's ``.git``
+  file and of the repository's ``config`` files, and the identity (device,
+  inode, type) of the launch directory and of ``.git`` in it and in each of
+  its parents up to the root. A later call reads those (a few small reads and
+  ``stat`` calls, through the host's files, off the event loop) and asks git
+  again only when any of them differs: switching or detaching a branch
+  rewrites ``HEAD``; a new, removed or moved repository or worktree changes a
+  ``.git``. An answer that the files did not confirm at the time it was read
+  (``HEAD`` naming another branch than git said, a ``.git`` appearing while
+  git ran) is not kept.
 * ``clanker_agents`` (read-only, idempotent): the other live agents in the
   caller's workspace: harness, attention, since when, and where they work
   relative to the workspace (``null`` when elsewhere); at most
@@ -27,9 +38,14 @@ absolute path.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
-from typing import Any, Final
+import stat
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Final
+
+from attrs import frozen
 
 from clanker.bridge.declaration import (
     Annotations,
@@ -44,7 +60,11 @@ from clanker.bridge.input import Arguments, Input, Text
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest
 
+if TYPE_CHECKING:
+    from clanker.environment import HostFiles
+
 __all__ = [
+    "CHECKOUTS",
     "CLANKER_AGENTS",
     "CLANKER_CONTEXT",
     "CLANKER_NOTIFY",
@@ -62,6 +82,9 @@ MAX_MESSAGE: Final = 200
 _GIT_ENV: Final = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 _GIT_TIMEOUT: Final = 5.0
 _GIT_OUTPUT: Final = 16 * 1024
+CHECKOUTS: Final = 256
+"""How many launch directories' checkout facts are kept."""
+_WITNESS_BYTES: Final = 65_536
 _UNSHOWN: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _MAX_SHOWN: Final = 255
 
@@ -92,15 +115,16 @@ async def _git(caller: Caller, *args: str) -> tuple[int, str]:
     return result.exit_code, result.stdout
 
 
-async def _checkout(caller: Caller) -> tuple[str, str | None, str | None]:
-    """(kind, branch, checkout root) of the caller's launch directory: one git command,
-    and a second only on a branch without commits yet."""
+async def _ask_git(caller: Caller
+                   ) -> tuple[str, str | None, str | None, tuple[str, str] | None]:
+    """(kind, branch, checkout root, (git directory, common directory)) of the caller's
+    launch directory: one git command, and a second only on a branch without commits."""
     try:
         code, out = await _git(caller, "rev-parse", "--show-toplevel", "--git-dir",
                                "--git-common-dir", "--symbolic-full-name", "HEAD")
         lines = out.splitlines()
         if len(lines) < 3 or not all(lines[:3]):
-            return "none", None, None
+            return "none", None, None, None
         top = lines[0]
         git_dir, common = (os.path.realpath(os.path.join(caller.launch_dir, p))
                            for p in lines[1:3])
@@ -111,26 +135,121 @@ async def _checkout(caller: Caller) -> tuple[str, str | None, str | None]:
             head = out.strip() if code == 0 else ""
     except HarnessCapabilityError as exc:
         if exc.kind is ErrorKind.BINARY_UNAVAILABLE:
-            return "unknown", None, None
+            return "unknown", None, None, None
         if exc.kind is ErrorKind.TIMEOUT:
             raise CapabilityRefused("git did not answer in time") from None
         raise CapabilityRefused("git could not be asked about the checkout") from None
     branch = head.removeprefix("refs/heads/") if head.startswith("refs/heads/") else None
-    return kind, None if not branch else _safe(branch), top
+    return kind, branch or None, top, (git_dir, common)
+
+
+@frozen
+class _Probe:
+    """One thing that vouches for a kept answer: a path's identity, or a small file's bytes."""
+
+    path: str
+    read: bool = False
+    follow: bool = False
+
+
+def _identity(info: os.stat_result | None) -> tuple[int, int, int] | None:
+    return None if info is None else (info.st_dev, info.st_ino, stat.S_IFMT(info.st_mode))
+
+
+def _look(files: HostFiles, probes: tuple[_Probe, ...]) -> tuple[object, ...]:
+    return tuple(files.read_small(p.path, _WITNESS_BYTES) if p.read
+                 else _identity(files.stat(p.path, follow=p.follow)) for p in probes)
+
+
+def _around(files: HostFiles, launch_dir: str) -> tuple[str, tuple[_Probe, ...]]:
+    """The launch directory, resolved, and what vouches for where its repository is: the
+    directory itself, and ``.git`` in it and in each of its parents."""
+    real = files.realpath(launch_dir)
+    probes = [_Probe(launch_dir, follow=True)]
+    here = real
+    while True:
+        probes.append(_Probe(os.path.join(here, ".git")))
+        parent = os.path.dirname(here)
+        if parent == here:
+            return real, tuple(probes)
+        here = parent
+
+
+def _head_branch(head: object) -> str | bool | None:
+    """The branch a ``HEAD`` file names (``None``: detached), or ``False`` when it is
+    not one git writes."""
+    if not isinstance(head, bytes):
+        return False
+    text = head.decode("utf-8", "replace").rstrip("\n")
+    if text.startswith("ref: "):
+        ref = text[len("ref: "):]
+        if ref.startswith("refs/heads/") and len(ref) > len("refs/heads/"):
+            return ref.removeprefix("refs/heads/")
+        return None
+    return None if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text) else False
+
+
+@frozen
+class _Kept:
+    probes: tuple[_Probe, ...]
+    seen: tuple[object, ...]
+    answer: tuple[str, str | None, str | None, str]
+
+
+class _Checkouts:
+    """Each launch directory's checkout facts, with what vouches for them (bounded)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._kept: OrderedDict[tuple[str, str], _Kept] = OrderedDict()
+
+    async def facts(self, caller: Caller) -> tuple[str, str | None, str | None, str]:
+        """(kind, branch, checkout root, the launch directory resolved)."""
+        files = caller.host.files
+        key = (caller.environment, caller.launch_dir)
+        kept = self._kept.get(key)
+        if kept is not None:
+            if await asyncio.to_thread(_look, files, kept.probes) == kept.seen:
+                self._kept.move_to_end(key)
+                return kept.answer
+            del self._kept[key]
+        real, around = await asyncio.to_thread(_around, files, caller.launch_dir)
+        before = await asyncio.to_thread(_look, files, around)
+        kind, branch, top, dirs = await _ask_git(caller)
+        answer = (kind, branch, top, real)
+        if kind == "unknown":
+            return answer
+        probes = around
+        if top is not None and dirs is not None:
+            git_dir, common = dirs
+            probes += (_Probe(os.path.join(git_dir, "HEAD"), read=True),
+                       _Probe(os.path.join(top, ".git"), read=True),
+                       _Probe(os.path.join(common, "config"), read=True),
+                       _Probe(os.path.join(git_dir, "config.worktree"), read=True),
+                       _Probe(os.path.join(git_dir, "commondir"), read=True))
+        seen = await asyncio.to_thread(_look, files, probes)
+        if seen[:len(around)] != before:
+            return answer  # something moved while git ran
+        if top is not None and _head_branch(seen[len(around)]) != branch:
+            return answer  # HEAD says otherwise now, or git keeps it some other way
+        self._kept[key] = _Kept(probes=probes, seen=seen, answer=answer)
+        while len(self._kept) > self._size:
+            self._kept.popitem(last=False)
+        return answer
+
+
+_CHECKOUTS: Final = _Checkouts(CHECKOUTS)
 
 
 async def _context(arguments: Arguments, caller: Caller, signal: Signal) -> dict[str, Any]:
-    kind, branch, top = await _checkout(caller)
+    kind, branch, top, real = await _CHECKOUTS.facts(caller)
     workspace = caller.workspace or caller.launch_dir
-    if top is not None:
-        here = _relative(os.path.realpath(caller.launch_dir), top)
-    else:
-        here = _relative(caller.launch_dir, workspace)
+    here = _relative(real, top) if top is not None else _relative(caller.launch_dir, workspace)
     return {
         "workspace": _folder(workspace),
         "environment": caller.environment,
         "harness": caller.harness,
-        "checkout": {"kind": kind, "branch": branch},
+        "checkout": {"kind": kind, "branch": None if branch is None else _safe(branch)},
         "launchDirectory": here,
         "capabilities": list(caller.granted),
     }

@@ -17,8 +17,8 @@ Requests (every one also carries ``"v": 1`` and its ``"op"``):
 ============== ====================================================== ==========================
 op             fields                                                 reply fields
 ============== ====================================================== ==========================
-bridge-grant   terminal, token (the terminal's credential),           bridgeToken
-               capabilities (1..32 distinct names)
+bridge-grant   terminal, token (the terminal's credential),           bridgeToken, mcpUrl?
+               capabilities (1..32 distinct names)                    (the MCP endpoint)
 bridge-revoke  terminal, token                                        (none)
 cmd-list       token (a bridge credential) | all (true, no token)     capabilities: [entry]
 cmd-describe   token, name                                            capability: entry
@@ -41,6 +41,11 @@ TOKEN_VARIABLE = "CLANKER_BRIDGE_TOKEN"  # noqa: S105 - a variable's name
 """The launch's bridge credential (only in the agent's environment)."""
 SOCKET_VARIABLE = "CLANKER_BRIDGE_SOCKET"
 """The grid's socket, where ``clanker cmd`` sends its one request."""
+URL_VARIABLE = "CLANKER_BRIDGE_URL"
+"""The grid's loopback MCP endpoint (``http://127.0.0.1:<port>/mcp``), where a harness's
+MCP client sends the credential as a bearer token."""
+MCP_SERVER_NAME = "clanker"
+"""The name a harness registers the MCP endpoint under."""
 
 # -- values -----------------------------------------------------------------------
 

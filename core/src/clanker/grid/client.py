@@ -165,9 +165,15 @@ class GridClient:
         ``token`` is the terminal's own credential. A terminal that had a bridge
         credential has it revoked first.
         """
+        return self.grant_bridge_endpoint(terminal, token, capabilities).bridge_token
+
+    def grant_bridge_endpoint(self, terminal: str, token: str, capabilities: Sequence[str]
+                              ) -> BridgeGrantReply:
+        """:meth:`grant_bridge`, and the URL of the grid's MCP endpoint (``mcp_url``;
+        the first grant starts it, ``None`` when it could not start)."""
         request = BridgeGrantRequest(terminal=terminal, token=token,
                                      capabilities=list(capabilities))
-        return self._call(request, BridgeGrantReply).bridge_token
+        return self._call(request, BridgeGrantReply)
 
     def revoke_bridge(self, terminal: str, token: str) -> None:
         """Revoke ``terminal``'s bridge credential (harmless when it has none)."""

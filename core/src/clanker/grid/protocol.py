@@ -517,9 +517,11 @@ class StreamEvent:
 
 @frozen(kw_only=True)
 class BridgeGrantReply:
-    """The ``bridge-grant`` reply: the only copy of the raw bridge credential."""
+    """The ``bridge-grant`` reply: the only copy of the raw bridge credential, and the
+    grid's MCP endpoint (absent when it could not start)."""
 
     bridge_token: str = field(repr=False)
+    mcp_url: str | None = None
 
 
 @frozen(kw_only=True)
@@ -547,6 +549,7 @@ _OMITTED: Final[dict[type[Any], frozenset[str]]] = {
     SubscribeRequest: frozenset({"notifications"}),
     CmdListRequest: frozenset({"token", "all_"}),
     CmdRunRequest: frozenset({"arguments", "text_arguments"}),
+    BridgeGrantReply: frozenset({"mcp_url"}),
 }
 
 

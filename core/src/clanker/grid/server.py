@@ -19,7 +19,10 @@ The grid also owns the capability plane's authority
 terminal's bridge credential (``bridge-grant``, with the terminal's own
 credential) and revokes it (``bridge-revoke``; retirement revokes it first
 too), and an agent presents it to ``cmd-list``, ``cmd-describe`` and
-``cmd-run``. Each of those re-derives the caller from this table: a terminal
+``cmd-run``, or to the loopback MCP endpoint
+(:mod:`~clanker.bridge.mcp_server`), which the first grant starts (never
+start-up: nothing of it is imported before) and :meth:`Grid.stop` stops; the
+grant's reply carries its URL. Each of those re-derives the caller from this table: a terminal
 that is retired, or whose launcher is gone, has no authority. A ``cmd-run``
 holds a slot while it runs (at most its declared time, 60 s at most), and a
 client that closes its side (or sends anything more: a connection carries one
@@ -111,6 +114,9 @@ from clanker.grid.protocol import (
 )
 
 if TYPE_CHECKING:
+    from clanker.bridge.mcp_protocol import Instructions
+    from clanker.bridge.mcp_server import Limits, McpListener
+    from clanker.environment import HostFiles
     from clanker.execution import CommandExecutor, CommandRequest, CommandResult
 
 __all__ = [
@@ -249,10 +255,14 @@ class Grid:
         capabilities: Iterable[HostCapability] | None = None,
         executor: CommandExecutor | None = None,
         monotonic: Callable[[], float] | None = None,
+        bridge_instructions: Instructions | None = None,
+        mcp_limits: Limits | None = None,
     ) -> None:
         """``capabilities`` is what the capability plane offers (default: the shipped
-        ones), ``executor`` where they run commands (default: this machine's), and
-        ``monotonic`` the clock of their rate limits (default: ``time.monotonic``)."""
+        ones), ``executor`` where they run commands (default: this machine's),
+        ``monotonic`` the clock of their rate limits (default: ``time.monotonic``)
+        ``bridge_instructions`` the guidance the MCP endpoint gives a caller and
+        ``mcp_limits`` its bounds (default: the documented ones)."""
         self._path = check_socket_path(socket_path)
         self._clock = clock
         self._poll_interval = poll_interval
@@ -273,9 +283,14 @@ class Grid:
 
             capabilities = SHIPPED
         self._executor = executor
+        self._files: HostFiles | None = None
         port = _BridgePort(self)
         self._bridge = (BridgeService(port, capabilities) if monotonic is None
                         else BridgeService(port, capabilities, clock=monotonic))
+        self._instructions = bridge_instructions
+        self._mcp_limits = mcp_limits
+        self._mcp: McpListener | None = None
+        self._mcp_starting: asyncio.Task[None] | None = None
         self._terminals: dict[str, _Terminal] = {}
         self._published: dict[str, int] = {}
         self._subscribers: set[_Subscriber] = set()
@@ -307,6 +322,45 @@ class Grid:
     def bridge(self) -> BridgeService:
         """The capability plane (for in-process transports; the socket requires credentials)."""
         return self._bridge
+
+    @property
+    def mcp(self) -> McpListener | None:
+        """The MCP endpoint's listener, once a grant (or :meth:`open_mcp`) started it."""
+        return self._mcp
+
+    @property
+    def mcp_url(self) -> str | None:
+        """The MCP endpoint's URL (``None`` until it is started)."""
+        return None if self._mcp is None else self._mcp.url
+
+    async def open_mcp(self) -> str | None:
+        """Start the MCP endpoint unless it runs; return its URL (``None`` when it
+        cannot start: the reason is logged, and ``clanker cmd`` still works)."""
+        if self._mcp is None and not self._stopping:
+            if self._mcp_starting is None:
+                self._mcp_starting = asyncio.ensure_future(self._start_mcp())
+            await asyncio.shield(self._mcp_starting)
+        return self.mcp_url
+
+    async def _start_mcp(self) -> None:
+        try:
+            from clanker.bridge.mcp_protocol import McpEndpoint
+            from clanker.bridge.mcp_server import McpListener
+
+            endpoint = McpEndpoint(self._bridge, version=__version__,
+                                   instructions=self._instructions)
+            listener = McpListener(endpoint, self._bridge, limits=self._mcp_limits)
+            await listener.start()
+        except Exception as exc:
+            log.error("the mcp endpoint cannot start: %s (%s)", type(exc).__name__,
+                      getattr(exc, "strerror", None) or "no detail")
+            return
+        finally:
+            self._mcp_starting = None
+        if self._stopping:
+            await listener.stop()
+            return
+        self._mcp = listener
 
     @property
     def connections(self) -> ConnectionCounts:
@@ -374,6 +428,11 @@ class Grid:
 
     async def _shut_down(self, server: asyncio.AbstractServer) -> None:
         server.close()
+        if self._mcp_starting is not None:
+            await asyncio.gather(self._mcp_starting, return_exceptions=True)
+        mcp, self._mcp = self._mcp, None
+        if mcp is not None:
+            await mcp.stop()  # its calls are cancelled before the grid's state goes
         current = asyncio.current_task()
         # Subscribers get what is queued for them, then end of stream; every
         # other connection is only waiting for a request and is cut at once.
@@ -721,6 +780,10 @@ class Grid:
             await self._reply(writer, encode_reply(EmptyReply()))
             self.request_stop()
             return
+        if isinstance(request, BridgeGrantRequest) and self._mcp is None \
+                and self._credentials.verify(request.terminal, request.token) \
+                and self._binding(request.terminal) is not None:
+            await self.open_mcp()  # the first grant starts the endpoint (checked again below)
         if not isinstance(request, _HOLDING):
             # A short answer, written at once: nothing to hold, nothing to refuse for room.
             await self._reply(writer, self._answer(request, peer))
@@ -825,7 +888,7 @@ class Grid:
             token = self._bridge.grant(binding, request.capabilities)
         log.info("terminal %s: bridge granted (%s)", request.terminal,
                  ", ".join(sorted(request.capabilities)))
-        return BridgeGrantReply(bridge_token=token)
+        return BridgeGrantReply(bridge_token=token, mcp_url=self.mcp_url)
 
     def _binding(self, terminal: str) -> Binding | None:
         """``terminal``'s record as it is now: live, and its launcher running."""
@@ -907,6 +970,13 @@ class Grid:
 
             self._executor = LocalEnvironment().executor
         return await self._executor.run(request)
+
+    def _host_files(self) -> HostFiles:
+        if self._files is None:
+            from clanker.environment.local import LocalFiles
+
+            self._files = LocalFiles()
+        return self._files
 
     @staticmethod
     def _check_launcher(claimed: int, peer: Peer) -> None:
@@ -1018,3 +1088,7 @@ class _Host:
 
     async def run_command(self, request: CommandRequest) -> CommandResult:
         return await self._grid._run_command(request)
+
+    @property
+    def files(self) -> HostFiles:
+        return self._grid._host_files()

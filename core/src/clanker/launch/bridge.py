@@ -3,7 +3,10 @@
 For one launch it asks the grid to mint the terminal's bridge credential,
 carrying the capability names the launch grants, and puts the raw value in
 the child environment and nowhere else (``CLANKER_BRIDGE_TOKEN``, beside
-``CLANKER_BRIDGE_SOCKET``, the grid's socket that ``clanker cmd`` talks to).
+``CLANKER_BRIDGE_SOCKET``, the grid's socket that ``clanker cmd`` talks to,
+and ``CLANKER_BRIDGE_URL``, the grid's loopback MCP endpoint, which the first
+grant starts). A later step hands a harness the MCP endpoint through
+:func:`bridge_endpoint`, which names the token's variable, never its value.
 The step keeps no copy: its disposer holds the terminal's own credential,
 with which it revokes the bridge credential first when the launch ends,
 however it ends (the grid also revokes it when it retires the terminal, for
@@ -22,7 +25,7 @@ ordinary launch without the bridge.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from clanker._logging import get_logger
@@ -31,9 +34,10 @@ from clanker.launch.attachments import LaunchState, PreparedAttachment
 from clanker.paths import ClankerPaths, clanker_paths
 
 if TYPE_CHECKING:
+    from clanker.bridge.capability import BridgeEndpoint
     from clanker.grid.client import GridClient, Registration
 
-__all__ = ["BridgeAttachment", "TerminalHandle"]
+__all__ = ["BridgeAttachment", "TerminalHandle", "bridge_endpoint"]
 
 log = get_logger(__name__)
 
@@ -88,8 +92,8 @@ class BridgeAttachment:
         if shared is not None:
             client, registration = shared
             try:
-                token = client.grant_bridge(registration.terminal, registration.token,
-                                            self._grants)
+                granted = client.grant_bridge_endpoint(registration.terminal,
+                                                       registration.token, self._grants)
             except GridRequestError as exc:
                 if exc.word != "unauthorized":
                     raise
@@ -101,8 +105,8 @@ class BridgeAttachment:
                                             cwd=self._cwd, launcher_pid=os.getpid())
             try:
                 client.decline(registration.terminal, registration.token, reason)
-                token = client.grant_bridge(registration.terminal, registration.token,
-                                            self._grants)
+                granted = client.grant_bridge_endpoint(registration.terminal,
+                                                       registration.token, self._grants)
             except BaseException:
                 _release(client, registration, retire=True)
                 raise
@@ -114,9 +118,23 @@ class BridgeAttachment:
                 released = True
                 _release(client, registration, retire=own)
 
-        socket = str(client.socket_path)
-        return PreparedAttachment(
-            dispose=dispose, env={wire.TOKEN_VARIABLE: token, wire.SOCKET_VARIABLE: socket})
+        env = {wire.TOKEN_VARIABLE: granted.bridge_token,
+               wire.SOCKET_VARIABLE: str(client.socket_path)}
+        if granted.mcp_url is not None:
+            env[wire.URL_VARIABLE] = granted.mcp_url
+        return PreparedAttachment(dispose=dispose, env=env)
+
+
+def bridge_endpoint(env: Mapping[str, str]) -> BridgeEndpoint | None:
+    """The MCP endpoint a launch whose environment so far is ``env`` may hand its harness
+    (the bridge step put it there), or ``None`` when the launch has none."""
+    from clanker.bridge.capability import BridgeEndpoint
+
+    url = env.get(wire.URL_VARIABLE)
+    if not url or wire.TOKEN_VARIABLE not in env:
+        return None
+    return BridgeEndpoint(url=url, server_name=wire.MCP_SERVER_NAME,
+                          token_variable=wire.TOKEN_VARIABLE)
 
 
 def _release(client: GridClient, registration: Registration, *, retire: bool) -> None:
