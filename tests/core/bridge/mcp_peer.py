@@ -59,12 +59,16 @@ class Answer:
         return json.loads(self.body)
 
 
-def exchange(port: int, data: bytes, *, timeout: float = 30.0) -> Answer | None:
-    """Send ``data`` as it is on one connection, read one response; ``None`` when the
-    endpoint closed the connection without one."""
+def exchange(port: int, data: bytes, *, timeout: float = 30.0,
+             half_close: bool = False) -> Answer | None:
+    """Send ``data`` as it is on one connection (then, with ``half_close``, the end of
+    the stream), read one response; ``None`` when the endpoint closed the connection
+    without one."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         with contextlib.suppress(OSError):
             sock.sendall(data)
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
         return read_response(sock)
 
 
