@@ -301,14 +301,15 @@ def test_hostile_traffic_changes_nothing_and_crashes_nothing(
         # refused at once rather than after the 15 s it may take to arrive.
         answer = exchange(mine.port, data, timeout=60, half_close=kind == "malformed HTTP")
         if not expected(answer):
-                return kind, f"{kind}: unexpected {answer!r:.300} for {data[:300]!r}"
-        if answer is not None:
-            if answer.status >= 500 and answer.status not in (501, 503, 505) \
-                    or "www-authenticate" in answer.headers \
-                    or b"oauth" in answer.body.lower() \
-                    or any(secret.encode() in answer.body for secret in secrets) \
-                    or b"-32603" in answer.body:
-                return kind, f"{kind}: leaked or crashed: {answer!r:.300}"
+            return kind, f"{kind}: unexpected {answer!r:.300} for {data[:300]!r}"
+        if answer is not None and (
+            (answer.status >= 500 and answer.status not in (501, 503, 505))
+            or "www-authenticate" in answer.headers
+            or b"oauth" in answer.body.lower()
+            or any(secret.encode() in answer.body for secret in secrets)
+            or b"-32603" in answer.body
+        ):
+            return kind, f"{kind}: leaked or crashed: {answer!r:.300}"
         return kind, None
 
     with caplog.at_level(logging.INFO), ThreadPoolExecutor(4) as pool:
