@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "MAX_GUIDANCE",
     "MAX_TIMEOUT",
     "Annotations",
     "BridgeHost",
@@ -72,6 +73,7 @@ __all__ = [
 
 DEFAULT_TIMEOUT: Final = 10.0
 MAX_TIMEOUT: Final = 60.0
+MAX_GUIDANCE: Final = 300
 MAX_RESULT: Final = wire.MAX_RESULT
 _MAX_DEPTH: Final = 16
 _UNSAFE: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -236,6 +238,13 @@ def _timeout(_: object, __: object, value: float) -> None:
         raise ValueError(f"timeout: more than 0 and at most {MAX_TIMEOUT:g} seconds")
 
 
+def _guidance(_: object, __: object, value: str | None) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip()
+                              or len(value) > MAX_GUIDANCE or "\n" in value
+                              or _UNSAFE.search(value)):
+        raise ValueError(f"guidance: one display-safe line of at most {MAX_GUIDANCE} characters")
+
+
 @frozen(kw_only=True)
 class HostCapability:
     """One declared capability (build it with :func:`define_capability`)."""
@@ -247,6 +256,9 @@ class HostCapability:
     timeout: float = field(default=DEFAULT_TIMEOUT, validator=_timeout)
     annotations: Annotations = Annotations()
     rate_limit: RateLimit | None = None
+    guidance: str | None = field(default=None, validator=_guidance)
+    """One sentence the launch's guidance carries when this capability is granted:
+    when to use it (instead of what the harness would do on its own)."""
 
     def entry(self, *, invokable: bool = True) -> dict[str, Any]:
         """How listings show it (``cmd list``, later MCP's ``tools/list``)."""
@@ -269,15 +281,17 @@ def define_capability(
     timeout: float = DEFAULT_TIMEOUT,
     annotations: Annotations | None = None,
     rate_limit: RateLimit | None = None,
+    guidance: str | None = None,
 ) -> HostCapability:
-    """Declare a host capability. ``timeout`` is at most 60 s (default 10 s)."""
+    """Declare a host capability. ``timeout`` is at most 60 s (default 10 s);
+    ``guidance`` is the sentence the launch's guidance adds when it is granted."""
     if not isinstance(input, Input):
         raise TypeError("input: an Input")
     if not callable(run):
         raise TypeError("run: an async function of (arguments, caller, signal)")
     return HostCapability(name=name, description=description, input=input, run=run,
                           timeout=float(timeout), annotations=annotations or Annotations(),
-                          rate_limit=rate_limit)
+                          rate_limit=rate_limit, guidance=guidance)
 
 
 def _check_scalar(value: object) -> None:

@@ -311,6 +311,8 @@ CLANKER_NOTIFY: Final = define_capability(
     input=Input(message=Text("What to tell the person, on one line.", max_length=MAX_MESSAGE)),
     annotations=Annotations(read_only=False, destructive=False, idempotent=False),
     rate_limit=RateLimit(burst=NOTIFY_BURST, per_seconds=NOTIFY_EVERY),
+    guidance=("Use clanker_notify when you need the person (a question only they can "
+              "answer, a finished task), not to report progress."),
     run=_notify,
 )
 

@@ -114,6 +114,7 @@ from clanker.grid.protocol import (
 )
 
 if TYPE_CHECKING:
+    from clanker.bridge.declaration import Caller
     from clanker.bridge.mcp_protocol import Instructions
     from clanker.bridge.mcp_server import Limits, McpListener
     from clanker.environment import HostFiles
@@ -261,7 +262,8 @@ class Grid:
         """``capabilities`` is what the capability plane offers (default: the shipped
         ones), ``executor`` where they run commands (default: this machine's),
         ``monotonic`` the clock of their rate limits (default: ``time.monotonic``)
-        ``bridge_instructions`` the guidance the MCP endpoint gives a caller and
+        ``bridge_instructions`` the guidance the MCP endpoint gives a caller (default:
+        :func:`~clanker.guidance.text.guidance_text` for its grant) and
         ``mcp_limits`` its bounds (default: the documented ones)."""
         self._path = check_socket_path(socket_path)
         self._clock = clock
@@ -348,7 +350,7 @@ class Grid:
             from clanker.bridge.mcp_server import McpListener
 
             endpoint = McpEndpoint(self._bridge, version=__version__,
-                                   instructions=self._instructions)
+                                   instructions=self._instructions or self._guidance)
             listener = McpListener(endpoint, self._bridge, limits=self._mcp_limits)
             await listener.start()
         except Exception as exc:
@@ -361,6 +363,14 @@ class Grid:
             await listener.stop()
             return
         self._mcp = listener
+
+    def _guidance(self, caller: Caller) -> str | None:
+        """The MCP endpoint's instructions: the launch's guidance, for what it was granted."""
+        from clanker.guidance.text import guidance_text
+
+        offered = self._bridge.capabilities
+        return guidance_text((offered[name] for name in caller.granted if name in offered),
+                             mcp=True)
 
     @property
     def connections(self) -> ConnectionCounts:

@@ -12,12 +12,9 @@ user owns the configuration it would need, leaves an ordinary launch.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +24,13 @@ from clanker.attention.capability import AttachmentContext, AttentionCapability,
 from clanker.environment import HostFiles
 from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.attachments import LaunchState, PreparedAttachment
-from clanker.paths import ClankerPaths, clanker_paths, runtime_directory
+from clanker.launch.scratch import (
+    LAUNCHER_FILE,
+    private_directory,
+    remove_directory,
+    sweep_orphans,
+)
+from clanker.paths import ClankerPaths, clanker_paths
 
 if TYPE_CHECKING:
     from clanker.grid.client import GridClient, Registration
@@ -39,10 +42,6 @@ log = get_logger(__name__)
 
 HOOK_SCRIPT = Path(__file__).resolve().parent.parent / "attention" / "hook.py"
 """The hook bridge: standard library only, so it starts as fast as Python can."""
-
-LAUNCHER_FILE = "launcher.pid"
-"""In each launch directory: the pid of the launch that owns it."""
-
 
 def write_hook_command(directory: Path) -> Path:
     """Write ``directory/hook``, the executable a harness hook runs.
@@ -97,19 +96,15 @@ class AttentionAttachment:
     def prepare(self, state: LaunchState) -> PreparedAttachment | None:
         # Deferred: the grid client is only needed by launches that attach.
         from clanker.grid.client import GridClient
-        from clanker.grid.daemon import ensure_running, secure_directory
+        from clanker.grid.daemon import ensure_running
 
         paths = self._paths or clanker_paths()
         socket = ensure_running(paths)
         client = GridClient(socket)
-        launches = runtime_directory(paths, create=True) / "launches"
-        # The harness runs the hook command we put here: the directory must be ours alone.
-        secure_directory(launches)
-        sweep_orphans(launches)
-        private_dir = Path(tempfile.mkdtemp(prefix=f"{self._harness}-", dir=launches))
+        # The harness runs the hook command put here.
+        private_dir = private_directory(paths, self._harness)
         registration: Registration | None = None
         try:
-            (private_dir / LAUNCHER_FILE).write_text(str(os.getpid()))
             state_dir = private_dir / "state"
             state_dir.mkdir(mode=0o700)
             registration = client.register(
@@ -161,22 +156,6 @@ class AttentionAttachment:
             raise
 
 
-def sweep_orphans(launches: Path) -> None:
-    """Remove launch directories whose launcher is gone (killed before it could dispose).
-
-    A directory without a readable launcher pid is left alone: it may be one
-    being created right now.
-    """
-    for directory in launches.iterdir():
-        try:
-            pid = int((directory / LAUNCHER_FILE).read_text())
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            shutil.rmtree(directory, ignore_errors=True)
-        except (OSError, ValueError):
-            continue  # not ours to judge, or alive under another user
-
-
 def _release(client: GridClient, registration: Registration | None, private_dir: Path) -> None:
     """Retire the terminal (revoking its credential) and remove the launch's files.
 
@@ -188,5 +167,4 @@ def _release(client: GridClient, registration: Registration | None, private_dir:
             client.retire(registration.terminal, registration.token)
         except Exception:
             log.debug("attention: the grid did not confirm retirement")
-    with contextlib.suppress(OSError):
-        shutil.rmtree(private_dir)
+    remove_directory(private_dir)

@@ -5,7 +5,8 @@ into a running harness. It asks the provider for the exact command
 (:func:`~clanker.launch.planning.plan_launch`), checks that the executable is
 there before anything is acquired, composes the attachment steps from what the
 provider implements and what the launch asks for (attention, and the agent
-bridge when it is asked for or configured), and runs the result through the
+bridge when it is asked for or configured, with the harness's own channels
+for it: its MCP client and its instructions), and runs the result through the
 environment. Fresh launches, resumes and forks, in the
 foreground or handed to another runner (a tmux pane, say), all go through
 :meth:`LaunchService.prepare`.
@@ -219,10 +220,35 @@ class LaunchService:
             reason = ("this launch runs without attention (it was asked for none)"
                       if not options.attention else
                       "this harness reports no attention to clanker")
+            grants = options.grants or SHIPPED_NAMES
             steps.append(BridgeAttachment(
-                provider.id, cwd=request.cwd, grants=options.grants or SHIPPED_NAMES,
+                provider.id, cwd=request.cwd, grants=grants,
                 handle=handle, without_attention=reason, paths=self._paths,
             ))
+            steps += self._harness_steps(provider, request, grants)
+        return steps
+
+    def _harness_steps(
+        self, provider: HarnessProvider, request: LaunchRequest, grants: tuple[str, ...]
+    ) -> list[AttachmentStep]:
+        """The harness's own channels for the bridge: its MCP client, its instructions."""
+        if provider.agent_bridge is None and provider.guidance is None:
+            return []
+        from clanker.launch.harness_bridge import (
+            GuidanceAttachment,
+            HarnessChannel,
+            McpAttachment,
+        )
+
+        assert request.cwd is not None
+        channel = HarnessChannel(provider.id, cwd=request.cwd, files=self.environment.files,
+                                 run=self._run_command, user_flags=request.user_flags,
+                                 paths=self._paths)
+        steps: list[AttachmentStep] = []
+        if provider.agent_bridge is not None:
+            steps.append(McpAttachment(provider.agent_bridge, channel))
+        if provider.guidance is not None:
+            steps.append(GuidanceAttachment(provider.guidance, channel, grants))
         return steps
 
     def _run_command(self, request: CommandRequest) -> CommandResult:
