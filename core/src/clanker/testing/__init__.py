@@ -4,7 +4,8 @@ and the scaffolding of a commit capability's end-to-end tests.
 A plugin's tests subclass :class:`HarnessProviderContract` and supply fixtures
 (``docs/hooks.md``, "Testing a plugin"); the parts it is made of
 (:class:`LaunchContract`, :class:`ModelsContract`, :class:`SessionsContract`,
-:class:`AttentionContract`, :class:`UsageContract`, :class:`CommitContract`) can
+:class:`AttentionContract`, :class:`UsageContract`, :class:`CommitContract`,
+:class:`BridgingContract`) can
 also be subclassed one by one.
 
 Needs the ``testing`` extra (pytest and hypothesis): ``pip install clanker[testing]``.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from clanker.capabilities import Capability
 from clanker.testing.attending import AttentionContract
 from clanker.testing.base import launch_argv, registered
+from clanker.testing.bridging import BridgingContract
 from clanker.testing.commit import (
     CommitContract,
     ReplayDouble,
@@ -46,6 +48,7 @@ from clanker.testing.sessions import SessionsContract
 
 __all__ = [
     "AttentionContract",
+    "BridgingContract",
     "Capability",
     "CommitContract",
     "EnvironmentDouble",

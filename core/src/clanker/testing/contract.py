@@ -19,8 +19,9 @@ tests whose fixtures the plugin does not supply::
 One part per capability, each usable alone: :class:`LaunchContract`,
 :class:`ModelsContract`, :class:`UsageContract` (here),
 :class:`~clanker.testing.sessions.SessionsContract`,
-:class:`~clanker.testing.attending.AttentionContract` and
-:class:`~clanker.testing.commit.CommitContract`. ``docs/hooks.md`` lists what
+:class:`~clanker.testing.attending.AttentionContract`,
+:class:`~clanker.testing.commit.CommitContract` and
+:class:`~clanker.testing.bridging.BridgingContract`. ``docs/hooks.md`` lists what
 each one asks a plugin to supply.
 """
 
@@ -51,6 +52,7 @@ from clanker.models.types import Model
 from clanker.registry import HarnessProvider
 from clanker.testing.attending import AttentionContract
 from clanker.testing.base import PROPERTY, ContractBase, contains_run
+from clanker.testing.bridging import BridgingContract
 from clanker.testing.commit import CommitContract
 from clanker.testing.doubles import (
     FailingExecutor,
@@ -412,5 +414,6 @@ class HarnessProviderContract(
     AttentionContract,
     UsageContract,
     CommitContract,
+    BridgingContract,
 ):
     """Behaviour every provider must have, whatever its harness: every part at once."""
