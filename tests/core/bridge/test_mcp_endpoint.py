@@ -22,7 +22,7 @@ from clanker.bridge import wire
 from clanker.bridge.declaration import Caller, Signal, define_capability
 from clanker.bridge.input import Arguments, Input
 from clanker.bridge.mcp_server import Limits
-from clanker.bridge.shipped import SHIPPED
+from clanker.bridge.shipped import SHIPPED, SHIPPED_NAMES
 from clanker.grid.client import GridClient
 from tests.core.bridge.mcp_peer import (
     MODERN,
@@ -245,12 +245,31 @@ def test_bodies_and_heads_are_bounded(agent: Agent) -> None:
         assert exchange(agent.port, doubled).status == 400  # type: ignore[union-attr]
 
 
-def test_batches_are_refused_whatever_their_size(agent: Agent) -> None:
-    for size in (1, 16, 17, 500):
-        answer = post(agent, [LIST] * size)
-        assert answer.status == 400
-        assert answer.json() == {"jsonrpc": "2.0", "id": None, "error": {
-            "code": -32600, "message": "Batches are not accepted"}}
+def test_a_batch_is_answered_message_by_message_where_the_revision_has_them(
+    agent: Agent
+) -> None:
+    ping = {"jsonrpc": "2.0", "id": "p", "method": "ping"}
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    for version in (None, "2024-11-05", "2025-03-26"):
+        answer = post(agent, [LIST, note, ping, [LIST]], version=version)
+        assert answer.status == 200
+        listed, pinged, nested = answer.json()
+        assert [tool["name"] for tool in listed["result"]["tools"]] == sorted(SHIPPED_NAMES)
+        assert pinged == {"jsonrpc": "2.0", "id": "p", "result": {}}
+        assert nested["error"]["code"] == -32600
+        assert post(agent, [note, note], version=version).status == 202
+        assert post(agent, [LIST] * 16, version=version).status == 200
+
+
+@pytest.mark.parametrize(("size", "version"), [
+    (17, None), (500, "2025-03-26"), (0, None), (1, "2025-06-18"), (16, "2025-11-25"),
+])
+def test_a_batch_beyond_the_bound_or_the_revision_is_refused(
+    agent: Agent, size: int, version: str | None
+) -> None:
+    answer = post(agent, [LIST] * size, version=version)
+    assert answer.status == 400
+    assert answer.json()["error"]["code"] == -32600
 
 
 @pytest.mark.parametrize(("body", "code"), [

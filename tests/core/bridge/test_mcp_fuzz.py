@@ -64,6 +64,12 @@ def _rpc_error(answer: Answer | None) -> bool:
         body = answer.json()
     except ValueError:
         return False
+    # A batch (of at most 16) is answered message by message, as an array.
+    answers = body if type(body) is list and 1 <= len(body) <= 16 else [body]
+    return all(type(one) is dict and _rpc_answer(one) for one in answers)
+
+
+def _rpc_answer(body: dict[str, Any]) -> bool:
     if "error" in body:
         return body["error"]["code"] in (-32700, -32600, -32601, -32602, -32020, -32022)
     return body["result"].get("isError") in (True, None, False)

@@ -30,9 +30,12 @@ Two eras of the protocol, told apart by the ``MCP-Protocol-Version`` header
   Errors take the revision's statuses (``400``, ``404`` for an unknown method).
 
 A header naming a revision neither era knows is ``400`` with ``-32022`` and
-the revisions served, which is how a client picks one. A JSON-RPC batch is
-refused whatever its size (``400``, ``-32600``): 2025-06-18 and later removed
-batching, and no client clanker serves sends one. A notification is never
+the revisions served, which is how a client picks one. A JSON-RPC batch of 1
+to 16 messages is answered under the revisions that have batches (2024-11-05
+and 2025-03-26, or no header): each message as if it came alone, all at once,
+the answers as one array (``202`` when all were notifications); under later
+revisions, which removed batching, and beyond 16 messages it is refused
+(``400``, ``-32600``). A notification is never
 acted on: ``notifications/cancelled`` names a request the client can cancel
 by closing its connection instead.
 
@@ -51,6 +54,7 @@ caller, whose text (at most :data:`MAX_INSTRUCTIONS` characters) goes into
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -63,8 +67,10 @@ from clanker.bridge.declaration import Caller
 from clanker.bridge.service import BridgeRefusal, BridgeService
 
 __all__ = [
+    "BATCH_VERSIONS",
     "HANDSHAKE_VERSIONS",
     "KNOWN_VERSIONS",
+    "MAX_BATCH",
     "MAX_INSTRUCTIONS",
     "MODERN_VERSIONS",
     "SERVER_NAME",
@@ -81,6 +87,11 @@ HANDSHAKE_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-
 MODERN_VERSIONS: Final = ("2026-07-28",)
 """The stateless revisions (a per-request ``_meta``, no handshake)."""
 KNOWN_VERSIONS: Final = (*HANDSHAKE_VERSIONS, *MODERN_VERSIONS)
+BATCH_VERSIONS: Final = ("2024-11-05", "2025-03-26")
+"""The revisions that have JSON-RPC batches (2025-06-18 removed them); a batch that
+names no revision is taken as one of these."""
+MAX_BATCH: Final = 16
+"""The most messages one batch may hold."""
 MAX_INSTRUCTIONS: Final = 16_384
 
 PARSE_ERROR: Final = -32700
@@ -132,6 +143,14 @@ class _Early(Exception):
         super().__init__(reply.status)
 
 
+class _Batch(Exception):
+    """The body is a batch that this revision admits: its messages are answered one by one."""
+
+    def __init__(self, messages: list[object]) -> None:
+        self.messages = messages
+        super().__init__(len(messages))
+
+
 class _Refused(Exception):
     """A JSON-RPC error for the request being answered."""
 
@@ -164,7 +183,7 @@ def _decode(body: bytes) -> object:
         raise ValueError("not JSON") from None
 
 
-def _encode(message: Mapping[str, Any]) -> bytes:
+def _encode(message: object) -> bytes:
     # ASCII: a string id may hold a lone surrogate, which UTF-8 cannot carry.
     return json.dumps(message, separators=(",", ":")).encode("ascii")
 
@@ -217,9 +236,15 @@ class McpEndpoint:
         """Answer one POST body. ``headers`` holds the routing headers that were sent
         (lower-case names); ``token`` is the bearer credential."""
         try:
-            modern, request_id, method, params = self._request(headers, body)
+            parsed = self._request(headers, body)
         except _Early as early:
             return early.reply
+        except _Batch as batch:
+            return await self._batch(token, headers, batch.messages)
+        return await self._answer(token, headers, *parsed)
+
+    async def _answer(self, token: str, headers: Mapping[str, str], modern: bool,
+                      request_id: str | int, method: str, params: dict[str, Any]) -> Reply:
         try:
             if modern:
                 self._check_envelope(method, params, headers)
@@ -243,6 +268,25 @@ class McpEndpoint:
             result["_meta"] = {META_SERVER_INFO: self._info}
         return Reply(200, _encode({"jsonrpc": "2.0", "id": request_id, "result": result}))
 
+    async def _batch(self, token: str, headers: Mapping[str, str], messages: list[object]
+                     ) -> Reply:
+        """Answer each message of a batch as if it came alone (at once, so one slow call
+        holds up none of the others), and the answers as one array; ``202`` when every
+        message was a notification."""
+        replies = await asyncio.gather(*(
+            self._alone(token, headers, message) for message in messages))
+        if any(reply.status == UNAUTHORIZED.status for reply in replies):
+            return UNAUTHORIZED
+        answers = [json.loads(reply.body) for reply in replies if reply.body is not None]
+        if not answers:
+            return Reply(202)
+        return Reply(200, b"[" + b",".join(_encode(answer) for answer in answers) + b"]")
+
+    async def _alone(self, token: str, headers: Mapping[str, str], message: object) -> Reply:
+        if type(message) is list:  # a batch within a batch is no request
+            return self._error(None, INVALID_REQUEST, "Invalid request", status=400)
+        return await self.answer(token, headers, _encode(message))
+
     def _request(self, headers: Mapping[str, str], body: bytes
                  ) -> tuple[bool, str | int, str, dict[str, Any]]:
         """(modern, id, method, params) of one well-formed request; else raise
@@ -257,8 +301,14 @@ class McpEndpoint:
         except ValueError:
             raise _Early(self._error(None, PARSE_ERROR, "Parse error", status=400)) from None
         if type(message) is list:
-            raise _Early(self._error(None, INVALID_REQUEST, "Batches are not accepted",
-                                     status=400))
+            if requested is not None and requested not in BATCH_VERSIONS:
+                raise _Early(self._error(None, INVALID_REQUEST, "Batches are not accepted",
+                                         status=400))
+            if not 1 <= len(message) <= MAX_BATCH:
+                raise _Early(self._error(None, INVALID_REQUEST,
+                                         f"A batch holds 1 to {MAX_BATCH} messages",
+                                         status=400))
+            raise _Batch(message)
         if type(message) is dict and "id" not in message and _well_formed(message, {"id"}):
             raise _Early(Reply(202))  # a notification: accepted, and nothing more
         if type(message) is not dict or not _valid_id(message.get("id")) \
