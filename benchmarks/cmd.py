@@ -1,4 +1,5 @@
-"""Start-up of ``clanker cmd``, relative to a bare interpreter, and its round trip.
+"""Start-up of ``clanker cmd``, relative to a bare interpreter, the bridge's round
+trips over both transports, and the grid's memory.
 
 Starts a grid (a real daemon under a throwaway ``CLANKER_HOME``), registers a
 terminal from this process and grants it the shipped capabilities, then runs
@@ -8,19 +9,27 @@ and reports the median wall time: ``python -c pass``, ``clanker cmd list``,
 comparison, ``clanker --version`` (the click group). It also times the same
 ``cmd-list`` and ``cmd-run clanker_context`` requests from inside this
 process (one connection each, as ``clanker cmd`` sends them), which is the
-grid's share of a call without process start. Bytecode is cached as on an
+grid's share of a call without process start, and the same two over the MCP
+endpoint (``tools/list`` and ``tools/call clanker_context``, one connection
+each, and on one kept-alive connection as a harness's MCP client holds it).
+The grid's resident memory is read from ``/proc`` with the bridge granted and
+idle, and again after 10,000 more requests (half ``cmd-run``, half MCP
+``tools/call``). Bytecode is cached as on an
 installed system (``PYTHONDONTWRITEBYTECODE`` is dropped and each command
 runs once before it is timed); the commands are sampled in interleaved rounds.
 ``--write`` records the table in ``benchmarks/RESULTS.md``.
 
     uv run python benchmarks/cmd.py [--runs 30] [--write]
 
-The target: ``clanker cmd list`` at most 6x a bare interpreter start.
+The targets: ``clanker cmd list`` at most 6x a bare interpreter start; each
+round trip of ``clanker_context`` under 5 ms inside the grid; no memory growth.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import os
 import platform
 import shutil
@@ -65,6 +74,42 @@ def in_process(client: object, runs: int, call: str) -> float:
     return statistics.median(samples)
 
 
+def mcp_call(connection: http.client.HTTPConnection, token: str, method: str,
+             params: dict[str, object]) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+    connection.request("POST", "/mcp", body, {
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"})
+    answer = connection.getresponse()
+    data = answer.read()
+    if answer.status != 200 or b'"isError":true' in data:
+        raise SystemExit(f"mcp {method}: {answer.status} {data[:200]!r}")
+
+
+def over_mcp(port: int, token: str, runs: int, method: str, *, kept: bool) -> float:
+    params: dict[str, object] = ({"name": "clanker_context", "arguments": {}}
+                                 if method == "tools/call" else {})
+    samples = []
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    for _ in range(runs):
+        started = time.perf_counter()
+        if not kept:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        mcp_call(connection, token, method, params)
+        if not kept:
+            connection.close()
+        samples.append(time.perf_counter() - started)
+    connection.close()
+    return statistics.median(samples)
+
+
+def resident(pid: int) -> tuple[float, float]:
+    """The process's resident and peak resident memory, in MiB."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text()
+                  .splitlines() if ":" in line)
+    return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
@@ -90,7 +135,14 @@ def main() -> None:
         cwd = str(Path(__file__).resolve().parent.parent)
         registration = grid.register(harness="bench-agent", workspace=cwd, cwd=cwd,
                                      launcher_pid=os.getpid())
-        token = grid.grant_bridge(registration.terminal, registration.token, SHIPPED_NAMES)
+        granted = grid.grant_bridge_endpoint(registration.terminal, registration.token,
+                                             SHIPPED_NAMES)
+        token, url = granted.bridge_token, granted.mcp_url
+        if url is None:
+            raise SystemExit("the grid's MCP endpoint did not start")
+        port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+        pid = daemon.status(paths).pid
+        assert pid is not None
         agent_env = {**env, "CLANKER_BRIDGE_TOKEN": token,
                      "CLANKER_BRIDGE_SOCKET": str(socket_path)}
         rows = [
@@ -102,8 +154,22 @@ def main() -> None:
         ]
         timed = medians(rows, args.runs, agent_env)
         client = BridgeClient(socket_path, token)
-        inside = {"cmd-list": in_process(client, args.runs * 10, "list"),
-                  "cmd-run clanker_context": in_process(client, args.runs * 10, "run")}
+        idle = resident(pid)
+        many = args.runs * 10
+        inside = {
+            "cmd-list": in_process(client, many, "list"),
+            "cmd-run clanker_context": in_process(client, many, "run"),
+            "MCP tools/list": over_mcp(port, token, many, "tools/list", kept=False),
+            "MCP tools/call clanker_context": over_mcp(port, token, many, "tools/call",
+                                                       kept=False),
+            "MCP tools/call clanker_context, kept-alive connection": over_mcp(
+                port, token, many, "tools/call", kept=True),
+        }
+        settled = resident(pid)
+        for _ in range(5_000):
+            client.run("clanker_context")
+        over_mcp(port, token, 5_000, "tools/call", kept=True)
+        after = resident(pid)
     finally:
         daemon.stop(paths)
         shutil.rmtree(home, ignore_errors=True)
@@ -122,6 +188,11 @@ def main() -> None:
               "| --- | ---: |"]
     for name, seconds in inside.items():
         lines.append(f"| `{name}` | {seconds * 1000:.2f} |")
+    lines += ["", "| the grid's memory | resident (MiB) | peak (MiB) |", "| --- | ---: | ---: |"]
+    for name, (rss, peak) in (("bridge granted, idle", idle),
+                              (f"after the {many * 5} timed requests", settled),
+                              ("after 10,000 more requests", after)):
+        lines.append(f"| {name} | {rss:.1f} | {peak:.1f} |")
     report = "\n".join(lines)
     print(report)
     if args.write:
