@@ -110,6 +110,29 @@ def resident(pid: int) -> tuple[float, float]:
     return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
 
 
+def table(rows: list[tuple[str, list[str]]], timed: dict[str, float],
+          inside: dict[str, float], runs: int, memory: dict[str, tuple[float, float]]) -> str:
+    base = timed["python -c pass"]
+    lines = [
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
+        f"Python {platform.python_version()}. Date: {datetime.now(UTC):%Y-%m-%d}. "
+        f"Median of {runs} runs each.",
+        "",
+        "| command | median (ms) | times bare interpreter |",
+        "| --- | ---: | ---: |",
+    ]
+    for name, _ in rows:
+        lines.append(f"| `{name}` | {timed[name] * 1000:.1f} | {timed[name] / base:.1f} |")
+    lines += ["", "| request, from a running process (one connection each) | median (ms) |",
+              "| --- | ---: |"]
+    for name, seconds in inside.items():
+        lines.append(f"| `{name}` | {seconds * 1000:.2f} |")
+    lines += ["", "| the grid's memory | resident (MiB) | peak (MiB) |", "| --- | ---: | ---: |"]
+    for name, (rss, peak) in memory.items():
+        lines.append(f"| {name} | {rss:.1f} | {peak:.1f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
@@ -173,27 +196,9 @@ def main() -> None:
     finally:
         daemon.stop(paths)
         shutil.rmtree(home, ignore_errors=True)
-    base = timed["python -c pass"]
-    lines = [
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
-        f"Python {platform.python_version()}. Date: {datetime.now(UTC):%Y-%m-%d}. "
-        f"Median of {args.runs} runs each.",
-        "",
-        "| command | median (ms) | times bare interpreter |",
-        "| --- | ---: | ---: |",
-    ]
-    for name, _ in rows:
-        lines.append(f"| `{name}` | {timed[name] * 1000:.1f} | {timed[name] / base:.1f} |")
-    lines += ["", "| request, from a running process (one connection each) | median (ms) |",
-              "| --- | ---: |"]
-    for name, seconds in inside.items():
-        lines.append(f"| `{name}` | {seconds * 1000:.2f} |")
-    lines += ["", "| the grid's memory | resident (MiB) | peak (MiB) |", "| --- | ---: | ---: |"]
-    for name, (rss, peak) in (("bridge granted, idle", idle),
-                              (f"after the {many * 5} timed requests", settled),
-                              ("after 10,000 more requests", after)):
-        lines.append(f"| {name} | {rss:.1f} | {peak:.1f} |")
-    report = "\n".join(lines)
+    report = table(rows, timed, inside, args.runs, memory={
+        "bridge granted, idle": idle, f"after the {many * 5} timed requests": settled,
+        "after 10,000 more requests": after})
     print(report)
     if args.write:
         record("cmd", "`clanker cmd`", report)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     # Deferred imports keep `import clanker.api` cheap: a tool that only asks
     # the grid which agents run never loads a plugin.
+    from clanker.accounts.service import AccountService
     from clanker.bridge.cmd import BridgeClient
     from clanker.bridge.declaration import HostCapability
     from clanker.commit.message import Style
@@ -81,6 +82,7 @@ class Clanker:
         self._sessions: SessionService | None = None
         self._models: ModelService | None = None
         self._usage: UsageService | None = None
+        self._accounts: AccountService | None = None
         self._launch: LaunchService | None = None
 
     # -- composition ---------------------------------------------------------
@@ -137,8 +139,21 @@ class Clanker:
         if self._launch is None:
             from clanker.launch.service import LaunchService
 
-            self._launch = LaunchService(environment=self.environment, paths=self.paths)
+            self._launch = LaunchService(environment=self.environment, paths=self.paths,
+                                         accounts=self.accounts)
         return self._launch
+
+    @property
+    def accounts(self) -> AccountService:
+        """Managed accounts (:class:`~clanker.accounts.service.AccountService`): list,
+        add (signing in through the harness), select, rename, reconnect, remove. A
+        person who never adds one has only each harness's default account."""
+        if self._accounts is None:
+            from clanker.accounts.service import AccountService
+
+            self._accounts = AccountService(registry=self.registry,
+                                            environment=self.environment, paths=self.paths)
+        return self._accounts
 
     async def aclose(self) -> None:
         """Cancel usage probes still in flight (each child is reaped)."""

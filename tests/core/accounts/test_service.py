@@ -25,7 +25,7 @@ from clanker.registry import Registry
 from tests.helpers import make_plugin
 
 HARNESS = HarnessId("fake-agent")
-VARIABLE = "FAKE_AGENT_HOME"
+VARIABLE = "FAKE_ACCOUNT_HOME"
 
 
 class Provider:

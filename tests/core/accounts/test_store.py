@@ -17,8 +17,9 @@ from clanker.accounts.store import AccountRecord, AccountState, AccountStatus, A
 from clanker.ids import HarnessId
 
 HARNESSES = st.sampled_from([HarnessId("aa-agent"), HarnessId("bb-agent")])
-LABELS = st.none() | st.text(st.characters(codec="utf-8", categories=("L", "N", "Zs")),
-                             min_size=1, max_size=64).filter(str.strip)
+PRINTABLE = st.characters(codec="utf-8", categories=("L", "N"), include_characters=" ")
+LABELS = st.none() | st.text(PRINTABLE, min_size=1, max_size=64).filter(
+    lambda text: text.strip() != "" and text.isprintable())
 
 
 class Registry(RuleBasedStateMachine):

@@ -19,7 +19,7 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -50,11 +50,8 @@ class UnsafeHomeError(Exception):
 class AccountHomes:
     """The owned homes under one root (``<state>/accounts``)."""
 
-    def __init__(self, root: Path, *, native: Iterable[Path] = ()) -> None:
-        """``native`` lists the harnesses' own homes (``~/.codex``, say), which removal
-        refuses even if a home ever resolved to one."""
+    def __init__(self, root: Path) -> None:
         self._root = Path(os.path.abspath(root))
-        self._native = tuple(Path(os.path.abspath(path)) for path in native)
 
     @property
     def root(self) -> Path:
@@ -101,14 +98,11 @@ class AccountHomes:
 
     def remove(self, harness: HarnessId, account_id: str) -> None:
         """Delete the verified home and everything in it (a missing one is removed
-        already). A harness's own home is refused whatever resolves to it."""
+        already). Only a home proven to lie inside the owned root, through no link,
+        is ever deleted: a harness's own home never can be."""
         if not self.exists(harness, account_id):
             return
         home = self.verify(harness, account_id)
-        real = Path(os.path.realpath(home))
-        for native in self._native:
-            if real == Path(os.path.realpath(native)):
-                raise UnsafeHomeError("it is the harness's own home")
         # rmtree refuses to follow a link at the top and removes links below as links.
         shutil.rmtree(home)
 

@@ -33,7 +33,14 @@ from attrs import evolve, frozen
 from clanker._logging import get_logger
 from clanker.accounts.capability import AccountCheck, AccountContext, AccountsCapability, SignedIn
 from clanker.accounts.homes import AccountHomes, UnsafeHomeError, is_account_id, new_account_id
-from clanker.accounts.store import AccountRecord, AccountState, AccountStatus, AccountStore, now
+from clanker.accounts.store import (
+    AccountRecord,
+    AccountState,
+    AccountStatus,
+    AccountStore,
+    check_label,
+    now,
+)
 from clanker.descriptor import Transport
 from clanker.environment import Environment
 from clanker.errors import ErrorKind, HarnessCapabilityError
@@ -187,7 +194,8 @@ class AccountService:
 
     def rename(self, account: str, label: str | None) -> AccountRecord:
         record = self.find(account)
-        renamed = evolve(record, label=label)  # validates the label before anything is saved
+        check_label(label)
+        renamed = evolve(record, label=label)
         self._store.change(lambda s: s.relabelled(record.id, renamed.label))
         return renamed
 
@@ -196,9 +204,7 @@ class AccountService:
         """Sign a new account in through the harness and keep it (see the module)."""
         provider = self._provider(harness)
         accounts = self._require_managed(provider)
-        if label is not None:
-            evolve(AccountRecord(id=new_account_id(), harness=provider.id, created_at=now()),
-                   label=label)  # a bad label is refused before anything is created
+        check_label(label)  # a bad label is refused before anything is created
         account_id = new_account_id()
         with self._flow(account_id):
             home = self._homes.create(provider.id, account_id)

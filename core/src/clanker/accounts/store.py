@@ -54,10 +54,15 @@ class AccountStatus(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
-def _label(_: object, __: object, value: str | None) -> None:
+def check_label(value: str | None) -> None:
+    """Refuse a label that is not printable text of 1 to 64 characters (``ValueError``)."""
     if value is not None and (not isinstance(value, str) or not value.strip()
                               or len(value) > MAX_LABEL or not value.isprintable()):
         raise ValueError(f"label: printable text of 1 to {MAX_LABEL} characters")
+
+
+def _label(_: object, __: object, value: str | None) -> None:
+    check_label(value)
 
 
 def _optional_text(_: object, __: object, value: str | None) -> None:

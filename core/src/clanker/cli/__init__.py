@@ -23,6 +23,8 @@ __all__ = ["cli", "main"]
 
 # name -> (module, attribute, one-line help)
 _COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
+    "accounts": ("clanker.cli.accounts", "accounts",
+                 "List, add and choose the accounts harnesses sign in with."),
     "attention": ("clanker.cli.status", "attention",
                   "Explain an agent's attention state."),
     "cmd": ("clanker.cli.cmd", "cmd", "Ask the host to do something (for launched agents)."),

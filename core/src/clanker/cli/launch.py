@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from clanker.cli.common import Failure, HarnessArgument, capability_errors, library
+from clanker.cli.common import Failure, HarnessArgument, library
 from clanker.config import ConfigError
 from clanker.errors import EXIT_USAGE
 from clanker.launch.planning import InvalidSessionIdError
@@ -25,17 +25,21 @@ def run_launch(
     attention: bool = True,
     trusted_session_id: str | None = None,
     bridge: bool | None = None,
+    account: str | None = None,
 ) -> int:
     """Run ``request`` through the library's one launch path, reporting as the CLI does.
 
     ``trusted_session_id`` is a session id re-found in trusted storage (by
     ``clanker resume``): the attention broker may bind it before the first event.
-    ``bridge`` is ``--bridge``/``--no-bridge`` (``None``: as configured).
+    ``bridge`` is ``--bridge``/``--no-bridge`` (``None``: as configured), ``account``
+    ``--account`` (``None``: the selected one; a resume's own).
     Returns the harness's exit status; failures before it starts raise.
     """
+    from clanker.cli.accounts import account_errors
+
     options = LaunchOptions(attention=attention, trusted_session_id=trusted_session_id,
-                            bridge=bridge)
-    with capability_errors():
+                            bridge=bridge, account=account)
+    with account_errors():
         try:
             return library().launch(provider, request, options, report=_report,
                                     notify=_notify)
@@ -80,6 +84,9 @@ bridge_option = click.option(
               help="Start a new session from this one (unchecked; see `clanker fork`).")
 @no_attention_option
 @bridge_option
+@click.option("--account", metavar="ACCOUNT",
+              help="Run under this managed account (label, email or id; `default`: the "
+                   "harness's own); default: the selected one (`clanker accounts`).")
 @click.argument("user_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- FLAGS...]")
 def launch(
     harness: HarnessProvider,
@@ -89,6 +96,7 @@ def launch(
     fork_id: str | None,
     no_attention: bool,
     bridge: bool | None,
+    account: str | None,
     user_flags: tuple[str, ...],
 ) -> None:
     """Run HARNESS in this terminal and exit with its exit status.
@@ -114,4 +122,5 @@ def launch(
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
-    raise SystemExit(run_launch(harness, request, attention=not no_attention, bridge=bridge))
+    raise SystemExit(run_launch(harness, request, attention=not no_attention, bridge=bridge,
+                                account=account))

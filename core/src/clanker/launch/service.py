@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from attrs import frozen
 
@@ -34,9 +34,12 @@ from clanker.launch.attachments import (
     prepare_attachments,
 )
 from clanker.launch.planning import plan_launch
-from clanker.launch.request import LaunchRequest
+from clanker.launch.request import LaunchOperation, LaunchRequest
 from clanker.paths import ClankerPaths
 from clanker.registry import HarnessProvider
+
+if TYPE_CHECKING:
+    from clanker.accounts.service import AccountService
 
 __all__ = ["LaunchOptions", "LaunchService", "PreparedLaunch"]
 
@@ -59,6 +62,10 @@ class LaunchOptions:
     grants: tuple[str, ...] | None = None
     """The capability names the bridge credential carries (``None``: the ones clanker
     ships, :data:`clanker.bridge.shipped.SHIPPED_NAMES`)."""
+    account: str | None = None
+    """The managed account to run under (its label, email or id; ``default`` for the
+    harness's own home). ``None``: the one selected for this harness (the default
+    account unless one was selected). Only for harnesses with managed accounts."""
 
 
 class PreparedLaunch:
@@ -124,9 +131,13 @@ def _blocking(coroutine: Coroutine[Any, Any, T]) -> T:
 class LaunchService:
     """Launches harnesses in one environment."""
 
-    def __init__(self, *, environment: Environment, paths: ClankerPaths) -> None:
+    def __init__(self, *, environment: Environment, paths: ClankerPaths,
+                 accounts: AccountService | None = None) -> None:
+        """``accounts`` resolves a launch's account (without it every launch runs under
+        the harness's own home, and asking for another account is refused)."""
         self.environment = environment
         self._paths = paths
+        self._accounts = accounts
 
     def prepare(
         self,
@@ -143,7 +154,9 @@ class LaunchService:
         acquired, so a harness that is not installed starts no grid),
         :class:`~clanker.launch.planning.InvalidSessionIdError`,
         :class:`~clanker.config.ConfigError` (``bridge=None`` reads the
-        configuration), and a required attachment's error.
+        configuration), :class:`~clanker.accounts.service.AccountError` (the
+        account asked for, or selected, cannot be used: never replaced by
+        another), and a required attachment's error.
         ``report(step, phase)`` hears of an optional one that failed.
         """
         if request.cwd is None:
@@ -151,8 +164,10 @@ class LaunchService:
         if request.transport is not self.environment.transport:
             raise ValueError("transport: the request is for another environment")
         plan = plan_launch(provider, request)
-        # PWD as a shell would set it: several harnesses read $PWD, not getcwd().
-        env = {**self.environment.environ, "PWD": request.cwd, **plan.env}
+        account = self._account(provider, request, options)
+        # PWD as a shell would set it: several harnesses read $PWD, not getcwd(). The
+        # account's home variable has the last word, and attention and the bridge see it.
+        env = {**self.environment.environ, "PWD": request.cwd, **plan.env, **account}
         if self.environment.files.which(plan.argv[0], env.get("PATH")) is None:
             raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, plan.argv[0],
                                          harness=provider.id)
@@ -180,6 +195,21 @@ class LaunchService:
                 for notice in launch.notices:
                     notify(notice)
             return self.environment.run_interactive(launch.argv, launch.env, launch.cwd)
+
+    def _account(self, provider: HarnessProvider, request: LaunchRequest,
+                 options: LaunchOptions) -> Mapping[str, str]:
+        if self._accounts is None:
+            if options.account not in (None, "default"):
+                from clanker.accounts.service import AccountError
+
+                raise AccountError("this launch has no managed accounts to choose from")
+            return {}
+        account = options.account
+        if account is None and request.operation is not LaunchOperation.FRESH:
+            # A session is read from the harness's own home (sessions carry no account
+            # yet), so it continues under the default account, whatever is selected.
+            account = "default"
+        return self._accounts.binding(provider.id, account).env
 
     def wants_bridge(self, provider: HarnessProvider, options: LaunchOptions) -> bool:
         """Whether a launch with ``options`` gets the bridge: asked for, or configured
