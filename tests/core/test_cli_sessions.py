@@ -50,8 +50,8 @@ def test_sessions_lists_this_workspace(world: Path, tmp_path: Path,
     assert [s["key"] for s in data["sessions"]] == ["fake-agent:abc", "fake-agent:zzz"]
     assert data["complete"] is True
     assert data["scans"] == [
-        {"harness": "fake-agent", "skipped": 0, "truncated": False, "partial": None,
-         "error": None}
+        {"harness": "fake-agent", "account": None, "skipped": 0, "truncated": False,
+         "partial": None, "error": None}
     ]
 
 

@@ -116,7 +116,8 @@ class Clanker:
             from clanker.sessions.service import SessionService
 
             self._sessions = SessionService(environment=self.environment,
-                                            cache_dir=self.paths.cache)
+                                            cache_dir=self.paths.cache,
+                                            homes=self.accounts.homes)
         return self._sessions
 
     def _model_service(self) -> ModelService:

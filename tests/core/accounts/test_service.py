@@ -41,7 +41,7 @@ class Provider:
 
     async def authenticate(self, context: AccountContext, show_url: Callable[[str], None]
                            ) -> AccountIdentity:
-        assert context.environment[VARIABLE] == context.home
+        assert context.environment[self.home_variable] == context.home
         self.calls.append(("authenticate", context.home))
         show_url("https://sign-in.example/?code=1")
         Path(context.home, "credentials").write_text("secret")

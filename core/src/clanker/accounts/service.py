@@ -38,6 +38,7 @@ from clanker.accounts.store import (
     AccountState,
     AccountStatus,
     AccountStore,
+    AccountStoreError,
     check_label,
     now,
 )
@@ -180,6 +181,31 @@ class AccountService:
         home = self._verified(record)
         return AccountBinding(harness=provider.id, record=record,
                               env={provider.accounts.home_variable: str(home)})
+
+    def homes(self, provider: HarnessProvider) -> tuple[tuple[str | None, Mapping[str, str]], ...]:
+        """Where ``provider``'s history is: its own home (``None``), then each managed
+        account's verified home with the variable that points the harness at it (an
+        account whose home cannot be proven safe is left out, never read)."""
+        own: tuple[tuple[str | None, Mapping[str, str]], ...] = ((None, {}),)
+        if provider.accounts is None or not self.managed_supported:
+            return own
+        variable = provider.accounts.home_variable
+        found = list(own)
+        try:
+            records = self.state().accounts
+        except AccountStoreError as exc:
+            log.warning("accounts: managed histories are not read: %s", exc)
+            return own
+        for record in records:
+            if record.harness != provider.id:
+                continue
+            try:
+                home = self._homes.verify(record.harness, record.id)
+            except UnsafeHomeError as exc:
+                log.info("accounts: %s's history is not read: %s", record.id, exc.reason)
+                continue
+            found.append((record.id, {variable: str(home)}))
+        return tuple(found)
 
     # -- changing --------------------------------------------------------------------------
 

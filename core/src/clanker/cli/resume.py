@@ -43,9 +43,10 @@ def _continue(
     )
     # Only a resume continues the very session that was re-found; a fork's id is new.
     trusted = found.session.native_id if operation is LaunchOperation.RESUME else None
+    # The session continues under the account whose home holds it, whatever is selected.
     raise SystemExit(run_launch(
         found.provider, request, attention=attention, trusted_session_id=trusted,
-        bridge=bridge))
+        bridge=bridge, account=found.session.account or "default"))
 
 
 _workspace = click.option(

@@ -45,6 +45,7 @@ def session_record(session: HarnessSession) -> dict[str, Any]:
         "message_count": session.message_count,
         "parent_id": session.parent_id,
         "store_path": session.store_path,
+        "account": session.account,
     }
 
 
@@ -107,7 +108,8 @@ def sessions(
             ],
             "sessions": [session_record(s) for s in listing.sessions],
             "scans": [
-                {"harness": r.harness, "skipped": r.scan.skipped, "truncated": r.scan.truncated,
+                {"harness": r.harness, "account": r.account,
+                 "skipped": r.scan.skipped, "truncated": r.scan.truncated,
                  "partial": r.scan.partial,
                  "error": None if r.scan.error is None else {
                      "kind": r.scan.error.kind.value, "message": r.scan.error.message}}
@@ -117,11 +119,17 @@ def sessions(
     elif listing.sessions:
         now = datetime.now(UTC)
         # The key, whole: it is what `clanker resume` takes back (a unique prefix works too).
-        echo_table(
-            ["UPDATED", "TITLE", "MODEL", "SESSION"],
-            [[relative_time(s.updated_at, now), (s.title or "")[:60], s.model or "", s.key]
-             for s in listing.sessions],
-        )
+        rows = [[relative_time(s.updated_at, now), (s.title or "")[:60], s.model or "", s.key]
+                for s in listing.sessions]
+        headers = ["UPDATED", "TITLE", "MODEL", "SESSION"]
+        if any(s.account is not None for s in listing.sessions):
+            # Only once managed accounts hold history: which sign-in each one is under.
+            names = {r.id: r.name for r in library().accounts.state().accounts}
+            headers.insert(3, "ACCOUNT")
+            for row, s in zip(rows, listing.sessions, strict=True):
+                row.insert(3, "default" if s.account is None else names.get(s.account,
+                                                                               s.account))
+        echo_table(headers, rows)
     else:
         where = "anywhere" if directory is None else f"for {directory}"
         click.echo(f"No sessions {where}.")

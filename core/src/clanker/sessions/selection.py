@@ -150,7 +150,9 @@ async def resolve_selection(
     capability = provider.sessions
     assert capability is not None
     environment = service.environment
-    roots = capability.store_roots(environment.environ, environment.files)
+    # The store of the home the session was found in (a managed account's has its own).
+    roots = capability.store_roots(service.store_environ(provider, session.account),
+                                   environment.files)
     if session.store_path is not None and not environment.files.confined(
         session.store_path, roots
     ):

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeAlias
 
 from attrs import evolve, frozen
 
@@ -26,7 +27,8 @@ from clanker.sessions.scope import canonical, in_scope, workspace_scopes
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.sessions.witness import ScanMemo
 
-__all__ = ["ProviderScan", "SessionListing", "SessionService", "Shortfall", "ShortfallReason"]
+__all__ = ["Homes", "ProviderScan", "SessionListing", "SessionService", "Shortfall",
+           "ShortfallReason"]
 
 log = get_logger(__name__)
 
@@ -35,6 +37,17 @@ log = get_logger(__name__)
 class ProviderScan:
     harness: str
     scan: SessionScan
+    account: str | None = None
+    """The managed account whose home was read (``None``: the harness's own)."""
+
+
+Homes: TypeAlias = Callable[[HarnessProvider], Sequence[tuple[str | None, Mapping[str, str]]]]
+"""Where one provider's history is: ``(account, environment additions)`` for its own
+home (``None``, no additions) and each managed account's (its home variable)."""
+
+
+def _own_home(provider: HarnessProvider) -> Sequence[tuple[str | None, Mapping[str, str]]]:
+    return ((None, {}),)
 
 
 class ShortfallReason(enum.Enum):
@@ -114,9 +127,14 @@ class SessionService:
     not run the command again while nothing changed).
     """
 
-    def __init__(self, *, environment: Environment, cache_dir: Path | None) -> None:
+    def __init__(self, *, environment: Environment, cache_dir: Path | None,
+                 homes: Homes = _own_home) -> None:
+        """``homes`` says where each provider's history is (default: the harness's own
+        home only); each is read as a store of its own, and its sessions carry its
+        account."""
         self.environment = environment
         self._cache_dir = cache_dir
+        self._homes = homes
         self._caches: dict[str, SummaryCache] = {}
         self._memos: dict[str, ScanMemo] = {}
         self._answers: dict[str, AnswerCache] = {}
@@ -148,10 +166,10 @@ class SessionService:
         scopes = await workspace_scopes(workspace, self.environment.executor) if workspace else ()
         listing = await self._collect([provider], scopes=scopes, native_id=native_id,
                                       limit=DEFAULT_STORE_LIMIT)
-        [result] = listing.scans
         matches = [s for s in listing.sessions if s.native_id == native_id]
-        if result.scan.error is not None and not matches:
-            raise result.scan.error
+        failed = [r.scan.error for r in listing.scans if r.scan.error is not None]
+        if failed and not matches:
+            raise failed[0]
         if len(matches) > 1:
             raise HarnessCapabilityError(
                 ErrorKind.STORAGE_CHANGED, f"session {native_id} is recorded more than once",
@@ -168,8 +186,10 @@ class SessionService:
         limit: int,
     ) -> SessionListing:
         capable = [p for p in providers if p.sessions is not None]
-        tasks = [asyncio.ensure_future(self._scan(p, scopes=scopes, native_id=native_id,
-                                                  limit=limit)) for p in capable]
+        stores = [(p, account, env) for p in capable for account, env in self._homes(p)]
+        tasks = [asyncio.ensure_future(self._scan(p, account, env, scopes=scopes,
+                                                  native_id=native_id, limit=limit))
+                 for p, account, env in stores]
         try:
             scans = await asyncio.gather(*tasks)
         except BaseException:
@@ -183,7 +203,7 @@ class SessionService:
         memo: dict[str, str] = {}
         filtering = bool(scopes) and native_id is None
         sessions: list[HarnessSession] = []
-        for provider, scan in zip(capable, scans, strict=True):
+        for (provider, account, _), scan in zip(stores, scans, strict=True):
             harness = provider.id
             for session in scan.sessions:
                 if session.hidden and native_id is None:
@@ -196,8 +216,9 @@ class SessionService:
                 if filtering and cwd is not None and not in_scope(cwd, scopes):
                     continue
                 placed = session
-                if session.harness != harness or session.cwd != cwd:
-                    placed = evolve(session, harness=harness, cwd=cwd)
+                if session.harness != harness or session.cwd != cwd \
+                        or session.account != account:
+                    placed = evolve(session, harness=harness, cwd=cwd, account=account)
                 sessions.append(placed)
         # Newest first, then provider and discovery order. Descending on the
         # negated tie-breakers rather than ascending on a negated timestamp:
@@ -205,13 +226,15 @@ class SessionService:
         sessions.sort(key=lambda s: (s.updated_at, -rank[s.harness], -s.order), reverse=True)
         return SessionListing(
             sessions=tuple(sessions),
-            scans=tuple(ProviderScan(harness=p.id, scan=s) for p, s in zip(capable, scans,
-                                                                            strict=True)),
+            scans=tuple(ProviderScan(harness=p.id, scan=s, account=account)
+                        for (p, account, _), s in zip(stores, scans, strict=True)),
         )
 
     async def _scan(
         self,
         provider: HarnessProvider,
+        account: str | None,
+        env: Mapping[str, str],
         *,
         scopes: tuple[str, ...],
         native_id: str | None,
@@ -223,9 +246,10 @@ class SessionService:
         try:
             context = SessionsContext(
                 harness=provider.id, executor=environment.executor, files=environment.files,
-                environ=environment.environ, cache=self._cache(provider), scopes=scopes,
-                native_id=native_id, limit=limit, scan_executor=self._scans,
-                memo=self._memo(provider), answers=self._answer_cache(provider),
+                environ={**environment.environ, **env} if env else environment.environ,
+                cache=self._cache(provider, account), scopes=scopes, native_id=native_id,
+                limit=limit, scan_executor=self._scans, memo=self._memo(provider, account),
+                answers=self._answer_cache(provider, account),
             )
             return await capability.discover(context)
         except HarnessCapabilityError as exc:
@@ -243,26 +267,42 @@ class SessionService:
                 cause=exc,
             ))
 
-    def _cache(self, provider: HarnessProvider) -> SummaryCache:
-        cache = self._caches.get(provider.id)
+    def store_environ(self, provider: HarnessProvider, account: str | None
+                      ) -> Mapping[str, str]:
+        """The environment ``provider`` reads ``account``'s history with (``None``: its
+        own home's), or the host's when that account is not among its homes now."""
+        for candidate, env in self._homes(provider):
+            if candidate == account:
+                return {**self.environment.environ, **env}
+        return self.environment.environ
+
+    @staticmethod
+    def _store(provider: HarnessProvider, account: str | None) -> str:
+        return provider.id if account is None else f"{provider.id}.{account}"
+
+    def _cache(self, provider: HarnessProvider, account: str | None) -> SummaryCache:
+        store = self._store(provider, account)
+        cache = self._caches.get(store)
         if cache is None:
             path = None if self._cache_dir is None else (
-                self._cache_dir / "sessions" / f"{provider.id}.json"
+                self._cache_dir / "sessions" / f"{store}.json"
             )
-            cache = self._caches[provider.id] = SummaryCache(provider.id, path)
+            cache = self._caches[store] = SummaryCache(provider.id, path)
         return cache
 
-    def _answer_cache(self, provider: HarnessProvider) -> AnswerCache:
-        answers = self._answers.get(provider.id)
+    def _answer_cache(self, provider: HarnessProvider, account: str | None) -> AnswerCache:
+        store = self._store(provider, account)
+        answers = self._answers.get(store)
         if answers is None:
             path = None if self._cache_dir is None else (
-                self._cache_dir / "sessions" / f"{provider.id}.answers.json"
+                self._cache_dir / "sessions" / f"{store}.answers.json"
             )
-            answers = self._answers[provider.id] = AnswerCache(provider.id, path)
+            answers = self._answers[store] = AnswerCache(provider.id, path)
         return answers
 
-    def _memo(self, provider: HarnessProvider) -> ScanMemo:
-        memo = self._memos.get(provider.id)
+    def _memo(self, provider: HarnessProvider, account: str | None) -> ScanMemo:
+        store = self._store(provider, account)
+        memo = self._memos.get(store)
         if memo is None:
-            memo = self._memos[provider.id] = ScanMemo()
+            memo = self._memos[store] = ScanMemo()
         return memo

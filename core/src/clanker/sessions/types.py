@@ -151,6 +151,9 @@ class HarnessSession:
     store_path: str | None = None
     order: int = 0
     hidden: bool = False
+    account: str | None = None
+    """The managed account whose home holds it (its opaque id), or ``None`` for the
+    harness's own home (the default account). Set by the service, never a provider."""
 
     @property
     def key(self) -> str:
