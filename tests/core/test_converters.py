@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from datetime import UTC, datetime
 
 import pytest
@@ -94,3 +95,30 @@ def test_model_validators_still_apply() -> None:
     with pytest.raises(BoundaryError):
         structure(make_boundary_converter(),
                   {"id": " ", "label": None, "provider": None, "is_default": False}, Model)
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@frozen
+class Painted:
+    colour: Colour
+
+
+def test_a_str_enum_comes_back_as_its_member_never_as_plain_text() -> None:
+    converter = make_boundary_converter()
+    # Plain strings first: the str hook must not be the one a StrEnum field gets.
+    assert structure(converter, {"value": "x"}, Named).value == "x"
+    painted = structure(converter, {"colour": "red"}, Painted)
+    assert painted.colour is Colour.RED
+    assert converter.unstructure(painted) == {"colour": "red"}
+    for wrong in ("green", 1, None, ["red"]):
+        with pytest.raises(BoundaryError):
+            structure(converter, {"colour": wrong}, Painted)
+
+
+@frozen
+class Named:
+    value: str

@@ -279,18 +279,36 @@ class Clanker:
         import asyncio
 
         service = self._usage_service()
-        reads = [service.read(p, force=refresh) for p in self._usage_capable(harnesses)]
+        reads = [service.read(p, force=refresh, account=account, env=env)
+                 for p in self._usage_capable(harnesses)
+                 for account, env in self._usage_homes(p)]
         for done in asyncio.as_completed(reads):
             yield await done
+
+    def _usage_homes(self, provider: HarnessProvider
+                     ) -> list[tuple[str | None, Mapping[str, str]]]:
+        """The sign-ins to read ``provider``'s usage under: its own, or, once it has
+        managed accounts, each of them too, the selected one first."""
+        homes = list(self.accounts.homes(provider))
+        if len(homes) > 1:
+            selected = next((e.id for e in self.accounts.listing(provider.id) if e.selected),
+                            None)
+            homes.sort(key=lambda home: (home[0] or "default") != selected)
+        return homes
 
     async def usage(
         self, harnesses: Iterable[HarnessProvider | str] | None = None, *, refresh: bool = False
     ) -> list[UsageEntry]:
-        """Every harness's usage, in harness order (see :meth:`usage_as_completed`)."""
+        """Every harness's usage, in harness order (see :meth:`usage_as_completed`): one
+        entry per sign-in for a harness with managed accounts, the selected one first."""
         chosen = self._usage_capable(harnesses)
-        order: dict[str, int] = {p.id: index for index, p in enumerate(chosen)}
+        order: dict[tuple[str, str | None], int] = {}
+        for provider in chosen:
+            for account, _ in self._usage_homes(provider):
+                order[(provider.id, account)] = len(order)
         entries = [entry async for entry in self.usage_as_completed(chosen, refresh=refresh)]
-        return sorted(entries, key=lambda entry: order[entry.harness])
+        return sorted(entries, key=lambda entry: order.get((entry.harness, entry.account),
+                                                            len(order)))
 
     # -- commit messages -----------------------------------------------------
 

@@ -7,6 +7,7 @@ is not a bool, an unknown key is an error. Errors become one readable message.
 
 from __future__ import annotations
 
+import enum
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -32,6 +33,12 @@ def _exact(kind: type[Any]) -> Any:
     return hook
 
 
+def _str_enum(value: object, kind: type[Any]) -> Any:
+    if type(value) is not str:
+        raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+    return kind(value)
+
+
 def _datetime(value: object, _: type[Any]) -> datetime:
     if not isinstance(value, str):
         raise TypeError(f"expected an ISO 8601 string, got {type(value).__name__}")
@@ -46,6 +53,9 @@ def make_boundary_converter() -> JsonConverter:
     converter = make_converter(forbid_extra_keys=True, prefer_attrib_converters=False)
     for kind in (str, int, float, bool):
         converter.register_structure_hook(kind, _exact(kind))
+    # A StrEnum is a str: without its own hook the str one above would take it and
+    # hand back plain text. StrEnum precedes str in every such enum's MRO.
+    converter.register_structure_hook(enum.StrEnum, _str_enum)
     converter.register_structure_hook(datetime, _datetime)
     converter.register_unstructure_hook(datetime, datetime.isoformat)
     return converter

@@ -42,9 +42,11 @@ class AccountContext:
     """The environment the harness runs with: the user's, with ``home_variable`` set
     to :attr:`home` (and nothing else changed)."""
     executor: CommandExecutor = field(repr=False)
-    """Runs one bounded command where the harness runs."""
+    """Runs one bounded command where the harness runs, pointed at the home (every
+    request gets ``home_variable``)."""
     sessions: SessionExecutor = field(repr=False)
-    """Opens one bounded stdio session where the harness runs (a JSON-RPC server)."""
+    """Opens one bounded stdio session where the harness runs (a JSON-RPC server),
+    pointed at the home the same way."""
 
 
 @frozen(kw_only=True)

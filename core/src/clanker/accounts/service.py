@@ -356,10 +356,12 @@ class AccountService:
         sessions = self._environment.session_executor
         if sessions is None:
             raise HarnessCapabilityError(ErrorKind.UNSUPPORTED, "stdio sessions")
-        return AccountContext(home=home,
-                              environment={**self._environment.environ,
-                                           accounts.home_variable: home},
-                              executor=self._environment.executor, sessions=sessions)
+        from clanker.environment.bound import BoundExecutor, BoundSessionExecutor
+
+        bound = {accounts.home_variable: home}
+        return AccountContext(home=home, environment={**self._environment.environ, **bound},
+                              executor=BoundExecutor(self._environment.executor, bound),
+                              sessions=BoundSessionExecutor(sessions, bound))
 
     @contextlib.contextmanager
     def _flow(self, account_id: str) -> Iterator[None]:

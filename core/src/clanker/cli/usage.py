@@ -81,8 +81,11 @@ def _bar(percent: float | None) -> str:
     return click.style(bar, fg="yellow") if percent <= _LOW else bar
 
 
-def _render(provider: HarnessProvider, entry: UsageEntry, now: datetime) -> None:
-    name = click.style(provider.descriptor.display_name, bold=True)
+def _render(provider: HarnessProvider, entry: UsageEntry, now: datetime,
+            sign_in: str | None = None) -> None:
+    """``sign_in`` names the account, once the harness has managed accounts."""
+    title = provider.descriptor.display_name + (f" · {sign_in}" if sign_in else "")
+    name = click.style(title, bold=True)
     if entry.status is UsageStatus.NOT_INSTALLED:
         click.echo(f"{name}  not installed")
         return
@@ -133,6 +136,7 @@ def _record(provider: HarnessProvider, entry: UsageEntry) -> dict[str, Any]:
             })
     return {
         "harness": provider.id,
+        "account": entry.account,
         "status": entry.status.value,
         "observed_at": iso(entry.snapshot.observed_at) if entry.snapshot else None,
         "checked_at": iso(entry.checked_at),
@@ -143,6 +147,19 @@ def _record(provider: HarnessProvider, entry: UsageEntry) -> dict[str, Any]:
             "message": _FAILURES.get(entry.failure.kind, "the reading failed")},
         "measurements": measurements,
     }
+
+
+def _account_names(clanker: Any, providers: list[HarnessProvider]
+                   ) -> dict[tuple[str, str | None], str]:
+    """What each sign-in is called, for the harnesses that have managed accounts."""
+    names: dict[tuple[str, str | None], str] = {}
+    for provider in providers:
+        entries = clanker.accounts.listing(provider.id) if provider.accounts else ()
+        if len(entries) > 1:
+            for entry in entries:
+                names[(provider.id, entry.record.id if entry.record else None)] = (
+                    entry.name + (" *" if entry.selected else ""))
+    return names
 
 
 @click.command()
@@ -159,14 +176,18 @@ def usage(harnesses: tuple[HarnessProvider, ...], refresh: bool, as_json: bool) 
     async def collect() -> list[tuple[HarnessProvider, UsageEntry]]:
         async with clanker:
             chosen = list(harnesses) or [p for p in clanker.harnesses() if p.usage is not None]
+            if as_json:  # in the library's order: harness, then the selected sign-in first
+                return [(clanker.harness(entry.harness), entry)
+                        for entry in await clanker.usage(chosen, refresh=refresh)]
+            names = _account_names(clanker, chosen)
             results = []
             async for entry in clanker.usage_as_completed(chosen, refresh=refresh):
                 provider = clanker.harness(entry.harness)
-                if not as_json:  # progressive: each block as soon as its probe answers
-                    _render(provider, entry, datetime.now(UTC))
+                # Progressive: each block as soon as its probe answers.
+                _render(provider, entry, datetime.now(UTC),
+                        names.get((entry.harness, entry.account)))
                 results.append((provider, entry))
-        order = {p.id: i for i, p in enumerate(chosen)}
-        return sorted(results, key=lambda pair: order[pair[0].id])
+        return results
 
     results = run_async(collect())
     if as_json:

@@ -244,8 +244,13 @@ class SessionService:
         assert capability is not None
         environment = self.environment
         try:
+            executor = environment.executor
+            if env:  # a managed account's home: the harness's own commands run under it too
+                from clanker.environment.bound import BoundExecutor
+
+                executor = BoundExecutor(executor, env)
             context = SessionsContext(
-                harness=provider.id, executor=environment.executor, files=environment.files,
+                harness=provider.id, executor=executor, files=environment.files,
                 environ={**environment.environ, **env} if env else environment.environ,
                 cache=self._cache(provider, account), scopes=scopes, native_id=native_id,
                 limit=limit, scan_executor=self._scans, memo=self._memo(provider, account),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
@@ -47,6 +47,8 @@ class UsageEntry:
     checked_at: datetime | None = None
     next_refresh_at: datetime | None = None
     refreshable_at: datetime | None = None
+    account: str | None = None
+    """The managed account read (its id), or ``None`` for the harness's own sign-in."""
 
 
 class UsageService:
@@ -67,9 +69,12 @@ class UsageService:
         self._inflight: dict[str, asyncio.Task[UsageEntry]] = {}
 
     async def read(
-        self, provider: HarnessProvider, *, force: bool = False, account: str | None = None
+        self, provider: HarnessProvider, *, force: bool = False, account: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> UsageEntry:
-        """Return ``provider``'s usage, probing only when the policy allows."""
+        """Return ``provider``'s usage, probing only when the policy allows; for a managed
+        ``account``, ``env`` points the harness at its home (each of the probe's
+        commands gets it)."""
         if provider.usage is None:
             return UsageEntry(harness=provider.id, status=UsageStatus.UNSUPPORTED)
         executable = provider.descriptor.executable
@@ -79,7 +84,7 @@ class UsageService:
         key = f"{self._environment.name}\0{provider.id}\0{account or ''}"
         task = self._inflight.get(key)
         if task is None:
-            task = asyncio.ensure_future(self._read(provider, key, force, account))
+            task = asyncio.ensure_future(self._read(provider, key, force, account, env or {}))
             self._inflight[key] = task
             task.add_done_callback(lambda _: self._inflight.pop(key, None))
         return await asyncio.shield(task)
@@ -92,7 +97,8 @@ class UsageService:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _read(
-        self, provider: HarnessProvider, key: str, force: bool, account: str | None
+        self, provider: HarnessProvider, key: str, force: bool, account: str | None,
+        env: Mapping[str, str],
     ) -> UsageEntry:
         capability = provider.usage
         assert capability is not None
@@ -100,23 +106,29 @@ class UsageService:
         now = self._clock()
         decision = decide(remembered.state, capability.policy, now, force=force)
         if decision.probe:
-            remembered = await self._probe(provider, remembered, account, now)
+            remembered = await self._probe(provider, remembered, account, env, now)
             self._store.save(key, remembered)
             decision = decide(remembered.state, capability.policy, self._clock(), force=False)
-        return _entry(provider.id, remembered, decision.next_refresh_at,
-                      decision.refreshable_at)
+        return evolve(_entry(provider.id, remembered, decision.next_refresh_at,
+                             decision.refreshable_at), account=account)
 
     async def _probe(
         self, provider: HarnessProvider, remembered: Remembered, account: str | None,
-        started: datetime,
+        env: Mapping[str, str], started: datetime,
     ) -> Remembered:
         capability = provider.usage
         assert capability is not None
         state = evolve(remembered.state, last_probe_at=started)
         environment = self._environment
+        executor, sessions = environment.executor, environment.session_executor
+        if env:
+            from clanker.environment.bound import BoundExecutor, BoundSessionExecutor
+
+            executor = BoundExecutor(executor, env)
+            sessions = None if sessions is None else BoundSessionExecutor(sessions, env)
         context = UsageContext(
-            executor=environment.executor, session_executor=environment.session_executor,
-            files=environment.files, environ=environment.environ, account_id=account,
+            executor=executor, session_executor=sessions, files=environment.files,
+            environ={**environment.environ, **env}, account_id=account,
         )
         try:
             async with asyncio.timeout(self._deadline.total_seconds()):

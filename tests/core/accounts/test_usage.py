@@ -1,0 +1,76 @@
+"""Usage per account: one reading per sign-in once a harness has managed accounts, the
+selected first, each probe's commands run under its own home, each cached apart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from clanker import hookimpl
+from clanker.api import Clanker
+from clanker.cli import cli
+from clanker.environment.local import LocalEnvironment
+from clanker.execution import CommandRequest
+from clanker.registry import Registry, override_registry
+from clanker.testing.doubles import prepend_to_path, write_script
+from clanker.usage.capability import UsageContext
+from clanker.usage.policy import RefreshPolicy
+from clanker.usage.types import UsageSnapshot
+from tests.core.accounts.test_sessions import HomeProvider
+from tests.helpers import make_plugin, percent_snapshot
+
+
+class HomeUsage:
+    """A probe that asks the harness (a real process) where its home is, and reports
+    that home as its measurement's label."""
+
+    policy = RefreshPolicy()
+
+    async def probe(self, context: UsageContext) -> UsageSnapshot:
+        result = await context.executor.run(CommandRequest(command="fake-agent"))
+        home = result.stdout.strip()
+        return percent_snapshot(10.0, datetime.now(UTC), label=home)
+
+
+@pytest.fixture
+def clanker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Clanker:
+    monkeypatch.setenv("FAKE_AGENT_HOME", str(tmp_path / "own"))
+    monkeypatch.setenv("CLANKER_HOME", str(tmp_path / "clanker"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write_script(bin_dir, "fake-agent", "import os; print(os.environ['FAKE_AGENT_HOME'])")
+    prepend_to_path(monkeypatch, bin_dir)
+    plugin = make_plugin()
+    type(plugin).clanker_accounts = hookimpl(lambda self: HomeProvider())  # type: ignore[attr-defined]
+    type(plugin).clanker_usage = hookimpl(lambda self: HomeUsage())  # type: ignore[attr-defined]
+    registry = Registry.from_plugins({"fake-agent": plugin}, environ={})
+    assert not registry.problems, registry.problems
+    return Clanker(registry=registry, environment=LocalEnvironment())
+
+
+def labels(entries: list[Any]) -> list[tuple[str | None, str]]:
+    return [(e.account, e.snapshot.measurements[0].label) for e in entries]
+
+
+def test_one_reading_per_sign_in_the_selected_first(clanker: Clanker, tmp_path: Path) -> None:
+    assert labels(asyncio.run(clanker.usage())) == [(None, str(tmp_path / "own"))]
+    work = asyncio.run(clanker.accounts.add("fake-agent", label="work",
+                                            show_url=lambda url: None))
+    home = str(clanker.accounts.homes(clanker.harness("fake-agent"))[1][1]["FAKE_AGENT_HOME"])
+    assert labels(asyncio.run(clanker.usage())) == [
+        (None, str(tmp_path / "own")), (work.id, home)]
+    clanker.accounts.select("fake-agent", "work")
+    assert labels(asyncio.run(clanker.usage())) == [
+        (work.id, home), (None, str(tmp_path / "own"))]
+    with override_registry(clanker.registry):
+        table = CliRunner().invoke(cli, ["usage"]).stdout
+        as_json = json.loads(CliRunner().invoke(cli, ["usage", "--json"]).stdout)
+    assert "Fake Agent · work *" in table and "Fake Agent · default" in table
+    assert [entry["account"] for entry in as_json] == [work.id, None]
+
