@@ -83,6 +83,7 @@ def entry_record(entry: TerminalEntry) -> dict[str, Any]:
         "failed_closed": entry.failed_closed,
         "unavailable": entry.unavailable,
         "bridge": list(entry.bridge),
+        "account": entry.account,
     }
 
 
@@ -130,6 +131,10 @@ def _table(entries: list[TerminalEntry], now: datetime) -> None:
         headers.insert(4, "BRIDGE")
         for row, entry in zip(rows, entries, strict=True):
             row.insert(4, _bridge(entry))
+    if any(e.account for e in entries):  # only once an agent runs under a managed account
+        headers.insert(2, "ACCOUNT")
+        for row, entry in zip(rows, entries, strict=True):
+            row.insert(2, entry.account or "default")
     echo_table(headers, rows)
     for e in entries:
         if e.failed_closed:

@@ -130,14 +130,16 @@ class GridClient:
         cwd: str,
         launcher_pid: int,
         trusted_root_session_id: str | None = None,
+        account: str | None = None,
     ) -> Registration:
         """Register a terminal; the reply holds the only copy of its raw credential.
+        ``account`` names the managed account the launch runs under (for ``status``).
 
         Raises ``ValueError`` for arguments the protocol would refuse.
         """
         request = RegisterRequest(
             harness=harness, workspace=workspace, cwd=cwd, launcher_pid=launcher_pid,
-            trusted_root_session_id=trusted_root_session_id,
+            trusted_root_session_id=trusted_root_session_id, account=account,
         )
         return self._call(request, Registration)
 

@@ -157,6 +157,7 @@ class ErrorWord(enum.StrEnum):
 
 
 MAX_REASON: Final = 300
+MAX_ACCOUNT: Final = 64
 """The longest reason a ``decline`` may give (one sentence for a person)."""
 
 
@@ -271,6 +272,12 @@ class HelloRequest:
     op: ClassVar[Op] = Op.HELLO
 
 
+def _account(_: object, __: object, value: str | None) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip()
+                              or len(value) > MAX_ACCOUNT or not value.isprintable()):
+        raise ValueError(f"account: printable text of at most {MAX_ACCOUNT} characters")
+
+
 @frozen(kw_only=True)
 class RegisterRequest:
     op: ClassVar[Op] = Op.REGISTER
@@ -279,6 +286,8 @@ class RegisterRequest:
     launcher_pid: int = field(validator=_pid)
     workspace: str | None = field(default=None, validator=_printable("workspace"))
     trusted_root_session_id: str | None = field(default=None, validator=_session)
+    account: str | None = field(default=None, validator=_account)
+    """The name of the managed account the launch runs under (``None``: the default)."""
 
 
 @frozen(kw_only=True, repr=False)
@@ -457,6 +466,8 @@ class TerminalEntry:
     failed_closed: int = 0
     unavailable: str | None = None
     bridge: tuple[str, ...] = ()
+    account: str | None = None
+    """The managed account it runs under (its name), or ``None`` for the default one."""
 
 
 @frozen(kw_only=True)
@@ -544,7 +555,8 @@ class CmdRunReply:
 
 _OMITTED: Final[dict[type[Any], frozenset[str]]] = {
     # Left out at their default, so what older peers never sent or read stays absent.
-    TerminalEntry: frozenset({"bridge"}),
+    TerminalEntry: frozenset({"bridge", "account"}),
+    RegisterRequest: frozenset({"account"}),
     StreamEvent: frozenset({"notification"}),
     SubscribeRequest: frozenset({"notifications"}),
     CmdListRequest: frozenset({"token", "all_"}),

@@ -176,6 +176,8 @@ class TerminalInfo:
     """The launch cwd (the agent may report another location later)."""
     launcher_pid: int
     registered_at: datetime
+    account: str | None = None
+    """The managed account the launch runs under (its name), or ``None``."""
 
 
 UNAVAILABLE: Final = "unavailable"
@@ -501,12 +503,13 @@ class Grid:
         launcher_pid: int,
         workspace: str | None = None,
         trusted_root_session_id: str | None = None,
+        account: str | None = None,
     ) -> Registration:
         """Register a terminal in-process; raise :class:`GridRequestError` when refused."""
         try:
             request = RegisterRequest(
                 harness=harness, cwd=cwd, launcher_pid=launcher_pid, workspace=workspace,
-                trusted_root_session_id=trusted_root_session_id,
+                trusted_root_session_id=trusted_root_session_id, account=account,
             )
             return self._register(request)
         except ValueError:
@@ -551,6 +554,7 @@ class Grid:
             failed_closed=self._broker.failed_closed(info.terminal),
             unavailable=record.unavailable,
             bridge=self._bridge.granted(info.terminal),
+            account=info.account,
         )
 
     def _register(self, request: RegisterRequest) -> Registration:
@@ -568,6 +572,7 @@ class Grid:
         record = _Terminal(TerminalInfo(
             terminal=terminal, harness=request.harness, workspace=request.workspace,
             cwd=request.cwd, launcher_pid=request.launcher_pid, registered_at=self._clock(),
+            account=request.account,
         ))
         self._watch(record)  # raises launcher-gone
         self._terminals[terminal] = record

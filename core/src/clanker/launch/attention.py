@@ -78,9 +78,10 @@ class AttentionAttachment:
         trusted_root_session_id: str | None = None,
         paths: ClankerPaths | None = None,
         on_registered: Callable[[GridClient, Registration], None] | None = None,
+        account: str | None = None,
     ) -> None:
         """``on_registered`` hears of the terminal once the grid has registered it (the
-        bridge step shares it)."""
+        bridge step shares it); ``account`` names the managed account it runs under."""
         self._harness = harness
         self._capability = capability
         self._cwd = cwd
@@ -92,6 +93,7 @@ class AttentionAttachment:
         )
         self._paths = paths
         self._on_registered = on_registered
+        self._account = account
 
     def prepare(self, state: LaunchState) -> PreparedAttachment | None:
         # Deferred: the grid client is only needed by launches that attach.
@@ -113,6 +115,7 @@ class AttentionAttachment:
                 cwd=self._cwd,
                 launcher_pid=os.getpid(),
                 trusted_root_session_id=self._trusted_root,
+                account=self._account,
             )
             if self._on_registered is not None:
                 self._on_registered(client, registration)

@@ -71,15 +71,18 @@ class BridgeAttachment:
         handle: TerminalHandle,
         without_attention: str,
         paths: ClankerPaths | None = None,
+        account: str | None = None,
     ) -> None:
         """``without_attention`` is the reason the terminal is listed with, when this
-        step has to register it itself (one line for the person)."""
+        step has to register it itself (one line for the person); ``account`` names
+        the managed account the launch runs under."""
         self._harness = harness
         self._cwd = cwd
         self._grants = tuple(grants)
         self._handle = handle
         self._without_attention = without_attention
         self._paths = paths
+        self._account = account
 
     def prepare(self, state: LaunchState) -> PreparedAttachment | None:
         from clanker.grid.client import GridClient
@@ -102,7 +105,8 @@ class BridgeAttachment:
         if own:
             client = GridClient(ensure_running(self._paths or clanker_paths()))
             registration = client.register(harness=self._harness, workspace=self._cwd,
-                                            cwd=self._cwd, launcher_pid=os.getpid())
+                                            cwd=self._cwd, launcher_pid=os.getpid(),
+                                            account=self._account)
             try:
                 client.decline(registration.terminal, registration.token, reason)
                 granted = client.grant_bridge_endpoint(registration.terminal,

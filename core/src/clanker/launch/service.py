@@ -164,15 +164,15 @@ class LaunchService:
         if request.transport is not self.environment.transport:
             raise ValueError("transport: the request is for another environment")
         plan = plan_launch(provider, request)
-        account = self._account(provider, request, options)
+        account_env, account = self._account(provider, request, options)
         # PWD as a shell would set it: several harnesses read $PWD, not getcwd(). The
         # account's home variable has the last word, and attention and the bridge see it.
-        env = {**self.environment.environ, "PWD": request.cwd, **plan.env, **account}
+        env = {**self.environment.environ, "PWD": request.cwd, **plan.env, **account_env}
         if self.environment.files.which(plan.argv[0], env.get("PATH")) is None:
             raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, plan.argv[0],
                                          harness=provider.id)
         base = LaunchState(argv=plan.argv, env=env)
-        steps = self._steps(provider, request, options)
+        steps = self._steps(provider, request, options, account)
         attachments = (prepare_attachments(base, steps) if report is None
                        else prepare_attachments(base, steps, report=report))
         return PreparedLaunch(provider, request.cwd, attachments)
@@ -197,19 +197,21 @@ class LaunchService:
             return self.environment.run_interactive(launch.argv, launch.env, launch.cwd)
 
     def _account(self, provider: HarnessProvider, request: LaunchRequest,
-                 options: LaunchOptions) -> Mapping[str, str]:
+                 options: LaunchOptions) -> tuple[Mapping[str, str], str | None]:
+        """The account's environment additions and its name (``None``: the default)."""
         if self._accounts is None:
             if options.account not in (None, "default"):
                 from clanker.accounts.service import AccountError
 
                 raise AccountError("this launch has no managed accounts to choose from")
-            return {}
+            return {}, None
         account = options.account
         if account is None and request.operation is not LaunchOperation.FRESH:
             # A session is read from the harness's own home (sessions carry no account
             # yet), so it continues under the default account, whatever is selected.
             account = "default"
-        return self._accounts.binding(provider.id, account).env
+        binding = self._accounts.binding(provider.id, account)
+        return binding.env, None if binding.record is None else binding.record.name
 
     def wants_bridge(self, provider: HarnessProvider, options: LaunchOptions) -> bool:
         """Whether a launch with ``options`` gets the bridge: asked for, or configured
@@ -223,7 +225,8 @@ class LaunchService:
         return provider.id in load_settings(self._paths.config).bridge.harnesses
 
     def _steps(
-        self, provider: HarnessProvider, request: LaunchRequest, options: LaunchOptions
+        self, provider: HarnessProvider, request: LaunchRequest, options: LaunchOptions,
+        account: str | None,
     ) -> list[AttachmentStep]:
         steps: list[AttachmentStep] = []
         assert request.cwd is not None
@@ -241,7 +244,7 @@ class LaunchService:
                 provider.id, provider.attention, cwd=request.cwd, files=self.environment.files,
                 run=self._run_command, user_flags=request.user_flags,
                 trusted_root_session_id=options.trusted_session_id, paths=self._paths,
-                on_registered=handle.offer if handle is not None else None,
+                on_registered=handle.offer if handle is not None else None, account=account,
             ))
         if handle is not None:
             from clanker.bridge.shipped import SHIPPED_NAMES
@@ -253,7 +256,7 @@ class LaunchService:
             grants = options.grants or SHIPPED_NAMES
             steps.append(BridgeAttachment(
                 provider.id, cwd=request.cwd, grants=grants,
-                handle=handle, without_attention=reason, paths=self._paths,
+                handle=handle, without_attention=reason, paths=self._paths, account=account,
             ))
             steps += self._harness_steps(provider, request, grants)
         return steps
