@@ -60,7 +60,8 @@ def test_one_account_only_ever_shows_the_default(invoke: Any, tmp_path: Path) ->
     assert listed.exit_code == 0, listed.output
     assert json.loads(listed.stdout) == {"managed_supported": True, "accounts": [{
         "harness": "fake-agent", "id": "default", "selected": True, "managed": False,
-        "label": None, "email": None, "plan": None, "status": None, "created_at": None}]}
+        "label": None, "email": None, "plan": None, "status": None,
+        "identity_changed": None, "created_at": None}]}
     launched = invoke("launch", "fake-agent", "--no-attention")
     assert launched.exit_code == 0, launched.output
     assert launched_home(tmp_path) is None

@@ -308,3 +308,22 @@ def test_homes_are_only_ever_inside_the_owned_root(tmp_path: Path) -> None:
     os.chmod(home, 0o755)
     with pytest.raises(Exception, match="open to other users"):
         homes.verify(HARNESS, "acct_" + "0" * 32)
+
+
+def test_another_identity_is_flagged_never_relabelled(
+    service: AccountService, provider: Provider
+) -> None:
+    record, _ = add(service)
+    checked = asyncio.run(service.verify("work"))
+    assert (checked.status, checked.identity_changed) == (AccountStatus.CONNECTED, False)
+
+    async def someone_else(context: AccountContext) -> AccountCheck:
+        return AccountCheck(signed_in=SignedIn.YES,
+                            identity=AccountIdentity(email="Other@Example.com"))
+
+    provider.verify = someone_else  # type: ignore[method-assign]
+    flagged = asyncio.run(service.verify("work"))
+    assert flagged.identity_changed and flagged.email == "person@example.com"
+    assert flagged.label == "work" and service.find("work").identity_changed
+    same = asyncio.run(service.reconnect("work", show_url=lambda url: None))
+    assert same.identity_changed  # once flagged, it stays until the person removes it

@@ -31,7 +31,13 @@ from typing import Final
 from attrs import evolve, frozen
 
 from clanker._logging import get_logger
-from clanker.accounts.capability import AccountCheck, AccountContext, AccountsCapability, SignedIn
+from clanker.accounts.capability import (
+    AccountCheck,
+    AccountContext,
+    AccountIdentity,
+    AccountsCapability,
+    SignedIn,
+)
 from clanker.accounts.homes import AccountHomes, UnsafeHomeError, is_account_id, new_account_id
 from clanker.accounts.store import (
     AccountRecord,
@@ -262,8 +268,7 @@ class AccountService:
             async with asyncio.timeout(SIGN_IN_TIMEOUT):
                 identity = await accounts.authenticate(self._context(accounts, str(home)),
                                                        show_url)
-            updated = evolve(record, email=identity.email, plan=identity.plan,
-                             status=AccountStatus.CONNECTED)
+            updated = _reported(record, identity, AccountStatus.CONNECTED)
             self._store.change(lambda s: s.with_account(updated))
             return updated
 
@@ -275,8 +280,7 @@ class AccountService:
         check = await accounts.verify(self._context(accounts, str(self._verified(record))))
         status = (AccountStatus.CONNECTED if check.signed_in is SignedIn.YES
                   else AccountStatus.NEEDS_AUTH)
-        updated = evolve(record, status=status, email=check.identity.email or record.email,
-                         plan=check.identity.plan or record.plan)
+        updated = _reported(record, check.identity, status)
         if updated != record:
             self._store.change(lambda s: s.with_account(updated))
         return updated
@@ -407,3 +411,15 @@ class AccountService:
         except (Exception, asyncio.CancelledError):
             log.info("accounts: sign-out of an unfinished account was not proven")
         return False
+
+
+def _reported(record: AccountRecord, identity: AccountIdentity, status: AccountStatus
+              ) -> AccountRecord:
+    """``record`` with what the harness now reports: its plan and status, and, when it
+    names another email than the one the account was added with, the flag (the email
+    and label stay: an account is never relabelled behind the person's back)."""
+    changed = (identity.email is not None and record.email is not None
+               and identity.email.casefold() != record.email.casefold())
+    return evolve(record, status=status, email=record.email or identity.email,
+                  plan=identity.plan or record.plan,
+                  identity_changed=record.identity_changed or changed)

@@ -83,6 +83,9 @@ class AccountRecord:
     email: str | None = field(default=None, validator=_optional_text)
     plan: str | None = field(default=None, validator=_optional_text)
     status: AccountStatus = AccountStatus.UNKNOWN
+    identity_changed: bool = False
+    """The harness since reported another identity (email) than the one this account
+    was added with: flagged, never relabelled."""
 
     @id.validator
     def _id(self, _: object, value: str) -> None:
@@ -102,21 +105,24 @@ class AccountRecord:
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "harness": str(self.harness), "environment": self.environment,
                 "label": self.label, "createdAt": self.created_at.isoformat(),
-                "email": self.email, "plan": self.plan, "status": self.status.value}
+                "email": self.email, "plan": self.plan, "status": self.status.value,
+                "identityChanged": self.identity_changed}
 
     @classmethod
     def from_json(cls, data: object) -> AccountRecord:
         if not isinstance(data, dict) or set(data) != {
-                "id", "harness", "environment", "label", "createdAt", "email", "plan", "status"}:
+                "id", "harness", "environment", "label", "createdAt", "email", "plan", "status",
+                "identityChanged"}:
             raise ValueError("not an account record")
         created = datetime.fromisoformat(data["createdAt"])
         if created.tzinfo is None:
             raise ValueError("createdAt: no time zone")
-        if not isinstance(data["environment"], str):
-            raise ValueError("environment: not text")
+        if not isinstance(data["environment"], str) or type(data["identityChanged"]) is not bool:
+            raise ValueError("not an account record")
         return cls(id=data["id"], harness=HarnessId(data["harness"]),
                    environment=data["environment"], label=data["label"], created_at=created,
-                   email=data["email"], plan=data["plan"], status=AccountStatus(data["status"]))
+                   email=data["email"], plan=data["plan"], status=AccountStatus(data["status"]),
+                   identity_changed=data["identityChanged"])
 
 
 def _frozen(value: Mapping[str, str]) -> Mapping[str, str]:

@@ -55,6 +55,7 @@ def _record(entry: AccountEntry) -> dict[str, Any]:
             "email": None if record is None else record.email,
             "plan": None if record is None else record.plan,
             "status": None if record is None else record.status.value,
+            "identity_changed": None if record is None else record.identity_changed,
             "created_at": None if record is None else record.created_at.isoformat()}
 
 
@@ -117,7 +118,8 @@ def list_accounts(as_json: bool) -> None:
         rows.append([
             entry.harness, entry.name + (" *" if entry.selected else ""), entry.id,
             "" if record is None else (record.email or ""),
-            "" if record is None else record.status.value,
+            "" if record is None else record.status.value
+            + (" (signed in as someone else)" if record.identity_changed else ""),
             "" if record is None else relative_time(record.created_at)])
     echo_table(["HARNESS", "ACCOUNT", "ID", "EMAIL", "STATUS", "ADDED"], rows)
 
