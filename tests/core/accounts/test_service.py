@@ -313,7 +313,7 @@ def test_homes_are_only_ever_inside_the_owned_root(tmp_path: Path) -> None:
 def test_another_identity_is_flagged_never_relabelled(
     service: AccountService, provider: Provider
 ) -> None:
-    record, _ = add(service)
+    add(service)
     checked = asyncio.run(service.verify("work"))
     assert (checked.status, checked.identity_changed) == (AccountStatus.CONNECTED, False)
 
