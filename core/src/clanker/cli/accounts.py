@@ -94,6 +94,9 @@ def accounts(ctx: click.Context, as_json: bool) -> None:
     Each harness has its default account (its own home, exactly as you set it
     up); a managed account is another sign-in, kept in a home clanker owns.
     """
+    with account_errors():
+        # A sign-in cut off before it could keep its account left a home behind.
+        library().accounts.recover_orphans()
     if ctx.invoked_subcommand is None:
         ctx.invoke(list_accounts, as_json=as_json)
 
