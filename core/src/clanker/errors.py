@@ -69,8 +69,8 @@ EXIT_NOT_A_REPOSITORY: Final = 15  # commit-message outside a git work tree
 EXIT_NOTHING_TO_COMMIT: Final = 16  # commit-message with a clean work tree
 EXIT_BUSY: Final = 17  # another commit-message request for the same repository is running
 EXIT_GRID_UNAVAILABLE: Final = 18  # the grid is not running, cannot start, or is unsafe to use
-EXIT_ACCOUNT: Final = 23  # the account cannot be used or changed as asked
-EXIT_ACCOUNT_STORE: Final = 24  # the account settings could not be read or saved
+EXIT_ACCOUNT: Final = 27  # the account cannot be used or changed as asked
+EXIT_ACCOUNT_STORE: Final = 28  # the account settings could not be read or saved
 
 # The documented, stable table (docs/exit-codes.md). Never renumber an entry.
 EXIT_CODES: Final[dict[ErrorKind, int]] = {
