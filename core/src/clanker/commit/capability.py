@@ -12,12 +12,17 @@ from clanker.commit.events import typed_events
 from clanker.commit.exits import answer_by_exit
 from clanker.commit.invocation import inference_request
 from clanker.commit.message import text_answer
+from clanker.commit.turns import LastTurn, answer_text, events_after_header, last_turn
 from clanker.execution import CommandRequest, CommandResult
 
 __all__ = [
     "CommitCapability",
+    "LastTurn",
     "answer_by_exit",
+    "answer_text",
+    "events_after_header",
     "inference_request",
+    "last_turn",
     "text_answer",
     "typed_events",
 ]

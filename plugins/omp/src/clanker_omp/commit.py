@@ -12,11 +12,10 @@ reasoning, cut off or a tool call, so the stream is read either way.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import answer_by_exit, inference_request, text_answer, typed_events
+from clanker.commit.capability import answer_by_exit, answer_text, inference_request, last_turn
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 
@@ -66,51 +65,6 @@ def _parse_failure(detail: str) -> HarnessCapabilityError:
     return _fail(ErrorKind.PARSE_FAILURE, detail)
 
 
-def _is_commentary(block: Mapping[str, Any]) -> bool:
-    """Say whether a text block is an OpenAI Responses "commentary" preamble.
-
-    omp's pi-ai stores the Responses phase in ``textSignature`` as
-    ``{"v":1,"id":...,"phase":"commentary"|"final_answer"}``; commentary is
-    progress talk before the final answer, not the answer.
-    """
-    signature = block.get("textSignature")
-    if not isinstance(signature, str) or not signature.startswith("{"):
-        return False
-    try:
-        parsed = json.loads(signature)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(parsed, dict) and parsed.get("v") == 1 and parsed.get("phase") == "commentary"
-
-
-def _answer_text(message: Mapping[str, Any]) -> str:
-    """Return the text blocks of a completed message, joined with newlines."""
-    content = message.get("content")
-    if not isinstance(content, list):
-        raise _parse_failure("the answer has no content list")
-    texts: list[str] = []
-    kinds: set[str] = set()
-    for block in content:
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise _parse_failure("an answer block is not a typed object")
-        kinds.add(block["type"])
-        if block["type"] != "text":
-            continue  # thinking, redactedThinking, tool calls, images: never the answer
-        text = block.get("text")
-        if not isinstance(text, str):
-            raise _parse_failure("a text block has no text")
-        if not _is_commentary(block):
-            texts.append(text)
-    answer = "\n".join(texts)
-    if not answer.strip():
-        if kinds & {"thinking", "redactedThinking"}:
-            raise _parse_failure("the answer holds only reasoning, no text")
-        if "toolCall" in kinds:
-            raise _parse_failure("the answer is only a tool call")
-        raise _parse_failure("the answer is empty")
-    return text_answer(answer, harness="omp")
-
-
 def _failed_turn(message: Mapping[str, Any], stop: str) -> HarnessCapabilityError:
     if stop == "aborted" and message.get("errorMessage") == _DEADLINE:
         return _fail(ErrorKind.TIMEOUT, "omp stopped itself at its --max-time deadline")
@@ -119,52 +73,6 @@ def _failed_turn(message: Mapping[str, Any], stop: str) -> HarnessCapabilityErro
     # in): it stays out. An HTTP status is safe to show.
     http = f", HTTP {status}" if isinstance(status, int) and not isinstance(status, bool) else ""
     return _fail(ErrorKind.COMMAND_FAILED, f"the turn ended with stopReason {stop}{http}")
-
-
-def _events(stdout: str) -> Iterator[dict[str, Any]]:
-    """Yield the typed events after the ``session`` header."""
-    header = False
-    for event in typed_events(stdout, harness="omp"):
-        if header:
-            yield event
-        elif event["type"] == "session":
-            header = True
-        else:
-            raise _parse_failure("the output does not start with a session header")
-    if not header:
-        raise _parse_failure("no output (nothing was sent, or omp stopped before its header)")
-
-
-def _last_answer(stdout: str) -> tuple[Mapping[str, Any], bool]:
-    """Return the last assistant ``message_end``'s message, if the run ended after it,
-    and the last ``agent_end``'s ``isTerminal``."""
-    last: Mapping[str, Any] | None = None
-    open_message = False  # an assistant message_start without its message_end yet
-    ended = False  # an agent_end after the last assistant message_end
-    terminal = True
-    for event in _events(stdout):
-        kind = event["type"]
-        if kind == "agent_end":
-            terminal = event.get("isTerminal", True)
-            if not isinstance(terminal, bool):
-                raise _parse_failure("agent_end isTerminal is not a boolean")
-            ended = last is not None
-        elif kind in ("message_start", "message_end"):
-            message = event.get("message")
-            if not isinstance(message, dict):
-                raise _parse_failure(f"{kind} without a message object")
-            if message.get("role") != "assistant":
-                continue  # the prompt, tool results, irc and other custom messages
-            open_message = kind == "message_start"
-            if kind == "message_end":
-                last, ended = message, False
-    if open_message:
-        raise _parse_failure("incomplete: the output stops inside an answer")
-    if last is None:
-        raise _parse_failure("no answer: omp ended without an assistant message")
-    if not ended:
-        raise _parse_failure("incomplete: the run did not end after the last answer")
-    return last, terminal
 
 
 def parse_commit_stream(stdout: str) -> str:
@@ -178,7 +86,8 @@ def parse_commit_stream(stdout: str) -> str:
     ``command-failed`` (``timeout`` at omp's own deadline); anything else that
     is not an answer is ``parse-failure``.
     """
-    last, terminal = _last_answer(stdout)
+    turn = last_turn(stdout, harness="omp")
+    last = turn.message
     stop = last.get("stopReason")
     if stop in ("error", "aborted"):
         raise _failed_turn(last, stop)
@@ -188,8 +97,9 @@ def parse_commit_stream(stdout: str) -> str:
         raise _parse_failure("the answer is only a tool call")
     if stop != "stop":
         raise _parse_failure("the answer has no known stopReason")
-    answer = _answer_text(last)
-    if not terminal:
+    answer = answer_text(last, harness="omp", reasoning=frozenset({"thinking",
+                                                                  "redactedThinking"}))
+    if not turn.terminal:
         raise _parse_failure("incomplete: omp says the run is not finished (isTerminal false)")
     return answer
 

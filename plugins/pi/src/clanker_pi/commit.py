@@ -11,11 +11,14 @@ says whether there is an answer.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
-from typing import Any, Final
+from typing import Final
 
-from clanker.commit.capability import inference_request, text_answer, typed_events
+from clanker.commit.capability import (
+    answer_text,
+    events_after_header,
+    inference_request,
+    last_turn,
+)
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 
@@ -57,7 +60,8 @@ COMMIT_ARGS: Final = (
 # pi itself is bounded by its retry policy (3 retries, 2/4/8 s) and the
 # provider's request timeout; clanker's inference ceiling is the backstop.
 
-_MESSAGE_UPDATE: Final = '{"type":"message_update"'
+_SKIP: Final = ('{"type":"message_update"',)
+"""message_update partials: large, racy, never the answer (passed over unread)."""
 _SIGN_IN: Final = "sign in with /login in pi, or set an API key for the model's provider"
 
 
@@ -69,103 +73,16 @@ def _parse_failure(detail: str) -> HarnessCapabilityError:
     return _fail(ErrorKind.PARSE_FAILURE, detail)
 
 
-def _is_commentary(block: Mapping[str, Any]) -> bool:
-    """Say whether a text block is an OpenAI Responses "commentary" preamble.
-
-    pi-ai stores the Responses phase in ``textSignature`` as
-    ``{"v":1,"id":...,"phase":"commentary"|"final_answer"}``; commentary is
-    progress talk before the final answer, not the answer.
-    """
-    signature = block.get("textSignature")
-    if not isinstance(signature, str) or not signature.startswith("{"):
-        return False
-    try:
-        parsed = json.loads(signature)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(parsed, dict) and parsed.get("v") == 1 and parsed.get("phase") == "commentary"
-
-
-def _answer_text(message: Mapping[str, Any]) -> str:
-    """Return the text blocks of a completed message, joined as pi's text mode prints them."""
-    content = message.get("content")
-    if not isinstance(content, list):
-        raise _parse_failure("the answer has no content list")
-    texts: list[str] = []
-    kinds: set[str] = set()
-    for block in content:
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise _parse_failure("an answer block is not a typed object")
-        kinds.add(block["type"])
-        if block["type"] != "text":
-            continue  # thinking, tool calls, images: never the answer
-        text = block.get("text")
-        if not isinstance(text, str):
-            raise _parse_failure("a text block has no text")
-        if not _is_commentary(block):
-            texts.append(text)
-    answer = "\n".join(texts)
-    if not answer.strip():
-        if "thinking" in kinds:
-            raise _parse_failure("the answer holds only reasoning, no text")
-        if "toolCall" in kinds:
-            raise _parse_failure("the answer is only a tool call")
-        raise _parse_failure("the answer is empty")
-    return text_answer(answer, harness="pi")
-
-
-def _events(stdout: str) -> Iterator[dict[str, Any]]:
-    """Yield the typed events after the ``session`` header; skip ``message_update`` unread."""
-    header = False
-    # message_update partials: large, racy, never the answer.
-    for event in typed_events(stdout, harness="pi", skip=(_MESSAGE_UPDATE,)):
-        if header:
-            yield event
-        elif event["type"] == "session":
-            header = True
-        else:
-            raise _parse_failure("the output does not start with a session header")
-    if not header:
-        raise _parse_failure("no output (nothing was sent, or pi stopped before its header)")
-
-
 def _header_only(stdout: str) -> bool:
     """Say whether stdout is exactly one ``session`` header: pi stopped before its turn."""
     lines = [line for line in stdout.split("\n") if line.strip()]
     if len(lines) != 1:
         return False
     try:
-        events = list(_events(lines[0]))
+        events = events_after_header(lines[0], harness="pi", skip=_SKIP)
     except HarnessCapabilityError:
         return False
     return not events  # the header was read, and nothing followed it
-
-
-def _last_answer(stdout: str) -> Mapping[str, Any]:
-    """Return the last assistant ``message_end``'s message, if the run ended after it."""
-    last: Mapping[str, Any] | None = None
-    open_message = False  # an assistant message_start without its message_end yet
-    ended = False  # an agent_end after the last assistant message_end
-    for event in _events(stdout):
-        kind = event["type"]
-        if kind == "agent_end":
-            ended = last is not None
-        elif kind in ("message_start", "message_end"):
-            message = event.get("message")
-            if not isinstance(message, dict):
-                raise _parse_failure(f"{kind} without a message object")
-            if message.get("role") != "assistant":
-                continue  # the prompt, tool results, custom messages
-            open_message = kind == "message_start"
-            if kind == "message_end":
-                last, ended = message, False
-    if open_message:
-        raise _parse_failure("incomplete: the output stops inside an answer")
-    if last is None:
-        raise _parse_failure("no answer: pi ended without an assistant message")
-    if not ended:
-        raise _parse_failure("incomplete: the run did not end after the last answer")
-    return last
 
 
 def parse_commit_stream(stdout: str) -> str:
@@ -178,7 +95,7 @@ def parse_commit_stream(stdout: str) -> str:
     partials are never read. A failed or aborted turn is ``command-failed``;
     anything else that is not an answer is ``parse-failure``.
     """
-    last = _last_answer(stdout)
+    last = last_turn(stdout, harness="pi", skip=_SKIP).message
     stop = last.get("stopReason")
     if stop in ("error", "aborted"):
         # errorMessage is provider text (it can quote the request): it stays out.
@@ -189,7 +106,7 @@ def parse_commit_stream(stdout: str) -> str:
         raise _parse_failure("the answer is only a tool call")
     if stop != "stop":
         raise _parse_failure("the answer has no known stopReason")
-    return _answer_text(last)
+    return answer_text(last, harness="pi")
 
 
 class PiCommit:
