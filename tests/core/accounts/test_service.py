@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 from clanker import hookimpl
 from clanker.accounts.capability import AccountCheck, AccountContext, AccountIdentity, SignedIn
-from clanker.accounts.homes import AccountHomes
+from clanker.accounts.homes import AccountHomes, UnsafeHomeError
 from clanker.accounts.service import DEFAULT, AccountError, AccountService
 from clanker.accounts.store import AccountStatus, AccountStore, AccountStoreError
 from clanker.environment.local import LocalEnvironment
@@ -327,3 +328,37 @@ def test_another_identity_is_flagged_never_relabelled(
     assert flagged.label == "work" and service.find("work").identity_changed
     same = asyncio.run(service.reconnect("work", show_url=lambda url: None))
     assert same.identity_changed  # once flagged, it stays until the person removes it
+
+
+@pytest.mark.parametrize("attack", ["root", "harness", "home", "file", "native"])
+def test_a_chain_that_is_not_clanker_s_own_is_refused_and_nothing_is_deleted(
+    service: AccountService, tmp_path: Path, attack: str
+) -> None:
+    record, _ = add(service)
+    root = tmp_path / "s" / "accounts"
+    home = root / "fake-agent" / record.id  # type: ignore[attr-defined]
+    native = tmp_path / "native-home"  # the harness's own home, say ~/.codex
+    native.mkdir()
+    (native / "auth").write_text("the person's own sign-in")
+    if attack in ("root", "harness"):
+        moved = root if attack == "root" else root / "fake-agent"
+        target = tmp_path / f"moved-{attack}"
+        moved.rename(target)
+        moved.symlink_to(target)  # the same content, reached through a link
+    elif attack == "home":  # a link to another home inside the root: not this account's
+        other = root / "fake-agent" / ("acct_" + "f" * 32)
+        home.rename(other)
+        home.symlink_to(other)
+    elif attack == "file":
+        shutil.rmtree(home)
+        home.write_text("not a directory")
+    else:  # the home replaced by a link to the harness's own home
+        shutil.rmtree(home)
+        os.symlink(native, home)
+    with pytest.raises(AccountError):
+        service.binding(HARNESS, "work")
+    with pytest.raises((AccountError, UnsafeHomeError)):
+        asyncio.run(service.remove("work"))
+    assert (native / "auth").read_text() == "the person's own sign-in"
+    assert service.state().get(record.id) is not None  # type: ignore[attr-defined]
+    assert [h for _, h in service.homes(service.harnesses()[0])] == [{}]  # never read
