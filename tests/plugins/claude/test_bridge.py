@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from clanker_claude.bridge import MCP_CONFIG_FILE, ClaudeBridge, mcp_config
 from clanker_claude.guidance import ClaudeGuidance
 from clanker_claude.launch import ClaudeLaunch
 from tests.core.bridge.mcp_peer import grant, live_grid
-from tests.plugins.bridge_replay import load, replay
+from tests.plugins.bridge_replay import JsonLines, load, replay
 
 CAPTURE = Path(__file__).with_name("fixtures") / "bridge-live.json"
 SESSION = "2bd84788-1866-4763-ad83-f2741628502f"
@@ -336,3 +338,64 @@ def test_nothing_is_written_to_the_users_files(launch: dict[str, Path]) -> None:
              for p in (*launch["home"].rglob("*"), *launch["cwd"].rglob("*")) if p.is_file()}
     assert after == before
     assert os.listdir(launch["private"]) == [MCP_CONFIG_FILE]
+
+
+# -- the real CLI, when it is installed ---------------------------------------------------
+
+
+def _isolated_env(home: Path, **extra: str) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith(("CLAUDE_", "ANTHROPIC_", "CLANKER_"))}
+    environ.update(HOME=str(home), CLAUDE_CONFIG_DIR=str(home / ".claude"),
+                   DISABLE_TELEMETRY="1", DISABLE_AUTOUPDATER="1",
+                   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", **extra)
+    return environ
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("claude") is None, reason="claude is not installed")
+def test_real_claude_connects_and_lists_the_granted_tools(tmp_path: Path,
+                                                          short_dir: Path) -> None:
+    """The control protocol only (``initialize``, then ``mcp_status``): no user message,
+    no model request. Claude's own MCP client reaches the grid with the header it
+    expanded from the environment, and the user's servers stay listed."""
+    home, work, private = tmp_path / "home", tmp_path / "work", tmp_path / "private"
+    for directory in (home / ".claude", work, private):
+        directory.mkdir(parents=True)
+    write(home / ".claude" / ".claude.json", {
+        "hasCompletedOnboarding": True, **servers(mine="http://127.0.0.1:9/user"),
+        "projects": {str(work): {"hasTrustDialogAccepted": True,
+                                 "enabledMcpjsonServers": ["project"]}}})
+    write(work / ".mcp.json", servers(project="http://127.0.0.1:9/project"))
+    base = ("claude", "--output-format", "stream-json", "--verbose", "--input-format",
+            "stream-json", "--no-session-persistence")
+    with live_grid(short_dir) as live:
+        agent = grant(live, harness="claude")
+        environ = _isolated_env(home, CLANKER_BRIDGE_TOKEN=agent.token)
+        endpoint = BridgeEndpoint(url=agent.url, server_name="clanker",
+                                  token_variable="CLANKER_BRIDGE_TOKEN")
+        plan = ClaudeBridge(policy_dir=tmp_path / "no-policy").prepare(attachment_context(
+            argv=base, env=environ, cwd=str(work), private_dir=private), endpoint)
+        assert plan is not None and plan.argv is not None
+        assert agent.token not in (private / MCP_CONFIG_FILE).read_text()
+        claude = JsonLines(plan.argv, env=environ, cwd=work)
+        try:
+            claude.send({"type": "control_request", "request_id": "init",
+                         "request": {"subtype": "initialize"}})
+            claude.until(lambda m: m.get("type") == "control_response")
+            listed: dict[str, Any] = {}
+            for attempt in range(60):  # until no server is still connecting (bounded)
+                claude.send({"type": "control_request", "request_id": f"status-{attempt}",
+                             "request": {"subtype": "mcp_status"}})
+                reply = claude.until(lambda m, a=attempt: m.get("type") == "control_response"
+                                     and m["response"].get("request_id") == f"status-{a}")
+                listed = {s["name"]: s for s in reply["response"]["response"]["mcpServers"]}
+                if listed and all(s["status"] != "pending" for s in listed.values()):
+                    break
+                time.sleep(0.5)
+        finally:
+            claude.close()
+    assert set(listed) == {"clanker", "mine", "project"}
+    assert listed["clanker"]["status"] == "connected"
+    assert listed["clanker"]["scope"] == "dynamic"
+    assert sorted(t["name"] for t in listed["clanker"]["tools"]) == sorted(SHIPPED_NAMES)

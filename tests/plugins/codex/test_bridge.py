@@ -7,6 +7,9 @@ live, fixtures/bridge-live.json) to a real grid's endpoint."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,7 @@ from clanker_codex.guidance import CodexGuidance
 from clanker_codex.launch import CodexLaunch
 from clanker_codex.overrides import toml_key, toml_string
 from tests.core.bridge.mcp_peer import grant, live_grid
-from tests.plugins.bridge_replay import load, replay
+from tests.plugins.bridge_replay import JsonLines, load, replay
 
 CAPTURE = Path(__file__).with_name("fixtures") / "bridge-live.json"
 SESSION = "01a22b86-c7d0-79e0-b3c0-03c56f3ce14a"
@@ -350,3 +353,53 @@ def test_nothing_is_written_to_the_users_files(launch: dict[str, Path]) -> None:
     assert (config(launch).read_bytes(), config(launch).stat().st_mtime_ns) == before
     assert sorted(p.name for p in launch["home"].rglob("*")) == [".codex", "config.toml"]
     assert not (launch["cwd"] / "AGENTS.md").exists()
+
+
+# -- the real CLI, when it is installed ---------------------------------------------------
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("codex") is None, reason="codex is not installed")
+def test_real_codex_connects_and_lists_the_granted_tools(tmp_path: Path,
+                                                         short_dir: Path) -> None:
+    """``codex app-server`` with the overrides: ``initialize``, then
+    ``mcpServerStatus/list``; no thread and no model request. Codex's own MCP client
+    reaches the grid with the token it read from the variable, and the user's own
+    server stays listed beside clanker's."""
+    home, work, private = tmp_path / "home", tmp_path / "work", tmp_path / "private"
+    for directory in (home / ".codex", work, private):
+        directory.mkdir(parents=True)
+    write(home / ".codex" / "config.toml", '[mcp_servers.mine]\nurl = "http://127.0.0.1:9/u"\n')
+    with live_grid(short_dir) as live:
+        agent = grant(live, harness="codex")
+        environ = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("CODEX_", "OPENAI_", "CLANKER_"))}
+        environ.update(HOME=str(home), CODEX_HOME=str(home / ".codex"),
+                       CLANKER_BRIDGE_TOKEN=agent.token)
+        endpoint = BridgeEndpoint(url=agent.url, server_name="clanker",
+                                  token_variable="CLANKER_BRIDGE_TOKEN")
+        plan = CodexBridge(system_config=tmp_path / "no-system.toml").prepare(
+            attachment_context(argv=("codex", "app-server"), env=environ, cwd=str(work),
+                               private_dir=private), endpoint)
+        assert plan is not None and plan.argv is not None
+        codex = JsonLines(plan.argv, env=environ, cwd=work)
+        try:
+            codex.send({"id": 1, "method": "initialize",
+                        "params": {"clientInfo": {"name": "clanker-test", "version": "0"},
+                                   "capabilities": None}})
+            codex.until(lambda m: m.get("id") == 1)
+            codex.send({"method": "initialized"})
+            listed: dict[str, Any] = {}
+            for attempt in range(60):  # until clanker's tools are in (bounded)
+                codex.send({"id": 10 + attempt, "method": "mcpServerStatus/list", "params": {}})
+                reply = codex.until(lambda m, a=attempt: m.get("id") == 10 + a)
+                listed = {s["name"]: s for s in reply["result"]["data"]}
+                if listed.get("clanker", {}).get("tools"):
+                    break
+                time.sleep(0.5)
+        finally:
+            codex.close()
+    assert set(listed) == {"clanker", "mine"}
+    assert sorted(listed["clanker"]["tools"]) == sorted(SHIPPED_NAMES)
+    assert listed["clanker"]["authStatus"] == "bearerToken"
+    assert listed["clanker"]["toolsError"] is None
