@@ -257,9 +257,10 @@ def test_any_text_reads_back_exactly_as_toml(text: str) -> None:
 
 
 def test_the_captured_requests_are_answered_by_a_real_grid(short_dir: Path) -> None:
-    """Codex 0.171.0's client (rmcp): the 2025-06-18 handshake, its notification,
-    ``tools/list``, then ``resources/list`` and ``resources/templates/list`` (answered
-    "Method not found", which Codex takes as no resources)."""
+    """Codex 0.171.0's client (rmcp) in ``codex app-server``: the 2025-06-18 handshake,
+    its notification, ``tools/list``, then ``resources/list`` and
+    ``resources/templates/list`` at once on two connections (answered "Method not
+    found", which Codex takes as no resources)."""
     capture = load(CAPTURE)
     assert capture["version"] == "codex-cli 0.171.0"
     assert capture["argv"][1:5] == ["-c", 'mcp_servers.clanker.url="http://127.0.0.1:${PORT}/mcp"',
@@ -267,9 +268,29 @@ def test_the_captured_requests_are_answered_by_a_real_grid(short_dir: Path) -> N
     by_name = {s["name"]: s for s in capture["status"]}
     assert by_name["clanker"] == {"name": "clanker", "tools": sorted(SHIPPED_NAMES), "error": ""}
     assert "mine-user" in by_name  # the user's own server, beside clanker's
+    _replay_against_a_real_grid(capture, short_dir)
+
+
+def test_the_requests_of_a_starting_session_are_answered_by_a_real_grid(
+        short_dir: Path) -> None:
+    """``codex exec`` connects as a session starts, before its first model request:
+    the handshake, its notification and ``tools/list``."""
+    capture = load(CAPTURE.with_name("bridge-live-exec.json"))
+    assert capture["version"] == "codex-cli 0.171.0"
+    assert capture["argv"][1:5] == ["-c", 'mcp_servers.clanker.url="http://127.0.0.1:${PORT}/mcp"',
+                                    "-c", OVERRIDES[3]]
+    assert [json.loads(r["body"])["method"] for r in capture["requests"]] == [
+        "initialize", "notifications/initialized", "tools/list"]
+    _replay_against_a_real_grid(capture, short_dir)
+
+
+def _replay_against_a_real_grid(capture: dict[str, Any], short_dir: Path) -> None:
     with live_grid(short_dir) as live:
         agent = grant(live, harness="codex")
         for record in capture["requests"]:
+            headers = dict(record["headers"])
+            assert headers["authorization"] == "Bearer ${TOKEN}"
+            assert headers.get("mcp-protocol-version", "2025-06-18") == "2025-06-18"
             answer = replay(record, agent)
             assert answer.status == record["status"]
             if answer.status == 202:
