@@ -29,13 +29,16 @@ import posixpath
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from clanker.attachment import AttachmentContext, AttachmentPlan
-from clanker.bridge.capability import BridgeEndpoint
-from clanker.environment import HostFiles
+from clanker.attachment import AttachmentPlan
 from clanker.stores import home_directory
 from clanker_claude.sessions import config_dir
+
+if TYPE_CHECKING:
+    from clanker.attachment import AttachmentContext
+    from clanker.bridge.capability import BridgeEndpoint
+    from clanker.environment import HostFiles
 
 __all__ = ["MCP_CONFIG_FILE", "ClaudeBridge", "mcp_config"]
 

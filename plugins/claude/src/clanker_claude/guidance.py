@@ -17,9 +17,12 @@ right after the executable, where no variadic user option can take it.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from clanker.attachment import AttachmentContext, AttachmentPlan
+from clanker.attachment import AttachmentPlan
+
+if TYPE_CHECKING:
+    from clanker.attachment import AttachmentContext
 
 __all__ = ["APPEND_FLAG", "ClaudeGuidance"]
 

@@ -19,9 +19,9 @@ Checked against Codex CLI 0.171.0 (docs/harnesses/codex.md, "Agent bridge"):
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from clanker.attachment import AttachmentContext, AttachmentPlan
-from clanker.bridge.capability import BridgeEndpoint
+from clanker.attachment import AttachmentPlan
 from clanker_codex.overrides import (
     CONFIG_FLAGS,
     SYSTEM_CONFIG,
@@ -36,6 +36,10 @@ from clanker_codex.overrides import (
     words_before_prompt,
 )
 from clanker_codex.sessions import codex_home
+
+if TYPE_CHECKING:
+    from clanker.attachment import AttachmentContext
+    from clanker.bridge.capability import BridgeEndpoint
 
 __all__ = ["CodexBridge", "bridge_arguments"]
 

@@ -12,8 +12,9 @@ read counts as setting it. Nothing is written anywhere: the project's
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from clanker.attachment import AttachmentContext, AttachmentPlan
+from clanker.attachment import AttachmentPlan
 from clanker_codex.overrides import (
     CONFIG_FLAGS,
     SYSTEM_CONFIG,
@@ -27,6 +28,9 @@ from clanker_codex.overrides import (
     words_before_prompt,
 )
 from clanker_codex.sessions import codex_home
+
+if TYPE_CHECKING:
+    from clanker.attachment import AttachmentContext
 
 __all__ = ["KEY", "CodexGuidance"]
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from clanker.environment import HostFiles
+if TYPE_CHECKING:
+    from clanker.environment import HostFiles
 
 __all__ = [
     "CONFIG_FLAGS",
