@@ -110,6 +110,15 @@ def test_the_option_goes_before_the_users_double_dash(launch: dict[str, Path]) -
                          str(launch["private"] / MCP_CONFIG_FILE), *flags[1:])
 
 
+def test_the_option_stays_before_the_prompt_words_whatever_follows_the_flags(
+        launch: dict[str, Path]) -> None:
+    flags = ("-p", "--", "hello")
+    plan = bridge(launch, flags, argv=("claude", *flags, "--added-later"))
+    assert plan is not None
+    assert plan.argv == ("claude", "-p", "--mcp-config", str(launch["private"] / MCP_CONFIG_FILE),
+                         "--", "hello", "--added-later")
+
+
 def test_the_users_other_servers_stay_beside_clankers(launch: dict[str, Path]) -> None:
     write(launch["home"] / ".claude" / ".claude.json", {
         **servers(mine="http://127.0.0.1:9/u"),

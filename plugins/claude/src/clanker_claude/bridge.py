@@ -111,10 +111,11 @@ def _append_option(argv: Sequence[str], user_flags: Sequence[str],
     (after it, every word is the prompt), else at the very end."""
     words = list(argv)
     start = len(words) - len(user_flags)
-    if user_flags and tuple(words[start:]) == tuple(user_flags) and "--" in user_flags:
-        at = start + list(user_flags).index("--")
-        return (*words[:at], *option, *words[at:])
-    return (*words, *option)
+    # The user's flags are the argv's tail; should a step have put something after
+    # them, the first `--` after the executable is still where the prompt begins.
+    tail = start if tuple(words[start:]) == tuple(user_flags) else 1
+    at = words.index("--", tail) if "--" in words[tail:] else len(words)
+    return (*words[:at], *option, *words[at:])
 
 
 def _flag_values(flags: Sequence[str]) -> Iterator[str]:
