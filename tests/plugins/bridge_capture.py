@@ -4,7 +4,7 @@ Run it inside ``cli-sandbox`` (loopback only, a throwaway home), from the
 directory the harness should start in; the grid runs in this process, in the
 sandbox's network namespace::
 
-    cli-sandbox NAME .venv/bin/python -m tests.plugins.bridge_capture MODE OUT.json
+    cli-sandbox NAME .venv/bin/python -m tests.plugins.bridge_capture MODE OUT.json [FLAGS...]
 
 A real grid is started with one grant; the plugin's bridge provider builds the
 argv; the real CLI is started with it and the token in its environment only,
@@ -20,6 +20,10 @@ codex-exec         ``codex exec hi`` whose model provider is a loopback stand-in
                    refuses every request at once (400), so the turn fails locally
                    (a port where nothing listens made 0.171.0 retry past 90 s); MCP
                    servers start before the turn
+claude-tui,        the interactive TUI in a pseudo-terminal, ``FLAGS`` being the user's
+codex-tui          (``--resume ID``, ``-C DIR resume ID``, ...), until the endpoint has
+                   answered ``tools/list`` (at most 45 s); nothing is typed, and the
+                   TUI is then ended with SIGTERM (SIGKILL after 1 s)
 =================  ==================================================================
 
 Every request head the endpoint received is written with its body and the
@@ -30,6 +34,7 @@ capture tool, not a test.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import os
@@ -106,8 +111,45 @@ def _record(records: list[dict[str, Any]]) -> None:
     mcp_protocol.McpEndpoint.answer = answering  # type: ignore[method-assign]
 
 
-def _servers(mode: str, argv: tuple[str, ...], env: dict[str, str]) -> object:
+def _terminal(argv: tuple[str, ...], env: dict[str, str], records: list[dict[str, Any]]
+              ) -> object:
+    """Run a TUI in a pseudo-terminal until the endpoint answered ``tools/list``."""
+    import pty
+    import select
+    import signal
+
+    def listed() -> bool:
+        return any('"tools/list"' in r.get("body", "") and "status" in r for r in records)
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: become the TUI
+        os.execvpe(argv[0], list(argv), env)
+    deadline = time.monotonic() + 45
+    try:
+        while time.monotonic() < deadline and not listed():
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(fd, 65_536)
+                except OSError:
+                    break
+                if b"\x1b[6n" in chunk:  # a cursor-position query: answer it
+                    os.write(fd, b"\x1b[1;1R")
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        time.sleep(1)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    return {"tools_listed": listed()}
+
+
+def _servers(mode: str, argv: tuple[str, ...], env: dict[str, str],
+             records: list[dict[str, Any]]) -> object:
     cwd = Path.cwd()
+    if mode.endswith("-tui"):
+        return _terminal(argv, env, records)
     if mode == "codex-exec":
         done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
                               timeout=90, stdin=subprocess.DEVNULL, check=False)
@@ -143,7 +185,7 @@ def _servers(mode: str, argv: tuple[str, ...], env: dict[str, str]) -> object:
         cli.close()
 
 
-def main(mode: str, out: Path) -> None:
+def main(mode: str, out: Path, flags: tuple[str, ...] = ()) -> None:
     records: list[dict[str, Any]] = []
     _record(records)
     scratch = Path(tempfile.mkdtemp(prefix="ck-", dir="/tmp"))
@@ -155,22 +197,31 @@ def main(mode: str, out: Path) -> None:
                                   token_variable="CLANKER_BRIDGE_TOKEN")
         env = dict(os.environ, CLANKER_BRIDGE_TOKEN=agent.token, REFUSING_KEY="dummy-not-a-key")
         base: tuple[str, ...]
-        if mode == "claude-control":
+        if mode == "claude-tui":
+            from clanker_claude.bridge import ClaudeBridge
+            base = ("claude", *flags)
+            provider: Any = ClaudeBridge()
+        elif mode == "codex-tui":
+            from clanker_codex.bridge import CodexBridge
+            base = ("codex", *flags)
+            provider = CodexBridge()
+        elif mode == "claude-control":
             from clanker_claude.bridge import ClaudeBridge
             base = ("claude", "--output-format", "stream-json", "--verbose", "--input-format",
                     "stream-json", "--no-session-persistence")
-            provider: Any = ClaudeBridge()
+            provider = ClaudeBridge()
         else:
             from clanker_codex.bridge import CodexBridge
             base = ("codex", "app-server") if mode == "codex-app-server" else (
                 "codex", "exec", "--skip-git-repo-check", *_refusing_provider(), "hi")
             provider = CodexBridge()
         plan = provider.prepare(attachment_context(argv=base, env=env, cwd=str(Path.cwd()),
-                                                   private_dir=private), endpoint)
+                                                   private_dir=private, user_flags=flags),
+                                endpoint)
         assert plan is not None and plan.argv is not None, "the provider attached nothing"
         files = {p.name: p.read_text() for p in private.iterdir()}
         assert agent.token not in json.dumps([plan.argv, files, dict(plan.env)])
-        servers = _servers(mode, plan.argv, env)
+        servers = _servers(mode, plan.argv, env, records)
         version = subprocess.run([base[0], "--version"], capture_output=True, text=True,
                                  timeout=30, check=False).stdout.strip()
     text = json.dumps({"version": version, "argv": plan.argv, "files": files,
@@ -185,4 +236,4 @@ def main(mode: str, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]))
+    main(sys.argv[1], Path(sys.argv[2]), tuple(sys.argv[3:]))
