@@ -58,6 +58,10 @@ def context(launch: dict[str, Path], flags: tuple[str, ...] = (), *,
                               user_flags=flags)
 
 
+def bridge_for(launch: dict[str, Path]) -> ClaudeBridge:
+    return ClaudeBridge(policy_dir=launch["policy"])
+
+
 def bridge(launch: dict[str, Path], flags: tuple[str, ...] = (), **options: Any
            ) -> AttachmentPlan | None:
     return ClaudeBridge(policy_dir=launch["policy"]).prepare(context(launch, flags, **options),
@@ -206,6 +210,13 @@ def test_a_malformed_projects_table_counts_as_owned(launch: dict[str, Path]) -> 
     assert bridge(launch) is None
     write(launch["home"] / ".claude" / ".claude.json", {"projects": {str(launch["cwd"]): 1}})
     assert bridge(launch) is None
+
+
+@pytest.mark.parametrize("variable", ["", "A-B", "A}B", "${A}", "A B"])
+def test_a_token_variable_that_is_no_name_is_an_operational_failure(
+        launch: dict[str, Path], variable: str) -> None:
+    with pytest.raises(ValueError, match="variable name"):
+        bridge_for(launch).prepare(context(launch), evolve(ENDPOINT, token_variable=variable))
 
 
 def test_a_launch_without_the_token_variable_is_an_operational_failure(

@@ -61,6 +61,10 @@ def context(launch: dict[str, Path], flags: tuple[str, ...] = (), *,
                               user_flags=flags)
 
 
+def bridge_for(launch: dict[str, Path]) -> CodexBridge:
+    return CodexBridge(system_config=launch["system"])
+
+
 def bridge(launch: dict[str, Path], flags: tuple[str, ...] = (), **options: Any
            ) -> AttachmentPlan | None:
     return CodexBridge(system_config=launch["system"]).prepare(context(launch, flags, **options),
@@ -211,6 +215,13 @@ def test_no_home_means_the_configuration_cannot_be_told(launch: dict[str, Path])
                              cwd=str(launch["cwd"]), private_dir=launch["private"])
     assert CodexBridge(system_config=launch["system"]).prepare(ctx, ENDPOINT) is None
     assert CodexGuidance(system_config=launch["system"]).prepare(ctx, GUIDANCE) is None
+
+
+@pytest.mark.parametrize("variable", ["", "A-B", "A}B", "${A}", "A B"])
+def test_a_token_variable_that_is_no_name_is_an_operational_failure(
+        launch: dict[str, Path], variable: str) -> None:
+    with pytest.raises(ValueError, match="variable name"):
+        bridge_for(launch).prepare(context(launch), evolve(ENDPOINT, token_variable=variable))
 
 
 def test_a_launch_without_the_token_variable_is_an_operational_failure(

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from clanker.attachment import AttachmentPlan
+from clanker.envvars import ENV_NAME_PATTERN
 from clanker.stores import home_directory
 from clanker_claude.sessions import config_dir
 
@@ -83,6 +84,9 @@ class ClaudeBridge:
                 ) -> AttachmentPlan | None:
         if not endpoint.url.startswith(_LOOPBACK_PREFIXES):
             raise ValueError("bridge: the endpoint is not a loopback HTTP URL")
+        # The harness expands the variable by name: only a plain name is one.
+        if ENV_NAME_PATTERN.fullmatch(endpoint.token_variable) is None:
+            raise ValueError("bridge: the token variable is not a variable name")
         if endpoint.token_variable not in context.env:
             raise ValueError("bridge: the launch environment has no bridge token")
         name = endpoint.server_name

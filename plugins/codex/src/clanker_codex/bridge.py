@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clanker.attachment import AttachmentPlan
+from clanker.envvars import ENV_NAME_PATTERN
 from clanker_codex.overrides import (
     CONFIG_FLAGS,
     SYSTEM_CONFIG,
@@ -63,6 +64,9 @@ class CodexBridge:
                 ) -> AttachmentPlan | None:
         if not endpoint.url.startswith(_LOOPBACK_PREFIXES):
             raise ValueError("bridge: the endpoint is not a loopback HTTP URL")
+        # The harness expands the variable by name: only a plain name is one.
+        if ENV_NAME_PATTERN.fullmatch(endpoint.token_variable) is None:
+            raise ValueError("bridge: the token variable is not a variable name")
         if endpoint.token_variable not in context.env:
             raise ValueError("bridge: the launch environment has no bridge token")
         if _named_on_command_line(context.user_flags, endpoint.server_name):
