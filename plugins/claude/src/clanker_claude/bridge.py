@@ -26,20 +26,20 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from clanker.attachment import AttachmentPlan
-from clanker.envvars import ENV_NAME_PATTERN
+from clanker.launch.capability import AttachmentPlan
 from clanker.stores import home_directory
 from clanker_claude.sessions import config_dir
 
 if TYPE_CHECKING:
-    from clanker.attachment import AttachmentContext
     from clanker.bridge.capability import BridgeEndpoint
-    from clanker.environment import HostFiles
+    from clanker.launch.capability import AttachmentContext
+    from clanker.stores import HostFiles
 
 __all__ = ["MCP_CONFIG_FILE", "ClaudeBridge", "mcp_config"]
 
@@ -53,6 +53,7 @@ MAX_PROJECT_DEPTH: Final = 64
 _MCP_CONFIG_FLAG: Final = "--mcp-config"
 _STRICT_FLAG: Final = "--strict-mcp-config"
 _LOOPBACK_PREFIXES: Final = ("http://127.0.0.1:", "http://localhost:")
+_VARIABLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _policy_dir() -> Path:
@@ -85,7 +86,7 @@ class ClaudeBridge:
         if not endpoint.url.startswith(_LOOPBACK_PREFIXES):
             raise ValueError("bridge: the endpoint is not a loopback HTTP URL")
         # The harness expands the variable by name: only a plain name is one.
-        if ENV_NAME_PATTERN.fullmatch(endpoint.token_variable) is None:
+        if _VARIABLE_NAME.fullmatch(endpoint.token_variable) is None:
             raise ValueError("bridge: the token variable is not a variable name")
         if endpoint.token_variable not in context.env:
             raise ValueError("bridge: the launch environment has no bridge token")

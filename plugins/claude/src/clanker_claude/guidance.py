@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from clanker.attachment import AttachmentPlan
+from clanker.launch.capability import AttachmentPlan
 
 if TYPE_CHECKING:
-    from clanker.attachment import AttachmentContext
+    from clanker.launch.capability import AttachmentContext
 
 __all__ = ["APPEND_FLAG", "ClaudeGuidance"]
 

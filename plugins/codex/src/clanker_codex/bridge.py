@@ -18,11 +18,11 @@ Checked against Codex CLI 0.171.0 (docs/harnesses/codex.md, "Agent bridge"):
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clanker.attachment import AttachmentPlan
-from clanker.envvars import ENV_NAME_PATTERN
+from clanker.launch.capability import AttachmentPlan
 from clanker_codex.overrides import (
     CONFIG_FLAGS,
     SYSTEM_CONFIG,
@@ -39,12 +39,13 @@ from clanker_codex.overrides import (
 from clanker_codex.sessions import codex_home
 
 if TYPE_CHECKING:
-    from clanker.attachment import AttachmentContext
     from clanker.bridge.capability import BridgeEndpoint
+    from clanker.launch.capability import AttachmentContext
 
 __all__ = ["CodexBridge", "bridge_arguments"]
 
 _LOOPBACK_PREFIXES = ("http://127.0.0.1:", "http://localhost:")
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def bridge_arguments(endpoint: BridgeEndpoint) -> tuple[str, ...]:
@@ -65,7 +66,7 @@ class CodexBridge:
         if not endpoint.url.startswith(_LOOPBACK_PREFIXES):
             raise ValueError("bridge: the endpoint is not a loopback HTTP URL")
         # The harness expands the variable by name: only a plain name is one.
-        if ENV_NAME_PATTERN.fullmatch(endpoint.token_variable) is None:
+        if _VARIABLE_NAME.fullmatch(endpoint.token_variable) is None:
             raise ValueError("bridge: the token variable is not a variable name")
         if endpoint.token_variable not in context.env:
             raise ValueError("bridge: the launch environment has no bridge token")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clanker.attachment import AttachmentPlan
+from clanker.launch.capability import AttachmentPlan
 from clanker_codex.overrides import (
     CONFIG_FLAGS,
     SYSTEM_CONFIG,
@@ -30,7 +30,7 @@ from clanker_codex.overrides import (
 from clanker_codex.sessions import codex_home
 
 if TYPE_CHECKING:
-    from clanker.attachment import AttachmentContext
+    from clanker.launch.capability import AttachmentContext
 
 __all__ = ["KEY", "CodexGuidance"]
 

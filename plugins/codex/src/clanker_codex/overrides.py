@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from clanker.environment import HostFiles
+    from clanker.stores import HostFiles
 
 __all__ = [
     "CONFIG_FLAGS",
