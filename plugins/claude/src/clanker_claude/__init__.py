@@ -14,7 +14,9 @@ from clanker.plugin import (
     define_harness,
 )
 from clanker_claude.attention import ClaudeAttention
+from clanker_claude.bridge import ClaudeBridge
 from clanker_claude.commit import ClaudeCommit
+from clanker_claude.guidance import ClaudeGuidance
 from clanker_claude.launch import ClaudeLaunch
 from clanker_claude.models import ClaudeModels
 from clanker_claude.sessions import ClaudeSessions
@@ -40,4 +42,6 @@ plugin = define_harness(
     attention=ClaudeAttention,
     usage=ClaudeUsage,
     commit=ClaudeCommit,
+    agent_bridge=ClaudeBridge,
+    guidance=ClaudeGuidance,
 )

@@ -14,7 +14,9 @@ from clanker.plugin import (
     define_harness,
 )
 from clanker_codex.attention import CodexAttention
+from clanker_codex.bridge import CodexBridge
 from clanker_codex.commit import CodexCommit
+from clanker_codex.guidance import CodexGuidance
 from clanker_codex.launch import CodexLaunch
 from clanker_codex.models import CodexModels
 from clanker_codex.sessions import CodexSessions
@@ -40,4 +42,6 @@ plugin = define_harness(
     attention=CodexAttention,
     usage=CodexUsage,
     commit=CodexCommit,
+    agent_bridge=CodexBridge,
+    guidance=CodexGuidance,
 )

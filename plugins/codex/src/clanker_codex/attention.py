@@ -39,6 +39,15 @@ from typing import Final
 
 from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
 from clanker.stores import read_regular_file
+from clanker_codex.overrides import (
+    CONFIG_FLAGS,
+    PROFILE_FLAGS,
+    insert_top_level,
+    option_values,
+    override_key,
+    toml_string,
+    words_before_prompt,
+)
 from clanker_codex.sessions import codex_home
 
 __all__ = [
@@ -89,8 +98,6 @@ MAX_CONFIG_BYTES: Final = 1 << 20
 """A configuration file larger than this is not read: attention is declined."""
 POLICY_FILE: Final = Path("/etc/codex/requirements.toml")
 
-_CONFIG_FLAGS: Final = ("-c", "--config")
-_PROFILE_FLAGS: Final = ("-p", "--profile")
 _DISABLE_FLAG: Final = "--disable"
 _HOOKS_FEATURE: Final = "hooks"
 _BYPASS_TRUST_FLAG: Final = "--dangerously-bypass-hook-trust"
@@ -133,16 +140,10 @@ def review_notice(config: Mapping[str, object] | None) -> str | None:
             "on there, or this agent's state can be wrong")
 
 
-def _toml_string(value: str) -> str:
-    """A TOML basic string (the few escapes our constant needs, and all others)."""
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
-
-
 def hook_arguments() -> tuple[str, ...]:
     """The ``-c`` arguments: one command hook per event, identical for every launch."""
     handler = (
-        f'{{type="command",command={_toml_string(HOOK_COMMAND)},'
+        f'{{type="command",command={toml_string(HOOK_COMMAND)},'
         f"timeout={HOOK_TIMEOUT_SECONDS}}}"
     )
     arguments: list[str] = []
@@ -180,66 +181,26 @@ class CodexAttention:
             return Declined(reason=str(conflict))
         if not context.env.get("CLANKER_ATTENTION_COMMAND"):
             raise ValueError("attention: the launch environment has no hook command")
-        # Right after the executable: top-level options apply to the TUI and to
-        # its `resume`/`fork` subcommands alike, and the user's flags, which
-        # come last, keep their order.
-        executable, *rest = context.argv
         # The user's own bypass runs the hooks without any review: nothing to say.
-        bypass = _BYPASS_TRUST_FLAG in _words_before_prompt(context.user_flags)
-        return AttachmentPlan(argv=(executable, *hook_arguments(), *rest),
+        bypass = _BYPASS_TRUST_FLAG in words_before_prompt(context.user_flags)
+        return AttachmentPlan(argv=insert_top_level(context.argv, hook_arguments()),
                               notice=None if bypass else review_notice(config))
 
 
 # -- the user's flags ---------------------------------------------------------------------------
 
 
-def _option_values(words: list[str], names: tuple[str, ...]) -> Iterable[str]:
-    """Each value given to one of ``names`` (``-c V``, ``-cV``, ``--config V``, ``--config=V``)."""
-    long_names = [n for n in names if n.startswith("--")]
-    short_names = [n for n in names if not n.startswith("--")]
-    index = 0
-    while index < len(words):
-        word = words[index]
-        index += 1
-        if word == "--":
-            return  # the rest are prompt words, as Codex reads them
-        if word in names:
-            if index < len(words):
-                yield words[index]
-                index += 1
-            continue
-        for name in long_names:
-            if word.startswith(name + "="):
-                yield word[len(name) + 1:]
-        for name in short_names:
-            if word.startswith(name) and not word.startswith("--") and len(word) > len(name):
-                value = word[len(name):]
-                yield value[1:] if value.startswith("=") else value
-
-
-def _words_before_prompt(flags: Iterable[str]) -> list[str]:
-    """The user's words up to ``--`` (after it they are prompt words, as Codex reads them)."""
-    words = list(flags)
-    return words[:words.index("--")] if "--" in words else words
-
-
-def _override_key(value: str) -> list[str]:
-    """The dotted key of a ``-c key=value`` override, its parts unquoted."""
-    key = value.partition("=")[0].strip()
-    return [part.strip().strip("\"'") for part in key.split(".")]
-
-
 def _check_flags(flags: Iterable[str]) -> None:
     words = list(flags)
-    if any(True for _ in _option_values(words, _PROFILE_FLAGS)):
+    if any(True for _ in option_values(words, PROFILE_FLAGS)):
         raise _Conflict("a Codex profile (--profile) may set its own hooks; launch without "
                         "it to see this agent's state")
-    for value in _option_values(words, _CONFIG_FLAGS):
-        key = _override_key(value)
+    for value in option_values(words, CONFIG_FLAGS):
+        key = override_key(value)
         if key[0] in ("hooks", "profile") or key[:2] == ["features", _HOOKS_FEATURE]:
             raise _Conflict(f"your -c {'.'.join(key)} override owns Codex's hooks; launch "
                             "without it to see this agent's state")
-    if _HOOKS_FEATURE in _option_values(words, (_DISABLE_FLAG,)):
+    if _HOOKS_FEATURE in option_values(words, (_DISABLE_FLAG,)):
         raise _Conflict("--disable hooks turns Codex's hooks off; launch without it to see "
                         "this agent's state")
 
