@@ -1,7 +1,7 @@
 """The agent-bridge contract: how a harness is handed clanker's one loopback
 MCP endpoint at launch. The provider owns only how its CLI receives the
-server; the server, credential and capabilities are shared code's. No service
-calls it yet.
+server; the server, credential and capabilities are shared code's. A ``--bridge`` launch calls it after the bridge step
+(:mod:`clanker.launch.harness_bridge`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from attrs import frozen
 
 from clanker.attachment import AttachmentContext, AttachmentPlan
 
-__all__ = ["AgentBridgeCapability", "BridgeEndpoint"]
+__all__ = ["AgentBridgeCapability", "AttachmentContext", "AttachmentPlan", "BridgeEndpoint"]
 
 
 @frozen(kw_only=True)

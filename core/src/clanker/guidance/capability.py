@@ -1,6 +1,7 @@
 """The guidance contract: how a harness receives the launch-scoped instruction
-text through its own mechanism, leaving the user's own instructions alone. No
-service calls it yet.
+text through its own mechanism, leaving the user's own instructions alone. A
+``--bridge`` launch calls it with :func:`clanker.guidance.text.guidance_text`
+(:mod:`clanker.launch.harness_bridge`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Protocol, runtime_checkable
 
 from clanker.attachment import AttachmentContext, AttachmentPlan
 
-__all__ = ["GuidanceCapability"]
+__all__ = ["AttachmentContext", "AttachmentPlan", "GuidanceCapability"]
 
 
 @runtime_checkable
