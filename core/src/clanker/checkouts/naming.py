@@ -38,12 +38,12 @@ def worktree_directory_name(branch: str) -> str:
     """Return the directory name for ``branch``: ``<slug>-<12 hex digits>``.
 
     The slug is the branch with every run of other characters turned into
-    ``-``, without leading dots or dashes (never a hidden or option-like
-    name), at most 48 characters; the digits are the start of the SHA-256 of
+    ``-``, starting and ending with a letter or digit (never a hidden or
+    option-like name), at most 48 characters; the digits are the start of the SHA-256 of
     the full branch name in UTF-8.
     """
     digest = hashlib.sha256(branch.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_LENGTH]
-    slug = _UNSAFE.sub("-", branch).strip(".-")[:SLUG_LENGTH].rstrip(".-")
+    slug = _UNSAFE.sub("-", branch).strip("._-")[:SLUG_LENGTH].rstrip("._-")
     return f"{slug}-{digest}" if slug else digest
 
 

@@ -77,6 +77,17 @@ class _Document:
 _CONVERTER: Final = make_boundary_converter()
 
 
+def _phase(value: object, _: type[Phase]) -> Phase:
+    # Phase is a str: without its own hook the converter's exact-str hook would
+    # hand back the bare string, which no ``is Phase.X`` matches.
+    if type(value) is not str:
+        raise TypeError(f"expected a phase name, got {type(value).__name__}")
+    return Phase(value)
+
+
+_CONVERTER.register_structure_hook(Phase, _phase)
+
+
 def _key(environment: str, main_checkout: str) -> str:
     return hashlib.sha256(f"{environment}\0{main_checkout}".encode()).hexdigest()[:32]
 
