@@ -22,6 +22,7 @@ __all__ = [
     "PrunePlan",
     "Refusal",
     "Worktree",
+    "WorktreeAgent",
     "WorktreeListing",
 ]
 
@@ -41,6 +42,7 @@ class Refusal(enum.StrEnum):
     NOT_FOUND = "not-found"
     MAIN_CHECKOUT = "main-checkout"
     NOT_OWNED = "not-owned"
+    IN_USE = "in-use"
     LOCKED = "locked"
     TOO_MANY_SUBMODULES = "too-many-submodules"
     REMOVAL_FAILED = "removal-failed"
@@ -174,6 +176,15 @@ class CompletionResult:
 
 
 @frozen(kw_only=True)
+class WorktreeAgent:
+    """An agent the grid says works in a worktree."""
+
+    terminal: str
+    harness: str
+    attention: str
+
+
+@frozen(kw_only=True)
 class Worktree:
     """One worktree of a repository, as git lists it, or as clanker remembers it."""
 
@@ -191,6 +202,8 @@ class Worktree:
     base: str | None = None
     created_at: datetime | None = None
     removed_at: datetime | None = None
+    agents: tuple[WorktreeAgent, ...] = ()
+    """Filled in by the library from the grid (empty when no grid runs)."""
 
 
 @frozen(kw_only=True)
