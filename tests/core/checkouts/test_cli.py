@@ -140,3 +140,13 @@ def test_flags_without_a_harness_are_refused_before_anything_is_made(repo: Path)
     result = invoke("new", "x", "-C", str(repo), "--", "--yolo")
     assert result.exit_code == 2
     assert "x" not in git(repo, "branch", "--format=%(refname:short)").split()
+
+
+def test_a_bare_word_that_is_also_a_directory_is_tried_as_a_branch(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (repo / "docs").mkdir()
+    made = json.loads(invoke("new", "docs", "-C", str(repo), "--json").stdout)
+    monkeypatch.chdir(repo)
+    done = invoke("complete", "docs")
+    assert done.exit_code == 0, done.output
+    assert not Path(made["path"]).exists() and (repo / "docs").is_dir()

@@ -289,3 +289,55 @@ def test_the_record_file_is_kept_when_corrupt(repo: Path, service: CheckoutServi
     assert refused.value.reason is Refusal.STATE_UNUSABLE
     assert record.read_text() == '{"version": 1, "unexpected": true}'
     assert "two" not in branches(repo)
+
+
+def test_a_worktree_recreated_at_clankers_old_path_is_not_clankers(
+        repo: Path, service: CheckoutService) -> None:
+    created = run(service.create(str(repo), "reused"))
+    run(service.complete(str(repo), path=created.path))
+    git(repo, "worktree", "add", "-q", created.path, "reused")  # by hand, outside clanker
+    with pytest.raises(CheckoutError) as refused:
+        run(service.complete(str(repo), path=created.path))
+    assert refused.value.reason is Refusal.NOT_OWNED
+    listing = run(service.list(str(repo)))
+    item = next(w for w in listing.worktrees if w.path == created.path)
+    assert item.listed and not item.created_by_clanker
+
+
+def test_a_retry_with_another_base_is_not_the_same_request(
+        repo: Path, service: CheckoutService) -> None:
+    first = git(repo, "rev-parse", "HEAD").strip()
+    run(service.create(str(repo), "based"))
+    (repo / "app.py").write_text("print('v2')\n")
+    git(repo, "commit", "-qam", "v2")
+    assert not run(service.create(str(repo), "based", base=first)).created
+    with pytest.raises(CheckoutError) as refused:
+        run(service.create(str(repo), "based", base="HEAD"))
+    assert refused.value.reason is Refusal.BRANCH_EXISTS
+
+
+def test_a_directory_inside_the_worktree_names_it(repo: Path, service: CheckoutService) -> None:
+    created = run(service.create(str(repo), "deep"))
+    inner = Path(created.path, "a", "b")
+    inner.mkdir(parents=True)
+    done = run(service.complete(str(repo), path=str(inner)))
+    assert done.status is CompletionStatus.REMOVED and done.path == created.path
+
+
+def test_a_retry_never_hands_out_a_half_checked_out_worktree(
+        repo: Path, service: CheckoutService, tmp_path: Path) -> None:
+    from attrs import evolve
+
+    from clanker.checkouts.provenance import Phase, ProvenanceStore
+
+    created = run(service.create(str(repo), "half"))
+    store = ProvenanceStore(tmp_path / "state", environment="local", main_checkout=str(repo))
+    record = store.find(path=created.path)
+    assert record is not None
+    store.put(evolve(record, phase=Phase.CREATING))  # as a create killed inside git would
+    Path(created.path, "app.py").unlink()  # the checkout had not got this far
+    with pytest.raises(CheckoutError) as refused:
+        run(service.create(str(repo), "half"))
+    assert refused.value.reason is Refusal.PATH_OCCUPIED
+    assert "interrupted" in refused.value.message
+    assert Path(created.path, ".gitignore").exists()  # left as it is

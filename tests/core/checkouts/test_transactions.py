@@ -119,7 +119,7 @@ def test_a_cancelled_create_is_finished_by_the_next(tmp_path: Path, repo: Path, 
     _records_agree_with_git(tmp_path, repo)
 
 
-STEPS_COMPLETE = 10
+STEPS_COMPLETE = 11
 
 
 @pytest.mark.parametrize("discard", [False, True], ids=["clean", "discard-ignored"])

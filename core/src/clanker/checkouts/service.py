@@ -46,6 +46,7 @@ from clanker.checkouts.types import (
 )
 from clanker.descriptor import Transport
 from clanker.environment import Environment
+from clanker.errors import HarnessCapabilityError
 
 __all__ = ["CheckoutService", "Trash", "send_to_trash"]
 
@@ -73,6 +74,10 @@ def _same(a: str, b: str) -> bool:
 
 def _entry(listed: list[ListedWorktree], path: str) -> ListedWorktree | None:
     return next((e for e in listed if _same(e.path, path)), None)
+
+
+def _record_at(store: ProvenanceStore, path: str) -> Record | None:
+    return next((r for r in reversed(store.records()) if _same(r.path, path)), None)
 
 
 def _gone(entry: ListedWorktree | None, path: str) -> bool:
@@ -140,6 +145,10 @@ class CheckoutService:
             if await git.branch_exists(main, branch):
                 if ours and record is not None and here is not None and here.branch == branch \
                         and not here.locked and not _gone(here, path):
+                    if base is not None and await git.commit_of(main, base) != record.base:
+                        raise CheckoutError(Refusal.BRANCH_EXISTS, f"the branch {branch!r} "
+                                            f"exists, created from {record.base[:12]}, not "
+                                            f"from {base!r}")
                     return await self._finish(store, record, main, path, created=False)
                 elsewhere = next((e for e in listed if e.branch == branch), None)
                 if ours and record is not None and record.phase is Phase.CREATING \
@@ -182,14 +191,33 @@ class CheckoutService:
                       created: bool) -> CreationResult:
         copies = CopyReport()
         if record.phase is Phase.CREATING:
-            # Copying skips what is already there, so a retry after a cancelled copy is safe.
-            copies = (await copy_included(self._git, main, path) if self._local else
-                      CopyReport(skipped=(".worktreeinclude: copies are made only on this "
-                                          "machine",)))
+            if not created:
+                await self._check_interrupted(path)
+            copies = await self._copies(main, path)
             record = evolve(record, phase=Phase.ACTIVE)
             store.put(record)
         return CreationResult(main_checkout=main, path=path, branch=record.branch,
                               base=record.base, created=created, copies=copies)
+
+    async def _check_interrupted(self, path: str) -> None:
+        """Refuse to hand out a worktree an interrupted ``git worktree add`` left half
+        checked out (its tracked files missing or its index unwritten)."""
+        changes = await inspect_checkout(self._git, path)
+        if changes.staged.count or changes.tracked.count:
+            raise CheckoutError(Refusal.PATH_OCCUPIED, f"an interrupted create left {path} "
+                                "incomplete; it is left as it is (inspect it, then remove it "
+                                "with git worktree remove --force)")
+
+    async def _copies(self, main: str, path: str) -> CopyReport:
+        # Copying skips what is already there, so a retry after a cancelled copy is safe.
+        # A failed copy leaves the worktree usable: it is reported, never fatal.
+        if not self._local:
+            return CopyReport(skipped=(".worktreeinclude: copies are made only on this machine",))
+        try:
+            return await copy_included(self._git, main, path)
+        except (CheckoutError, HarnessCapabilityError) as exc:
+            reason = exc.message if isinstance(exc, CheckoutError) else exc.kind.value
+            return CopyReport(skipped=(f".worktreeinclude: nothing copied ({reason})",))
 
     # -- complete --------------------------------------------------------------
 
@@ -223,14 +251,16 @@ class CheckoutService:
         listed = await git.worktrees(main)
         target = await self._resolve(main, listed, store, path=path, branch=branch,
                                      cwd=repository)
-        record = store.find(path=target)
-        if record is None:
+        record = _record_at(store, target)
+        entry = _entry(listed, target)
+        if record is None or (record.phase is Phase.REMOVED and not _gone(entry, target)):
+            # Never clanker's, or re-created at clanker's old path by someone else.
             raise CheckoutError(Refusal.NOT_OWNED, f"{target} was not created by clanker; it is "
                                 "left as it is (git worktree remove is yours to run)")
         with store.checkout_lock(os.path.basename(target), f"the worktree {target}"):
             listed = await git.worktrees(main)
             entry = _entry(listed, target)
-            record = store.find(path=target) or record
+            record = _record_at(store, target) or record
             if _gone(entry, target):
                 return await self._already_gone(store, record, main, entry, delete_branch)
             assert entry is not None
@@ -279,8 +309,9 @@ class CheckoutService:
                 raise CheckoutError(Refusal.NOT_FOUND, f"no worktree of this repository is on "
                                     f"the branch {branch!r}")
             return found
-        wanted = os.path.abspath(path) if path is not None else (
-            await self._git.toplevel(cwd) or cwd)
+        # A directory inside a worktree names that worktree; a missing one only itself.
+        given = os.path.abspath(path) if path is not None else cwd
+        wanted = (await self._git.toplevel(given) or given) if os.path.isdir(given) else given
         if _same(wanted, main):
             raise CheckoutError(Refusal.MAIN_CHECKOUT, f"{main} is the main checkout, which "
                                 "is never completed")

@@ -220,21 +220,37 @@ def complete(target: str | None, delete_branch: bool, discard_ignored: bool,
     Exits 24 when changes block it and 25 when only ignored files do; nothing
     is removed then.
     """
-    path = branch = None
     where = _where(repository)
-    if target is not None and os.path.isdir(target):
-        path = os.path.abspath(target)
-        where = path if repository is None else where
-    elif target is not None:
-        branch = target
     with _checkout_errors():
-        result = run_async(library().complete_worktree(
-            where, path=path, branch=branch, delete_branch=delete_branch,
-            discard_ignored=discard_ignored))
+        result = run_async(_complete(where, target, repository is None, delete_branch,
+                                     discard_ignored))
     _report_completion(result, as_json)
     if not result.done:
         raise SystemExit(EXIT_CHECKOUT_DIRTY if result.status.value == "dirty"
                          else EXIT_IGNORED_ONLY)
+
+
+async def _complete(where: str, target: str | None, from_target: bool, delete_branch: bool,
+                    discard_ignored: bool) -> CompletionResult:
+    """TARGET is a path when it is an existing directory; a bare word that is also a
+    directory (``docs``) is tried as a branch when no worktree is there."""
+    from clanker.checkouts.types import CheckoutError, Refusal
+
+    clanker = library()
+    if target is None or not os.path.isdir(target):
+        return await clanker.complete_worktree(where, branch=target, delete_branch=delete_branch,
+                                               discard_ignored=discard_ignored)
+    path = os.path.abspath(target)
+    try:
+        return await clanker.complete_worktree(path if from_target else where, path=path,
+                                               delete_branch=delete_branch,
+                                               discard_ignored=discard_ignored)
+    except CheckoutError as exc:
+        bare = os.sep not in target and not target.startswith(".")
+        if not bare or exc.reason not in (Refusal.NOT_FOUND, Refusal.MAIN_CHECKOUT):
+            raise
+    return await clanker.complete_worktree(where, branch=target, delete_branch=delete_branch,
+                                           discard_ignored=discard_ignored)
 
 
 def _report_completion(result: CompletionResult, as_json: bool) -> None:
