@@ -373,7 +373,8 @@ class Clanker:
             from clanker.checkouts.service import CheckoutService
 
             self._checkouts = CheckoutService(environment=self.environment,
-                                              state_dir=self.paths.state)
+                                              state_dir=self.paths.state,
+                                              occupants=self._agents_in)
         return self._checkouts
 
     async def create_worktree(
@@ -393,16 +394,8 @@ class Clanker:
         :class:`~clanker.checkouts.types.CheckoutError` (its ``reason`` says
         which refusal).
         """
-        from clanker.checkouts.types import CheckoutError, Refusal
-
-        result = await self._checkout_service().create(os.path.abspath(repository), branch,
-                                                       base=base)
-        if not result.created:
-            busy = await self._agents_in(result.path)
-            if busy:
-                raise CheckoutError(Refusal.IN_USE, f"the worktree of {branch!r} is in use by "
-                                    f"a running agent (terminal {busy[0]})")
-        return result
+        return await self._checkout_service().create(os.path.abspath(repository), branch,
+                                                     base=base)
 
     async def worktrees(self, repository: str | os.PathLike[str], *, inspect: bool = True
                         ) -> WorktreeListing:
@@ -447,23 +440,9 @@ class Clanker:
         ``delete_branch`` deletes the branch with ``git branch -d`` only.
         Raises :class:`~clanker.checkouts.types.CheckoutError`.
         """
-        from clanker.checkouts.types import CheckoutError, Refusal
-
-        where = os.path.abspath(repository)
-        service = self._checkout_service()
-        if path is not None or branch is None:
-            target = os.path.abspath(path if path is not None else where)
-            busy = await self._agents_in(target)
-        else:
-            found = next((w for w in (await service.list(where, inspect=False)).worktrees
-                          if w.branch == branch and not w.main), None)
-            busy = await self._agents_in(found.path) if found and found.listed else []
-        if busy:
-            raise CheckoutError(Refusal.IN_USE, f"an agent works in that worktree (terminal "
-                                f"{busy[0]}); it is left as it is")
-        return await service.complete(
-            where, path=None if path is None else os.path.abspath(path), branch=branch,
-            delete_branch=delete_branch, discard_ignored=discard_ignored)
+        return await self._checkout_service().complete(
+            os.path.abspath(repository), path=None if path is None else os.path.abspath(path),
+            branch=branch, delete_branch=delete_branch, discard_ignored=discard_ignored)
 
     async def prune_worktrees(self, repository: str | os.PathLike[str], *,
                               apply: bool = False) -> PrunePlan:

@@ -53,6 +53,9 @@ def test_agents_are_listed_where_they_work_and_protect_their_worktree(
         with pytest.raises(CheckoutError) as refused:
             asyncio.run(attempt)
         assert refused.value.reason is Refusal.IN_USE
+    plan = asyncio.run(clanker.prune_worktrees(repo, apply=True))
+    assert [(c.eligible, c.reason) for c in plan.candidates] == [
+        (False, "an agent works there")]
     assert Path(made.path).is_dir()
     done = asyncio.run(_WithAgents(tmp_path, str(repo)).complete_worktree(repo, branch="busy"))
     assert done.done

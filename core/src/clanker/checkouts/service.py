@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
@@ -52,6 +52,9 @@ __all__ = ["CheckoutService", "Trash", "send_to_trash"]
 
 Trash = Callable[[str], None]
 """Moves a path into the user's Trash, or raises :class:`OSError`."""
+
+Occupants = Callable[[str], Awaitable[Sequence[str]]]
+"""Who works in a checkout: the ids of the agents running in it (none: idle)."""
 
 _NO_TRASH: Final = "the Trash is available only for checkouts on this machine"
 
@@ -89,16 +92,25 @@ class CheckoutService:
 
     ``state_dir`` is clanker's state directory (records and locks live under
     it). ``trash`` moves a checkout to the user's Trash (default:
-    :func:`send_to_trash`).
+    :func:`send_to_trash`). ``occupants`` says which agents work in a
+    checkout (default: none known); one that is occupied is never completed
+    and never handed out again by a retried create.
     """
 
     def __init__(self, *, environment: Environment, state_dir: Path,
-                 trash: Trash | None = None) -> None:
+                 trash: Trash | None = None, occupants: Occupants | None = None) -> None:
         self._git = Git(environment.executor)
         self._environment = environment.name
         self._local = environment.transport is Transport.LOCAL
         self._state = state_dir
         self._trash = trash or send_to_trash
+        self._occupants = occupants
+
+    async def _refuse_occupied(self, path: str, what: str) -> None:
+        found = await self._occupants(path) if self._occupants is not None else ()
+        if found:
+            raise CheckoutError(Refusal.IN_USE, f"{what} is in use by a running agent "
+                                f"(terminal {found[0]}); it is left as it is")
 
     def _store(self, main: str) -> ProvenanceStore:
         return ProvenanceStore(self._state, environment=self._environment, main_checkout=main)
@@ -128,8 +140,8 @@ class CheckoutService:
         A retry for a branch this service created, whose worktree is still
         attached there, answers with that checkout (``created=False``). Raises
         :class:`CheckoutError`: ``invalid-branch``, ``invalid-base``,
-        ``branch-exists``, ``path-occupied``, ``busy``, ``not-a-repository``,
-        ``git-failed``, ``state-unusable``.
+        ``branch-exists``, ``path-occupied``, ``busy``, ``in-use``,
+        ``not-a-repository``, ``git-failed``, ``state-unusable``.
         """
         git = self._git
         main = await git.main_checkout(repository)
@@ -149,6 +161,7 @@ class CheckoutService:
                         raise CheckoutError(Refusal.BRANCH_EXISTS, f"the branch {branch!r} "
                                             f"exists, created from {record.base[:12]}, not "
                                             f"from {base!r}")
+                    await self._refuse_occupied(path, f"the worktree of {branch!r}")
                     return await self._finish(store, record, main, path, created=False)
                 elsewhere = next((e for e in listed if e.branch == branch), None)
                 if ours and record is not None and record.phase is Phase.CREATING \
@@ -243,7 +256,7 @@ class CheckoutService:
 
         Raises :class:`CheckoutError`: ``not-found``, ``main-checkout``,
         ``not-owned``, ``locked``, ``busy``, ``too-many-submodules``,
-        ``removal-failed``, ``unsupported``, ``git-failed``.
+        ``in-use``, ``removal-failed``, ``unsupported``, ``git-failed``.
         """
         git = self._git
         main = await git.main_checkout(repository)
@@ -264,6 +277,7 @@ class CheckoutService:
             if _gone(entry, target):
                 return await self._already_gone(store, record, main, entry, delete_branch)
             assert entry is not None
+            await self._refuse_occupied(target, f"the worktree {target}")
             if entry.locked:
                 raise CheckoutError(Refusal.LOCKED, f"{target} is locked (git worktree "
                                     "unlock it first); nothing was removed")
@@ -485,6 +499,8 @@ class CheckoutService:
         ) if failed), None)
         if refusal is not None or item.branch is None:
             return refusal or "not on a branch"
+        if self._occupants is not None and item.listed and await self._occupants(item.path):
+            return "an agent works there"
         if not await self._git.branch_exists(main, item.branch):
             return "its branch no longer exists"
         if not await self._git.is_ancestor(main, f"refs/heads/{item.branch}", "HEAD"):
