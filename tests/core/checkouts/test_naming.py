@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
+import subprocess
 
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clanker.checkouts.naming import (
@@ -16,6 +19,9 @@ from clanker.checkouts.naming import (
     worktree_directory_name,
     worktree_path,
 )
+from clanker.checkouts.service import CheckoutService
+from clanker.checkouts.types import CheckoutError, Refusal
+from clanker.environment.local import LocalEnvironment
 
 branch_names = st.text(min_size=1, max_size=200)
 _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -49,3 +55,32 @@ def test_the_path_is_one_component_inside_the_container(branch: str) -> None:
     path = worktree_path(main, branch)
     assert os.path.dirname(path) == container_of(main) == "/home/me/my project-worktrees"
     assert os.path.basename(path) not in ("", ".", "..")
+
+
+def test_the_branch_check_agrees_with_git(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Whatever the text, the service accepts exactly the names git accepts unchanged,
+    and refuses the rest with ``invalid-branch``, never with anything else."""
+    repo = tmp_path_factory.mktemp("names")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    service = CheckoutService(environment=LocalEnvironment(),
+                              state_dir=tmp_path_factory.mktemp("state"))
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.one_of(st.text(min_size=1, max_size=30),
+                     st.from_regex(r"[a-z]{1,8}(/[a-z0-9._-]{1,8}){0,3}", fullmatch=True)))
+    def check(name: str) -> None:
+        if "\0" in name:
+            git_says = False
+        else:
+            done = subprocess.run(["git", "check-ref-format", "--branch", name],
+                                  capture_output=True, text=True, check=False)
+            git_says = done.returncode == 0 and done.stdout.rstrip("\n") == name
+        try:
+            asyncio.run(service.validate_branch(str(repo), name))
+            accepted = True
+        except CheckoutError as refused:
+            assert refused.reason is Refusal.INVALID_BRANCH
+            accepted = False
+        assert accepted == (git_says and not name.startswith("-")), name
+
+    check()
