@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clanker.api import Clanker
@@ -76,6 +76,7 @@ def test_the_record_file_is_private_and_bounded(tmp_path: Path) -> None:
     assert json.loads(store.path.read_text())["main_checkout"] == "/r"
 
 
+@settings(deadline=None, max_examples=40)  # each example writes a file: never timed
 @given(branch=st.text(min_size=1, max_size=40), phase=st.sampled_from(Phase),
        removed=st.booleans())
 def test_records_read_back_as_written(tmp_path_factory: pytest.TempPathFactory, branch: str,

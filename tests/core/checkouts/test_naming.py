@@ -24,9 +24,12 @@ from clanker.checkouts.types import CheckoutError, Refusal
 from clanker.environment.local import LocalEnvironment
 
 branch_names = st.text(min_size=1, max_size=200)
+# No deadline: a loaded machine must never turn a slow example into a failure.
+QUICK = settings(deadline=None, max_examples=200)
 _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
+@QUICK
 @given(branch_names)
 def test_the_name_is_deterministic_and_safe(branch: str) -> None:
     name = worktree_directory_name(branch)
@@ -37,6 +40,7 @@ def test_the_name_is_deterministic_and_safe(branch: str) -> None:
     assert name.endswith(digest[:HASH_LENGTH])
 
 
+@QUICK
 @given(branch_names, branch_names)
 def test_different_branches_never_share_a_directory(a: str, b: str) -> None:
     assert (worktree_directory_name(a) == worktree_directory_name(b)) == (a == b)
@@ -49,6 +53,7 @@ def test_names_that_fold_together_stay_apart() -> None:
     assert worktree_directory_name("feature/foo").startswith("feature-foo-")
 
 
+@QUICK
 @given(branch_names)
 def test_the_path_is_one_component_inside_the_container(branch: str) -> None:
     main = "/home/me/my project"
