@@ -150,3 +150,13 @@ def test_a_bare_word_that_is_also_a_directory_is_tried_as_a_branch(
     done = invoke("complete", "docs")
     assert done.exit_code == 0, done.output
     assert not Path(made["path"]).exists() and (repo / "docs").is_dir()
+
+
+def test_without_git_on_path_exits_4(repo: Path, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    result = invoke("list", "-C", str(repo), "--json")
+    assert result.exit_code == 4
+    assert json.loads(result.stdout)["error"]["kind"] == "binary-unavailable"

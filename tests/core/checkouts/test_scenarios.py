@@ -341,3 +341,46 @@ def test_a_retry_never_hands_out_a_half_checked_out_worktree(
     assert refused.value.reason is Refusal.PATH_OCCUPIED
     assert "interrupted" in refused.value.message
     assert Path(created.path, ".gitignore").exists()  # left as it is
+
+
+def test_worktreeinclude_intersects_directories_both_ways(
+        repo: Path, service: CheckoutService) -> None:
+    (repo / ".gitignore").write_text("build/\n*.local\n")
+    (repo / "config").mkdir()
+    (repo / "config" / "app.yml").write_text("tracked\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "config")
+    (repo / "config" / "db.local").write_text("secret\n")
+    (repo / "config" / "new.yml").write_text("untracked, not ignored\n")
+    (repo / "build").mkdir()
+    (repo / "build" / "keep.txt").write_text("k\n")
+    (repo / "build" / "drop.txt").write_text("d\n")
+    # gitignore rules: a file is re-included only when its directory is not excluded.
+    (repo / ".worktreeinclude").write_text("config/*\n!config/other.local\nbuild/keep.txt\n")
+    (repo / "config" / "other.local").write_text("negated\n")
+    created = run(service.create(str(repo), "include-dirs"))
+    where = Path(created.path)
+    assert sorted(created.copies.copied) == ["build/keep.txt", "config/db.local"]
+    assert not (where / "build" / "drop.txt").exists()
+    assert not (where / "config" / "new.yml").exists()
+    assert not (where / "config" / "other.local").exists()
+    assert (where / "config" / "app.yml").read_text() == "tracked\n"
+
+
+def test_an_unavailable_trash_keeps_the_checkout(repo: Path, tmp_path: Path, home: Path) -> None:
+    def no_trash(path: str) -> None:
+        raise OSError(5, "Input/output error")
+
+    service = CheckoutService(environment=LocalEnvironment(), state_dir=tmp_path / "state",
+                              trash=no_trash)
+    created = run(service.create(str(repo), "stuck"))
+    Path(created.path, "x.log").write_text("x\n")
+    with pytest.raises(CheckoutError) as refused:
+        run(service.complete(str(repo), path=created.path, discard_ignored=True,
+                             delete_branch=True))
+    assert refused.value.reason is Refusal.REMOVAL_FAILED
+    assert "it is kept" in refused.value.message
+    assert Path(created.path, "x.log").exists() and created.path in listed_paths(repo)
+    assert "stuck" in branches(repo)
+    item = next(w for w in run(service.list(str(repo))).worktrees if w.path == created.path)
+    assert item.created_by_clanker and item.dirtiness is Dirtiness.IGNORED_ONLY
