@@ -216,8 +216,9 @@ def complete(target: str | None, delete_branch: bool, discard_ignored: bool,
              repository: str | None, as_json: bool) -> None:
     """Remove a worktree clanker created (default: the one you are in).
 
-    PATH is an existing directory; anything else is read as a BRANCH name.
-    Exits 24 when changes block it and 25 when only ignored files do; nothing
+    PATH is an existing directory (a bare name such as `docs` that is no
+    worktree is then tried as a branch); anything else is read as a BRANCH
+    name. Exits 24 when changes block it and 25 when only ignored files do; nothing
     is removed then.
     """
     where = _where(repository)
