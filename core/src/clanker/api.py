@@ -36,6 +36,13 @@ if TYPE_CHECKING:
     from clanker.accounts.service import AccountService
     from clanker.bridge.cmd import BridgeClient
     from clanker.bridge.declaration import HostCapability
+    from clanker.checkouts.service import CheckoutService
+    from clanker.checkouts.types import (
+        CompletionResult,
+        CreationResult,
+        PrunePlan,
+        WorktreeListing,
+    )
     from clanker.commit.message import Style
     from clanker.commit.service import CommitProposal, CommitService
     from clanker.descriptor import SessionOperation
@@ -84,6 +91,7 @@ class Clanker:
         self._usage: UsageService | None = None
         self._accounts: AccountService | None = None
         self._launch: LaunchService | None = None
+        self._checkouts: CheckoutService | None = None
 
     # -- composition ---------------------------------------------------------
 
@@ -392,6 +400,106 @@ class Clanker:
             self.harness(harness), request, options or LaunchOptions(), report=report,
             notify=notify)
 
+    # -- isolated checkouts (git worktrees) -----------------------------------
+
+    def _checkout_service(self) -> CheckoutService:
+        if self._checkouts is None:
+            from clanker.checkouts.service import CheckoutService
+
+            self._checkouts = CheckoutService(environment=self.environment,
+                                              state_dir=self.paths.state,
+                                              occupants=self._agents_in)
+        return self._checkouts
+
+    async def create_worktree(
+        self,
+        repository: str | os.PathLike[str],
+        branch: str,
+        *,
+        base: str | None = None,
+    ) -> CreationResult:
+        """Create a worktree on the new ``branch``, from ``base`` (default: the main
+        checkout's ``HEAD``), at ``<repo>-worktrees/<name>-<hash>``.
+
+        ``repository`` is any directory of the repository. Ignored files that
+        ``.worktreeinclude`` names are copied in. Asking again for a branch
+        clanker created, whose worktree is still there and where no agent
+        works, answers with that worktree (``created`` is ``False``). Raises
+        :class:`~clanker.checkouts.types.CheckoutError` (its ``reason`` says
+        which refusal).
+        """
+        return await self._checkout_service().create(os.path.abspath(repository), branch,
+                                                     base=base)
+
+    async def worktrees(self, repository: str | os.PathLike[str], *, inspect: bool = True
+                        ) -> WorktreeListing:
+        """Every worktree of the repository: the ones git lists (the main checkout
+        first) and the ones clanker created that git no longer lists, each with
+        its branch, whether clanker created it, its dirtiness (``inspect``) and
+        the agents the grid says work there."""
+        from attrs import evolve
+
+        listing = await self._checkout_service().list(os.path.abspath(repository),
+                                                      inspect=inspect)
+        agents = await self._grid_agents()
+        if not agents:
+            return listing
+        from clanker.checkouts.types import WorktreeAgent
+
+        owners: dict[str, list[WorktreeAgent]] = {}
+        for entry in agents:
+            home = _deepest([w.path for w in listing.worktrees if w.listed], entry.location)
+            if home is not None:
+                owners.setdefault(home, []).append(WorktreeAgent(
+                    terminal=entry.terminal, harness=entry.harness, attention=entry.attention))
+        return evolve(listing, worktrees=tuple(
+            evolve(w, agents=tuple(owners.get(w.path, ()))) if w.listed else w
+            for w in listing.worktrees))
+
+    async def complete_worktree(
+        self,
+        repository: str | os.PathLike[str],
+        *,
+        path: str | os.PathLike[str] | None = None,
+        branch: str | None = None,
+        delete_branch: bool = False,
+        discard_ignored: bool = False,
+    ) -> CompletionResult:
+        """Remove a worktree clanker created: the one at ``path``, on ``branch``, or
+        (neither) the one ``repository`` is in.
+
+        Strict: changes block (status ``dirty``), ignored files alone block
+        (``ignored-only``) unless ``discard_ignored`` (the whole checkout then
+        goes to the Trash). Nothing is removed while an agent works there.
+        ``delete_branch`` deletes the branch with ``git branch -d`` only.
+        Raises :class:`~clanker.checkouts.types.CheckoutError`.
+        """
+        return await self._checkout_service().complete(
+            os.path.abspath(repository), path=None if path is None else os.path.abspath(path),
+            branch=branch, delete_branch=delete_branch, discard_ignored=discard_ignored)
+
+    async def prune_worktrees(self, repository: str | os.PathLike[str], *,
+                              apply: bool = False) -> PrunePlan:
+        """Which worktrees clanker created are merged into the main checkout's
+        ``HEAD`` and clean (or already gone); with ``apply``, complete each and
+        delete its branch (``git branch -d``). Without ``apply`` nothing changes."""
+        return await self._checkout_service().prune(os.path.abspath(repository), apply=apply)
+
+    async def _grid_agents(self) -> list[TerminalEntry]:
+        import asyncio
+
+        from clanker.grid.errors import GridPathError
+
+        try:
+            return await asyncio.to_thread(self.agents)
+        except GridPathError:
+            return []  # no grid can run from an unusable directory: no agent is known
+
+    async def _agents_in(self, path: str) -> list[str]:
+        inside = path.rstrip(os.sep) + os.sep
+        return [entry.terminal for entry in await self._grid_agents()
+                if (entry.location + os.sep).startswith(inside)]
+
     # -- the grid and attention ----------------------------------------------
 
     def grid_status(self) -> GridStatus:
@@ -478,3 +586,8 @@ class Clanker:
                 "the grid is not running (start it with `clanker grid start`)")
         return GridClient(found.location.socket)
 
+
+def _deepest(paths: list[str], location: str) -> str | None:
+    """The longest of ``paths`` that is ``location`` or contains it."""
+    inside = [p for p in paths if (location + os.sep).startswith(p.rstrip(os.sep) + os.sep)]
+    return max(inside, key=len, default=None)

@@ -14,13 +14,17 @@ __all__ = [
     "EXIT_ACCOUNT",
     "EXIT_ACCOUNT_STORE",
     "EXIT_BUSY",
+    "EXIT_CHECKOUT_DIRTY",
+    "EXIT_CHECKOUT_REFUSED",
     "EXIT_CODES",
     "EXIT_GRID_UNAVAILABLE",
+    "EXIT_IGNORED_ONLY",
     "EXIT_INTERNAL",
     "EXIT_NOTHING_TO_COMMIT",
     "EXIT_NOT_A_REPOSITORY",
     "EXIT_NOT_FOUND",
     "EXIT_OK",
+    "EXIT_REMOVAL_FAILED",
     "EXIT_USAGE",
     "ErrorKind",
     "HarnessCapabilityError",
@@ -69,6 +73,10 @@ EXIT_NOT_A_REPOSITORY: Final = 15  # commit-message outside a git work tree
 EXIT_NOTHING_TO_COMMIT: Final = 16  # commit-message with a clean work tree
 EXIT_BUSY: Final = 17  # another commit-message request for the same repository is running
 EXIT_GRID_UNAVAILABLE: Final = 18  # the grid is not running, cannot start, or is unsafe to use
+EXIT_CHECKOUT_REFUSED: Final = 23  # `worktree`: the checkout cannot be created or completed so
+EXIT_CHECKOUT_DIRTY: Final = 24  # `worktree complete`: changes block it; nothing was removed
+EXIT_IGNORED_ONLY: Final = 25  # `worktree complete`: only ignored files; --discard-ignored
+EXIT_REMOVAL_FAILED: Final = 26  # `worktree`: removal failed or was not verified; it is kept
 EXIT_ACCOUNT: Final = 27  # the account cannot be used or changed as asked
 EXIT_ACCOUNT_STORE: Final = 28  # the account settings could not be read or saved
 

@@ -1,6 +1,7 @@
 """The agent-bridge contract: how a harness is handed clanker's one loopback
 MCP endpoint at launch. The provider owns only how its CLI receives the
-server; the server, credential and capabilities are shared code's. A ``--bridge`` launch calls it after the bridge step
+server; the server, credential and capabilities are shared code's. A ``--bridge``
+launch calls it after the bridge step
 (:mod:`clanker.launch.harness_bridge`).
 """
 

@@ -42,6 +42,8 @@ _COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
     "status": ("clanker.cli.status", "status", "List running agents and what they need."),
     "usage": ("clanker.cli.usage", "usage", "Show every subscription's remaining quota."),
     "watch": ("clanker.cli.status", "watch", "Follow running agents live."),
+    "worktree": ("clanker.cli.worktree", "worktree",
+                 "Create, list and complete isolated git worktrees."),
 }
 
 
