@@ -9,8 +9,9 @@ Checked against opencode-ai 1.18.33 (docs/harnesses/opencode.md, "Agent bridge")
 - ``{env:NAME}`` is replaced in ``OPENCODE_CONFIG_CONTENT``'s text before it is
   parsed, so the ``Authorization`` header names the token's variable and
   OpenCode reads the value from its own environment.
-- ``oauth: false``: the endpoint answers a bad credential with a plain 401, and
-  OpenCode would otherwise take a 401 for an OAuth server and start a sign-in.
+- ``oauth: false`` turns OpenCode's OAuth auto-detection off (its schema: "Set
+  to false to disable OAuth auto-detection"): the bearer header is the whole
+  authentication, and there is no OAuth server to find.
 
 The variable holds one document: whatever an earlier step (attention's
 plugin) or the user's own environment put there is kept as it is, and the
