@@ -1,9 +1,11 @@
 """Hermes's guidance (``HERMES_EPHEMERAL_SYSTEM_PROMPT``, read by the classic CLI);
-no agent bridge (MCP servers live only in ``config.yaml``). Built from hermes-agent
-0.19.0's source: not seen reaching a request (docs/harnesses/hermes.md)."""
+no agent bridge (MCP servers live only in ``config.yaml``). The system message the
+classic CLI of hermes-agent 0.19.0 sent with it was captured from a loopback stand-in
+provider (``fixtures/guidance-system-prompt.json``)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +68,10 @@ def test_a_profile_home_is_where_the_config_is_read(tmp_path: Path) -> None:
     (profile / "config.yaml").write_text("agent:\n  system_prompt: theirs\n")
     context = launch(tmp_path, env={"HERMES_HOME": str(profile)})
     assert HermesGuidance().prepare(context, "g") is None
+
+
+def test_the_captured_system_message_ends_with_the_guidance() -> None:
+    seen = json.loads((Path(__file__).with_name("fixtures")
+                       / "guidance-system-prompt.json").read_text())
+    assert seen["messages"][0] == "system"
+    assert seen["system_prompt_tail"].endswith("\n\nCLANKER GUIDANCE: ask clanker first.")
