@@ -77,3 +77,9 @@ def test_the_captured_system_prompt_ends_with_the_guidance() -> None:
     assert seen["argv"][:3] == ["omp", "launch",
                                 f"{APPEND_FLAG}=<launch private dir>/{GUIDANCE_FILE_NAME}"]
     assert seen["system_prompt_tail"].endswith("CLANKER GUIDANCE: ask clanker first.")
+
+
+def test_a_second_flag_was_seen_replacing_the_first_so_none_is_right() -> None:
+    seen = json.loads((FIXTURES / "guidance-system-prompt.json").read_text())["two_flags"]
+    assert seen["first_text_in_system_prompt"] is False
+    assert seen["system_prompt_tail"].endswith("SECOND TEXT.")
