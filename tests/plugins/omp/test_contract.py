@@ -30,7 +30,8 @@ class TestOmpContract(HarnessProviderContract):
     plugin = clanker_omp.plugin
     harness_id = "omp"
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
-                              Capability.ATTENTION, Capability.USAGE, Capability.COMMIT})
+                              Capability.ATTENTION, Capability.USAGE, Capability.COMMIT,
+                              Capability.GUIDANCE})
 
     # launch
     valid_session_ids = (SOURCE_ID, FORK_ID, "3f2c9a4e-8b1d-4c6e-9f0a-1b2c3d4e5f60")

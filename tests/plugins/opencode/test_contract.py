@@ -32,7 +32,8 @@ class TestOpenCodeContract(HarnessProviderContract):
     plugin = clanker_opencode.plugin
     harness_id = "opencode"
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
-                              Capability.ATTENTION, Capability.COMMIT})
+                              Capability.ATTENTION, Capability.COMMIT,
+                              Capability.AGENT_BRIDGE, Capability.GUIDANCE})
 
     # launch
     valid_session_ids = (*SESSION_IDS, "ses_dd492bd1fffecAWp6ORPt8WKIi")

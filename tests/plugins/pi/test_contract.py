@@ -34,7 +34,7 @@ class TestPiContract(HarnessProviderContract):
     plugin = clanker_pi.plugin
     harness_id = "pi"
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
-                              Capability.ATTENTION, Capability.COMMIT})
+                              Capability.ATTENTION, Capability.COMMIT, Capability.GUIDANCE})
 
     # launch
     valid_session_ids = (

@@ -14,6 +14,7 @@ from clanker.plugin import (
     define_harness,
 )
 from clanker_hermes.attention import HermesAttention
+from clanker_hermes.guidance import HermesGuidance
 from clanker_hermes.launch import HermesLaunch
 from clanker_hermes.models import HermesModels
 from clanker_hermes.sessions import HermesSessions
@@ -38,4 +39,5 @@ plugin = define_harness(
     sessions=HermesSessions,
     attention=HermesAttention,
     usage=HermesUsage,
+    guidance=HermesGuidance,
 )

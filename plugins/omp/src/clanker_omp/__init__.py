@@ -15,6 +15,7 @@ from clanker.plugin import (
 )
 from clanker_omp.attention import OmpAttention
 from clanker_omp.commit import OmpCommit
+from clanker_omp.guidance import OmpGuidance
 from clanker_omp.launch import OmpLaunch
 from clanker_omp.models import OmpModels
 from clanker_omp.sessions import OmpSessions
@@ -41,4 +42,5 @@ plugin = define_harness(
     attention=OmpAttention,
     usage=OmpUsage,
     commit=OmpCommit,
+    guidance=OmpGuidance,
 )

@@ -14,7 +14,9 @@ from clanker.plugin import (
     define_harness,
 )
 from clanker_opencode.attention import OpenCodeAttention
+from clanker_opencode.bridge import OpenCodeAgentBridge
 from clanker_opencode.commit import OpenCodeCommit
+from clanker_opencode.guidance import OpenCodeGuidance
 from clanker_opencode.launch import OpenCodeLaunch
 from clanker_opencode.models import OpenCodeModels
 from clanker_opencode.sessions import OpenCodeSessions
@@ -39,4 +41,6 @@ plugin = define_harness(
     sessions=OpenCodeSessions,
     attention=OpenCodeAttention,
     commit=OpenCodeCommit,
+    agent_bridge=OpenCodeAgentBridge,
+    guidance=OpenCodeGuidance,
 )

@@ -15,6 +15,7 @@ from clanker.plugin import (
 )
 from clanker_pi.attention import PiAttention
 from clanker_pi.commit import PiCommit
+from clanker_pi.guidance import PiGuidance
 from clanker_pi.launch import PiLaunch
 from clanker_pi.models import PiModels
 from clanker_pi.sessions import PiSessions
@@ -38,4 +39,5 @@ plugin = define_harness(
     sessions=PiSessions,
     attention=PiAttention,
     commit=PiCommit,
+    guidance=PiGuidance,
 )
