@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
@@ -122,6 +121,8 @@ def json_option(function: Callable[P, T]) -> Callable[P, T]:
 
 def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run ``coroutine``; Ctrl+C cancels it (children are reaped) and exits 130."""
+    import asyncio  # here: commands that never run a coroutine (`status`) skip its import
+
     try:
         return asyncio.run(coroutine)
     except KeyboardInterrupt:

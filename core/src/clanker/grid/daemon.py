@@ -25,7 +25,6 @@ library code and ``clanker launch``.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import fcntl
 import logging
@@ -348,6 +347,8 @@ def serve(location: GridLocation, *, ready_fd: int | None = None) -> int:
 
 
 def _serve(location: GridLocation, ready: _Ready) -> int:
+    import asyncio  # only the daemon itself runs a loop; `clanker status` never does
+
     from clanker.grid.server import Grid  # the broker is only needed here
 
     secure_directory(location.directory)

@@ -13,12 +13,6 @@ from clanker.plugin import (
     Transport,
     define_harness,
 )
-from clanker_codex.attention import CodexAttention
-from clanker_codex.commit import CodexCommit
-from clanker_codex.launch import CodexLaunch
-from clanker_codex.models import CodexModels
-from clanker_codex.sessions import CodexSessions
-from clanker_codex.usage import CodexUsage
 
 __all__ = ["plugin"]
 
@@ -34,10 +28,10 @@ plugin = define_harness(
         install_hint="npm install -g @openai/codex",
         homepage="https://github.com/openai/codex",
     ),
-    launch=CodexLaunch,
-    models=CodexModels,
-    sessions=CodexSessions,
-    attention=CodexAttention,
-    usage=CodexUsage,
-    commit=CodexCommit,
+    launch="clanker_codex.launch:CodexLaunch",
+    models="clanker_codex.models:CodexModels",
+    sessions="clanker_codex.sessions:CodexSessions",
+    attention="clanker_codex.attention:CodexAttention",
+    usage="clanker_codex.usage:CodexUsage",
+    commit="clanker_codex.commit:CodexCommit",
 )

@@ -13,11 +13,6 @@ from clanker.plugin import (
     Transport,
     define_harness,
 )
-from clanker_opencode.attention import OpenCodeAttention
-from clanker_opencode.commit import OpenCodeCommit
-from clanker_opencode.launch import OpenCodeLaunch
-from clanker_opencode.models import OpenCodeModels
-from clanker_opencode.sessions import OpenCodeSessions
 
 __all__ = ["plugin"]
 
@@ -34,9 +29,9 @@ plugin = define_harness(
         install_hint="npm install -g opencode-ai",
         homepage="https://opencode.ai",
     ),
-    launch=OpenCodeLaunch,
-    models=OpenCodeModels,
-    sessions=OpenCodeSessions,
-    attention=OpenCodeAttention,
-    commit=OpenCodeCommit,
+    launch="clanker_opencode.launch:OpenCodeLaunch",
+    models="clanker_opencode.models:OpenCodeModels",
+    sessions="clanker_opencode.sessions:OpenCodeSessions",
+    attention="clanker_opencode.attention:OpenCodeAttention",
+    commit="clanker_opencode.commit:OpenCodeCommit",
 )
