@@ -241,7 +241,8 @@ class AnswerCache:
         if self._path is None:
             return
         with contextlib.suppress(OSError, ValueError):
-            write_json_atomic(self._path, _converter().unstructure(document))
+            write_json_atomic(self._path, _converter().unstructure(document),
+                              fsync=False)  # a kept answer is re-derived when lost
 
     def _document(self, entries: Iterable[tuple[dict[str, str], tuple[FileState, ...], Answer]]
                   ) -> _Document:

@@ -155,7 +155,7 @@ class SummaryCache:
         document = {"version": _VERSION, "harness": self._harness, "reading": self._reading,
                     "rows": rows}
         with contextlib.suppress(OSError):
-            write_json_atomic(self._path, document)
+            write_json_atomic(self._path, document, fsync=False)  # rebuildable
             self._dirty = False
 
     def _load(self, path: Path) -> None:
