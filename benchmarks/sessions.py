@@ -304,6 +304,29 @@ def opencode_runs(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     }
 
 
+_PEAK = (
+    "import resource, subprocess, sys, time\n"
+    "started = time.perf_counter()\n"
+    "done = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, check=True)\n"
+    "took = time.perf_counter() - started\n"
+    "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024\n"
+    "print(took, peak, len(done.stdout))\n"
+)
+
+
+def cli_listing(tree: Path, home: Path) -> dict[str, float]:
+    """One whole `clanker sessions --json --all --limit 100000` process: wall time and
+    its peak RSS (measured by a parent that runs nothing else)."""
+    env = {**environ(tree), "CLANKER_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, sys.executable, "-m", "clanker.cli", "sessions", "--json",
+         "--all", "--limit", "100000"],
+        capture_output=True, text=True, check=True, env={**os.environ, **env},
+    )
+    took, peak, size = done.stdout.split()
+    return {"seconds": float(took), "rss_mb": float(peak), "bytes": float(size)}
+
+
 def naive(tree: Path) -> tuple[float, int]:
     """Read every file whole and decode every line: what a careless scan does."""
     started = time.perf_counter()
@@ -327,6 +350,9 @@ def main() -> None:
                         default=OPENCODE_DB_PATH_SECONDS)
     parser.add_argument("--opencode-only", action="store_true",
                         help="measure OpenCode alone (no file-store tree)")
+    parser.add_argument("--no-naive", action="store_true",
+                        help="skip the naive full parse (minutes on a large tree)")
+    parser.add_argument("--no-opencode", action="store_true", help="skip the OpenCode rows")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--opencode-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
@@ -337,8 +363,8 @@ def main() -> None:
     if args.opencode_child:
         print(json.dumps(measure_opencode(dict(os.environ))))
         return
-    opencode = opencode_runs(args)
-    opencode_lines = [
+    opencode = None if args.no_opencode else opencode_runs(args)
+    opencode_lines = [] if opencode is None else [
         "",
         f"OpenCode (a double of `opencode` 1.18.33 that sleeps "
         f"{args.opencode_list_seconds:.1f} s per `session list` and "
@@ -388,7 +414,12 @@ def main() -> None:
     bounded = child(512, default_cache, fresh=True)
     full = child(1_000_000, full_cache, fresh=True)
     reopened = child(1_000_000, full_cache, fresh=False)  # a second CLI run: the disk cache
-    baseline, files = naive(args.tree)
+    cli_home = args.tree.with_name(args.tree.name + "-cli-home")
+    shutil.rmtree(cli_home, ignore_errors=True)
+    cli_cold = cli_listing(args.tree, cli_home)
+    cli_cached = cli_listing(args.tree, cli_home)
+    files = sum(1 for _ in args.tree.rglob("*.jsonl"))
+    baseline = float("nan") if args.no_naive else naive(args.tree)[0]
     lines = [
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
         f"Python {platform.python_version()}. Date: {datetime.now(UTC):%Y-%m-%d}.",
@@ -410,6 +441,11 @@ def main() -> None:
         f"| >= 20x |",
         f"| peak RSS of the discovering process | {bounded['rss_mb']:.0f} MB "
         f"| {full['rss_mb']:.0f} MB | <= 150 MB |",
+        f"| `clanker sessions --json --all --limit 100000`, whole process, no cache "
+        f"| | {cli_cold['seconds']:.2f} s | |",
+        f"| the same, from the disk cache | | {cli_cached['seconds']:.2f} s | |",
+        f"| peak RSS of that process (no cache / disk cache) "
+        f"| | {cli_cold['rss_mb']:.0f} / {cli_cached['rss_mb']:.0f} MB | <= 100 MB |",
         *opencode_lines,
     ]
     report = "\n".join(lines)

@@ -18,7 +18,6 @@ import os
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,6 +29,7 @@ from clanker import hookspecs
 from clanker._logging import get_logger
 from clanker.capabilities import CONTRACTS, Capability, CapabilityContract
 from clanker.descriptor import HarnessDescriptor
+from clanker.entrypoints import FoundEntryPoint, entry_points
 from clanker.ids import HarnessId, is_harness_id
 from clanker.plugin import HarnessPlugin
 
@@ -281,7 +281,7 @@ class Registry:
         deny = _env_list(environ, "CLANKER_DISABLE_PLUGINS") or frozenset()
         candidates: list[_Candidate] = []
         problems: list[PluginProblem] = []
-        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        for ep in sorted(entry_points(ENTRY_POINT_GROUP), key=lambda e: e.name):
             dist = _distribution(ep)
             keys = {ep.name} | ({dist.name} if dist else set())
             if (allow is not None and not keys & allow) or keys & deny:
@@ -369,11 +369,11 @@ class Registry:
         return self.providers.get(HarnessId(raw))
 
 
-def _distribution(ep: EntryPoint) -> Distribution | None:
-    dist = getattr(ep, "dist", None)
-    if dist is None:
+def _distribution(ep: FoundEntryPoint) -> Distribution | None:
+    if ep.distribution is None:
         return None
-    return Distribution(name=dist.metadata["Name"], version=dist.version)
+    name, version = ep.distribution
+    return Distribution(name=name, version=version)  # type: ignore[arg-type]
 
 
 def _install_tracer(manager: pluggy.PluginManager) -> None:
