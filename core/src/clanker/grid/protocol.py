@@ -53,12 +53,9 @@ from __future__ import annotations
 import enum
 import functools
 import json
-import os
 import re
-import sys
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
 import attrs
@@ -66,7 +63,8 @@ from attrs import field, frozen
 
 from clanker.bridge import wire as bridge_wire
 from clanker.converters import BoundaryError, make_boundary_converter, structure
-from clanker.grid.errors import GridPathError, GridProtocolError, GridRequestError
+from clanker.grid.errors import GridProtocolError, GridRequestError
+from clanker.grid.socketpath import MAX_SOCKET_PATH, check_socket_path
 from clanker.ids import is_harness_id
 
 if TYPE_CHECKING:
@@ -129,8 +127,6 @@ MAX_PATH_BYTES: Final = 1024
 MAX_ID_LENGTH: Final = 256
 MAX_TOKEN_LENGTH: Final = 128
 TERMINAL_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-MAX_SOCKET_PATH: Final = 103 if sys.platform == "darwin" else 107
-"""The longest AF_UNIX path in bytes (``sun_path`` less its terminating NUL)."""
 
 T = TypeVar("T")
 
@@ -195,22 +191,6 @@ class ProtocolError(Exception):
         self.reason = reason
         self.message = message
         super().__init__(f"{word}: {reason}")
-
-
-def check_socket_path(path: Path | str) -> Path:
-    """Return ``path`` as a :class:`Path` if it fits in a Unix socket address.
-
-    Raises :class:`~clanker.grid.errors.GridPathError` otherwise (set
-    ``CLANKER_HOME`` or ``XDG_RUNTIME_DIR`` to somewhere shorter).
-    """
-    path = Path(path)
-    size = len(os.fsencode(path))
-    if size > MAX_SOCKET_PATH:
-        raise GridPathError(
-            f"the grid socket path is {size} bytes; Unix sockets allow at most "
-            f"{MAX_SOCKET_PATH} ({path})"
-        )
-    return path
 
 
 # ------------------------------------------------------------------ validators
