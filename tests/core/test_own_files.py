@@ -299,3 +299,18 @@ def test_commit_message_with_a_fifo_config_exits_2_naming_it(tmp_path: Path) -> 
     assert done.returncode == 2, done.stderr
     assert str(home / "config" / CONFIG_FILE) in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_rebuildable_file_is_written_alike_without_a_disk_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from clanker.storage import read_json, write_json_atomic
+
+    flushed: list[int] = []
+    monkeypatch.setattr("clanker.storage.os.fsync", flushed.append)
+    data = {"rows": [["/a/ü", 1, 2, 3], ["/b", 4, 5, 6, "empty"]], "version": 5}
+    write_json_atomic(tmp_path / "kept.json", data)
+    write_json_atomic(tmp_path / "cache.json", data, fsync=False)
+    assert len(flushed) == 1  # the first one only
+    assert (tmp_path / "kept.json").read_bytes() == (tmp_path / "cache.json").read_bytes()
+    assert read_json(tmp_path / "cache.json") == data

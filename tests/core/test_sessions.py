@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clanker.descriptor import SessionOperation
 from clanker.environment.local import LocalEnvironment, LocalFiles
@@ -536,3 +538,35 @@ def test_one_unreadable_project_hides_nothing_else(
     error = listing.scans[0].scan.error
     assert error is not None and error.kind is ErrorKind.NOT_CONFIGURED
     assert "cannot be read" in error.message
+
+
+_CELLS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+                   st.text(max_size=3), st.lists(st.integers(), max_size=1))
+_OF_TYPE = {str: st.text(min_size=1, max_size=3), int: st.integers(0, 10),
+            float: st.floats(0, 2e9), bool: st.booleans(), type(None): st.none()}
+
+
+@given(st.data())
+@settings(max_examples=400)
+def test_a_cached_row_is_accepted_exactly_by_its_field_types(data: st.DataObject) -> None:
+    from clanker.sessions import cache
+
+    kinds = cache._SESSION_TYPES
+    # Mostly a value of an allowed type per field (so that whole rows pass), sometimes not.
+    fields: list[object] = [
+        data.draw(st.one_of(st.sampled_from(allowed).flatmap(_OF_TYPE.__getitem__), _CELLS))
+        for allowed in kinds]
+    fields += data.draw(st.lists(_CELLS, max_size=1))
+    if data.draw(st.booleans()) and len(fields) > 1:
+        fields.pop()
+    by_field = len(fields) == len(kinds) and all(
+        type(value) in allowed for value, allowed in zip(fields, kinds, strict=False))
+    try:
+        cache._session(HarnessId("fake-agent"), "/s/a.jsonl", fields)
+    except ValueError as exc:
+        accepted = "unexpected shape" not in str(exc)  # a value its validator refused
+    except (TypeError, OverflowError, OSError):
+        accepted = True  # the shape passed; a value was out of range
+    else:
+        accepted = True
+    assert accepted == by_field

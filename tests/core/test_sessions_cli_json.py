@@ -82,3 +82,20 @@ def test_skipped_files_do_not_make_a_listing_incomplete(home: Path, tmp_path: Pa
     data = listing("--harness", "fake-agent")
     assert data["scans"][0]["skipped"] == 1
     assert (data["complete"], data["incomplete"]) == (True, [])
+
+
+@pytest.mark.parametrize("count", [0, 1, 511, 512, 513, 1100])
+def test_a_streamed_listing_is_the_same_json_one_item_a_line(
+    count: int, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from clanker.cli.common import echo_json_listing
+
+    items = [{"id": f"s{n}", "title": "Ünïcode \"quoted\"\nline", "n": n} for n in range(count)]
+    document = {"workspace": None, "incomplete": [{"harness": "x", "detail": None}],
+                "sessions": None, "scans": [{"harness": "x", "skipped": 0}]}
+    echo_json_listing(document, "sessions", iter(items))
+    out = capsys.readouterr().out
+    assert json.loads(out) == {**document, "sessions": items}
+    assert out.endswith("}\n")
+    lines = out.splitlines()
+    assert sum(line.startswith('    {"id": ') for line in lines) == count

@@ -10,23 +10,12 @@ is a contract module, a row here, a hook specification and a provider field
 from __future__ import annotations
 
 import enum
+import importlib
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
 from attrs import frozen
-
-from clanker.accounts.capability import AccountsCapability
-from clanker.acp.capability import AcpCapability
-from clanker.attention.capability import AttentionCapability
-from clanker.bridge.capability import AgentBridgeCapability
-from clanker.checkouts.capability import CheckoutRehomeCapability
-from clanker.commit.capability import CommitCapability
-from clanker.guidance.capability import GuidanceCapability
-from clanker.launch.capability import LaunchCapability
-from clanker.models.capability import ModelsCapability
-from clanker.sessions.capability import SessionsCapability
-from clanker.usage.capability import UsageCapability
 
 __all__ = ["CONTRACTS", "Capability", "CapabilityContract", "contract"]
 
@@ -56,29 +45,48 @@ class CapabilityContract:
     """The pluggy hook that returns the implementation object."""
     attribute: str
     """The :class:`~clanker.registry.HarnessProvider` field that holds it."""
-    protocol: type
-    """What the implementation object must satisfy (checked at registration)."""
+    module: str
+    """The contract module that defines the protocol (``clanker.<capability>.capability``)."""
+    name: str
+    """The protocol's name in :attr:`module`."""
+
+    @property
+    def protocol(self) -> type:
+        """What the implementation object must satisfy (checked when it is made).
+
+        Imported here, not with this table: a command that loads the registry
+        but never uses a capability (``clanker harnesses``) does not pay for its
+        contract module.
+        """
+        found: type = getattr(importlib.import_module(self.module), self.name)
+        return found
 
 
 CONTRACTS: Final[Mapping[Capability, CapabilityContract]] = MappingProxyType({
     row.capability: row for row in (
-        CapabilityContract(Capability.LAUNCH, "clanker_launch", "launch", LaunchCapability),
-        CapabilityContract(Capability.MODELS, "clanker_models", "models", ModelsCapability),
+        CapabilityContract(Capability.LAUNCH, "clanker_launch", "launch",
+                           "clanker.launch.capability", "LaunchCapability"),
+        CapabilityContract(Capability.MODELS, "clanker_models", "models",
+                           "clanker.models.capability", "ModelsCapability"),
         CapabilityContract(Capability.SESSIONS, "clanker_sessions", "sessions",
-                           SessionsCapability),
+                           "clanker.sessions.capability", "SessionsCapability"),
         CapabilityContract(Capability.ATTENTION, "clanker_attention", "attention",
-                           AttentionCapability),
-        CapabilityContract(Capability.USAGE, "clanker_usage", "usage", UsageCapability),
+                           "clanker.attention.capability", "AttentionCapability"),
+        CapabilityContract(Capability.USAGE, "clanker_usage", "usage",
+                           "clanker.usage.capability", "UsageCapability"),
         CapabilityContract(Capability.ACCOUNTS, "clanker_accounts", "accounts",
-                           AccountsCapability),
+                           "clanker.accounts.capability", "AccountsCapability"),
         CapabilityContract(Capability.AGENT_BRIDGE, "clanker_agent_bridge", "agent_bridge",
-                           AgentBridgeCapability),
+                           "clanker.bridge.capability", "AgentBridgeCapability"),
         CapabilityContract(Capability.GUIDANCE, "clanker_guidance", "guidance",
-                           GuidanceCapability),
+                           "clanker.guidance.capability", "GuidanceCapability"),
         CapabilityContract(Capability.CHECKOUT_REHOME, "clanker_checkout_rehome",
-                           "checkout_rehome", CheckoutRehomeCapability),
-        CapabilityContract(Capability.COMMIT, "clanker_commit", "commit", CommitCapability),
-        CapabilityContract(Capability.ACP, "clanker_acp", "acp", AcpCapability),
+                           "checkout_rehome",
+                           "clanker.checkouts.capability", "CheckoutRehomeCapability"),
+        CapabilityContract(Capability.COMMIT, "clanker_commit", "commit",
+                           "clanker.commit.capability", "CommitCapability"),
+        CapabilityContract(Capability.ACP, "clanker_acp", "acp",
+                           "clanker.acp.capability", "AcpCapability"),
     )
 })
 

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import cattrs
-from cattrs.preconf.json import JsonConverter, make_converter
+if TYPE_CHECKING:
+    import cattrs
+    from cattrs.preconf.json import JsonConverter
+
+# cattrs is imported by the first converter made, not by importing this module:
+# commands that define boundary types but never parse (``clanker status`` with no
+# grid running) do not pay for it.
 
 __all__ = ["BoundaryError", "make_boundary_converter", "structure"]
 
@@ -50,6 +55,8 @@ def _datetime(value: object, _: type[Any]) -> datetime:
 
 def make_boundary_converter() -> JsonConverter:
     """Return a new strict JSON converter (one per boundary, so hooks never leak)."""
+    from cattrs.preconf.json import make_converter
+
     converter = make_converter(forbid_extra_keys=True, prefer_attrib_converters=False)
     for kind in (str, int, float, bool):
         converter.register_structure_hook(kind, _exact(kind))
@@ -66,6 +73,8 @@ def structure(converter: cattrs.Converter, data: object, cls: type[T]) -> T:
     try:
         return converter.structure(data, cls)
     except Exception as exc:
+        import cattrs  # loaded already: the converter came from it
+
         if isinstance(exc, cattrs.BaseValidationError):
             message = "; ".join(cattrs.transform_error(exc))
         else:

@@ -13,13 +13,13 @@ capability objects.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pluggy
 from attrs import frozen
@@ -27,23 +27,30 @@ from pluggy import HookImpl, Result
 
 from clanker import hookspecs
 from clanker._logging import get_logger
-from clanker.accounts.capability import AccountsCapability
-from clanker.acp.capability import AcpCapability
-from clanker.attention.capability import AttentionCapability
-from clanker.bridge.capability import AgentBridgeCapability
-from clanker.capabilities import CONTRACTS, Capability
-from clanker.checkouts.capability import CheckoutRehomeCapability
-from clanker.commit.capability import CommitCapability
+from clanker.capabilities import CONTRACTS, Capability, CapabilityContract
 from clanker.descriptor import HarnessDescriptor
-from clanker.guidance.capability import GuidanceCapability
+from clanker.entrypoints import FoundEntryPoint, entry_points
 from clanker.ids import HarnessId, is_harness_id
-from clanker.launch.capability import LaunchCapability
-from clanker.models.capability import ModelsCapability
-from clanker.sessions.capability import SessionsCapability
-from clanker.usage.capability import UsageCapability
+from clanker.plugin import HarnessPlugin
+
+if TYPE_CHECKING:
+    # The contract modules are imported when a capability object is made, not
+    # with the registry (see HarnessProvider).
+    from clanker.accounts.capability import AccountsCapability
+    from clanker.acp.capability import AcpCapability
+    from clanker.attention.capability import AttentionCapability
+    from clanker.bridge.capability import AgentBridgeCapability
+    from clanker.checkouts.capability import CheckoutRehomeCapability
+    from clanker.commit.capability import CommitCapability
+    from clanker.guidance.capability import GuidanceCapability
+    from clanker.launch.capability import LaunchCapability
+    from clanker.models.capability import ModelsCapability
+    from clanker.sessions.capability import SessionsCapability
+    from clanker.usage.capability import UsageCapability
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "CapabilityLoadError",
     "Distribution",
     "HarnessProvider",
     "PluginProblem",
@@ -76,6 +83,55 @@ class PluginError(Exception):
     """A plugin failed validation; the message says why, for a person."""
 
 
+class CapabilityLoadError(Exception):
+    """A capability a plugin named by reference could not be made on first use.
+
+    The plugin registered (its reference's module exists) but importing it, the
+    attribute, building the object or the object's interface failed. The
+    message names the harness, the capability and why.
+    """
+
+    def __init__(self, harness: str, capability: Capability, reason: str) -> None:
+        self.harness = harness
+        self.capability = capability
+        self.reason = reason
+        super().__init__(f"plugin {harness}: its {capability.value} capability "
+                         f"could not be loaded: {reason}")
+
+
+class _Deferred:
+    """A capability object a plugin named by reference, made the first time it is asked for.
+
+    Made through the plugin's own hook (so tracing sees the call) and checked
+    against its protocol exactly as an eagerly made one is at registration.
+    """
+
+    __slots__ = ("_candidate", "_lock", "_made", "_manager", "_row")
+
+    def __init__(self, manager: pluggy.PluginManager, candidate: _Candidate,
+                 row: CapabilityContract) -> None:
+        self._manager = manager
+        self._candidate = candidate
+        self._row = row
+        self._lock = threading.Lock()
+        self._made: object | None = None
+
+    def get(self) -> object:
+        if self._made is None:
+            with self._lock:
+                if self._made is None:
+                    try:
+                        self._made = _made(self._manager, self._candidate, self._row)
+                    except PluginError as exc:
+                        log.warning("plugin %s: %s", self._candidate.name, exc)
+                        raise CapabilityLoadError(self._candidate.name, self._row.capability,
+                                                  str(exc)) from exc
+        return self._made
+
+    def __repr__(self) -> str:
+        return f"<{self._row.capability.value} of {self._candidate.name}, made on first use>"
+
+
 @frozen(kw_only=True)
 class Distribution:
     """The installed distribution a plugin came from."""
@@ -104,17 +160,19 @@ class HarnessProvider:
     descriptor: HarnessDescriptor
     distribution: Distribution | None = None
     hooks: tuple[str, ...] = ()
-    launch: LaunchCapability | None = None
-    models: ModelsCapability | None = None
-    sessions: SessionsCapability | None = None
-    attention: AttentionCapability | None = None
-    usage: UsageCapability | None = None
-    accounts: AccountsCapability | None = None
-    agent_bridge: AgentBridgeCapability | None = None
-    guidance: GuidanceCapability | None = None
-    checkout_rehome: CheckoutRehomeCapability | None = None
-    commit: CommitCapability | None = None
-    acp: AcpCapability | None = None
+    # Each is the object, a _Deferred one made on first use, or None (not implemented);
+    # the properties below resolve them (the constructor takes `launch=` and so on).
+    _launch: LaunchCapability | _Deferred | None = None
+    _models: ModelsCapability | _Deferred | None = None
+    _sessions: SessionsCapability | _Deferred | None = None
+    _attention: AttentionCapability | _Deferred | None = None
+    _usage: UsageCapability | _Deferred | None = None
+    _accounts: AccountsCapability | _Deferred | None = None
+    _agent_bridge: AgentBridgeCapability | _Deferred | None = None
+    _guidance: GuidanceCapability | _Deferred | None = None
+    _checkout_rehome: CheckoutRehomeCapability | _Deferred | None = None
+    _commit: CommitCapability | _Deferred | None = None
+    _acp: AcpCapability | _Deferred | None = None
 
     @property
     def id(self) -> HarnessId:
@@ -122,13 +180,69 @@ class HarnessProvider:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        """The capabilities this harness has: exactly the hooks its plugin implements."""
-        return frozenset(c for c, row in CONTRACTS.items() if getattr(self, row.attribute))
+        """The capabilities this harness has: exactly the hooks its plugin implements.
+
+        Known without making any capability object (nothing is imported for it).
+        """
+        return frozenset(c for c, row in CONTRACTS.items()
+                         if getattr(self, "_" + row.attribute) is not None)
 
     def capability(self, capability: Capability) -> object | None:
-        """Return the implementation of ``capability``, or ``None``."""
-        implementation: object | None = getattr(self, CONTRACTS[capability].attribute)
-        return implementation
+        """Return the implementation of ``capability``, or ``None``.
+
+        Raises :class:`CapabilityLoadError` when the plugin named it by a
+        reference that cannot be made into a valid object.
+        """
+        found: object | None = self._resolved(CONTRACTS[capability].attribute)
+        return found
+
+    def _resolved(self, attribute: str) -> Any:
+        value = getattr(self, "_" + attribute)
+        return value.get() if isinstance(value, _Deferred) else value
+
+    @property
+    def launch(self) -> LaunchCapability | None:
+        return self._resolved("launch")  # type: ignore[no-any-return]
+
+    @property
+    def models(self) -> ModelsCapability | None:
+        return self._resolved("models")  # type: ignore[no-any-return]
+
+    @property
+    def sessions(self) -> SessionsCapability | None:
+        return self._resolved("sessions")  # type: ignore[no-any-return]
+
+    @property
+    def attention(self) -> AttentionCapability | None:
+        return self._resolved("attention")  # type: ignore[no-any-return]
+
+    @property
+    def usage(self) -> UsageCapability | None:
+        return self._resolved("usage")  # type: ignore[no-any-return]
+
+    @property
+    def accounts(self) -> AccountsCapability | None:
+        return self._resolved("accounts")  # type: ignore[no-any-return]
+
+    @property
+    def agent_bridge(self) -> AgentBridgeCapability | None:
+        return self._resolved("agent_bridge")  # type: ignore[no-any-return]
+
+    @property
+    def guidance(self) -> GuidanceCapability | None:
+        return self._resolved("guidance")  # type: ignore[no-any-return]
+
+    @property
+    def checkout_rehome(self) -> CheckoutRehomeCapability | None:
+        return self._resolved("checkout_rehome")  # type: ignore[no-any-return]
+
+    @property
+    def commit(self) -> CommitCapability | None:
+        return self._resolved("commit")  # type: ignore[no-any-return]
+
+    @property
+    def acp(self) -> AcpCapability | None:
+        return self._resolved("acp")  # type: ignore[no-any-return]
 
 
 def _env_list(environ: Mapping[str, str], name: str) -> frozenset[str] | None:
@@ -167,7 +281,7 @@ class Registry:
         deny = _env_list(environ, "CLANKER_DISABLE_PLUGINS") or frozenset()
         candidates: list[_Candidate] = []
         problems: list[PluginProblem] = []
-        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        for ep in sorted(entry_points(ENTRY_POINT_GROUP), key=lambda e: e.name):
             dist = _distribution(ep)
             keys = {ep.name} | ({dist.name} if dist else set())
             if (allow is not None and not keys & allow) or keys & deny:
@@ -255,11 +369,11 @@ class Registry:
         return self.providers.get(HarnessId(raw))
 
 
-def _distribution(ep: EntryPoint) -> Distribution | None:
-    dist = getattr(ep, "dist", None)
-    if dist is None:
+def _distribution(ep: FoundEntryPoint) -> Distribution | None:
+    if ep.distribution is None:
         return None
-    return Distribution(name=dist.metadata["Name"], version=dist.version)
+    name, version = ep.distribution
+    return Distribution(name=name, version=version)  # type: ignore[arg-type]
 
 
 def _install_tracer(manager: pluggy.PluginManager) -> None:
@@ -342,18 +456,39 @@ def _assemble_provider(manager: pluggy.PluginManager, candidate: _Candidate) -> 
     rows = [_BY_HOOK[h] for h in hooks if h in _BY_HOOK]
     if (descriptor.resume or descriptor.fork) and _BY_HOOK["clanker_launch"] not in rows:
         raise PluginError("resume/fork support is declared but clanker_launch is not implemented")
+    plugin = candidate.plugin
+    deferred = plugin.references if isinstance(plugin, HarnessPlugin) else {}
     objects: dict[str, Any] = {}
     for row in rows:
-        impl = _call_own(manager, candidate.plugin, row.hook)
-        if not isinstance(impl, row.protocol):
-            raise PluginError(
-                f"{row.hook} returned {type(impl).__name__}, "
-                f"which lacks the {row.protocol.__name__} interface"
-            )
-        objects[row.attribute] = impl
+        if row.hook in deferred:
+            # Proved to exist without running it: a mistyped module refuses the
+            # plugin now, as a broken eager one is; the rest is checked on first use.
+            module = deferred[row.hook].partition(":")[0]
+            try:
+                found = importlib.util.find_spec(module)
+            except (ImportError, ValueError) as exc:
+                raise PluginError(f"{row.hook}: module {module} cannot be found "
+                                  f"({type(exc).__name__})") from exc
+            if found is None:
+                raise PluginError(f"{row.hook}: module {module} cannot be found")
+            objects[row.attribute] = _Deferred(manager, candidate, row)
+        else:
+            objects[row.attribute] = _made(manager, candidate, row)
     return HarnessProvider(
         descriptor=descriptor, distribution=candidate.distribution, hooks=hooks, **objects
     )
+
+
+def _made(manager: pluggy.PluginManager, candidate: _Candidate,
+          row: CapabilityContract) -> object:
+    impl = _call_own(manager, candidate.plugin, row.hook)
+    protocol = row.protocol
+    if not isinstance(impl, protocol):
+        raise PluginError(
+            f"{row.hook} returned {type(impl).__name__}, "
+            f"which lacks the {protocol.__name__} interface"
+        )
+    return impl
 
 
 # -- the process-wide registry ------------------------------------------------

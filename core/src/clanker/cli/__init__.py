@@ -144,5 +144,10 @@ def main(argv: list[str] | None = None) -> Any:
     except Exception as exc:  # click already handled its own exceptions
         if os.environ.get("CLANKER_DEBUG"):
             traceback.print_exc()
-        click.echo(f"clanker: internal error: {type(exc).__name__}", err=True)
+        from clanker.registry import CapabilityLoadError
+
+        if isinstance(exc, CapabilityLoadError):  # a broken plugin: it says which, and why
+            click.echo(f"clanker: {exc}", err=True)
+        else:
+            click.echo(f"clanker: internal error: {type(exc).__name__}", err=True)
         sys.exit(EXIT_INTERNAL)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+import sys
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
 import click
 
@@ -26,6 +26,7 @@ __all__ = [
     "HarnessArgument",
     "capability_errors",
     "echo_json",
+    "echo_json_listing",
     "echo_table",
     "json_option",
     "library",
@@ -122,6 +123,8 @@ def json_option(function: Callable[P, T]) -> Callable[P, T]:
 
 def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run ``coroutine``; Ctrl+C cancels it (children are reaped) and exits 130."""
+    import asyncio  # here: commands that never run a coroutine (`status`) skip its import
+
     try:
         return asyncio.run(coroutine)
     except KeyboardInterrupt:
@@ -130,6 +133,41 @@ def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
 
 def echo_json(data: object) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False))
+
+
+_BATCH: Final = 512
+
+
+def echo_json_listing(document: Mapping[str, object], key: str, items: Iterable[object]) -> None:
+    """Print ``document`` with ``items`` as its ``key`` (``document`` holds ``key``
+    too, as a placeholder that says where it goes), one item a line.
+
+    The same JSON as :func:`echo_json` would print, laid out differently: each
+    item is one compact line, written by the C encoder as it comes (a batch of
+    lines at a time), so a listing of tens of thousands of items is neither
+    one large string in memory nor a pass of the pure-Python indenting encoder.
+    """
+    out = sys.stdout
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    out.write("{")
+    for index, (name, value) in enumerate(document.items()):
+        out.write(("," if index else "") + "\n  " + encode(name) + ": ")
+        if name != key:
+            out.write(json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  "))
+            continue
+        batch: list[str] = []
+        written = False
+        for item in items:
+            batch.append(encode(item))
+            if len(batch) == _BATCH:
+                out.write(("," if written else "[") + "\n    " + ",\n    ".join(batch))
+                batch, written = [], True
+        if batch:
+            out.write(("," if written else "[") + "\n    " + ",\n    ".join(batch))
+            written = True
+        out.write("\n  ]" if written else "[]")
+    out.write("\n}\n" if document else "}\n")
+    out.flush()
 
 
 def echo_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

@@ -15,6 +15,7 @@ from clanker.cli.common import (
     HarnessArgument,
     capability_errors,
     echo_json,
+    echo_json_listing,
     echo_table,
     json_option,
     library,
@@ -98,7 +99,9 @@ def sessions(
         click.echo("\r\x1b[K", err=True, nl=False)
     notes = _report_scans(listing, limit)
     if as_json:
-        echo_json({
+        # Streamed: at tens of thousands of sessions one indented string of the whole
+        # listing was the largest thing the process ever held.
+        echo_json_listing({
             "workspace": directory,
             "complete": listing.complete,
             "incomplete": [
@@ -106,7 +109,7 @@ def sessions(
                  "detail": gap.detail}
                 for gap in listing.incomplete
             ],
-            "sessions": [session_record(s) for s in listing.sessions],
+            "sessions": None,
             "scans": [
                 {"harness": r.harness, "account": r.account,
                  "skipped": r.scan.skipped, "truncated": r.scan.truncated,
@@ -115,7 +118,7 @@ def sessions(
                      "kind": r.scan.error.kind.value, "message": r.scan.error.message}}
                 for r in listing.scans
             ],
-        })
+        }, "sessions", map(session_record, listing.sessions))
     elif listing.sessions:
         now = datetime.now(UTC)
         # The key, whole: it is what `clanker resume` takes back (a unique prefix works too).

@@ -25,7 +25,6 @@ library code and ``clanker launch``.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import fcntl
 import logging
@@ -39,12 +38,11 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from attrs import frozen
 
 from clanker.envvars import strip_credentials
-from clanker.grid.client import GridClient
 from clanker.grid.errors import (
     GridError,
     GridPathError,
@@ -52,8 +50,14 @@ from clanker.grid.errors import (
     GridUnavailableError,
 )
 from clanker.grid.files import ensure_directory, open_regular
-from clanker.grid.protocol import HelloReply, check_socket_path
+from clanker.grid.socketpath import check_socket_path
 from clanker.paths import ClankerPaths, clanker_paths, runtime_directory
+
+if TYPE_CHECKING:
+    from clanker.grid.protocol import HelloReply
+
+# The client (and with it the wire protocol) is imported where a grid is asked
+# something: with no grid running, `clanker status` never needs it.
 
 __all__ = [
     "START_TIMEOUT",
@@ -165,6 +169,8 @@ def _hello(location: GridLocation) -> HelloReply | None:
     if not check_socket(location.socket):
         return None
     try:
+        from clanker.grid.client import GridClient
+
         return GridClient(location.socket, timeout=HELLO_TIMEOUT).hello()
     except GridUnavailableError:
         return None
@@ -288,6 +294,8 @@ def stop(paths: ClankerPaths | None = None, *, timeout: float = STOP_TIMEOUT) ->
                             f"its log is {location.log}")
         return False
     try:
+        from clanker.grid.client import GridClient
+
         GridClient(location.socket, timeout=HELLO_TIMEOUT).shutdown()
     except GridUnavailableError:
         return False  # it went away on its own
@@ -348,6 +356,8 @@ def serve(location: GridLocation, *, ready_fd: int | None = None) -> int:
 
 
 def _serve(location: GridLocation, ready: _Ready) -> int:
+    import asyncio  # only the daemon itself runs a loop; `clanker status` never does
+
     from clanker.grid.server import Grid  # the broker is only needed here
 
     secure_directory(location.directory)

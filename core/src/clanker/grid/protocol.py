@@ -51,24 +51,24 @@ can still be written) and is disconnected.
 from __future__ import annotations
 
 import enum
+import functools
 import json
-import os
 import re
-import sys
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
-from typing import Any, ClassVar, Final, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
 import attrs
 from attrs import field, frozen
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-from cattrs.preconf.json import JsonConverter
 
 from clanker.bridge import wire as bridge_wire
 from clanker.converters import BoundaryError, make_boundary_converter, structure
-from clanker.grid.errors import GridPathError, GridProtocolError, GridRequestError
+from clanker.grid.errors import GridProtocolError, GridRequestError
+from clanker.grid.socketpath import MAX_SOCKET_PATH, check_socket_path
 from clanker.ids import is_harness_id
+
+if TYPE_CHECKING:
+    from cattrs.preconf.json import JsonConverter
 
 __all__ = [
     "BRIDGE_OPS",
@@ -127,8 +127,6 @@ MAX_PATH_BYTES: Final = 1024
 MAX_ID_LENGTH: Final = 256
 MAX_TOKEN_LENGTH: Final = 128
 TERMINAL_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-MAX_SOCKET_PATH: Final = 103 if sys.platform == "darwin" else 107
-"""The longest AF_UNIX path in bytes (``sun_path`` less its terminating NUL)."""
 
 T = TypeVar("T")
 
@@ -194,22 +192,6 @@ class ProtocolError(Exception):
         self.reason = reason
         self.message = message
         super().__init__(f"{word}: {reason}")
-
-
-def check_socket_path(path: Path | str) -> Path:
-    """Return ``path`` as a :class:`Path` if it fits in a Unix socket address.
-
-    Raises :class:`~clanker.grid.errors.GridPathError` otherwise (set
-    ``CLANKER_HOME`` or ``XDG_RUNTIME_DIR`` to somewhere shorter).
-    """
-    path = Path(path)
-    size = len(os.fsencode(path))
-    if size > MAX_SOCKET_PATH:
-        raise GridPathError(
-            f"the grid socket path is {size} bytes; Unix sockets allow at most "
-            f"{MAX_SOCKET_PATH} ({path})"
-        )
-    return path
 
 
 # ------------------------------------------------------------------ validators
@@ -571,6 +553,8 @@ def _camel(name: str) -> str:
 
 
 def _register(converter: JsonConverter, cls: type[Any]) -> None:
+    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
     renames: dict[str, Any] = {
         a.name: override(rename=_camel(a.name)) for a in attrs.fields(cls)
     }
@@ -588,7 +572,10 @@ def _register(converter: JsonConverter, cls: type[Any]) -> None:
         cls, converter, _cattrs_omit_if_default=cls is DeliverRequest, **unstructure))
 
 
-def _make_converter() -> JsonConverter:
+@functools.cache
+def _converter() -> JsonConverter:
+    """The protocol's converter, built on first use: ``clanker status`` with no grid
+    running never needs it, and building it costs more than the rest of that command."""
     converter = make_boundary_converter()
 
     def stream_kind(value: object, _: type[Any]) -> StreamKind:
@@ -604,7 +591,6 @@ def _make_converter() -> JsonConverter:
     return converter
 
 
-_CONVERTER: Final = _make_converter()
 _KEY_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 
 
@@ -676,7 +662,7 @@ def parse_request(line: bytes) -> Request:
     if isinstance(envelopes, list) and len(envelopes) > MAX_ENVELOPES:
         raise ProtocolError(ErrorWord.TOO_LARGE, f"more than {MAX_ENVELOPES} envelopes")
     try:
-        request: Request = structure(_CONVERTER, data, cls)
+        request: Request = structure(_converter(), data, cls)
     except BoundaryError as exc:
         cause = exc.__cause__
         detail = str(exc)
@@ -688,13 +674,13 @@ def parse_request(line: bytes) -> Request:
 
 def encode_request(request: Request) -> bytes:
     """Return ``request`` as one wire line, ``\\n`` included."""
-    body = _CONVERTER.unstructure(request)
+    body = _converter().unstructure(request)
     return _line({"v": PROTOCOL_VERSION, "op": request.op.value, **body})
 
 
 def encode_reply(reply: object) -> bytes:
     """Return a successful reply (an attrs reply class, or a stream event) as one line."""
-    body = _CONVERTER.unstructure(reply)
+    body = _converter().unstructure(reply)
     return _line({"v": PROTOCOL_VERSION, "ok": True, **body})
 
 
@@ -736,6 +722,6 @@ def parse_reply(line: bytes, cls: type[T], *, op: str | None = None) -> T:
     if ok is not True:
         raise GridProtocolError("the grid sent a reply without ok")
     try:
-        return structure(_CONVERTER, data, cls)
+        return structure(_converter(), data, cls)
     except BoundaryError as exc:
         raise GridProtocolError(f"the grid sent an unexpected reply ({exc})") from None

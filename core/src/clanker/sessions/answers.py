@@ -24,13 +24,14 @@ are old enough to vouch for themselves (see :data:`FINE_SETTLE_NS`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from attrs import field, frozen
 
@@ -41,6 +42,9 @@ from clanker.environment.witness import SETTLE_NS
 from clanker.ids import HarnessId
 from clanker.sessions.types import HarnessSession
 from clanker.storage import read_json, write_json_atomic
+
+if TYPE_CHECKING:
+    from cattrs.preconf.json import JsonConverter
 
 __all__ = [
     "FINE_SETTLE_NS",
@@ -70,7 +74,13 @@ a tenth of a second is well past any tick. Times that are whole seconds (FAT,
 HFS+, ext3) get the two seconds of :data:`~clanker.environment.witness.SETTLE_NS`.
 """
 
-_converter = make_boundary_converter()
+
+
+@functools.cache
+def _converter() -> JsonConverter:
+    # Built when an answer is first kept or read, not at import: a listing over
+    # stores with nothing to keep never pays for cattrs.
+    return make_boundary_converter()
 
 
 @frozen
@@ -231,7 +241,8 @@ class AnswerCache:
         if self._path is None:
             return
         with contextlib.suppress(OSError, ValueError):
-            write_json_atomic(self._path, _converter.unstructure(document))
+            write_json_atomic(self._path, _converter().unstructure(document),
+                              fsync=False)  # a kept answer is re-derived when lost
 
     def _document(self, entries: Iterable[tuple[dict[str, str], tuple[FileState, ...], Answer]]
                   ) -> _Document:
@@ -257,7 +268,7 @@ class AnswerCache:
         if data is None:
             return []
         try:
-            document = structure(_converter, data, _Document)
+            document = structure(_converter(), data, _Document)
         except BoundaryError:
             return []
         if document.version != _VERSION or document.harness != self._harness:

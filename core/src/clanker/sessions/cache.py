@@ -17,6 +17,7 @@ a generic converter's per-field cost.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,15 +69,15 @@ def _row(path: str, identity: _Identity, session: _Summary) -> list[Any]:
     return row
 
 
-def _exact(value: object, kinds: tuple[type, ...]) -> bool:
-    # `type(...) in` rather than isinstance: True is not an int, 1 is not a bool.
-    return type(value) in kinds
+# Every exact type sequence a session row may have: one set lookup checks a row
+# (a listing loads tens of thousands). Exact types, not isinstance: True is not
+# an int, 1 is not a bool.
+_SESSION_SHAPES: Final = frozenset(itertools.product(*_SESSION_TYPES))
+_IDENTITY: Final = (str, int, int, int)
 
 
 def _session(harness: HarnessId, path: str, fields: list[Any]) -> HarnessSession:
-    if len(fields) != len(_SESSION_TYPES) or not all(
-        _exact(v, k) for v, k in zip(fields, _SESSION_TYPES, strict=True)
-    ):
+    if tuple(map(type, fields)) not in _SESSION_SHAPES:
         raise ValueError("cache row: unexpected shape")
     native_id, updated, title, cwd, created, model, count, parent, hidden = fields
     return HarnessSession(
@@ -155,7 +156,7 @@ class SummaryCache:
         document = {"version": _VERSION, "harness": self._harness, "reading": self._reading,
                     "rows": rows}
         with contextlib.suppress(OSError):
-            write_json_atomic(self._path, document)
+            write_json_atomic(self._path, document, fsync=False)  # rebuildable
             self._dirty = False
 
     def _load(self, path: Path) -> None:
@@ -175,8 +176,7 @@ class SummaryCache:
                 if not isinstance(row, list) or len(row) < 4:
                     raise ValueError("cache row: too short")
                 path_text, size, mtime_ns, inode = row[:4]
-                if not (_exact(path_text, (str,)) and _exact(size, (int,))
-                        and _exact(mtime_ns, (int,)) and _exact(inode, (int,))):
+                if (type(path_text), type(size), type(mtime_ns), type(inode)) != _IDENTITY:
                     raise ValueError("cache row: bad identity")
                 session: _Summary
                 if len(row) == 4:

@@ -14,12 +14,6 @@ from clanker.plugin import (
     Transport,
     define_harness,
 )
-from clanker_agy.attention import AgyAttention
-from clanker_agy.commit import AgyCommit
-from clanker_agy.launch import AgyLaunch
-from clanker_agy.models import AgyModels
-from clanker_agy.sessions import AgySessions
-from clanker_agy.usage import AgyUsage
 
 __all__ = ["plugin"]
 
@@ -37,10 +31,10 @@ plugin = define_harness(
         install_hint="curl -fsSL https://antigravity.google/cli/install.sh | bash",
         homepage="https://antigravity.google",
     ),
-    launch=AgyLaunch,
-    models=AgyModels,
-    sessions=AgySessions,
-    attention=AgyAttention,
-    usage=AgyUsage,
-    commit=AgyCommit,
+    launch="clanker_agy.launch:AgyLaunch",
+    models="clanker_agy.models:AgyModels",
+    sessions="clanker_agy.sessions:AgySessions",
+    attention="clanker_agy.attention:AgyAttention",
+    usage="clanker_agy.usage:AgyUsage",
+    commit="clanker_agy.commit:AgyCommit",
 )

@@ -13,14 +13,6 @@ from clanker.plugin import (
     Transport,
     define_harness,
 )
-from clanker_claude.attention import ClaudeAttention
-from clanker_claude.bridge import ClaudeBridge
-from clanker_claude.commit import ClaudeCommit
-from clanker_claude.guidance import ClaudeGuidance
-from clanker_claude.launch import ClaudeLaunch
-from clanker_claude.models import ClaudeModels
-from clanker_claude.sessions import ClaudeSessions
-from clanker_claude.usage import ClaudeUsage
 
 __all__ = ["plugin"]
 
@@ -36,12 +28,12 @@ plugin = define_harness(
         install_hint="npm install -g @anthropic-ai/claude-code",
         homepage="https://github.com/anthropics/claude-code",
     ),
-    launch=ClaudeLaunch,
-    models=ClaudeModels,
-    sessions=ClaudeSessions,
-    attention=ClaudeAttention,
-    usage=ClaudeUsage,
-    commit=ClaudeCommit,
-    agent_bridge=ClaudeBridge,
-    guidance=ClaudeGuidance,
+    launch="clanker_claude.launch:ClaudeLaunch",
+    models="clanker_claude.models:ClaudeModels",
+    sessions="clanker_claude.sessions:ClaudeSessions",
+    attention="clanker_claude.attention:ClaudeAttention",
+    usage="clanker_claude.usage:ClaudeUsage",
+    commit="clanker_claude.commit:ClaudeCommit",
+    agent_bridge="clanker_claude.bridge:ClaudeBridge",
+    guidance="clanker_claude.guidance:ClaudeGuidance",
 )

@@ -13,14 +13,6 @@ from clanker.plugin import (
     Transport,
     define_harness,
 )
-from clanker_codex.attention import CodexAttention
-from clanker_codex.bridge import CodexBridge
-from clanker_codex.commit import CodexCommit
-from clanker_codex.guidance import CodexGuidance
-from clanker_codex.launch import CodexLaunch
-from clanker_codex.models import CodexModels
-from clanker_codex.sessions import CodexSessions
-from clanker_codex.usage import CodexUsage
 
 __all__ = ["plugin"]
 
@@ -36,12 +28,12 @@ plugin = define_harness(
         install_hint="npm install -g @openai/codex",
         homepage="https://github.com/openai/codex",
     ),
-    launch=CodexLaunch,
-    models=CodexModels,
-    sessions=CodexSessions,
-    attention=CodexAttention,
-    usage=CodexUsage,
-    commit=CodexCommit,
-    agent_bridge=CodexBridge,
-    guidance=CodexGuidance,
+    launch="clanker_codex.launch:CodexLaunch",
+    models="clanker_codex.models:CodexModels",
+    sessions="clanker_codex.sessions:CodexSessions",
+    attention="clanker_codex.attention:CodexAttention",
+    usage="clanker_codex.usage:CodexUsage",
+    commit="clanker_codex.commit:CodexCommit",
+    agent_bridge="clanker_codex.bridge:CodexBridge",
+    guidance="clanker_codex.guidance:CodexGuidance",
 )

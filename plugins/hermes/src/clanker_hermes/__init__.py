@@ -13,12 +13,6 @@ from clanker.plugin import (
     Transport,
     define_harness,
 )
-from clanker_hermes.attention import HermesAttention
-from clanker_hermes.guidance import HermesGuidance
-from clanker_hermes.launch import HermesLaunch
-from clanker_hermes.models import HermesModels
-from clanker_hermes.sessions import HermesSessions
-from clanker_hermes.usage import HermesUsage
 
 __all__ = ["plugin"]
 
@@ -34,10 +28,10 @@ plugin = define_harness(
         install_hint="pip install hermes-agent (its TUI also needs node on PATH)",
         homepage="https://pypi.org/project/hermes-agent/",
     ),
-    launch=HermesLaunch,
-    models=HermesModels,
-    sessions=HermesSessions,
-    attention=HermesAttention,
-    usage=HermesUsage,
-    guidance=HermesGuidance,
+    launch="clanker_hermes.launch:HermesLaunch",
+    models="clanker_hermes.models:HermesModels",
+    sessions="clanker_hermes.sessions:HermesSessions",
+    attention="clanker_hermes.attention:HermesAttention",
+    usage="clanker_hermes.usage:HermesUsage",
+    guidance="clanker_hermes.guidance:HermesGuidance",
 )

@@ -13,13 +13,6 @@ from clanker.plugin import (
     Transport,
     define_harness,
 )
-from clanker_omp.attention import OmpAttention
-from clanker_omp.commit import OmpCommit
-from clanker_omp.guidance import OmpGuidance
-from clanker_omp.launch import OmpLaunch
-from clanker_omp.models import OmpModels
-from clanker_omp.sessions import OmpSessions
-from clanker_omp.usage import OmpUsage
 
 __all__ = ["plugin"]
 
@@ -36,11 +29,11 @@ plugin = define_harness(
         install_hint="npm install -g @oh-my-pi/pi-coding-agent (it runs on bun >= 1.3.14)",
         homepage="https://omp.sh",
     ),
-    launch=OmpLaunch,
-    models=OmpModels,
-    sessions=OmpSessions,
-    attention=OmpAttention,
-    usage=OmpUsage,
-    commit=OmpCommit,
-    guidance=OmpGuidance,
+    launch="clanker_omp.launch:OmpLaunch",
+    models="clanker_omp.models:OmpModels",
+    sessions="clanker_omp.sessions:OmpSessions",
+    attention="clanker_omp.attention:OmpAttention",
+    usage="clanker_omp.usage:OmpUsage",
+    commit="clanker_omp.commit:OmpCommit",
+    guidance="clanker_omp.guidance:OmpGuidance",
 )

@@ -13,13 +13,6 @@ from clanker.plugin import (
     Transport,
     define_harness,
 )
-from clanker_opencode.attention import OpenCodeAttention
-from clanker_opencode.bridge import OpenCodeAgentBridge
-from clanker_opencode.commit import OpenCodeCommit
-from clanker_opencode.guidance import OpenCodeGuidance
-from clanker_opencode.launch import OpenCodeLaunch
-from clanker_opencode.models import OpenCodeModels
-from clanker_opencode.sessions import OpenCodeSessions
 
 __all__ = ["plugin"]
 
@@ -36,11 +29,11 @@ plugin = define_harness(
         install_hint="npm install -g opencode-ai",
         homepage="https://opencode.ai",
     ),
-    launch=OpenCodeLaunch,
-    models=OpenCodeModels,
-    sessions=OpenCodeSessions,
-    attention=OpenCodeAttention,
-    commit=OpenCodeCommit,
-    agent_bridge=OpenCodeAgentBridge,
-    guidance=OpenCodeGuidance,
+    launch="clanker_opencode.launch:OpenCodeLaunch",
+    models="clanker_opencode.models:OpenCodeModels",
+    sessions="clanker_opencode.sessions:OpenCodeSessions",
+    attention="clanker_opencode.attention:OpenCodeAttention",
+    commit="clanker_opencode.commit:OpenCodeCommit",
+    agent_bridge="clanker_opencode.bridge:OpenCodeAgentBridge",
+    guidance="clanker_opencode.guidance:OpenCodeGuidance",
 )

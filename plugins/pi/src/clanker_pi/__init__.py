@@ -13,12 +13,6 @@ from clanker.plugin import (
     Transport,
     define_harness,
 )
-from clanker_pi.attention import PiAttention
-from clanker_pi.commit import PiCommit
-from clanker_pi.guidance import PiGuidance
-from clanker_pi.launch import PiLaunch
-from clanker_pi.models import PiModels
-from clanker_pi.sessions import PiSessions
 
 __all__ = ["plugin"]
 
@@ -34,10 +28,10 @@ plugin = define_harness(
         install_hint="npm install -g @mariozechner/pi-coding-agent",
         homepage="https://www.npmjs.com/package/@mariozechner/pi-coding-agent",
     ),
-    launch=PiLaunch,
-    models=PiModels,
-    sessions=PiSessions,
-    attention=PiAttention,
-    commit=PiCommit,
-    guidance=PiGuidance,
+    launch="clanker_pi.launch:PiLaunch",
+    models="clanker_pi.models:PiModels",
+    sessions="clanker_pi.sessions:PiSessions",
+    attention="clanker_pi.attention:PiAttention",
+    commit="clanker_pi.commit:PiCommit",
+    guidance="clanker_pi.guidance:PiGuidance",
 )
