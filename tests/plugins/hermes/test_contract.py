@@ -24,8 +24,7 @@ class TestHermesContract(HarnessProviderContract):
     plugin = clanker_hermes.plugin
     harness_id = "hermes"
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
-                              Capability.ATTENTION, Capability.USAGE,
-                              Capability.GUIDANCE})
+                              Capability.ATTENTION, Capability.USAGE})
 
     @pytest.fixture(autouse=True)
     def known_interpreter(self, monkeypatch: pytest.MonkeyPatch) -> None:

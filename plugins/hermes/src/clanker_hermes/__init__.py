@@ -33,5 +33,4 @@ plugin = define_harness(
     sessions="clanker_hermes.sessions:HermesSessions",
     attention="clanker_hermes.attention:HermesAttention",
     usage="clanker_hermes.usage:HermesUsage",
-    guidance="clanker_hermes.guidance:HermesGuidance",
 )
