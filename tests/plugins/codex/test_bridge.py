@@ -232,10 +232,11 @@ def test_a_launch_without_the_token_variable_is_an_operational_failure(
         CodexBridge(system_config=launch["system"]).prepare(ctx, ENDPOINT)
 
 
-def test_an_endpoint_that_is_not_loopback_is_refused(launch: dict[str, Path]) -> None:
-    remote = evolve(ENDPOINT, url="http://192.0.2.1:80/mcp")
-    with pytest.raises(ValueError, match="loopback"):
-        CodexBridge(system_config=launch["system"]).prepare(context(launch), remote)
+def test_an_endpoint_that_is_not_loopback_cannot_even_be_named() -> None:
+    for url in ("http://192.0.2.1:80/mcp", "https://127.0.0.1:1/mcp", "http://127.0.0.1/mcp",
+                "http://127.0.0.1:1/mcp\nX: y", "http://localhost.evil:1/mcp"):
+        with pytest.raises(ValueError, match="loopback"):
+            evolve(ENDPOINT, url=url)
 
 
 # -- the token is never anywhere but the child's environment -----------------------------------

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -52,8 +51,6 @@ MAX_PROJECT_DEPTH: Final = 64
 
 _MCP_CONFIG_FLAG: Final = "--mcp-config"
 _STRICT_FLAG: Final = "--strict-mcp-config"
-_LOOPBACK_PREFIXES: Final = ("http://127.0.0.1:", "http://localhost:")
-_VARIABLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _policy_dir() -> Path:
@@ -83,11 +80,6 @@ class ClaudeBridge:
 
     def prepare(self, context: AttachmentContext, endpoint: BridgeEndpoint
                 ) -> AttachmentPlan | None:
-        if not endpoint.url.startswith(_LOOPBACK_PREFIXES):
-            raise ValueError("bridge: the endpoint is not a loopback HTTP URL")
-        # The harness expands the variable by name: only a plain name is one.
-        if _VARIABLE_NAME.fullmatch(endpoint.token_variable) is None:
-            raise ValueError("bridge: the token variable is not a variable name")
         if endpoint.token_variable not in context.env:
             raise ValueError("bridge: the launch environment has no bridge token")
         name = endpoint.server_name

@@ -18,7 +18,6 @@ Checked against Codex CLI 0.171.0 (docs/harnesses/codex.md, "Agent bridge"):
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,8 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CodexBridge", "bridge_arguments"]
 
-_LOOPBACK_PREFIXES = ("http://127.0.0.1:", "http://localhost:")
-_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def bridge_arguments(endpoint: BridgeEndpoint) -> tuple[str, ...]:
@@ -63,11 +60,6 @@ class CodexBridge:
 
     def prepare(self, context: AttachmentContext, endpoint: BridgeEndpoint
                 ) -> AttachmentPlan | None:
-        if not endpoint.url.startswith(_LOOPBACK_PREFIXES):
-            raise ValueError("bridge: the endpoint is not a loopback HTTP URL")
-        # The harness expands the variable by name: only a plain name is one.
-        if _VARIABLE_NAME.fullmatch(endpoint.token_variable) is None:
-            raise ValueError("bridge: the token variable is not a variable name")
         if endpoint.token_variable not in context.env:
             raise ValueError("bridge: the launch environment has no bridge token")
         if _named_on_command_line(context.user_flags, endpoint.server_name):
