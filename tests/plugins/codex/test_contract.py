@@ -31,7 +31,8 @@ class TestCodexContract(HarnessProviderContract):
     plugin = clanker_codex.plugin
     harness_id = "codex"
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
-                              Capability.ATTENTION, Capability.USAGE, Capability.COMMIT})
+                              Capability.ATTENTION, Capability.USAGE, Capability.COMMIT,
+                              Capability.ACCOUNTS})
 
     # launch
     valid_session_ids = (SESSION, SESSION.upper())

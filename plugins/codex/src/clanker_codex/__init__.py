@@ -13,6 +13,7 @@ from clanker.plugin import (
     Transport,
     define_harness,
 )
+from clanker_codex.accounts import CodexAccounts
 from clanker_codex.attention import CodexAttention
 from clanker_codex.commit import CodexCommit
 from clanker_codex.launch import CodexLaunch
@@ -39,5 +40,6 @@ plugin = define_harness(
     sessions=CodexSessions,
     attention=CodexAttention,
     usage=CodexUsage,
+    accounts=CodexAccounts,
     commit=CodexCommit,
 )
