@@ -41,7 +41,8 @@ class TestClaudeContract(HarnessProviderContract):
     plugin = clanker_claude.plugin
     harness_id = "claude"
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
-                              Capability.ATTENTION, Capability.USAGE, Capability.COMMIT})
+                              Capability.ATTENTION, Capability.USAGE, Capability.COMMIT,
+                              Capability.ACCOUNTS})
 
     # launch
     valid_session_ids = (SESSION,)

@@ -13,6 +13,7 @@ from clanker.plugin import (
     Transport,
     define_harness,
 )
+from clanker_claude.accounts import ClaudeAccounts
 from clanker_claude.attention import ClaudeAttention
 from clanker_claude.commit import ClaudeCommit
 from clanker_claude.launch import ClaudeLaunch
@@ -39,5 +40,6 @@ plugin = define_harness(
     sessions=ClaudeSessions,
     attention=ClaudeAttention,
     usage=ClaudeUsage,
+    accounts=ClaudeAccounts,
     commit=ClaudeCommit,
 )
