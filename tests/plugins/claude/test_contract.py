@@ -42,7 +42,8 @@ class TestClaudeContract(HarnessProviderContract):
     harness_id = "claude"
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
                               Capability.ATTENTION, Capability.USAGE, Capability.COMMIT,
-                              Capability.AGENT_BRIDGE, Capability.GUIDANCE})
+                              Capability.AGENT_BRIDGE, Capability.GUIDANCE,
+                              Capability.ACCOUNTS})
 
     # launch
     valid_session_ids = (SESSION,)

@@ -32,7 +32,8 @@ class TestCodexContract(HarnessProviderContract):
     harness_id = "codex"
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
                               Capability.ATTENTION, Capability.USAGE, Capability.COMMIT,
-                              Capability.AGENT_BRIDGE, Capability.GUIDANCE})
+                              Capability.AGENT_BRIDGE, Capability.GUIDANCE,
+                              Capability.ACCOUNTS})
 
     # launch
     valid_session_ids = (SESSION, SESSION.upper())

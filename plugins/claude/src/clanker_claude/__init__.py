@@ -36,4 +36,5 @@ plugin = define_harness(
     commit="clanker_claude.commit:ClaudeCommit",
     agent_bridge="clanker_claude.bridge:ClaudeBridge",
     guidance="clanker_claude.guidance:ClaudeGuidance",
+    accounts="clanker_claude.accounts:ClaudeAccounts",
 )

@@ -36,4 +36,5 @@ plugin = define_harness(
     commit="clanker_codex.commit:CodexCommit",
     agent_bridge="clanker_codex.bridge:CodexBridge",
     guidance="clanker_codex.guidance:CodexGuidance",
+    accounts="clanker_codex.accounts:CodexAccounts",
 )
