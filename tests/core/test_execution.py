@@ -247,3 +247,13 @@ def test_death_by_signal_is_reported_as_a_negative_exit_code(bin_dir: Path) -> N
     """)
     result = run(LocalTransport(path_with(bin_dir)), CommandRequest(command="self-kill"))
     assert (result.stdout, result.exit_code) == ("before\n", -9)
+
+
+def test_only_an_attended_command_may_wait_for_the_person_up_to_five_minutes() -> None:
+    from clanker.execution import ATTENDED_TIMEOUT
+
+    assert CommandRequest(command="x", timeout=ATTENDED_TIMEOUT, attended=True).timeout == 300
+    for fields in ({"timeout": 301.0, "attended": True}, {"timeout": 31.0},
+                   {"timeout": 91.0, "inference": True}):
+        with pytest.raises(ValueError, match="timeout"):
+            CommandRequest(command="x", **fields)  # type: ignore[arg-type]

@@ -165,8 +165,10 @@ def test_a_completed_sign_in_is_verified_by_status_and_shows_nothing(version: st
     assert [r.argv for r in executor.requests] == [
         ("claude", "auth", "login", "--claudeai"), ("claude", "auth", "status", "--json")]
     for request in executor.requests:
-        assert dict(request.env) == ENV
-        assert 0 < request.timeout <= MAX_TIMEOUT and request.stdin is None
+        assert dict(request.env) == ENV and request.stdin is None
+    login, status = executor.requests
+    assert login.attended and login.timeout == 300  # it waits for the person
+    assert not status.attended and 0 < status.timeout <= MAX_TIMEOUT
 
 
 def test_a_login_that_ends_without_a_sign_in_is_unauthenticated() -> None:

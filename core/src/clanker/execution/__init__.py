@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from clanker.execution.local import LocalTransport
 from clanker.execution.request import (
+    ATTENDED_TIMEOUT,
     DEFAULT_MAX_OUTPUT,
     DEFAULT_TIMEOUT,
     INFERENCE_TIMEOUT,
@@ -29,6 +30,7 @@ from clanker.execution.request import (
 from clanker.execution.session import CommandSession, SessionExit
 
 __all__ = [
+    "ATTENDED_TIMEOUT",
     "DEFAULT_MAX_OUTPUT",
     "DEFAULT_TIMEOUT",
     "INFERENCE_TIMEOUT",

@@ -18,6 +18,7 @@ from clanker.envvars import ENV_NAME_PATTERN, is_credential_variable
 from clanker.errors import ErrorKind, HarnessCapabilityError
 
 __all__ = [
+    "ATTENDED_TIMEOUT",
     "DEFAULT_MAX_OUTPUT",
     "DEFAULT_TIMEOUT",
     "INFERENCE_TIMEOUT",
@@ -32,6 +33,8 @@ __all__ = [
 DEFAULT_TIMEOUT: Final = 10.0
 MAX_TIMEOUT: Final = 30.0
 INFERENCE_TIMEOUT: Final = 90.0
+ATTENDED_TIMEOUT: Final = 300.0
+"""The ceiling of a command that waits for the person (a sign-in in their browser)."""
 DEFAULT_MAX_OUTPUT: Final = 256 * 1024
 MAX_OUTPUT: Final = 1024 * 1024
 MAX_SESSION_INPUT: Final = 64 * 1024
@@ -84,8 +87,9 @@ class CommandRequest:
     ``env`` is added to the environment the transport provides (which never
     carries clanker credentials). ``timeout`` bounds the whole run, or the
     whole lifetime of a stdio session; ``inference`` raises its ceiling from
-    30 s to 90 s for model calls. ``max_output_bytes`` caps stdout and stderr
-    each, cumulatively.
+    30 s to 90 s for model calls, ``attended`` to 300 s for a command that waits
+    for the person (a sign-in in their browser). ``max_output_bytes`` caps
+    stdout and stderr each, cumulatively.
     """
 
     command: str = field(validator=_check_command)
@@ -95,6 +99,7 @@ class CommandRequest:
     stdin: bytes | None = field(default=None)
     timeout: float = field(default=DEFAULT_TIMEOUT)
     inference: bool = False
+    attended: bool = False
     max_output_bytes: int = field(default=DEFAULT_MAX_OUTPUT)
 
     @stdin.validator
@@ -104,7 +109,8 @@ class CommandRequest:
 
     @timeout.validator
     def _check_timeout(self, _: object, value: float) -> None:
-        ceiling = INFERENCE_TIMEOUT if self.inference else MAX_TIMEOUT
+        ceiling = (ATTENDED_TIMEOUT if self.attended
+                   else INFERENCE_TIMEOUT if self.inference else MAX_TIMEOUT)
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if not number or not 0 < value <= ceiling:
             raise ValueError(f"timeout: must be more than 0 and at most {ceiling:g} seconds")

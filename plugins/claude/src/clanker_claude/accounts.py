@@ -41,7 +41,7 @@ from typing import Any, Final
 
 from clanker.accounts.capability import AccountCheck, AccountContext, AccountIdentity, SignedIn
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import MAX_TIMEOUT, CommandRequest, CommandResult
+from clanker.execution import ATTENDED_TIMEOUT, MAX_TIMEOUT, CommandRequest, CommandResult
 
 __all__ = [
     "HOME_VARIABLE",
@@ -50,9 +50,9 @@ __all__ = [
 ]
 
 HOME_VARIABLE: Final = "CLAUDE_CONFIG_DIR"
-# A sign-in waits for a person in a browser; a command's lifetime is bounded by
-# what CommandRequest allows, so this is its ceiling (see the docs page).
-SIGN_IN_TIMEOUT: Final = MAX_TIMEOUT
+# A sign-in waits for a person in a browser: an attended command, at most the 5
+# minutes the accounts service gives a sign-in.
+SIGN_IN_TIMEOUT: Final = ATTENDED_TIMEOUT
 TIMEOUT: Final = MAX_TIMEOUT  # auth status may refresh a token over the network
 # Variables that would make the CLI answer for themselves instead of the home.
 _OVERRIDING: Final = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")
@@ -115,7 +115,7 @@ class ClaudeAccounts:
 
     def _auth(self, context: AccountContext, *args: str, timeout: float) -> CommandRequest:
         return CommandRequest(command="claude", args=("auth", *args), env=self._env(context),
-                              timeout=timeout)
+                              timeout=timeout, attended=timeout > MAX_TIMEOUT)
 
     async def _status(self, context: AccountContext) -> AccountCheck:
         request = self._auth(context, "status", "--json", timeout=self._timeout)

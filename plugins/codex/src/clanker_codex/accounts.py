@@ -45,7 +45,7 @@ from typing import Any, Final
 
 from clanker.accounts.capability import AccountCheck, AccountContext, AccountIdentity, SignedIn
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import MAX_TIMEOUT, CommandRequest, LineSession
+from clanker.execution import ATTENDED_TIMEOUT, MAX_TIMEOUT, CommandRequest, LineSession
 from clanker_codex.appserver import Connection, app_server_request, fail, result_of
 
 __all__ = [
@@ -58,9 +58,9 @@ __all__ = [
 ]
 
 HOME_VARIABLE: Final = "CODEX_HOME"
-# A sign-in waits for a person in a browser; the session's lifetime is bounded
-# by what CommandRequest allows, so this is its ceiling (see the docs page).
-SIGN_IN_TIMEOUT: Final = MAX_TIMEOUT
+# A sign-in waits for a person in a browser: an attended session, at most the 5
+# minutes the accounts service gives a sign-in.
+SIGN_IN_TIMEOUT: Final = ATTENDED_TIMEOUT
 TIMEOUT: Final = MAX_TIMEOUT  # verify / sign out: logout alone took 5 s offline
 CANCEL_TIMEOUT: Final = 5.0
 MAX_URL: Final = 8192
@@ -153,7 +153,8 @@ class CodexAccounts:
         home = context.environment.get(HOME_VARIABLE)
         if home != context.home:
             raise fail(ErrorKind.NOT_CONFIGURED, f"the environment does not set {HOME_VARIABLE}")
-        return app_server_request(timeout, {HOME_VARIABLE: home})
+        return app_server_request(timeout, {HOME_VARIABLE: home},
+                                  attended=timeout > MAX_TIMEOUT)
 
     async def authenticate(
         self, context: AccountContext, show_url: Callable[[str], None]

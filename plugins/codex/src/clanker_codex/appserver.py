@@ -60,10 +60,13 @@ def fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
 
 
 def app_server_request(
-    timeout: float = _TIMEOUT, env: Mapping[str, str] | None = None
+    timeout: float = _TIMEOUT, env: Mapping[str, str] | None = None, *,
+    attended: bool = False,
 ) -> CommandRequest:
-    """Return the one command every app-server probe runs: ``codex app-server``."""
-    return CommandRequest(command="codex", args=("app-server",), timeout=timeout, env=env)
+    """Return the one command every app-server probe runs: ``codex app-server``
+    (``attended``: it waits for the person, a sign-in, up to 300 s)."""
+    return CommandRequest(command="codex", args=("app-server",), timeout=timeout, env=env,
+                          attended=attended)
 
 
 def error_code(response: Mapping[str, Any]) -> int | None:
