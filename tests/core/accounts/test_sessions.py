@@ -57,23 +57,30 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
                                               show_url=lambda url: None))
     home = Path(dict(clanker.accounts.binding("fake-agent", "work").env)["FAKE_AGENT_HOME"])
     write_fake_session(home, "work1", str(tmp_path), WHEN.replace(hour=10))
+    # A second managed account beside it, and the default: three stores side by side.
+    other = asyncio.run(clanker.accounts.add("fake-agent", label="side",
+                                             show_url=lambda url: None))
+    side = Path(dict(clanker.accounts.binding("fake-agent", "side").env)["FAKE_AGENT_HOME"])
+    write_fake_session(side, "side1", str(tmp_path), WHEN.replace(hour=8))
     return {"clanker": clanker, "registry": registry, "record": record, "home": home,
-            "own": own, "cwd": tmp_path}
+            "own": own, "cwd": tmp_path, "other": other, "side": side}
 
 
 def test_each_account_s_history_is_listed_with_its_account(setup: dict[str, Any]) -> None:
     clanker: Clanker = setup["clanker"]
     listing = asyncio.run(clanker.sessions(workspace=None))
     assert [(s.native_id, s.account) for s in listing.sessions] == [
-        ("work1", setup["record"].id), ("own1", None)]
+        ("work1", setup["record"].id), ("own1", None), ("side1", setup["other"].id)]
     assert [(r.harness, r.account) for r in listing.scans] == [
-        ("fake-agent", None), ("fake-agent", setup["record"].id)]
+        ("fake-agent", None), ("fake-agent", setup["record"].id),
+        ("fake-agent", setup["other"].id)]
     with override_registry(setup["registry"]):
         table = CliRunner().invoke(cli, ["sessions", "--all"]).stdout.splitlines()
         as_json = json.loads(CliRunner().invoke(cli, ["sessions", "--all", "--json"]).stdout)
     assert table[0].split() == ["UPDATED", "TITLE", "MODEL", "ACCOUNT", "SESSION"]
-    assert " work " in table[1] and " default " in table[2]
-    assert [s["account"] for s in as_json["sessions"]] == [setup["record"].id, None]
+    assert " work " in table[1] and " default " in table[2] and " side " in table[3]
+    assert [s["account"] for s in as_json["sessions"]] == [
+        setup["record"].id, None, setup["other"].id]
 
 
 def test_a_resume_continues_under_the_account_that_holds_the_session(
@@ -82,7 +89,8 @@ def test_a_resume_continues_under_the_account_that_holds_the_session(
     with override_registry(setup["registry"]):
         # The fake harness's launch plan sets its home to /tmp/fake: the default
         # account leaves it as it is, a managed one points it at its own home.
-        for key, home in (("fake-agent:work1", setup["home"]), ("fake-agent:own1", "/tmp/fake")):
+        for key, home in (("fake-agent:work1", setup["home"]), ("fake-agent:own1", "/tmp/fake"),
+                          ("fake-agent:side1", setup["side"])):
             result = CliRunner().invoke(cli, ["resume", key, "--no-attention"])
             assert result.exit_code == 0, result.output
             record = json.loads((setup["cwd"] / "record.json").read_text())
@@ -96,4 +104,4 @@ def test_a_removed_account_s_history_is_no_longer_listed(setup: dict[str, Any]) 
     clanker: Clanker = setup["clanker"]
     asyncio.run(clanker.accounts.remove("work"))
     listing = asyncio.run(clanker.sessions(workspace=None))
-    assert [s.native_id for s in listing.sessions] == ["own1"]
+    assert [s.native_id for s in listing.sessions] == ["own1", "side1"]

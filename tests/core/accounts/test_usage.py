@@ -65,12 +65,15 @@ def test_one_reading_per_sign_in_the_selected_first(clanker: Clanker, tmp_path: 
     home = str(clanker.accounts.homes(clanker.harness("fake-agent"))[1][1]["FAKE_AGENT_HOME"])
     assert labels(asyncio.run(clanker.usage())) == [
         (None, str(tmp_path / "own")), (work.id, home)]
+    side = asyncio.run(clanker.accounts.add("fake-agent", label="side",
+                                            show_url=lambda url: None))
+    side_home = str(clanker.accounts.homes(clanker.harness("fake-agent"))[2][1]["FAKE_AGENT_HOME"])
     clanker.accounts.select("fake-agent", "work")
     assert labels(asyncio.run(clanker.usage())) == [
-        (work.id, home), (None, str(tmp_path / "own"))]
+        (work.id, home), (None, str(tmp_path / "own")), (side.id, side_home)]
     with override_registry(clanker.registry):
         table = CliRunner().invoke(cli, ["usage"]).stdout
         as_json = json.loads(CliRunner().invoke(cli, ["usage", "--json"]).stdout)
     assert "Fake Agent · work *" in table and "Fake Agent · default" in table
-    assert [entry["account"] for entry in as_json] == [work.id, None]
+    assert [entry["account"] for entry in as_json] == [work.id, None, side.id]
 
