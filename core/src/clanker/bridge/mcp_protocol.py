@@ -61,6 +61,7 @@ from typing import Any, Final
 
 from attrs import frozen
 
+from clanker import strictjson
 from clanker._logging import get_logger
 from clanker.bridge import wire
 from clanker.bridge.declaration import Caller
@@ -161,24 +162,10 @@ class _Refused(Exception):
         super().__init__(message)
 
 
-def _no_constants(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError("duplicate key")
-        result[key] = value
-    return result
-
-
 def _decode(body: bytes) -> object:
     """The body as JSON, strictly (UTF-8, no duplicate keys, no NaN), or ``ValueError``."""
     try:
-        return json.loads(body.decode("utf-8"), parse_constant=_no_constants,
-                          object_pairs_hook=_unique_keys)
+        return strictjson.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, RecursionError):
         raise ValueError("not JSON") from None
 

@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 import attrs
 from attrs import field, frozen
 
+from clanker import strictjson
 from clanker.bridge import wire as bridge_wire
 from clanker.converters import BoundaryError, make_boundary_converter, structure
 from clanker.grid.errors import GridProtocolError, GridRequestError
@@ -598,24 +599,11 @@ def _wire_keys(cls: type[Any]) -> frozenset[str]:
     return frozenset(_camel(a.name) for a in attrs.fields(cls))
 
 
-def _no_constants(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError("duplicate key")
-        result[key] = value
-    return result
-
-
 def _load_object(line: bytes | str) -> dict[str, Any]:
     """Decode one JSON object strictly, or raise ``ValueError`` with a safe reason."""
     try:
         text = line.decode("utf-8") if isinstance(line, bytes) else line
-        data = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys)
+        data = strictjson.loads(text)
     except UnicodeDecodeError:
         raise ValueError("the line is not UTF-8") from None
     except RecursionError:
