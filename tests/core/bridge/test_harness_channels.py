@@ -6,7 +6,6 @@ launch as it was."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,12 +16,10 @@ from clanker.attachment import AttachmentContext, AttachmentPlan
 from clanker.bridge import wire
 from clanker.bridge.capability import BridgeEndpoint
 from clanker.bridge.shipped import SHIPPED
-from clanker.grid import daemon
 from clanker.guidance.text import guidance_text
 from clanker.launch.harness_bridge import OWNED_NOTICE
 from clanker.launch.request import LaunchRequest
 from clanker.launch.service import LaunchOptions
-from clanker.paths import clanker_paths
 from clanker.registry import Registry
 from clanker.testing.doubles import prepend_to_path
 from tests.core.bridge.mcp_peer import Answer, exchange, request
@@ -68,15 +65,6 @@ def library(bridge: Registering, guidance: Instructing) -> Clanker:
     type(made).clanker_agent_bridge = hookimpl(lambda self: bridge)  # type: ignore[attr-defined]
     type(made).clanker_guidance = hookimpl(lambda self: guidance)  # type: ignore[attr-defined]
     return Clanker(registry=Registry.from_plugins({"fake-agent": made}, environ={}))
-
-
-@pytest.fixture
-def home(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv("CLANKER_HOME", str(short_dir))
-    try:
-        yield short_dir
-    finally:
-        daemon.stop(clanker_paths())
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,10 +19,8 @@ from clanker.bridge import wire
 from clanker.bridge.cmd import CommandError
 from clanker.bridge.shipped import SHIPPED_NAMES
 from clanker.cli import cli
-from clanker.grid import daemon
 from clanker.launch.request import LaunchRequest
 from clanker.launch.service import LaunchOptions
-from clanker.paths import clanker_paths
 from clanker.registry import Registry, override_registry
 from clanker.testing.doubles import prepend_to_path
 from tests.helpers import make_plugin, write_script
@@ -74,15 +71,6 @@ def plugin(*, attention: bool) -> object:
     if attention:
         type(made).clanker_attention = hookimpl(lambda self: Accepting())  # type: ignore[attr-defined]
     return made
-
-
-@pytest.fixture
-def home(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv("CLANKER_HOME", str(short_dir))
-    try:
-        yield short_dir
-    finally:
-        daemon.stop(clanker_paths())
 
 
 @pytest.fixture
