@@ -1,0 +1,48 @@
+"""The loopback sshd (``tests/sshd.py``) and transports aimed at it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clanker.execution.ssh import SshTransport
+from tests.sshd import REQUIRED_VARIABLE, Sshd, SshdUnavailable, start_sshd
+
+
+@pytest.fixture(scope="session")
+def sshd_server() -> Iterator[tuple[Sshd, object]]:
+    try:
+        with start_sshd() as running:
+            yield running
+    except SshdUnavailable as exc:
+        if os.environ.get(REQUIRED_VARIABLE) == "required":
+            pytest.fail(f"the test sshd must start here: {exc}")
+        pytest.skip(f"no test sshd: {exc}")
+
+
+@pytest.fixture
+def sshd(sshd_server: tuple[Sshd, object]) -> Sshd:
+    return sshd_server[0]
+
+
+@pytest.fixture
+def control_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="ckc-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def transport(sshd: Sshd, control_dir: Path) -> Iterator[SshTransport]:
+    ssh = SshTransport(sshd.alias, control_dir=control_dir, config_file=sshd.config_file)
+    try:
+        yield ssh
+    finally:
+        ssh.close()

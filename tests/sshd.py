@@ -1,0 +1,205 @@
+"""A real OpenSSH server on loopback, for the SSH tests.
+
+:func:`start_sshd` runs Debian's ``/usr/sbin/sshd -D -e`` with a generated
+configuration, host key, client key and ``known_hosts`` in a private
+temporary directory, on a free port of 127.0.0.1. The login is an
+unprivileged user: when the tests run as root, ``clanker-sshd`` (created with
+``useradd`` the first time, home ``/home/clanker-sshd``); otherwise the user
+running the tests, since an unprivileged sshd can only log in as itself.
+
+The client side is an ``ssh_config`` file with one ``Host`` alias
+(:data:`ALIAS`) carrying the port, user, key and strict host key checking
+against the generated ``known_hosts``: the way a person's own
+``~/.ssh/config`` would describe a host.
+
+When ``CLANKER_TEST_SSHD=required`` (``.ci/run`` sets it, after installing
+``openssh-server``) a server that cannot start is a failure; otherwise the
+tests that need it are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from attrs import frozen
+
+SSHD = "/usr/sbin/sshd"
+TEST_USER = "clanker-sshd"
+ALIAS = "clanker-test-host"
+REQUIRED_VARIABLE = "CLANKER_TEST_SSHD"
+
+
+class SshdUnavailable(Exception):
+    """The server cannot be started here; the message says why."""
+
+
+@frozen
+class Sshd:
+    """A running server and how to reach it."""
+
+    port: int
+    user: str
+    home: Path
+    config_file: Path
+    """The client configuration (``ssh -F``) defining :data:`ALIAS`."""
+    host_public_key: str
+    directory: Path
+
+    @property
+    def alias(self) -> str:
+        return ALIAS
+
+
+def _run(*argv: str) -> None:
+    subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.PIPE, timeout=60)
+
+
+def _login_user() -> tuple[str, Path]:
+    if os.geteuid() != 0:
+        entry = pwd.getpwuid(os.getuid())
+        return entry.pw_name, Path(entry.pw_dir)
+    try:
+        entry = pwd.getpwnam(TEST_USER)
+    except KeyError:
+        try:
+            _run("useradd", "--create-home", "--shell", "/bin/bash", TEST_USER)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise SshdUnavailable(f"cannot create the test user {TEST_USER}: {exc}") from exc
+        entry = pwd.getpwnam(TEST_USER)
+    try:
+        # useradd leaves the account locked ("!"), which sshd refuses even for a
+        # key; "*" is no password at all, and unlocked.
+        _run("usermod", "--password", "*", TEST_USER)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise SshdUnavailable(f"cannot unlock the test user {TEST_USER}: {exc}") from exc
+    return entry.pw_name, Path(entry.pw_dir)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _keygen(path: Path) -> str:
+    _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "clanker-test", "-f", str(path))
+    return (path.parent / f"{path.name}.pub").read_text().strip()
+
+
+def _server_config(directory: Path, port: int, user: str) -> Path:
+    config = directory / "sshd_config"
+    config.write_text("\n".join([
+        f"Port {port}",
+        "ListenAddress 127.0.0.1",
+        f"HostKey {directory / 'host_key'}",
+        f"PidFile {directory / 'sshd.pid'}",
+        f"AuthorizedKeysFile {directory / 'authorized_keys'}",
+        f"AllowUsers {user}",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "UsePAM no",
+        # The keys live under /tmp (world-writable, sticky), which StrictModes refuses.
+        "StrictModes no",
+        "PermitRootLogin no",
+        "PermitUserEnvironment no",
+        "MaxSessions 64",
+        "MaxStartups 64",
+        "LogLevel VERBOSE",
+        "",
+    ]))
+    return config
+
+
+def _client_config(directory: Path, port: int, user: str) -> Path:
+    config = directory / "ssh_config"
+    config.write_text("\n".join([
+        f"Host {ALIAS}",
+        "    HostName 127.0.0.1",
+        f"    Port {port}",
+        f"    User {user}",
+        f"    IdentityFile {directory / 'client_key'}",
+        "    IdentitiesOnly yes",
+        "    IdentityAgent none",
+        f"    UserKnownHostsFile {directory / 'known_hosts'}",
+        "    GlobalKnownHostsFile /dev/null",
+        "    StrictHostKeyChecking yes",
+        "",
+    ]))
+    return config
+
+
+class _Log:
+    """Collects the server's stderr and says when it listens."""
+
+    def __init__(self, stream: object) -> None:
+        self.lines: list[str] = []
+        self.listening = threading.Event()
+        self.ended = threading.Event()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: object) -> None:
+        assert hasattr(stream, "readline")
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip()
+            self.lines.append(line)
+            if "Server listening on 127.0.0.1" in line:
+                self.listening.set()
+        self.ended.set()
+        self.listening.set()
+
+    def count(self, text: str) -> int:
+        return sum(text in line for line in list(self.lines))
+
+
+@contextlib.contextmanager
+def start_sshd() -> Iterator[tuple[Sshd, _Log]]:
+    """Run a server for the duration of the block (raise :class:`SshdUnavailable`)."""
+    if not os.access(SSHD, os.X_OK) or shutil.which("ssh") is None:
+        raise SshdUnavailable(f"{SSHD} or ssh is not installed (Debian: openssh-server)")
+    user, home = _login_user()
+    directory = Path(tempfile.mkdtemp(prefix="ck-sshd-", dir="/tmp"))
+    try:
+        # sshd reads authorized_keys as the login user: it must reach this directory.
+        directory.chmod(0o755)
+        host_public = _keygen(directory / "host_key")
+        (directory / "authorized_keys").write_text(_keygen(directory / "client_key") + "\n")
+        (directory / "authorized_keys").chmod(0o644)
+        if os.geteuid() == 0:
+            Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation
+        port = _free_port()
+        (directory / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_public}\n")
+        server_config = _server_config(directory, port, user)
+        client_config = _client_config(directory, port, user)
+        process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(server_config)],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+        log = _Log(process.stderr)
+        try:
+            if not log.listening.wait(30) or log.ended.is_set():
+                raise SshdUnavailable("sshd did not start: " + " | ".join(log.lines[-5:]))
+            yield Sshd(port=port, user=user, home=home, config_file=client_config,
+                       host_public_key=host_public, directory=directory), log
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            log.ended.wait(10)
+            assert process.stderr is not None
+            process.stderr.close()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
