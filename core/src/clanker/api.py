@@ -47,9 +47,11 @@ if TYPE_CHECKING:
     from clanker.commit.service import CommitProposal, CommitService
     from clanker.descriptor import SessionOperation
     from clanker.environment import Environment
+    from clanker.environment.ssh import SshEnvironment
     from clanker.grid.client import GridClient
     from clanker.grid.daemon import GridStatus
     from clanker.grid.protocol import ExplainReply, StreamEvent, TerminalEntry
+    from clanker.hosts import Host, HostCheck, HostStore
     from clanker.installation import Installation
     from clanker.launch.attachments import Report
     from clanker.launch.request import LaunchRequest
@@ -74,6 +76,8 @@ class Clanker:
     (default: ``CLANKER_HOME`` or the platform's). Services are built on first
     use and kept: one object answers a warm session listing from memory.
     Close it (``async with`` or :meth:`aclose`) to end probes still running.
+    ``ssh_config_file`` replaces ``~/.ssh/config`` for SSH hosts (``ssh -F``;
+    default: the person's own OpenSSH configuration).
     """
 
     def __init__(
@@ -82,10 +86,13 @@ class Clanker:
         environment: Environment | None = None,
         registry: Registry | None = None,
         paths: ClankerPaths | None = None,
+        ssh_config_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self._environment = environment
         self._registry = registry
         self._paths = paths
+        self._ssh_config_file = ssh_config_file
+        self._owned_host: SshEnvironment | None = None
         self._sessions: SessionService | None = None
         self._models: ModelService | None = None
         self._usage: UsageService | None = None
@@ -165,9 +172,14 @@ class Clanker:
         return self._accounts
 
     async def aclose(self) -> None:
-        """Cancel usage probes still in flight (each child is reaped)."""
-        if self._usage is not None:
-            await self._usage.close()
+        """Cancel usage probes still in flight (each child is reaped); stop the SSH
+        connection of a :meth:`on_host` object."""
+        try:
+            if self._usage is not None:
+                await self._usage.close()
+        finally:
+            if self._owned_host is not None:
+                self._owned_host.close()
 
     async def __aenter__(self) -> Clanker:
         return self
@@ -211,6 +223,84 @@ class Clanker:
         from clanker.installation import probe_installations
 
         return await probe_installations(self._chosen(harnesses), self.environment)
+
+    # -- SSH hosts -----------------------------------------------------------
+
+    def _host_store(self) -> HostStore:
+        from clanker.hosts import HostStore
+
+        return HostStore(self.paths.config)
+
+    def hosts(self) -> list[Host]:
+        """The registered SSH hosts, by name. Raises :class:`~clanker.hosts.HostError`
+        (a :class:`ValueError`) when the hosts file cannot be used."""
+        return self._host_store().list()
+
+    def add_host(self, name: str, target: str) -> Host:
+        """Register ``target`` (an OpenSSH destination: ``user@box`` or a ``~/.ssh/config``
+        alias) as ``name``. Nothing is contacted. Raises :class:`~clanker.hosts.HostError`
+        for a malformed or taken name or a target ``ssh`` could read as an option."""
+        return self._host_store().add(name, target)
+
+    def remove_host(self, name: str) -> Host:
+        """Forget a host (:class:`~clanker.hosts.HostError` when unknown)."""
+        return self._host_store().remove(name)
+
+    async def connect_host(self, name: str) -> SshEnvironment:
+        """The registered host ``name`` as a connected
+        :class:`~clanker.environment.ssh.SshEnvironment` (close it when done).
+
+        Raises :class:`~clanker.hosts.HostError` for an unknown name and
+        ``transport-failure`` when the host cannot be reached.
+        """
+        from pathlib import Path
+
+        from clanker.environment.ssh import SshEnvironment, control_directory
+        from clanker.paths import runtime_directory
+
+        host = self._host_store().get(name)
+        config = None if self._ssh_config_file is None else Path(self._ssh_config_file)
+        environment = SshEnvironment(
+            host, control_dir=control_directory(runtime_directory(self.paths, create=True)),
+            config_file=config)
+        try:
+            await environment.connect()
+        except BaseException:
+            environment.close()
+            raise
+        return environment
+
+    async def on_host(self, name: str) -> Clanker:
+        """A :class:`Clanker` whose harnesses are those of the SSH host ``name``:
+        the same registry and directories; caches are kept per host. Close it."""
+        environment = await self.connect_host(name)
+        remote = Clanker(environment=environment, registry=self.registry, paths=self.paths,
+                         ssh_config_file=self._ssh_config_file)
+        remote._owned_host = environment
+        return remote
+
+    async def check_host(self, name: str) -> HostCheck:
+        """Reach ``name`` and find every harness there (one batched lookup) and its version.
+
+        A host that cannot be reached or used is a result (``error``), not an
+        exception; an unknown name raises :class:`~clanker.hosts.HostError`.
+        """
+        from clanker.errors import HarnessCapabilityError
+        from clanker.hosts import HostCheck
+        from clanker.installation import probe_installations
+
+        host = self._host_store().get(name)
+        try:
+            environment = await self.connect_host(name)
+        except HarnessCapabilityError as exc:
+            return HostCheck(host=host, error=exc)
+        try:
+            found = await probe_installations(list(self.harnesses()), environment)
+        except HarnessCapabilityError as exc:
+            return HostCheck(host=host, error=exc)
+        finally:
+            environment.close()
+        return HostCheck(host=host, error=None, installations=tuple(found))
 
     # -- models --------------------------------------------------------------
 

@@ -18,6 +18,8 @@ __all__ = [
     "EXIT_CHECKOUT_REFUSED",
     "EXIT_CODES",
     "EXIT_GRID_UNAVAILABLE",
+    "EXIT_HOST",
+    "EXIT_HOST_UNREACHABLE",
     "EXIT_IGNORED_ONLY",
     "EXIT_INTERNAL",
     "EXIT_NOTHING_TO_COMMIT",
@@ -79,6 +81,8 @@ EXIT_IGNORED_ONLY: Final = 25  # `worktree complete`: only ignored files; --disc
 EXIT_REMOVAL_FAILED: Final = 26  # `worktree`: removal failed or was not verified; it is kept
 EXIT_ACCOUNT: Final = 27  # the account cannot be used or changed as asked
 EXIT_ACCOUNT_STORE: Final = 28  # the account settings could not be read or saved
+EXIT_HOST: Final = 40  # `hosts`: unknown, malformed or taken host name, or unusable hosts file
+EXIT_HOST_UNREACHABLE: Final = 41  # `hosts check`: the host could not be reached or used
 
 # The documented, stable table (docs/exit-codes.md). Never renumber an entry.
 EXIT_CODES: Final[dict[ErrorKind, int]] = {

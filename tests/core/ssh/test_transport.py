@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest
 from clanker.execution.ssh import SshTransport, remote_command, validate_target
-from tests.sshd import Sshd
+from tests.sshd import Sshd, start_sshd
 
 # Any text a str can hold except NUL (and lone surrogates, which are not text).
 _WORD = st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)),
@@ -111,16 +111,20 @@ def test_a_flood_hits_the_cap_and_ends_the_remote_program(transport: SshTranspor
     assert _remote_processes(transport, token) == ""
 
 
-def test_one_connection_serves_every_command(
-    transport: SshTransport, sshd_server: tuple[Sshd, object]
-) -> None:
-    log = sshd_server[1]
-    before = log.count("Accepted publickey")  # type: ignore[attr-defined]
-    for _ in range(4):
-        _run(transport, CommandRequest(command="true"))
-    assert transport.connections == 1
-    # The server saw one more login, not four.
-    assert log.count("Accepted publickey") == before + 1  # type: ignore[attr-defined]
+def test_one_connection_serves_every_command(sshd: Sshd, control_dir: Path) -> None:
+    # A server of its own: once it and every connection ended, its log is complete.
+    with start_sshd() as (server, log):
+        transport = SshTransport(server.alias, control_dir=control_dir,
+                                 config_file=server.config_file)
+        try:
+            for _ in range(4):
+                _run(transport, CommandRequest(command="true"))
+        finally:
+            transport.close()
+    assert log.ended.wait(30)
+    assert (transport.connections, transport.executions) == (1, 4)
+    assert log.count("Accepted publickey") == 1
+    assert log.count("Starting session: command") == 4
 
 
 def test_a_session_moves_lines_and_dispose_ends_the_remote_program(

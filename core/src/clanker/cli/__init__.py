@@ -34,6 +34,7 @@ _COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
     "fork": ("clanker.cli.resume", "fork", "Start a new conversation from a past one."),
     "grid": ("clanker.cli.grid", "grid", "Start, stop or check the per-user grid daemon."),
     "harnesses": ("clanker.cli.harnesses", "harnesses", "List harnesses, installed or not."),
+    "hosts": ("clanker.cli.hosts", "hosts", "Register SSH hosts and check what runs there."),
     "launch": ("clanker.cli.launch", "launch", "Run a harness in this terminal."),
     "models": ("clanker.cli.models", "models", "List the models a harness accepts."),
     "plugins": ("clanker.cli.plugins", "plugins", "List installed plugins and their hooks."),

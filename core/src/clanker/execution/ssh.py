@@ -179,6 +179,8 @@ class SshTransport:
         self._master_checked = False
         self.connections = 0
         """How many times this transport opened a connection of its own (a master)."""
+        self.executions = 0
+        """How many remote programs it started (both forms; ending one is not counted)."""
 
     def __repr__(self) -> str:
         return f"SshTransport({self.target!r})"
@@ -309,6 +311,7 @@ class SshTransport:
         or a cancellation the remote program is ended too.
         """
         await self.ensure_connected()
+        self.executions += 1
         cap = request.max_output_bytes
         deadline = asyncio.get_running_loop().time() + request.timeout
         client = self._client_request(request, remote_command(request), stdin=request.stdin)
@@ -359,6 +362,7 @@ class SshTransport:
         if request.stdin is not None:
             raise ValueError("stdin: a session writes its input with write_line()")
         await self.ensure_connected()
+        self.executions += 1
         client = self._client_request(request, remote_command(request), stdin=None)
         pid: int | None = None
         child: Child | None = None

@@ -1,0 +1,184 @@
+"""An SSH host as an :class:`~clanker.environment.Environment`.
+
+Commands run through :class:`~clanker.execution.ssh.SshTransport` (one
+ControlMaster per host). :meth:`SshEnvironment.connect` opens the connection
+and reads the host's environment as a login shell there sets it up, in one
+execution, so that providers see the remote ``HOME`` and ``PATH``, never the
+local ones. Nothing ever falls back to this machine: a host that cannot be
+reached is a ``transport-failure``.
+
+Reading a host's files (the :class:`~clanker.environment.HostFiles` seam) is
+not available over SSH yet: every read is refused as ``unsupported``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Final, NoReturn
+
+from clanker.descriptor import Transport
+from clanker.envvars import strip_credentials
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import CommandRequest
+from clanker.execution.ssh import SshTransport
+from clanker.hosts import Host
+
+__all__ = ["SshEnvironment", "control_directory"]
+
+_COMMAND: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+# Prints each command's path (or nothing) on its own line, in order: one execution.
+_LOCATE: Final = 'for c do p=$(command -v "$c" 2>/dev/null) || p=; printf "%s\\n" "$p"; done'
+_MAX_ENVIRON: Final = 256 * 1024
+# Socket paths hold about 100 bytes; %C is 40 and ssh adds a 17-byte suffix while binding.
+_MAX_CONTROL_DIR: Final = 40
+
+
+def control_directory(runtime: Path | None) -> Path:
+    """A private (0700, ours, not a link) directory for the ControlMaster sockets:
+    ``<runtime>/ssh`` when short enough, else ``clanker-<uid>-ssh`` in the temporary
+    directory (``/tmp``)."""
+    candidate = runtime / "ssh" if runtime is not None else None
+    if candidate is None or len(str(candidate)) > _MAX_CONTROL_DIR:
+        candidate = Path(tempfile.gettempdir()) / f"clanker-{os.getuid()}-ssh"
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(candidate, 0o700)
+    info = os.lstat(candidate)
+    if not os.path.isdir(candidate) or os.path.islink(candidate) or info.st_uid != os.getuid() \
+            or info.st_mode & 0o077:
+        raise HarnessCapabilityError(
+            ErrorKind.TRANSPORT_FAILURE,
+            f"{candidate} is not a private directory of yours: clanker will not put its "
+            "SSH sockets there")
+    return candidate
+
+
+def _refuse() -> NoReturn:
+    raise HarnessCapabilityError(ErrorKind.UNSUPPORTED,
+                                 "reading a harness's files on an SSH host is not available yet")
+
+
+class _NoRemoteFiles:
+    """The :class:`~clanker.environment.HostFiles` of an SSH host: every read refused."""
+
+    def walk(self, *args: object, **kwargs: object) -> NoReturn:
+        _refuse()
+
+    def sample(self, *args: object, **kwargs: object) -> NoReturn:
+        _refuse()
+
+    def read_small(self, *args: object, **kwargs: object) -> NoReturn:
+        _refuse()
+
+    def stat(self, *args: object, **kwargs: object) -> NoReturn:
+        _refuse()
+
+    def realpath(self, *args: object, **kwargs: object) -> NoReturn:
+        _refuse()
+
+    def confined(self, *args: object, **kwargs: object) -> NoReturn:
+        _refuse()
+
+    def sqlite(self, *args: object, **kwargs: object) -> NoReturn:
+        _refuse()
+
+    def which(self, *args: object, **kwargs: object) -> NoReturn:
+        _refuse()
+
+
+class SshEnvironment:
+    """Harnesses on an SSH host: remote processes over the system ``ssh`` client.
+
+    Call :meth:`connect` before handing it to a service (it reads the host's
+    environment), and :meth:`close` when done (it stops the ControlMaster).
+    ``config_file`` and ``options`` are passed to ``ssh`` (``-F`` / ``-o``);
+    a person's hosts need neither: ``~/.ssh/config`` applies.
+    """
+
+    transport = Transport.SSH
+
+    def __init__(
+        self,
+        host: Host,
+        *,
+        control_dir: Path,
+        config_file: Path | None = None,
+        options: Sequence[str] = (),
+        local_environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.host = host
+        self._transport = SshTransport(host.target, control_dir=control_dir,
+                                       config_file=config_file, options=options,
+                                       base_env=local_environ)
+        self._environ: dict[str, str] = {}
+        self._files = _NoRemoteFiles()
+
+    def __repr__(self) -> str:
+        return f"SshEnvironment({self.host.name!r})"
+
+    @property
+    def name(self) -> str:
+        return f"ssh-{self.host.name}"
+
+    @property
+    def executor(self) -> SshTransport:
+        return self._transport
+
+    @property
+    def session_executor(self) -> SshTransport:
+        return self._transport
+
+    @property
+    def files(self) -> _NoRemoteFiles:
+        return self._files
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        """The host's login environment (empty until :meth:`connect`), credentials removed."""
+        return self._environ
+
+    async def connect(self) -> None:
+        """Reach the host and read its login environment (one execution).
+
+        Raises ``transport-failure`` when the host cannot be reached (unknown
+        name, refused, host key mismatch, authentication refused).
+        """
+        result = await self._transport.run(CommandRequest(
+            command="env", max_output_bytes=_MAX_ENVIRON))
+        result.require_success()
+        environ: dict[str, str] = {}
+        for line in result.stdout.splitlines():
+            name, sep, value = line.partition("=")
+            if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                environ[name] = value
+        self._environ = strip_credentials(environ)
+
+    async def locate(self, commands: Iterable[str]) -> dict[str, str | None]:
+        """Find each command on the host's login ``PATH``: one ``command -v`` execution."""
+        names = sorted(set(commands))
+        for name in names:
+            if _COMMAND.fullmatch(name) is None:
+                raise ValueError(f"{name!r} is not a bare command name")
+        if not names:
+            return {}
+        result = await self._transport.run(CommandRequest(
+            command="sh", args=("-c", _LOCATE, "locate", *names)))
+        result.require_success()
+        lines = result.stdout.split("\n")
+        found: dict[str, str | None] = {}
+        for index, name in enumerate(names):
+            path = lines[index] if index < len(lines) else ""
+            found[name] = path if path.startswith("/") else None  # not a builtin or alias
+        return found
+
+    def run_interactive(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: str) -> int:
+        raise HarnessCapabilityError(ErrorKind.UNSUPPORTED,
+                                     "launching on an SSH host is not available yet")
+
+    def close(self) -> None:
+        """Stop the host's ControlMaster connection."""
+        self._transport.close()
