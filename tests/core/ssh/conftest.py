@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -46,3 +47,20 @@ def transport(sshd: Sshd, control_dir: Path) -> Iterator[SshTransport]:
         yield ssh
     finally:
         ssh.close()
+
+
+@pytest.fixture
+def remote_bin(sshd: Sshd) -> Iterator[Path]:
+    """``~/.local/bin`` of the test user, which Debian's ``~/.profile`` puts on a login
+    shell's PATH; removed afterwards. Only with the dedicated test user (as root)."""
+    if os.geteuid() != 0:
+        pytest.skip("placing programs on the remote PATH needs the dedicated test user (root)")
+    directory = sshd.home / ".local" / "bin"
+    entry = pwd.getpwnam(sshd.user)
+    directory.mkdir(parents=True, exist_ok=True)
+    for path in (directory.parent, directory):
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(sshd.home / ".local", ignore_errors=True)

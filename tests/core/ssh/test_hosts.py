@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import pwd
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -88,23 +84,6 @@ def test_the_cli_adds_lists_removes_and_reports_an_unreachable_host() -> None:
     assert runner.invoke(cli, ["hosts", "check", "nope"]).exit_code == 40
     assert runner.invoke(cli, ["hosts", "remove", "box"]).exit_code == 0
     assert json.loads(runner.invoke(cli, ["hosts", "list", "--json"]).stdout) == []
-
-
-@pytest.fixture
-def remote_bin(sshd: Sshd) -> Iterator[Path]:
-    """``~/.local/bin`` of the test user, which Debian's ``~/.profile`` puts on a login
-    shell's PATH; removed afterwards. Only with the dedicated test user (as root)."""
-    if os.geteuid() != 0:
-        pytest.skip("placing programs on the remote PATH needs the dedicated test user (root)")
-    directory = sshd.home / ".local" / "bin"
-    entry = pwd.getpwnam(sshd.user)
-    directory.mkdir(parents=True, exist_ok=True)
-    for path in (directory.parent, directory):
-        os.chown(path, entry.pw_uid, entry.pw_gid)
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(sshd.home / ".local", ignore_errors=True)
 
 
 def test_check_finds_harnesses_on_the_login_path_with_their_versions(

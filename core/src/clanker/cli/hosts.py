@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
 from clanker.cli.common import (
     Failure,
+    capability_errors,
     echo_json,
     echo_table,
     json_option,
@@ -18,7 +19,33 @@ from clanker.cli.common import (
 )
 from clanker.errors import EXIT_HOST, EXIT_HOST_UNREACHABLE
 
-__all__ = ["hosts"]
+if TYPE_CHECKING:
+    from clanker.api import Clanker
+
+__all__ = ["host_errors", "host_option", "hosts", "library_on"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def host_option(function: Callable[P, T]) -> Callable[P, T]:
+    """``--host NAME``: work on a registered SSH host instead of this machine."""
+    return click.option("--host", "host", metavar="NAME", default=None,
+                        help="Work on the SSH host NAME (see `clanker hosts`).")(function)
+
+
+@asynccontextmanager
+async def library_on(host: str | None) -> AsyncIterator[Clanker]:
+    """The library for this machine, or for ``host`` (connected, and closed after)."""
+    local = library()
+    if host is None:
+        async with local:
+            yield local
+        return
+    with host_errors(), capability_errors():
+        remote = await local.on_host(host)
+    async with remote:
+        yield remote
 
 
 @contextmanager

@@ -11,9 +11,9 @@ from clanker.cli.common import (
     echo_json,
     echo_table,
     json_option,
-    library,
     run_async,
 )
+from clanker.cli.hosts import host_option, library_on
 from clanker.models.types import CatalogSource, ModelCatalog
 from clanker.registry import HarnessProvider
 
@@ -39,15 +39,20 @@ def _record(catalog: ModelCatalog) -> dict[str, object]:
 @click.command()
 @click.argument("harness", type=HarnessArgument())
 @click.option("--refresh", is_flag=True, help="Ask the harness now, ignoring the cache.")
+@host_option
 @json_option
-def models(harness: HarnessProvider, refresh: bool, as_json: bool) -> None:
+def models(harness: HarnessProvider, refresh: bool, host: str | None, as_json: bool) -> None:
     """List the models HARNESS accepts, as its own listing command reports them.
 
     When listing fails, the last good list (marked stale) or the harness's
     fallback list is shown and the exit code is the failure's.
     """
+    async def listing() -> ModelCatalog:
+        async with library_on(host) as clanker:
+            return await clanker.models(harness, refresh=refresh)
+
     with capability_errors():
-        catalog = run_async(library().models(harness, refresh=refresh))
+        catalog = run_async(listing())
     if as_json:
         echo_json(_record(catalog))
     elif catalog.models:

@@ -11,10 +11,10 @@ from clanker.cli.common import (
     HarnessArgument,
     echo_json,
     json_option,
-    library,
     relative_time,
     run_async,
 )
+from clanker.cli.hosts import host_option, library_on
 from clanker.errors import EXIT_CODES, ErrorKind
 from clanker.registry import HarnessProvider
 from clanker.usage.service import UsageEntry, UsageStatus
@@ -167,14 +167,15 @@ def _account_names(clanker: Any, providers: list[HarnessProvider]
               help="Only this harness (repeatable).")
 @click.option("--refresh", is_flag=True,
               help="Ask again now (still within each harness's hard limits).")
+@host_option
 @json_option
-def usage(harnesses: tuple[HarnessProvider, ...], refresh: bool, as_json: bool) -> None:
+def usage(harnesses: tuple[HarnessProvider, ...], refresh: bool, host: str | None,
+          as_json: bool) -> None:
     """Show every subscription's remaining quota, as each harness reports it."""
     requested = bool(harnesses)
-    clanker = library()
 
     async def collect() -> list[tuple[HarnessProvider, UsageEntry]]:
-        async with clanker:
+        async with library_on(host) as clanker:
             chosen = list(harnesses) or [p for p in clanker.harnesses() if p.usage is not None]
             if as_json:  # in the library's order: harness, then the selected sign-in first
                 return [(clanker.harness(entry.harness), entry)

@@ -62,6 +62,9 @@ _NO_CWD_MARKER: Final = b"clanker-remote-no-cwd"
 # What the remote side may print before the marker (a chatty profile): bounded.
 _PREAMBLE_MAX: Final = 16 * 1024
 _KILL_TIMEOUT: Final = 10.0
+# sshd's MaxSessions (10 by default) bounds the channels of one connection: what
+# clanker starts stays under it, with room for the commands that end programs.
+MAX_CHANNELS: Final = 6
 # An OpenSSH destination: [user@]host[:port] or ssh://..., or a Host alias.
 # Never an option, never whitespace or a control character.
 _TARGET: Final = re.compile(r"[A-Za-z0-9_.@:\[\]%/+=~-]{1,255}")
@@ -176,6 +179,7 @@ class SshTransport:
         self._options = tuple(options)
         self._base_env = client_environ(os.environ if base_env is None else base_env)
         self._master_lock = asyncio.Lock()
+        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._master_checked = False
         self.connections = 0
         """How many times this transport opened a connection of its own (a master)."""
@@ -276,6 +280,13 @@ class SshTransport:
             )
         self._master_checked = False
 
+    def _channels(self) -> asyncio.Semaphore:
+        """The channel slots of the running loop (a semaphore belongs to one loop)."""
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(MAX_CHANNELS))
+        return self._slots[1]
+
     # -- ending a remote program -------------------------------------------
 
     async def _kill_remote(self, pid: int | None) -> None:
@@ -311,6 +322,10 @@ class SshTransport:
         or a cancellation the remote program is ended too.
         """
         await self.ensure_connected()
+        async with self._channels():
+            return await self._run(request)
+
+    async def _run(self, request: CommandRequest) -> CommandResult:
         self.executions += 1
         cap = request.max_output_bytes
         deadline = asyncio.get_running_loop().time() + request.timeout
@@ -362,6 +377,15 @@ class SshTransport:
         if request.stdin is not None:
             raise ValueError("stdin: a session writes its input with write_line()")
         await self.ensure_connected()
+        slots = self._channels()
+        await slots.acquire()
+        try:
+            return await self._open(request, slots)
+        except BaseException:
+            slots.release()
+            raise
+
+    async def _open(self, request: CommandRequest, slots: asyncio.Semaphore) -> SshSession:
         self.executions += 1
         client = self._client_request(request, remote_command(request), stdin=None)
         pid: int | None = None
@@ -388,7 +412,7 @@ class SshTransport:
             if child is not None:
                 await self._stop(child, pid)
             raise
-        return SshSession(self, child, pid, CommandSession(child, request))
+        return SshSession(self, child, pid, CommandSession(child, request), slots)
 
 
 class SshSession:
@@ -396,11 +420,12 @@ class SshSession:
 
     The same API; ``wait`` turns ``ssh``'s 255 (or its death by a signal) into
     ``transport-failure``, and ``dispose`` ends the remote program when the
-    local client did not see it exit.
+    local client did not see it exit, and gives its channel slot back.
     """
 
     def __init__(self, transport: SshTransport, child: Child, pid: int,
-                 session: CommandSession) -> None:
+                 session: CommandSession, slots: asyncio.Semaphore) -> None:
+        self._slots: asyncio.Semaphore | None = slots
         self._transport = transport
         self._child = child
         self._pid = pid
@@ -423,12 +448,19 @@ class SshSession:
         return result
 
     async def dispose(self) -> None:
+        if self._slots is None:
+            return  # disposed already
         code = self._child.returncode
         try:
             if code is None or code < 0:  # the remote program's end was not seen
                 await self._transport._kill_remote(self._pid)
         finally:
-            await self._session.dispose()
+            try:
+                await self._session.dispose()
+            finally:
+                if self._slots is not None:
+                    self._slots.release()
+                    self._slots = None
 
     async def __aenter__(self) -> SshSession:
         return self

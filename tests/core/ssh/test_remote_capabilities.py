@@ -1,0 +1,57 @@
+"""Capabilities through an SSH host: providers unchanged, only the environment differs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from clanker.api import Clanker
+from clanker.cli import cli
+from clanker.models.types import CatalogSource, ModelCatalog
+from tests.sshd import Sshd
+
+_FIXTURES = Path(__file__).parents[2] / "fixtures"
+
+
+def _opencode_double(listing: str) -> str:
+    """``opencode models`` as opencode-ai 1.18.33 answers it offline
+    (tests/fixtures/opencode/models-offline.txt, captured from the real CLI)."""
+    return f"#!/bin/sh\n[ \"$1\" = models ] || exit 2\ncat <<'LISTING'\n{listing}LISTING\n"
+
+
+def test_models_of_a_host_come_from_the_host_and_are_cached_apart(
+    sshd: Sshd, remote_bin: Path
+) -> None:
+    listing = (_FIXTURES / "opencode" / "models-offline.txt").read_text()
+    double = remote_bin / "opencode"
+    double.write_text(_opencode_double(listing))
+    double.chmod(0o755)
+    local = Clanker(ssh_config_file=sshd.config_file)
+    local.add_host("box", sshd.alias)
+
+    async def on_host(refresh: bool) -> ModelCatalog:
+        async with await local.on_host("box") as remote:
+            return await remote.models("opencode", refresh=refresh)
+
+    live = asyncio.run(on_host(refresh=True))
+    assert (live.source, live.failure) == (CatalogSource.LIVE, None)
+    assert [model.id for model in live.models] == listing.split()
+    double.unlink()  # from now on only a cache can answer with that listing
+    cached = asyncio.run(on_host(refresh=False))
+    assert cached.source is CatalogSource.CACHE
+    assert cached.models == live.models
+    # Same cache directory, this machine: the host's entry is not this machine's.
+    assert asyncio.run(local.models("opencode")).source is not CatalogSource.CACHE
+
+
+def test_host_options_refuse_unknown_and_unreachable_hosts() -> None:
+    runner = CliRunner()
+    unknown = runner.invoke(cli, ["models", "opencode", "--host", "nope", "--json"])
+    assert unknown.exit_code == 40
+    assert runner.invoke(cli, ["hosts", "add", "box", "ssh://nobody@127.0.0.1:9"]).exit_code == 0
+    for command in (["models", "opencode"], ["usage"]):
+        unreachable = runner.invoke(cli, [*command, "--host", "box"])
+        assert unreachable.exit_code == 13, unreachable.output
+        assert "connection was refused" in unreachable.stderr
