@@ -151,7 +151,18 @@ class Clanker:
                                        store=UsageStore(self.paths.cache))
         return self._usage
 
+    def _local_only(self, what: str, reason: str) -> None:
+        """Refuse ``what`` on an SSH host: ``unsupported``, saying why it stays local."""
+        from clanker.descriptor import Transport
+
+        if self.environment.transport is not Transport.LOCAL:
+            from clanker.errors import ErrorKind, HarnessCapabilityError
+
+            raise HarnessCapabilityError(ErrorKind.UNSUPPORTED,
+                                         f"{what} is not available for SSH hosts: {reason}")
+
     def _launch_service(self) -> LaunchService:
+        self._local_only("launching", "a harness on a host is not run from here yet")
         if self._launch is None:
             from clanker.launch.service import LaunchService
 
@@ -411,6 +422,7 @@ class Clanker:
     # -- commit messages -----------------------------------------------------
 
     def _commit_service(self) -> CommitService:
+        self._local_only("commit messages", "they read this machine's git work tree")
         from clanker.commit.service import CommitService
 
         return CommitService(executor=self.environment.executor,
@@ -444,6 +456,7 @@ class Clanker:
         """
         from clanker.commit.service import commit_change
 
+        self._local_only("committing", "it runs git in this machine's work tree")
         return commit_change(proposal.change.root, proposal.message.text,
                              self.environment.environ)
 
@@ -493,6 +506,8 @@ class Clanker:
     # -- isolated checkouts (git worktrees) -----------------------------------
 
     def _checkout_service(self) -> CheckoutService:
+        self._local_only("isolated worktrees",
+                         "their transactions are recorded and checked on this machine")
         if self._checkouts is None:
             from clanker.checkouts.service import CheckoutService
 

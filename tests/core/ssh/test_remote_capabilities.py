@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from clanker.api import Clanker
@@ -55,3 +56,26 @@ def test_host_options_refuse_unknown_and_unreachable_hosts() -> None:
         unreachable = runner.invoke(cli, [*command, "--host", "box"])
         assert unreachable.exit_code == 13, unreachable.output
         assert "connection was refused" in unreachable.stderr
+
+
+def test_what_stays_on_this_machine_is_refused_for_a_host(tmp_path: Path) -> None:
+    from clanker.environment.ssh import SshEnvironment
+    from clanker.errors import ErrorKind, HarnessCapabilityError
+    from clanker.hosts import Host
+    from clanker.launch.request import LaunchRequest
+
+    # Never connected: every refusal comes before anything is run.
+    environment = SshEnvironment(Host("box", "box.invalid"), control_dir=tmp_path)
+    clanker = Clanker(environment=environment)
+    attempts = {
+        "commit messages": lambda: asyncio.run(clanker.commit_message("codex", tmp_path)),
+        "isolated worktrees": lambda: asyncio.run(clanker.create_worktree(tmp_path, "b")),
+        "launching": lambda: clanker.prepare_launch("codex", LaunchRequest(cwd=str(tmp_path))),
+    }
+    for what, attempt in attempts.items():
+        with pytest.raises(HarnessCapabilityError) as caught:
+            attempt()
+        assert caught.value.kind is ErrorKind.UNSUPPORTED
+        assert f"{what} is not available for SSH hosts" in str(caught.value)
+    assert environment.executor.executions == 0
+    assert not clanker.accounts.managed_supported
