@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 import subprocess
 import uuid
 from pathlib import Path
@@ -187,3 +190,30 @@ def test_the_remote_command_is_three_shells_of_quoted_words() -> None:
                            env={"SHELL": "/bin/sh", "PATH": "/usr/bin:/bin"}, cwd="/")
     assert probe.stdout == "".join(f"{word}|" for word in words)
     assert probe.stderr.startswith("clanker-remote-pid ")
+
+
+def test_cancelling_a_run_ends_the_remote_program(transport: SshTransport) -> None:
+    token = f"clanker-cancel-{uuid.uuid4().hex}"
+    directory = Path(tempfile.mkdtemp(prefix="ck-fifo-", dir="/tmp"))
+    try:
+        directory.chmod(0o755)
+        fifo = directory / "started"
+        os.mkfifo(fifo)
+        fifo.chmod(0o666)  # the remote user writes it
+
+        async def cancel_once_started() -> None:
+            task = asyncio.ensure_future(transport.run(CommandRequest(
+                command="sh", args=("-c", 'echo go > "$1"; sleep 300; : $0', token, str(fifo)),
+                timeout=30)))
+            # The host is this machine: opening the FIFO for reading returns once the
+            # remote program opened it to write, so it is running.
+            started = await asyncio.to_thread(fifo.read_text)
+            assert started == "go\n"
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(cancel_once_started())
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    assert _remote_processes(transport, token) == ""
