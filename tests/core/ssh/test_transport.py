@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import tempfile
 import subprocess
+import tempfile
 import uuid
 from pathlib import Path
 

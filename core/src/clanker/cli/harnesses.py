@@ -10,7 +10,7 @@ from clanker.cli.common import echo_json, echo_table, json_option, library, run_
 from clanker.environment import TRANSPORTS
 from clanker.installation import Installation
 
-__all__ = ["harnesses", "installation_record"]
+__all__ = ["harnesses", "installation_record", "installation_state"]
 
 
 def installation_record(found: Installation) -> dict[str, Any]:
@@ -42,6 +42,15 @@ def installation_record(found: Installation) -> dict[str, Any]:
     }
 
 
+def installation_state(record: dict[str, Any]) -> str:
+    """The VERSION column of an :func:`installation_record`."""
+    if not record["installed"]:
+        return "not installed"
+    if record["error"]:
+        return f"broken ({record['error']['kind']})"
+    return str(record["version"] or "?")
+
+
 @click.command()
 @json_option
 def harnesses(as_json: bool) -> None:
@@ -51,16 +60,6 @@ def harnesses(as_json: bool) -> None:
     if as_json:
         echo_json(records)
         return
-    rows = []
-    for record in records:
-        if not record["installed"]:
-            state = "not installed"
-        elif record["error"]:
-            state = f"broken ({record['error']['kind']})"
-        else:
-            state = record["version"] or "?"
-        rows.append(
-            [record["id"], record["name"], state, record["path"] or "-",
-             ", ".join(record["capabilities"])]
-        )
+    rows = [[record["id"], record["name"], installation_state(record), record["path"] or "-",
+             ", ".join(record["capabilities"])] for record in records]
     echo_table(["ID", "NAME", "VERSION", "PATH", "CAPABILITIES"], rows)

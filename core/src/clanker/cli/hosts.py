@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import click
 
@@ -123,7 +123,7 @@ def check(name: str, as_json: bool) -> None:
 
     Exits 41 when the host cannot be reached or used.
     """
-    from clanker.cli.harnesses import installation_record
+    from clanker.cli.harnesses import installation_record, installation_state
 
     with host_errors():
         result = run_async(library().check_host(name))
@@ -137,16 +137,7 @@ def check(name: str, as_json: bool) -> None:
         click.echo(f"clanker: {result.host.name}: {result.error.message}", err=True)
     else:
         click.echo(f"{result.host.name} ({result.host.target}): reachable")
-        echo_table(["ID", "VERSION", "PATH"], [_row(record) for record in harnesses])
+        echo_table(["ID", "VERSION", "PATH"],
+                   [[r["id"], installation_state(r), r["path"] or "-"] for r in harnesses])
     if result.error is not None:
         raise click.exceptions.Exit(EXIT_HOST_UNREACHABLE)
-
-
-def _row(record: dict[str, Any]) -> list[str]:
-    if not record["installed"]:
-        state = "not installed"
-    elif record["error"]:
-        state = f"broken ({record['error']['kind']})"
-    else:
-        state = record["version"] or "?"
-    return [record["id"], state, record["path"] or "-"]

@@ -312,6 +312,19 @@ class SshTransport:
         finally:
             await terminate(child)
 
+    async def _started(self, child: Child, request: CommandRequest) -> tuple[bytes, int]:
+        """Wait for the remote program's pid marker: return what stderr held before
+        it and the pid, or raise why the program never started."""
+        preamble, pid = await _read_preamble(child)
+        if pid is not None:
+            return preamble, pid
+        code = await child.exited()
+        await release(child, [])
+        if code == SSH_TRANSPORT_EXIT or code < 0:
+            raise _transport_failure(self.target, preamble, code)
+        raise HarnessCapabilityError(ErrorKind.COMMAND_FAILED,
+                                     f"{request.command}: it did not start on the host")
+
     # -- one-shot ----------------------------------------------------------
 
     async def run(self, request: CommandRequest) -> CommandResult:
@@ -341,14 +354,7 @@ class SshTransport:
         tasks: list[asyncio.Future[Any]] = []
         try:
             async with asyncio.timeout_at(deadline):
-                preamble, pid = await _read_preamble(child)
-                if pid is None:
-                    code = await child.exited()
-                    await release(child, [])
-                    if code == SSH_TRANSPORT_EXIT or code < 0:
-                        raise _transport_failure(self.target, preamble, code)
-                    raise HarnessCapabilityError(ErrorKind.COMMAND_FAILED,
-                                                 f"{request.command}: it did not start on the host")
+                preamble, pid = await self._started(child, request)
                 readers = [
                     asyncio.ensure_future(read_capped(child.stdout, cap, "stdout")),
                     asyncio.ensure_future(read_capped(child.stderr, cap - len(preamble), "stderr")),
@@ -393,14 +399,7 @@ class SshTransport:
         try:
             async with asyncio.timeout(request.timeout):
                 child = await spawn(client, self._base_env, stdin_pipe=True)
-                preamble, pid = await _read_preamble(child)
-                if pid is None:
-                    code = await child.exited()
-                    await release(child, [])
-                    if code == SSH_TRANSPORT_EXIT or code < 0:
-                        raise _transport_failure(self.target, preamble, code)
-                    raise HarnessCapabilityError(ErrorKind.COMMAND_FAILED,
-                                                 f"{request.command}: it did not start on the host")
+                _, pid = await self._started(child, request)
         except TimeoutError as exc:
             if child is not None:
                 await self._stop(child, pid)
