@@ -26,9 +26,9 @@ a ``kind`` (``docs/exit-codes.md``) unless a method says otherwise.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     # Deferred imports keep `import clanker.api` cheap: a tool that only asks
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from clanker.grid.client import GridClient
     from clanker.grid.daemon import GridStatus
     from clanker.grid.protocol import ExplainReply, StreamEvent, TerminalEntry
-    from clanker.hosts import Host, HostCheck, HostStore
+    from clanker.hosts import Host, HostCheck, HostOutcome, HostStore
     from clanker.installation import Installation
     from clanker.launch.attachments import Report
     from clanker.launch.request import LaunchRequest
@@ -65,6 +65,8 @@ if TYPE_CHECKING:
     from clanker.usage.service import UsageEntry, UsageService
 
 __all__ = ["Clanker"]
+
+T = TypeVar("T")
 
 
 class Clanker:
@@ -312,6 +314,32 @@ class Clanker:
         finally:
             environment.close()
         return HostCheck(host=host, error=None, installations=tuple(found))
+
+    async def each_host(self, work: Callable[[Clanker], Awaitable[T]]
+                        ) -> list[HostOutcome[T]]:
+        """Run ``work`` here and on every registered host, concurrently; one
+        :class:`~clanker.hosts.HostOutcome` each (this machine first, then by name).
+
+        A host that cannot be reached, or whose ``work`` raises a
+        :class:`~clanker.errors.HarnessCapabilityError`, has that as its
+        ``error``: the others' answers stand beside it.
+        """
+        import asyncio
+
+        from clanker.errors import HarnessCapabilityError
+        from clanker.hosts import HostOutcome
+
+        async def on(name: str | None) -> HostOutcome[T]:
+            try:
+                if name is None:
+                    return HostOutcome(host=None, value=await work(self))
+                async with await self.on_host(name) as remote:
+                    return HostOutcome(host=name, value=await work(remote))
+            except HarnessCapabilityError as exc:
+                return HostOutcome(host=name, error=exc)
+
+        names: list[str | None] = [None, *(host.name for host in self.hosts())]
+        return list(await asyncio.gather(*(on(name) for name in names)))
 
     # -- models --------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from attrs import frozen
 
@@ -27,7 +27,10 @@ if TYPE_CHECKING:
     from clanker.errors import HarnessCapabilityError
     from clanker.installation import Installation
 
-__all__ = ["HOSTS_FILE", "Host", "HostCheck", "HostError", "HostStore", "validate_host_name"]
+__all__ = ["HOSTS_FILE", "Host", "HostCheck", "HostError", "HostOutcome", "HostStore",
+           "validate_host_name"]
+
+T = TypeVar("T")
 
 HOSTS_FILE: Final = "hosts.json"
 MAX_HOSTS: Final = 256
@@ -74,6 +77,16 @@ class HostCheck:
     @property
     def reachable(self) -> bool:
         return self.error is None
+
+
+@frozen(kw_only=True)
+class HostOutcome(Generic[T]):
+    """One place's answer in :meth:`clanker.api.Clanker.each_host`: ``host`` is
+    ``None`` for this machine; exactly one of ``value`` and ``error`` is set."""
+
+    host: str | None
+    value: T | None = None
+    error: HarnessCapabilityError | None = None
 
 
 class HostStore:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,37 @@ def test_what_stays_on_this_machine_is_refused_for_a_host(tmp_path: Path) -> Non
         assert f"{what} is not available for SSH hosts" in str(caught.value)
     assert environment.executor.executions == 0
     assert not clanker.accounts.managed_supported
+
+
+def test_each_host_answers_beside_a_host_that_cannot_be_reached(
+    sshd: Sshd, remote_bin: Path
+) -> None:
+    listing = (_FIXTURES / "opencode" / "models-offline.txt").read_text()
+    double = remote_bin / "opencode"
+    double.write_text(_opencode_double(listing))
+    double.chmod(0o755)
+    clanker = Clanker(ssh_config_file=sshd.config_file)
+    clanker.add_host("box", sshd.alias)
+    clanker.add_host("dead", "ssh://nobody@127.0.0.1:9")
+    outcomes = asyncio.run(clanker.each_host(
+        lambda place: place.models("opencode", refresh=True)))
+    assert [o.host for o in outcomes] == [None, "box", "dead"]
+    local, box, dead = outcomes
+    assert local.error is None and local.value is not None
+    assert box.value is not None
+    assert [m.id for m in box.value.models] == listing.split()
+    assert dead.value is None and dead.error is not None
+    assert dead.error.kind.value == "transport-failure"
+
+
+def test_all_hosts_in_the_cli_reports_each_place() -> None:
+    runner = CliRunner()
+    assert runner.invoke(cli, ["hosts", "add", "dead", "ssh://nobody@127.0.0.1:9"]).exit_code == 0
+    result = runner.invoke(cli, ["models", "opencode", "--all-hosts", "--json"])
+    entries = json.loads(result.stdout)
+    assert [entry["host"] for entry in entries] == [None, "dead"]
+    assert entries[1]["catalog"] is None
+    assert entries[1]["error"]["kind"] == "transport-failure"
+    assert result.exit_code != 0
+    both = runner.invoke(cli, ["models", "opencode", "--all-hosts", "--host", "dead"])
+    assert both.exit_code == 2

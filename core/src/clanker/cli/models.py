@@ -11,9 +11,11 @@ from clanker.cli.common import (
     echo_json,
     echo_table,
     json_option,
+    library,
     run_async,
 )
-from clanker.cli.hosts import host_option, library_on
+from clanker.cli.hosts import host_errors, host_option, library_on
+from clanker.hosts import HostOutcome
 from clanker.models.types import CatalogSource, ModelCatalog
 from clanker.registry import HarnessProvider
 
@@ -40,13 +42,22 @@ def _record(catalog: ModelCatalog) -> dict[str, object]:
 @click.argument("harness", type=HarnessArgument())
 @click.option("--refresh", is_flag=True, help="Ask the harness now, ignoring the cache.")
 @host_option
+@click.option("--all-hosts", is_flag=True,
+              help="This machine and every registered host, each answer beside the others.")
 @json_option
-def models(harness: HarnessProvider, refresh: bool, host: str | None, as_json: bool) -> None:
+def models(harness: HarnessProvider, refresh: bool, host: str | None, all_hosts: bool,
+           as_json: bool) -> None:
     """List the models HARNESS accepts, as its own listing command reports them.
 
     When listing fails, the last good list (marked stale) or the harness's
     fallback list is shown and the exit code is the failure's.
     """
+    if all_hosts:
+        if host is not None:
+            raise click.UsageError("--host and --all-hosts exclude each other")
+        _everywhere(harness, refresh=refresh, as_json=as_json)
+        return
+
     async def listing() -> ModelCatalog:
         async with library_on(host) as clanker:
             return await clanker.models(harness, refresh=refresh)
@@ -74,3 +85,34 @@ def models(harness: HarnessProvider, refresh: bool, host: str | None, as_json: b
         if not as_json:
             click.echo(f"clanker: {catalog.failure.message}; {note}", err=True)
         raise SystemExit(CapabilityFailure(catalog.failure).exit_code)
+
+
+def _everywhere(harness: HarnessProvider, *, refresh: bool, as_json: bool) -> None:
+    """``--all-hosts``: one block (or JSON entry) per place; exit with the first failure."""
+    async def listings() -> list[HostOutcome[ModelCatalog]]:
+        async with library() as clanker:
+            return await clanker.each_host(lambda place: place.models(harness, refresh=refresh))
+
+    with host_errors():
+        outcomes = run_async(listings())
+    found = (o.error or (o.value.failure if o.value is not None else None) for o in outcomes)
+    failures = [failure for failure in found if failure is not None]
+    if as_json:
+        echo_json([{"host": o.host,
+                    "catalog": None if o.value is None else _record(o.value),
+                    "error": None if o.error is None else {"kind": o.error.kind.value,
+                                                           "message": o.error.message}}
+                   for o in outcomes])
+    else:
+        for outcome in outcomes:
+            click.echo(f"[{outcome.host or 'local'}]")
+            if outcome.error is not None:
+                click.echo(f"  ! {outcome.error.message}")
+                continue
+            assert outcome.value is not None
+            for m in outcome.value.models:
+                click.echo(f"  {m.id}{' *' if m.is_default else ''}")
+            if outcome.value.failure is not None:
+                click.echo(f"  ! {outcome.value.failure.message}")
+    if failures:
+        raise SystemExit(CapabilityFailure(failures[0]).exit_code)
