@@ -138,10 +138,22 @@ def _transport_failure(target: str, stderr: bytes, code: int) -> HarnessCapabili
 
 async def _read_preamble(child: Child) -> tuple[bytes, int | None]:
     """Read stderr up to the remote pid marker: return what came before it and the pid
-    (``None`` when the program never started: the marker did not come)."""
+    (``None`` when stderr ended first: the program never started).
+
+    What the host prints before the marker (a login shell's startup files) is
+    bounded: past 16 KiB, or in one longer line, the command fails.
+    """
+    too_much = HarnessCapabilityError(
+        ErrorKind.COMMAND_FAILED,
+        f"the host printed over {_PREAMBLE_MAX} bytes before the program started")
     before = bytearray()
-    while len(before) <= _PREAMBLE_MAX:
-        line = await child.stderr.readline()
+    while True:
+        try:
+            line = await child.stderr.readline()
+        except ValueError:  # one line longer than the stream's own limit
+            raise too_much from None
+        if len(before) + len(line) > _PREAMBLE_MAX:
+            raise too_much
         if not line:
             return bytes(before), None
         if line.startswith(_PID_MARKER):
@@ -151,7 +163,6 @@ async def _read_preamble(child: Child) -> tuple[bytes, int | None]:
             raise HarnessCapabilityError(ErrorKind.COMMAND_FAILED,
                                          "its directory does not exist on the host")
         before += line
-    return bytes(before), None
 
 
 class SshTransport:
