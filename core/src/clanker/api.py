@@ -269,13 +269,16 @@ class Clanker:
         from pathlib import Path
 
         from clanker.environment.ssh import SshEnvironment, control_directory
-        from clanker.paths import runtime_directory
+        from clanker.paths import UnsafeRuntimeDirectoryError, runtime_directory
 
         host = self._host_store().get(name)
         config = None if self._ssh_config_file is None else Path(self._ssh_config_file)
-        environment = SshEnvironment(
-            host, control_dir=control_directory(runtime_directory(self.paths, create=True)),
-            config_file=config)
+        try:
+            runtime: Path | None = runtime_directory(self.paths, create=True)
+        except UnsafeRuntimeDirectoryError:
+            runtime = None  # control_directory has a private place of its own
+        environment = SshEnvironment(host, control_dir=control_directory(runtime),
+                                     config_file=config)
         try:
             await environment.connect()
         except BaseException:

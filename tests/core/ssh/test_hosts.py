@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,24 @@ def test_a_connected_host_reports_its_own_environment_and_counts_executions(
     assert executions == 2  # the environment, then one lookup for every command
     assert found["clanker-no-such-program"] is None
     assert found["sh"] is not None and found["sh"].endswith("/sh")
+
+
+def test_the_control_directory_must_be_private_and_ours() -> None:
+    from clanker.environment.ssh import control_directory
+    from clanker.errors import HarnessCapabilityError
+
+    runtime = Path(tempfile.mkdtemp(prefix="ck-", dir="/tmp"))
+    try:
+        made = control_directory(runtime)
+        assert made == runtime / "ssh"
+        assert made.stat().st_mode & 0o777 == 0o700
+        made.chmod(0o755)
+        with pytest.raises(HarnessCapabilityError, match="not a private directory"):
+            control_directory(runtime)
+        made.rmdir()
+        (runtime / "elsewhere").mkdir(mode=0o700)
+        made.symlink_to(runtime / "elsewhere")
+        with pytest.raises(HarnessCapabilityError, match="not a private directory"):
+            control_directory(runtime)
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)

@@ -237,37 +237,40 @@ class SshTransport:
 
     # -- the shared connection ---------------------------------------------
 
-    async def ensure_connected(self) -> None:
+    async def ensure_connected(self, timeout: float = MAX_TIMEOUT) -> None:
         """Make sure the host's ControlMaster is up (once per transport), starting it
-        if needed; raise ``transport-failure`` when the host cannot be reached."""
+        if needed within ``timeout`` seconds; raise ``transport-failure`` when the
+        host cannot be reached."""
         async with self._master_lock:
             if self._master_checked:
                 return
-            await asyncio.to_thread(self._start_master)
+            await asyncio.to_thread(self._start_master, timeout)
             self._master_checked = True
 
-    def _start_master(self) -> None:
+    def _start_master(self, timeout: float) -> None:
+        try:
+            self._start_master_within(timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise HarnessCapabilityError(ErrorKind.TRANSPORT_FAILURE,
+                                         f"{self.target}: the connection timed out") from exc
+
+    def _start_master_within(self, timeout: float) -> None:
         check = subprocess.run(
             [self._client(), *self._ssh_args(), "-O", "check", "--", self.target],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env=self._base_env, timeout=MAX_TIMEOUT, check=False,
+            env=self._base_env, timeout=timeout, check=False,
         )
         if check.returncode == 0:
             return
         # The master forks into the background and keeps the descriptors it was
         # given: stderr goes to a file, so nothing here waits for the master's end.
         with tempfile.TemporaryFile() as errors:
-            try:
-                started = subprocess.run(
-                    [self._client(), *self._ssh_args(control_master="yes"),
-                     "-o", f"ControlPersist={_PERSIST_SECONDS}", "-f", "-N", "--", self.target],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors,
-                    env=self._base_env, timeout=CONNECT_TIMEOUT * 3, check=False,
-                    start_new_session=True,
-                )
-            except subprocess.TimeoutExpired as exc:
-                raise HarnessCapabilityError(ErrorKind.TRANSPORT_FAILURE,
-                                             f"{self.target}: the connection timed out") from exc
+            started = subprocess.run(
+                [self._client(), *self._ssh_args(control_master="yes"),
+                 "-o", f"ControlPersist={_PERSIST_SECONDS}", "-f", "-N", "--", self.target],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors,
+                env=self._base_env, timeout=timeout, check=False, start_new_session=True,
+            )
             errors.seek(0)
             text = errors.read(_PREAMBLE_MAX)
         if started.returncode != 0:
@@ -345,17 +348,33 @@ class SshTransport:
         and the local transport's errors otherwise; on a timeout, an output cap
         or a cancellation the remote program is ended too.
         """
-        await self.ensure_connected()
-        async with self._channels():
-            return await self._run(request)
-
-    async def _run(self, request: CommandRequest) -> CommandResult:
-        self.executions += 1
-        cap = request.max_output_bytes
+        # One deadline for all of it: connecting, waiting for a channel, running.
         deadline = asyncio.get_running_loop().time() + request.timeout
-        client = self._client_request(request, remote_command(request), stdin=request.stdin)
         timeout = HarnessCapabilityError(ErrorKind.TIMEOUT,
                                          f"{request.command} after {request.timeout:g}s")
+        slots = await self._channel(request, deadline, timeout)
+        try:
+            return await self._run(request, deadline, timeout)
+        finally:
+            slots.release()
+
+    async def _channel(self, request: CommandRequest, deadline: float,
+                       timeout: HarnessCapabilityError) -> asyncio.Semaphore:
+        """Connect (if needed) and take a channel slot, both before ``deadline``."""
+        slots = self._channels()
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self.ensure_connected(request.timeout)
+                await slots.acquire()
+        except TimeoutError as exc:
+            raise timeout from exc
+        return slots
+
+    async def _run(self, request: CommandRequest, deadline: float,
+                   timeout: HarnessCapabilityError) -> CommandResult:
+        self.executions += 1
+        cap = request.max_output_bytes
+        client = self._client_request(request, remote_command(request), stdin=request.stdin)
         try:
             async with asyncio.timeout_at(deadline):
                 child = await spawn(client, self._base_env, stdin_pipe=request.stdin is not None)
@@ -393,31 +412,30 @@ class SshTransport:
         """Start ``request`` on the host as a line-oriented stdio session."""
         if request.stdin is not None:
             raise ValueError("stdin: a session writes its input with write_line()")
-        await self.ensure_connected()
-        slots = self._channels()
-        await slots.acquire()
+        deadline = asyncio.get_running_loop().time() + request.timeout
+        timeout = HarnessCapabilityError(
+            ErrorKind.TIMEOUT, f"{request.command}: session over {request.timeout:g}s")
+        slots = await self._channel(request, deadline, timeout)
         try:
-            return await self._open(request, slots)
+            return await self._open(request, slots, deadline, timeout)
         except BaseException:
             slots.release()
             raise
 
-    async def _open(self, request: CommandRequest, slots: asyncio.Semaphore) -> SshSession:
+    async def _open(self, request: CommandRequest, slots: asyncio.Semaphore, deadline: float,
+                    timeout: HarnessCapabilityError) -> SshSession:
         self.executions += 1
         client = self._client_request(request, remote_command(request), stdin=None)
         pid: int | None = None
         child: Child | None = None
         try:
-            async with asyncio.timeout(request.timeout):
+            async with asyncio.timeout_at(deadline):
                 child = await spawn(client, self._base_env, stdin_pipe=True)
                 _, pid = await self._started(child, request)
         except TimeoutError as exc:
             if child is not None:
                 await self._stop(child, pid)
-            raise HarnessCapabilityError(
-                ErrorKind.TIMEOUT, f"{request.command}: session over {request.timeout:g}s",
-                cause=exc,
-            ) from exc
+            raise timeout from exc
         except BaseException:
             if child is not None:
                 await self._stop(child, pid)
