@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from clanker.api import Clanker
 from clanker.cli import cli
+from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.models.types import CatalogSource, ModelCatalog
 from tests.sshd import Sshd
 
@@ -61,7 +62,6 @@ def test_host_options_refuse_unknown_and_unreachable_hosts() -> None:
 
 def test_what_stays_on_this_machine_is_refused_for_a_host(tmp_path: Path) -> None:
     from clanker.environment.ssh import SshEnvironment
-    from clanker.errors import ErrorKind, HarnessCapabilityError
     from clanker.hosts import Host
     from clanker.launch.request import LaunchRequest
 
@@ -114,3 +114,20 @@ def test_all_hosts_in_the_cli_reports_each_place() -> None:
     assert result.exit_code != 0
     both = runner.invoke(cli, ["models", "opencode", "--all-hosts", "--host", "dead"])
     assert both.exit_code == 2
+
+
+def test_history_on_a_host_is_reported_unavailable_store_by_store(sshd: Sshd) -> None:
+    clanker = Clanker(ssh_config_file=sshd.config_file)
+    clanker.add_host("box", sshd.alias)
+
+    async def listing() -> list[object]:
+        async with await clanker.on_host("box") as remote:
+            found = await remote.sessions(workspace=None)
+            assert list(found.sessions) == []
+            return [scan.scan.error for scan in found.scans]
+
+    errors = asyncio.run(listing())
+    assert errors
+    for error in errors:
+        assert isinstance(error, HarnessCapabilityError)
+        assert error.kind is ErrorKind.UNSUPPORTED
