@@ -164,7 +164,8 @@ class Clanker:
                                          f"{what} is not available for SSH hosts: {reason}")
 
     def _launch_service(self) -> LaunchService:
-        self._local_only("launching", "a harness on a host is not run from here yet")
+        self._local_only("launching",
+                         "harnesses are launched in this machine's terminal only, for now")
         if self._launch is None:
             from clanker.launch.service import LaunchService
 
