@@ -32,9 +32,9 @@ from results import record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clanker.execution import CommandRequest, LocalTransport  # noqa: E402
-from clanker.execution.ssh import SshTransport  # noqa: E402
-from tests.sshd import start_sshd  # noqa: E402
+from clanker.execution import CommandRequest, LocalTransport
+from clanker.execution.ssh import SshTransport
+from tests.sshd import start_sshd
 
 
 def main() -> None:
