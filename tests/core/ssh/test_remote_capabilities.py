@@ -131,3 +131,17 @@ def test_history_on_a_host_is_reported_unavailable_store_by_store(sshd: Sshd) ->
     for error in errors:
         assert isinstance(error, HarnessCapabilityError)
         assert error.kind is ErrorKind.UNSUPPORTED
+
+
+def test_usage_of_all_hosts_reports_each_place() -> None:
+    runner = CliRunner()
+    assert runner.invoke(cli, ["hosts", "add", "dead", "ssh://nobody@127.0.0.1:9"]).exit_code == 0
+    result = runner.invoke(cli, ["usage", "--all-hosts", "--json"])
+    entries = json.loads(result.stdout)
+    assert [entry["host"] for entry in entries] == [None, "dead"]
+    assert isinstance(entries[0]["entries"], list) and entries[0]["error"] is None
+    assert entries[1]["entries"] is None
+    assert entries[1]["error"]["kind"] == "transport-failure"
+    assert result.exit_code != 0
+    text = runner.invoke(cli, ["usage", "--all-hosts"])
+    assert "[local]" in text.stdout and "[dead]" in text.stdout

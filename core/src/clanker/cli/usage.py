@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,14 +11,19 @@ from clanker.cli.common import (
     HarnessArgument,
     echo_json,
     json_option,
+    library,
     relative_time,
     run_async,
 )
-from clanker.cli.hosts import host_option, library_on
+from clanker.cli.hosts import host_errors, host_option, library_on
 from clanker.errors import EXIT_CODES, ErrorKind
+from clanker.hosts import HostOutcome
 from clanker.registry import HarnessProvider
 from clanker.usage.service import UsageEntry, UsageStatus
 from clanker.usage.types import Measurement
+
+if TYPE_CHECKING:
+    from clanker.api import Clanker
 
 __all__ = ["format_duration", "usage"]
 
@@ -168,11 +173,18 @@ def _account_names(clanker: Any, providers: list[HarnessProvider]
 @click.option("--refresh", is_flag=True,
               help="Ask again now (still within each harness's hard limits).")
 @host_option
+@click.option("--all-hosts", is_flag=True,
+              help="This machine and every registered host, each answer beside the others.")
 @json_option
 def usage(harnesses: tuple[HarnessProvider, ...], refresh: bool, host: str | None,
-          as_json: bool) -> None:
+          all_hosts: bool, as_json: bool) -> None:
     """Show every subscription's remaining quota, as each harness reports it."""
     requested = bool(harnesses)
+    if all_hosts:
+        if host is not None:
+            raise click.UsageError("--host and --all-hosts exclude each other")
+        _everywhere(harnesses, refresh=refresh, as_json=as_json)
+        return
 
     async def collect() -> list[tuple[HarnessProvider, UsageEntry]]:
         async with library_on(host) as clanker:
@@ -193,6 +205,15 @@ def usage(harnesses: tuple[HarnessProvider, ...], refresh: bool, host: str | Non
     results = run_async(collect())
     if as_json:
         echo_json([_record(p, e) for p, e in results])
+    codes = _failure_codes(results, requested=requested)
+    if codes:
+        raise SystemExit(codes[0])
+
+
+def _failure_codes(results: list[tuple[HarnessProvider, UsageEntry]], *, requested: bool
+                   ) -> list[int]:
+    """The exit codes of the failures among ``results``, in order (a requested harness
+    that is missing or cannot report counts too)."""
     codes = [
         EXIT_CODES[e.failure.kind] for _, e in results
         if e.failure is not None and e.status in (UsageStatus.FAILED, UsageStatus.STALE)
@@ -202,5 +223,38 @@ def usage(harnesses: tuple[HarnessProvider, ...], refresh: bool, host: str | Non
                   if e.status is UsageStatus.NOT_INSTALLED]
         codes += [EXIT_CODES[ErrorKind.UNSUPPORTED] for _, e in results
                   if e.status is UsageStatus.UNSUPPORTED]
+    return codes
+
+
+def _everywhere(harnesses: tuple[HarnessProvider, ...], *, refresh: bool, as_json: bool) -> None:
+    """``--all-hosts``: every place's entries, a host that failed shown beside the others."""
+    async def readings(place: Clanker) -> list[tuple[HarnessProvider, UsageEntry]]:
+        chosen = list(harnesses) or [p for p in place.harnesses() if p.usage is not None]
+        return [(place.harness(entry.harness), entry)
+                for entry in await place.usage(chosen, refresh=refresh)]
+
+    async def collect() -> list[HostOutcome[list[tuple[HarnessProvider, UsageEntry]]]]:
+        async with library() as clanker:
+            return await clanker.each_host(readings)
+
+    with host_errors():
+        outcomes = run_async(collect())
+    if as_json:
+        echo_json([{"host": o.host,
+                    "entries": None if o.value is None else [_record(p, e) for p, e in o.value],
+                    "error": None if o.error is None else {"kind": o.error.kind.value,
+                                                           "message": o.error.message}}
+                   for o in outcomes])
+    else:
+        now = datetime.now(UTC)
+        for outcome in outcomes:
+            click.echo(f"[{outcome.host or 'local'}]")
+            if outcome.error is not None:
+                click.echo(f"  ! {outcome.error.message}")
+            for provider, entry in outcome.value or ():
+                _render(provider, entry, now, None)
+    codes = [code for o in outcomes
+             for code in ([EXIT_CODES[o.error.kind]] if o.error is not None
+                          else _failure_codes(o.value or [], requested=bool(harnesses)))]
     if codes:
         raise SystemExit(codes[0])
