@@ -133,18 +133,24 @@ class HostStore:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[dict[str, Host]]:
-        self._dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self._dir / f".{HOSTS_FILE}.lock",
-                     os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self._dir / f".{HOSTS_FILE}.lock",
+                         os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise HostError(f"{self._dir}: the hosts cannot be changed ({exc.strerror})") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             hosts = self._read()
             yield hosts  # an exception here leaves the file as it was
-            write_json_atomic(self._path, {
-                "version": _VERSION,
-                "hosts": [{"name": h.name, "target": h.target}
-                          for h in sorted(hosts.values(), key=lambda host: host.name)],
-            })
+            try:
+                write_json_atomic(self._path, {
+                    "version": _VERSION,
+                    "hosts": [{"name": h.name, "target": h.target}
+                              for h in sorted(hosts.values(), key=lambda host: host.name)],
+                })
+            except OSError as exc:
+                raise HostError(f"{self._path}: not saved ({exc.strerror})") from exc
         finally:
             os.close(fd)
 

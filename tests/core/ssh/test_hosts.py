@@ -143,3 +143,11 @@ def test_the_control_directory_must_be_private_and_ours() -> None:
             control_directory(runtime)
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_lock_that_is_a_link_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    (tmp_path / ".hosts.json.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(HostError, match="cannot be changed"):
+        HostStore(tmp_path).add("box", "target")
+    assert not (tmp_path / HOSTS_FILE).exists()
+    assert not (tmp_path / "elsewhere").exists()
