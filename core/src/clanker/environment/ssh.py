@@ -30,7 +30,6 @@ from clanker.hosts import Host
 
 __all__ = ["SshEnvironment", "control_directory"]
 
-_COMMAND: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 # Prints each command's path (or nothing) on its own line, in order: one execution.
 _LOCATE: Final = 'for c do p=$(command -v "$c" 2>/dev/null) || p=; printf "%s\\n" "$p"; done'
 _MAX_ENVIRON: Final = 256 * 1024
@@ -161,8 +160,7 @@ class SshEnvironment:
         """Find each command on the host's login ``PATH``: one ``command -v`` execution."""
         names = sorted(set(commands))
         for name in names:
-            if _COMMAND.fullmatch(name) is None:
-                raise ValueError(f"{name!r} is not a bare command name")
+            CommandRequest(command=name)  # a bare command name, or ValueError
         if not names:
             return {}
         result = await self._transport.run(CommandRequest(
