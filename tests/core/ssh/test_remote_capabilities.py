@@ -18,19 +18,23 @@ from tests.sshd import Sshd
 _FIXTURES = Path(__file__).parents[2] / "fixtures"
 
 
-def _opencode_double(listing: str) -> str:
-    """``opencode models`` as opencode-ai 1.18.33 answers it offline
+_LISTING = (_FIXTURES / "opencode" / "models-offline.txt").read_text()
+
+
+@pytest.fixture
+def remote_opencode(remote_bin: Path) -> Path:
+    """``opencode models`` on the host as opencode-ai 1.18.33 answers it offline
     (tests/fixtures/opencode/models-offline.txt, captured from the real CLI)."""
-    return f"#!/bin/sh\n[ \"$1\" = models ] || exit 2\ncat <<'LISTING'\n{listing}LISTING\n"
+    double = remote_bin / "opencode"
+    double.write_text(f"#!/bin/sh\n[ \"$1\" = models ] || exit 2\n"
+                      f"cat <<'LISTING'\n{_LISTING}LISTING\n")
+    double.chmod(0o755)
+    return double
 
 
 def test_models_of_a_host_come_from_the_host_and_are_cached_apart(
-    sshd: Sshd, remote_bin: Path
+    sshd: Sshd, remote_opencode: Path
 ) -> None:
-    listing = (_FIXTURES / "opencode" / "models-offline.txt").read_text()
-    double = remote_bin / "opencode"
-    double.write_text(_opencode_double(listing))
-    double.chmod(0o755)
     local = Clanker(ssh_config_file=sshd.config_file)
     local.add_host("box", sshd.alias)
 
@@ -40,8 +44,8 @@ def test_models_of_a_host_come_from_the_host_and_are_cached_apart(
 
     live = asyncio.run(on_host(refresh=True))
     assert (live.source, live.failure) == (CatalogSource.LIVE, None)
-    assert [model.id for model in live.models] == listing.split()
-    double.unlink()  # from now on only a cache can answer with that listing
+    assert [model.id for model in live.models] == _LISTING.split()
+    remote_opencode.unlink()  # from now on only a cache can answer with that listing
     cached = asyncio.run(on_host(refresh=False))
     assert cached.source is CatalogSource.CACHE
     assert cached.models == live.models
@@ -83,12 +87,8 @@ def test_what_stays_on_this_machine_is_refused_for_a_host(tmp_path: Path) -> Non
 
 
 def test_each_host_answers_beside_a_host_that_cannot_be_reached(
-    sshd: Sshd, remote_bin: Path
+    sshd: Sshd, remote_opencode: Path
 ) -> None:
-    listing = (_FIXTURES / "opencode" / "models-offline.txt").read_text()
-    double = remote_bin / "opencode"
-    double.write_text(_opencode_double(listing))
-    double.chmod(0o755)
     clanker = Clanker(ssh_config_file=sshd.config_file)
     clanker.add_host("box", sshd.alias)
     clanker.add_host("dead", "ssh://nobody@127.0.0.1:9")
@@ -98,7 +98,7 @@ def test_each_host_answers_beside_a_host_that_cannot_be_reached(
     local, box, dead = outcomes
     assert local.error is None and local.value is not None
     assert box.value is not None
-    assert [m.id for m in box.value.models] == listing.split()
+    assert [m.id for m in box.value.models] == _LISTING.split()
     assert dead.value is None and dead.error is not None
     assert dead.error.kind.value == "transport-failure"
 
