@@ -17,7 +17,7 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final, NoReturn
 
@@ -94,8 +94,8 @@ class SshEnvironment:
 
     Call :meth:`connect` before handing it to a service (it reads the host's
     environment), and :meth:`close` when done (it stops the ControlMaster).
-    ``config_file`` and ``options`` are passed to ``ssh`` (``-F`` / ``-o``);
-    a person's hosts need neither: ``~/.ssh/config`` applies.
+    ``config_file`` replaces ``~/.ssh/config`` (``ssh -F``); a person's hosts
+    need none: their own OpenSSH configuration applies.
     """
 
     transport = Transport.SSH
@@ -106,13 +106,11 @@ class SshEnvironment:
         *,
         control_dir: Path,
         config_file: Path | None = None,
-        options: Sequence[str] = (),
         local_environ: Mapping[str, str] | None = None,
     ) -> None:
         self.host = host
         self._transport = SshTransport(host.target, control_dir=control_dir,
-                                       config_file=config_file, options=options,
-                                       base_env=local_environ)
+                                       config_file=config_file, base_env=local_environ)
         self._environ: dict[str, str] = {}
         self._files = _NoRemoteFiles()
 

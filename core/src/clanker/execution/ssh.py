@@ -34,7 +34,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -47,7 +47,6 @@ from clanker.execution.session import CommandSession, SessionExit
 
 __all__ = [
     "SSH_TRANSPORT_EXIT",
-    "SshTarget",
     "SshTransport",
     "remote_command",
     "sh_quote",
@@ -71,10 +70,6 @@ _TARGET: Final = re.compile(r"[A-Za-z0-9_.@:\[\]%/+=~-]{1,255}")
 
 _CLIENT_ENV: Final = ("HOME", "PATH", "USER", "LOGNAME", "SSH_AUTH_SOCK", "KRB5CCNAME",
                       "XDG_RUNTIME_DIR", "TMPDIR")
-
-SshTarget = str
-"""An OpenSSH destination as ``ssh`` accepts it (``user@host``, an alias of ``~/.ssh/config``)."""
-
 
 def client_environ(environ: Mapping[str, str]) -> dict[str, str]:
     """The part of ``environ`` the local ``ssh`` client needs (and nothing it could forward)."""
@@ -169,9 +164,7 @@ class SshTransport:
     """Both execution forms on one SSH host, sharing one ControlMaster connection.
 
     ``control_dir`` must be a short private directory (the socket path limit
-    is about 100 bytes); ``options`` are extra ``-o`` settings, put before the
-    person's own configuration is read (tests use them; people use
-    ``~/.ssh/config``); ``config_file`` replaces ``~/.ssh/config`` (``ssh -F``).
+    is about 100 bytes); ``config_file`` replaces ``~/.ssh/config`` (``ssh -F``).
     ``base_env`` is the local environment ``ssh`` is started from.
     """
 
@@ -180,14 +173,12 @@ class SshTransport:
         target: str,
         *,
         control_dir: Path,
-        options: Sequence[str] = (),
         config_file: Path | None = None,
         base_env: Mapping[str, str] | None = None,
     ) -> None:
         self.target = validate_target(target)
         self._config_file = config_file
         self._control = control_dir / "%C"
-        self._options = tuple(options)
         self._base_env = client_environ(os.environ if base_env is None else base_env)
         self._master_lock = asyncio.Lock()
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
@@ -203,9 +194,7 @@ class SshTransport:
     # -- the command line ---------------------------------------------------
 
     def _ssh_args(self, *, control_master: str = "no") -> list[str]:
-        args: list[str] = [] if self._config_file is None else ["-F", str(self._config_file)]
-        for option in self._options:
-            args += ["-o", option]
+        args = [] if self._config_file is None else ["-F", str(self._config_file)]
         args += [
             "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={CONNECT_TIMEOUT}",
