@@ -26,7 +26,6 @@ from attrs import evolve, frozen
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import HostFiles, clean_text, home_directory, require_columns
-from clanker_agy.launch import AgyLaunch
 
 __all__ = [
     "REQUIRED_COLUMNS",
@@ -64,7 +63,20 @@ _TIME: Final = re.compile(
     r"(Z|[+-]\d{2}:\d{2})"
 )
 _DRIVE: Final = re.compile(r"/[A-Za-z]:(?:/|\Z)")
-_LAUNCH: Final = AgyLaunch()
+
+
+def _valid_id(native_id: str) -> bool:
+    """Whether ``native_id`` is the harness's own spelling of a session id.
+
+    The launch module that knows it is imported here, on first use: a
+    listing over an empty store never loads the launch capability.
+    """
+    from clanker_agy.launch import AgyLaunch
+
+    try:
+        return AgyLaunch().validate_session_id(native_id) == native_id
+    except ValueError:
+        return False
 
 
 # -- where the store is ---------------------------------------------------------------------
@@ -183,10 +195,7 @@ def summarize_row(row: SummaryRow) -> HarnessSession | None:
     native_id = row.conversation_id
     if not isinstance(native_id, str):
         return None
-    try:
-        if _LAUNCH.validate_session_id(native_id) != native_id:
-            return None
-    except ValueError:
+    if not _valid_id(native_id):
         return None
     updated = parse_time(row.last_modified_time)
     if updated is None:

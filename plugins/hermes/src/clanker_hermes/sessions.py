@@ -31,7 +31,6 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import HostFiles, clean_text, home_directory, require_columns
-from clanker_hermes.launch import HermesLaunch
 
 __all__ = [
     "REQUIRED_COLUMNS",
@@ -69,7 +68,20 @@ _PROFILE_ID: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _RESERVED_PROFILES: Final = frozenset({"hermes", "default", "test", "tmp", "root", "sudo"})
 # A multimodal message is stored as "\x00json:" + JSON: not a title.
 _MULTIMODAL: Final = "X'006A736F6E3A'"
-_LAUNCH: Final = HermesLaunch()
+
+
+def _valid_id(native_id: str) -> bool:
+    """Whether ``native_id`` is the harness's own spelling of a session id.
+
+    The launch module that knows it is imported here, on first use: a
+    listing over an empty store never loads the launch capability.
+    """
+    from clanker_hermes.launch import HermesLaunch
+
+    try:
+        return HermesLaunch().validate_session_id(native_id) == native_id
+    except ValueError:
+        return False
 
 
 def _not_configured(detail: str) -> HarnessCapabilityError:
@@ -211,10 +223,7 @@ def summarize_row(member: SessionRow, root: SessionRow, updated: object) -> Harn
     native_id = member.id
     if not isinstance(native_id, str):
         return None
-    try:
-        if _LAUNCH.validate_session_id(native_id) != native_id:
-            return None
-    except ValueError:
+    if not _valid_id(native_id):
         return None
     updated_at, created_at = _when(updated), _when(root.started_at)
     if updated_at is None or created_at is None:

@@ -40,7 +40,6 @@ from clanker.execution import MAX_OUTPUT, MAX_TIMEOUT, CommandRequest, CommandRe
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import Answer, HostFiles, clean_text
-from clanker_opencode.launch import OpenCodeLaunch
 
 __all__ = [
     "DB_PATH_ARGS",
@@ -102,7 +101,20 @@ _FIELDS: Final = {
 }
 # Epoch milliseconds that datetime can hold (years 1970 to 9999).
 _MAX_MS: Final = 253_402_300_799_999
-_LAUNCH: Final = OpenCodeLaunch()
+
+
+def _valid_id(native_id: str) -> bool:
+    """Whether ``native_id`` is the harness's own spelling of a session id.
+
+    The launch module that knows it is imported here, on first use: a
+    listing over an empty store never loads the launch capability.
+    """
+    from clanker_opencode.launch import OpenCodeLaunch
+
+    try:
+        return OpenCodeLaunch().validate_session_id(native_id) == native_id
+    except ValueError:
+        return False
 
 
 @frozen(kw_only=True)
@@ -189,10 +201,7 @@ def summarize_row(row: dict[str, Any]) -> HarnessSession | None:
     not guessed from.
     """
     native_id, directory = row["id"], row["directory"]
-    try:
-        if _LAUNCH.validate_session_id(native_id) != native_id:
-            return None
-    except ValueError:
+    if not _valid_id(native_id):
         return None
     if not directory.startswith("/") or "\x00" in directory:
         return None
