@@ -18,7 +18,7 @@ import stat
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote, urlsplit
 
 from attrs import evolve, frozen
@@ -26,6 +26,9 @@ from attrs import evolve, frozen
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import HostFiles, clean_text, home_directory, require_columns
+
+if TYPE_CHECKING:
+    from clanker_agy.launch import AgyLaunch
 
 __all__ = [
     "REQUIRED_COLUMNS",
@@ -65,18 +68,10 @@ _TIME: Final = re.compile(
 _DRIVE: Final = re.compile(r"/[A-Za-z]:(?:/|\Z)")
 
 
-def _valid_id(native_id: str) -> bool:
-    """Whether ``native_id`` is the harness's own spelling of a session id.
+def _launch() -> AgyLaunch:
+    from clanker_agy.launch import AgyLaunch  # here: listing an empty store never loads it
 
-    The launch module that knows it is imported here, on first use: a
-    listing over an empty store never loads the launch capability.
-    """
-    from clanker_agy.launch import AgyLaunch
-
-    try:
-        return AgyLaunch().validate_session_id(native_id) == native_id
-    except ValueError:
-        return False
+    return AgyLaunch()
 
 
 # -- where the store is ---------------------------------------------------------------------
@@ -195,7 +190,10 @@ def summarize_row(row: SummaryRow) -> HarnessSession | None:
     native_id = row.conversation_id
     if not isinstance(native_id, str):
         return None
-    if not _valid_id(native_id):
+    try:
+        if _launch().validate_session_id(native_id) != native_id:
+            return None
+    except ValueError:
         return None
     updated = parse_time(row.last_modified_time)
     if updated is None:

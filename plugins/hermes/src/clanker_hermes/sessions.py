@@ -23,7 +23,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from attrs import evolve, frozen
 
@@ -31,6 +31,9 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import HostFiles, clean_text, home_directory, require_columns
+
+if TYPE_CHECKING:
+    from clanker_hermes.launch import HermesLaunch
 
 __all__ = [
     "REQUIRED_COLUMNS",
@@ -70,18 +73,10 @@ _RESERVED_PROFILES: Final = frozenset({"hermes", "default", "test", "tmp", "root
 _MULTIMODAL: Final = "X'006A736F6E3A'"
 
 
-def _valid_id(native_id: str) -> bool:
-    """Whether ``native_id`` is the harness's own spelling of a session id.
+def _launch() -> HermesLaunch:
+    from clanker_hermes.launch import HermesLaunch  # here: listing an empty store never loads it
 
-    The launch module that knows it is imported here, on first use: a
-    listing over an empty store never loads the launch capability.
-    """
-    from clanker_hermes.launch import HermesLaunch
-
-    try:
-        return HermesLaunch().validate_session_id(native_id) == native_id
-    except ValueError:
-        return False
+    return HermesLaunch()
 
 
 def _not_configured(detail: str) -> HarnessCapabilityError:
@@ -223,7 +218,10 @@ def summarize_row(member: SessionRow, root: SessionRow, updated: object) -> Harn
     native_id = member.id
     if not isinstance(native_id, str):
         return None
-    if not _valid_id(native_id):
+    try:
+        if _launch().validate_session_id(native_id) != native_id:
+            return None
+    except ValueError:
         return None
     updated_at, created_at = _when(updated), _when(root.started_at)
     if updated_at is None or created_at is None:

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from os import stat_result
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from attrs import evolve, frozen
 
@@ -40,6 +40,9 @@ from clanker.execution import MAX_OUTPUT, MAX_TIMEOUT, CommandRequest, CommandRe
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import Answer, HostFiles, clean_text
+
+if TYPE_CHECKING:
+    from clanker_opencode.launch import OpenCodeLaunch
 
 __all__ = [
     "DB_PATH_ARGS",
@@ -103,18 +106,12 @@ _FIELDS: Final = {
 _MAX_MS: Final = 253_402_300_799_999
 
 
-def _valid_id(native_id: str) -> bool:
-    """Whether ``native_id`` is the harness's own spelling of a session id.
+def _launch() -> OpenCodeLaunch:
+    from clanker_opencode.launch import (
+        OpenCodeLaunch,  # here: listing an empty store never loads it
+    )
 
-    The launch module that knows it is imported here, on first use: a
-    listing over an empty store never loads the launch capability.
-    """
-    from clanker_opencode.launch import OpenCodeLaunch
-
-    try:
-        return OpenCodeLaunch().validate_session_id(native_id) == native_id
-    except ValueError:
-        return False
+    return OpenCodeLaunch()
 
 
 @frozen(kw_only=True)
@@ -201,7 +198,10 @@ def summarize_row(row: dict[str, Any]) -> HarnessSession | None:
     not guessed from.
     """
     native_id, directory = row["id"], row["directory"]
-    if not _valid_id(native_id):
+    try:
+        if _launch().validate_session_id(native_id) != native_id:
+            return None
+    except ValueError:
         return None
     if not directory.startswith("/") or "\x00" in directory:
         return None
