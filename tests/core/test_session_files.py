@@ -101,6 +101,17 @@ def test_clean_text_is_one_printable_bounded_line(raw: str) -> None:
         assert cleaned == cleaned.strip()
 
 
+@given(st.text(st.characters(codec=None)) | st.text(st.sampled_from(" \t\n\r\x00\x0b\x1c\x1f"
+                                                              "\x85\xa0\u1680\u200b\u2028"
+                                                              "\u3000\ufeffab\u00e9")))
+def test_clean_text_folds_as_one_character_at_a_time(raw: str) -> None:
+    """Each unprintable character is a space, runs of spaces one, the ends trimmed."""
+    by_character = " ".join("".join(c if c.isprintable() else " " for c in raw).split())
+    expected = (None if not by_character else by_character if len(by_character) <= 50
+                else by_character[:49].rstrip() + "\u2026")
+    assert clean_text(raw, limit=50) == expected
+
+
 @given(st.text(), st.integers(0, 20))
 def test_bounded_text_passes_a_usable_string_unchanged(raw: str, limit: int) -> None:
     usable = bool(raw.strip()) and len(raw) <= limit and "\x00" not in raw

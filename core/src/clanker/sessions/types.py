@@ -34,7 +34,13 @@ def clean_text(value: object, *, limit: int = _TITLE_LIMIT) -> str | None:
     """
     if not isinstance(value, str):
         return None
-    folded = " ".join("".join(c if c.isprintable() else " " for c in value).split())
+    # Splitting first gives the same words as mapping each unprintable character
+    # to a space and then splitting (every whitespace character but " " is
+    # unprintable), and leaves the per-character pass to the rare text with a
+    # control or format character inside a word: a listing folds thousands.
+    folded = " ".join(value.split())
+    if not folded.isprintable():
+        folded = " ".join("".join(c if c.isprintable() else " " for c in folded).split())
     if not folded:
         return None
     return folded if len(folded) <= limit else folded[: limit - 1].rstrip() + "…"

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote, urlsplit
 
 from attrs import evolve, frozen
@@ -26,7 +26,9 @@ from attrs import evolve, frozen
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import HostFiles, clean_text, home_directory, require_columns
-from clanker_agy.launch import AgyLaunch
+
+if TYPE_CHECKING:
+    from clanker_agy.launch import AgyLaunch
 
 __all__ = [
     "REQUIRED_COLUMNS",
@@ -64,7 +66,12 @@ _TIME: Final = re.compile(
     r"(Z|[+-]\d{2}:\d{2})"
 )
 _DRIVE: Final = re.compile(r"/[A-Za-z]:(?:/|\Z)")
-_LAUNCH: Final = AgyLaunch()
+
+
+def _launch() -> AgyLaunch:
+    from clanker_agy.launch import AgyLaunch  # here: listing an empty store never loads it
+
+    return AgyLaunch()
 
 
 # -- where the store is ---------------------------------------------------------------------
@@ -184,7 +191,7 @@ def summarize_row(row: SummaryRow) -> HarnessSession | None:
     if not isinstance(native_id, str):
         return None
     try:
-        if _LAUNCH.validate_session_id(native_id) != native_id:
+        if _launch().validate_session_id(native_id) != native_id:
             return None
     except ValueError:
         return None

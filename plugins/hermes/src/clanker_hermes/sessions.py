@@ -23,7 +23,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from attrs import evolve, frozen
 
@@ -31,7 +31,9 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import HostFiles, clean_text, home_directory, require_columns
-from clanker_hermes.launch import HermesLaunch
+
+if TYPE_CHECKING:
+    from clanker_hermes.launch import HermesLaunch
 
 __all__ = [
     "REQUIRED_COLUMNS",
@@ -69,7 +71,12 @@ _PROFILE_ID: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _RESERVED_PROFILES: Final = frozenset({"hermes", "default", "test", "tmp", "root", "sudo"})
 # A multimodal message is stored as "\x00json:" + JSON: not a title.
 _MULTIMODAL: Final = "X'006A736F6E3A'"
-_LAUNCH: Final = HermesLaunch()
+
+
+def _launch() -> HermesLaunch:
+    from clanker_hermes.launch import HermesLaunch  # here: listing an empty store never loads it
+
+    return HermesLaunch()
 
 
 def _not_configured(detail: str) -> HarnessCapabilityError:
@@ -212,7 +219,7 @@ def summarize_row(member: SessionRow, root: SessionRow, updated: object) -> Harn
     if not isinstance(native_id, str):
         return None
     try:
-        if _LAUNCH.validate_session_id(native_id) != native_id:
+        if _launch().validate_session_id(native_id) != native_id:
             return None
     except ValueError:
         return None

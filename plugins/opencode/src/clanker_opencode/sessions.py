@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from os import stat_result
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from attrs import evolve, frozen
 
@@ -40,7 +40,9 @@ from clanker.execution import MAX_OUTPUT, MAX_TIMEOUT, CommandRequest, CommandRe
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import Answer, HostFiles, clean_text
-from clanker_opencode.launch import OpenCodeLaunch
+
+if TYPE_CHECKING:
+    from clanker_opencode.launch import OpenCodeLaunch
 
 __all__ = [
     "DB_PATH_ARGS",
@@ -102,7 +104,14 @@ _FIELDS: Final = {
 }
 # Epoch milliseconds that datetime can hold (years 1970 to 9999).
 _MAX_MS: Final = 253_402_300_799_999
-_LAUNCH: Final = OpenCodeLaunch()
+
+
+def _launch() -> OpenCodeLaunch:
+    from clanker_opencode.launch import (
+        OpenCodeLaunch,  # here: listing an empty store never loads it
+    )
+
+    return OpenCodeLaunch()
 
 
 @frozen(kw_only=True)
@@ -190,7 +199,7 @@ def summarize_row(row: dict[str, Any]) -> HarnessSession | None:
     """
     native_id, directory = row["id"], row["directory"]
     try:
-        if _LAUNCH.validate_session_id(native_id) != native_id:
+        if _launch().validate_session_id(native_id) != native_id:
             return None
     except ValueError:
         return None
