@@ -30,10 +30,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import pytest
 from hypothesis import given
@@ -82,6 +82,7 @@ __all__ = [
 ]
 
 _CWD = "/tmp/clanker-contract"
+_Context = TypeVar("_Context", ModelsContext, UsageContext)
 
 
 class LaunchContract(ContractBase):
@@ -220,6 +221,19 @@ class LaunchContract(ContractBase):
             launch.parse_version(CommandResult("", "", 0))
 
 
+def _check_failure_stays_typed(
+    kind: ErrorKind, context_type: Callable[..., _Context],
+    run: Callable[[_Context], Coroutine[Any, Any, object]],
+) -> None:
+    """``run`` on a host whose every command fails with ``kind`` raises that very kind."""
+    failing = FailingExecutor(HarnessCapabilityError(kind))
+    context = context_type(files=LocalFiles(), environ=host_environ(os.environ),
+                           executor=failing, session_executor=failing)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        asyncio.run(run(context))
+    assert caught.value.kind is kind
+
+
 def _answering(
     output: str, exit_code: int, stderr: str = ""
 ) -> tuple[CommandExecutor, SessionExecutor]:
@@ -246,14 +260,7 @@ class ModelsContract(ContractBase):
 
     @pytest.mark.parametrize("kind", [ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TIMEOUT])
     def test_execution_failures_stay_typed(self, kind: ErrorKind) -> None:
-        models = self._models()
-        failing = FailingExecutor(HarnessCapabilityError(kind))
-        context = ModelsContext(files=LocalFiles(),
-                                environ=host_environ(os.environ), executor=failing,
-                                session_executor=failing)
-        with pytest.raises(HarnessCapabilityError) as caught:
-            asyncio.run(models.discover(context))
-        assert caught.value.kind is kind
+        _check_failure_stays_typed(kind, ModelsContext, self._models().discover)
 
     @PROPERTY
     @given(output=junk_text(), exit_code=st.integers(0, 2))
@@ -360,14 +367,7 @@ class UsageContract(ContractBase):
 
     @pytest.mark.parametrize("kind", [ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TIMEOUT])
     def test_usage_execution_failures_stay_typed(self, kind: ErrorKind) -> None:
-        usage = self._usage()
-        failing = FailingExecutor(HarnessCapabilityError(kind))
-        context = UsageContext(files=LocalFiles(),
-                               environ=host_environ(os.environ), executor=failing,
-                               session_executor=failing)
-        with pytest.raises(HarnessCapabilityError) as caught:
-            asyncio.run(usage.probe(context))
-        assert caught.value.kind is kind
+        _check_failure_stays_typed(kind, UsageContext, self._usage().probe)
 
     @PROPERTY
     @given(output=junk_text() | json_values().map(json.dumps), stderr=junk_text(),
