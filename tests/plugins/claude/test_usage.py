@@ -423,12 +423,6 @@ def test_without_a_session_executor_usage_is_unsupported() -> None:
     assert error.kind is ErrorKind.UNSUPPORTED
 
 
-@pytest.mark.parametrize("kind", [ErrorKind.TIMEOUT, ErrorKind.OUTPUT_LIMIT,
-                                  ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TRANSPORT_FAILURE])
-def test_execution_failures_stay_typed(kind: ErrorKind) -> None:
-    assert failure(lambda: probe(FailingExecutor(HarnessCapabilityError(kind)))).kind is kind
-
-
 # -- the probe, through the real LocalTransport, against a protocol-faithful double ---------
 
 DOUBLE = '''

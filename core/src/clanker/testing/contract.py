@@ -365,7 +365,8 @@ class UsageContract(ContractBase):
             assert (policy.cache_ttl, policy.minimum_interval, policy.failure_backoff) == tuple(
                 timedelta(seconds=s) for s in self.usage_policy)
 
-    @pytest.mark.parametrize("kind", [ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TIMEOUT])
+    @pytest.mark.parametrize("kind", [ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TIMEOUT,
+                                      ErrorKind.OUTPUT_LIMIT, ErrorKind.TRANSPORT_FAILURE])
     def test_usage_execution_failures_stay_typed(self, kind: ErrorKind) -> None:
         _check_failure_stays_typed(kind, UsageContext, self._usage().probe)
 
