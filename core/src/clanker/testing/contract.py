@@ -59,6 +59,7 @@ from clanker.testing.doubles import (
     ScriptedExecutor,
     ScriptedSession,
     ScriptedSessionExecutor,
+    probe_usage,
 )
 from clanker.testing.sessions import SessionsContract
 from clanker.testing.strategies import (
@@ -328,6 +329,48 @@ class UsageContract(ContractBase):
         ``stderr`` and ``exit_code``; by default both execution forms answer any request
         so. Override when the probe first asks something else (a version, say)."""
         return _answering(output, exit_code, stderr)
+
+    def usage_process_double(self, directory: Path, behaviour: str) -> CommandExecutor | None:
+        """A real transport (``LocalTransport``) whose harness executable, written into
+        ``directory``, is a double speaking the probe's captured protocol, for probes that
+        hold a session with the harness; ``None`` (the default): the plugin has none, and
+        the tests that need one skip. ``behaviour``: ``signed-out`` replays a signed-out
+        capture; ``eof-before-answer`` exits 0 without answering the usage request;
+        ``failed-exit`` answers, then exits non-zero; ``flood`` prints large frames
+        forever; ``garbage`` answers with a line that is not JSON; ``silent`` never
+        answers."""
+        return None
+
+    def usage_with_timeout(self, seconds: float) -> UsageCapability | None:
+        """The plugin's usage capability with its probe bounded to ``seconds`` (for the
+        double that never answers); ``None`` (the default): the test skips."""
+        return None
+
+    @pytest.mark.parametrize(("behaviour", "kind"), [
+        ("signed-out", ErrorKind.UNAUTHENTICATED),
+        ("eof-before-answer", ErrorKind.COMMAND_FAILED),
+        ("failed-exit", ErrorKind.COMMAND_FAILED),
+        ("flood", ErrorKind.OUTPUT_LIMIT),
+        ("garbage", ErrorKind.PARSE_FAILURE),
+    ])
+    def test_usage_through_a_misbehaving_process_fails_typed(
+        self, tmp_path: Path, behaviour: str, kind: ErrorKind
+    ) -> None:
+        usage = self._usage()
+        transport = self._unless(self.usage_process_double(tmp_path, behaviour),
+                                 "usage_process_double")
+        with pytest.raises(HarnessCapabilityError) as caught:
+            probe_usage(usage, transport, transport)
+        assert caught.value.kind is kind
+
+    def test_usage_through_a_process_that_never_answers_times_out(self, tmp_path: Path) -> None:
+        self._usage()
+        transport = self._unless(self.usage_process_double(tmp_path, "silent"),
+                                 "usage_process_double")
+        usage = self._unless(self.usage_with_timeout(1.5), "usage_with_timeout")
+        with pytest.raises(HarnessCapabilityError) as caught:
+            probe_usage(usage, transport, transport)
+        assert caught.value.kind is ErrorKind.TIMEOUT
 
     def _usage(self) -> UsageCapability:
         found = self._require(Capability.USAGE).usage
