@@ -25,31 +25,8 @@ from typing import Any, Final
 
 from attrs import frozen
 
+from clanker import pistore
 from clanker.ids import HarnessId
-from clanker.pistore import (
-    HEAD_BYTES,
-    TAIL_BYTES,
-    TEXT_LIMIT,
-    Lines,
-    SessionRoot,
-    Want,
-    absolute,
-    candidates,
-    count_messages,
-    message,
-    provider_model,
-    tilde_path,
-    updated,
-    user_text,
-    wrapped_dir_name,
-)
-from clanker.pistore import (
-    agent_dir as format_agent_dir,
-)
-from clanker.pistore import parent_from as _parent_from
-from clanker.pistore import (
-    settings_session_dir as settings_dir,
-)
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import (
     FOREIGN,
@@ -64,6 +41,10 @@ from clanker.stores import (
     parse_timestamp,
     scan_files,
 )
+
+HEAD_BYTES: Final = pistore.HEAD_BYTES
+TAIL_BYTES: Final = pistore.TAIL_BYTES
+SessionRoot = pistore.SessionRoot
 
 __all__ = [
     "HEAD_BYTES",
@@ -152,7 +133,7 @@ def agent_dir(environ: Mapping[str, str]) -> tuple[str, bool] | None:
         override = None  # inherited from a parent's profile switch, not the user's choice
     if override is None:
         return default, True
-    resolved = absolute(override)
+    resolved = pistore.absolute(override)
     if resolved is None:
         return None
     return resolved, resolved == default
@@ -172,7 +153,7 @@ def sessions_dir(
     if agent is None:
         return None
     path, is_default = agent
-    data_home = absolute(environ.get("XDG_DATA_HOME"))
+    data_home = pistore.absolute(environ.get("XDG_DATA_HOME"))
     if is_default and data_home is not None and platform in ("linux", "darwin"):
         profile = profile_name(environ)
         app = _join(data_home, "omp", "profiles", profile) if profile else _join(data_home, "omp")
@@ -194,7 +175,7 @@ def session_roots(
     managed = sessions_dir(environ, files, platform=platform)
     if managed is not None:
         roots.append(SessionRoot(managed, nested=True))
-    explicit = absolute(environ.get("PI_CODING_AGENT_SESSION_DIR"))
+    explicit = pistore.absolute(environ.get("PI_CODING_AGENT_SESSION_DIR"))
     if explicit is not None and Path(explicit) != managed:
         roots.append(SessionRoot(Path(explicit), nested=False))
     return tuple(roots)
@@ -231,7 +212,7 @@ class PiPlaces:
             return real_root in self.flat
         name = directory.rpartition("/")[2]
         real = real_root.rstrip("/") + "/" + name
-        return real in self.flat or (real_root == self.nested and wrapped_dir_name(name))
+        return real in self.flat or (real_root == self.nested and pistore.wrapped_dir_name(name))
 
     def reading(self, real_roots: Iterable[str]) -> str:
         """What a file's summary depends on beside the file, as text (kept with the cache)."""
@@ -241,10 +222,10 @@ class PiPlaces:
 def pi_places(environ: Mapping[str, str], files: HostFiles) -> PiPlaces:
     """Where Pi reads session files, from the same environment (one bounded read of
     Pi's global ``settings.json``, as Pi's own listing makes)."""
-    agent = format_agent_dir(environ, "PI_CODING_AGENT_DIR", _PI_DEFAULT_AGENT_DIR)
-    flat = {tilde_path(environ.get("PI_CODING_AGENT_SESSION_DIR"), environ)}
+    agent = pistore.agent_dir(environ, "PI_CODING_AGENT_DIR", _PI_DEFAULT_AGENT_DIR)
+    flat = {pistore.tilde_path(environ.get("PI_CODING_AGENT_SESSION_DIR"), environ)}
     if agent is not None:
-        flat.add(settings_dir(agent, environ, files))
+        flat.add(pistore.settings_session_dir(agent, environ, files))
     return PiPlaces(
         nested=None if agent is None else files.realpath(_join(agent, "sessions")),
         flat=frozenset(files.realpath(path) for path in flat if path is not None),
@@ -332,15 +313,15 @@ def project_dir_filter(
 # decoded.
 
 # A tail: every message (the last activity), model changes.
-_RECENT: Final = Want((b'"message"', b'"model_change"'),
-                       frozenset({b"message", b"model_change"}))
-_PROMPTS: Final = Want((b'"user"',), frozenset({b"message"}), frozenset({b"user"}))
-_MODEL_CHANGES: Final = Want((b'"model_change"',), frozenset({b"model_change"}))
-_ASSISTANTS: Final = Want((b'"assistant"',), frozenset({b"message"}),
-                           frozenset({b"assistant"}))
+_RECENT: Final = pistore.Want((b'"message"', b'"model_change"'),
+                               frozenset({b"message", b"model_change"}))
+_PROMPTS: Final = pistore.Want((b'"user"',), frozenset({b"message"}), frozenset({b"user"}))
+_MODEL_CHANGES: Final = pistore.Want((b'"model_change"',), frozenset({b"model_change"}))
+_ASSISTANTS: Final = pistore.Want((b'"assistant"',), frozenset({b"message"}),
+                                   frozenset({b"assistant"}))
 
 
-def _claimed_time(lines: Lines, opening: re.Match[bytes]) -> datetime | None:
+def _claimed_time(lines: pistore.Lines, opening: re.Match[bytes]) -> datetime | None:
     """The entry time an opening names (every key it reads before ``message`` is top-level)."""
     found = _ENTRY_TIME.search(lines.buf, opening.start(), opening.end())
     if found is None:
@@ -353,7 +334,7 @@ def _claimed_time(lines: Lines, opening: re.Match[bytes]) -> datetime | None:
 
 def _activity(entry: dict[str, Any]) -> datetime | None:
     """When a message entry was written (``session_exit`` and renames do not count)."""
-    found = message(entry)
+    found = pistore.message(entry)
     if found is None:
         return None
     return parse_timestamp(entry.get("timestamp")) or parse_timestamp(found.get("timestamp"))
@@ -367,10 +348,10 @@ def _default_model(entry: dict[str, Any]) -> str | None:
 
 
 def _assistant_model(entry: dict[str, Any]) -> str | None:
-    found = message(entry)
+    found = pistore.message(entry)
     if found is None or found.get("role") != "assistant":
         return None
-    return provider_model(found.get("provider"), found.get("model"))
+    return pistore.provider_model(found.get("provider"), found.get("model"))
 
 
 def _newest(pick: Callable[[dict[str, Any]], str | None],
@@ -385,10 +366,12 @@ def _newest(pick: Callable[[dict[str, Any]], str | None],
 
 def parent_from(value: object) -> str | None:
     """The parent's id from ``parentSession``: an id (``--fork``) or a path (``/branch``)."""
-    return _parent_from(value, bare_id=True)
+    return pistore.parent_from(value, bare_id=True)
 
 
-def _recent(tail: Lines, indices: Iterable[int]) -> tuple[list[dict[str, Any]], list[datetime]]:
+def _recent(
+    tail: pistore.Lines, indices: Iterable[int]
+) -> tuple[list[dict[str, Any]], list[datetime]]:
     """The tail's entries that can name a model, newest first, and its messages' times."""
     entries: list[dict[str, Any]] = []
     times_only: list[tuple[int, re.Match[bytes]]] = []
@@ -415,7 +398,7 @@ def _recent(tail: Lines, indices: Iterable[int]) -> tuple[list[dict[str, Any]], 
     return entries[::-1], stamps
 
 
-def _header(head: Lines) -> tuple[dict[str, Any], dict[str, Any] | None, int] | None:
+def _header(head: pistore.Lines) -> tuple[dict[str, Any], dict[str, Any] | None, int] | None:
     """The header, the title slot before it (if any), and how many lines they take."""
     first = head.entry(0) if head.spans else None
     if first is not None and first.get("type") == "session":
@@ -457,7 +440,7 @@ def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSess
     """:func:`summarize`, for a file in a directory Pi reads when ``pi_reads``: one
     without a title slot is then Pi's (:data:`~clanker.stores.FOREIGN`)."""
     head_region, tail_region = head_and_tail(sample)
-    head = Lines(head_region)
+    head = pistore.Lines(head_region)
     found = _header(head)
     if found is None:
         return None
@@ -465,7 +448,7 @@ def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSess
     if pi_reads and start == 1:
         return FOREIGN  # Pi's format, where Pi reads: Pi lists it
     native_id = bounded_text(header.get("id"), 200)
-    cwd = bounded_text(header.get("cwd"), TEXT_LIMIT)
+    cwd = bounded_text(header.get("cwd"), pistore.TEXT_LIMIT)
     if native_id is None or not native_id.isprintable() or native_id != native_id.strip():
         return None
     if cwd is None or not cwd.startswith("/"):
@@ -478,11 +461,11 @@ def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSess
         stamps = [t for t in map(_activity, entries) if t is not None]
         prompts: Iterable[dict[str, Any]] = entries
         older = range(0)  # the head is the tail
-        count: int | None = count_messages(entries)
+        count: int | None = pistore.count_messages(entries)
     else:
         # Nothing read past the head (the file shrank): the head is the tail too; its
         # slot and header are no activity and name no model.
-        tail = head if tail_region is head_region else Lines(tail_region)
+        tail = head if tail_region is head_region else pistore.Lines(tail_region)
         newest_first, stamps = _recent(tail, body if tail is head else range(len(tail.spans)))
         prompts = head.entries(body, _PROMPTS)
         older = body[::-1]
@@ -490,14 +473,14 @@ def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSess
 
     title = clean_text((header if slot is None else slot).get("title"))
     if title is None:
-        title = next((t for t in map(user_text, prompts) if t is not None), None)
+        title = next((t for t in map(pistore.user_text, prompts) if t is not None), None)
     model = (
         _newest(_default_model, newest_first, head.entries(older, _MODEL_CHANGES))
         or _newest(_assistant_model, newest_first, head.entries(older, _ASSISTANTS))
-        or provider_model(header.get("provider"), header.get("modelId"))
+        or pistore.provider_model(header.get("provider"), header.get("modelId"))
     )
     return HarnessSession(
-        harness=_OMP, native_id=native_id, updated_at=updated(sample, stamps, created),
+        harness=_OMP, native_id=native_id, updated_at=pistore.updated(sample, stamps, created),
         title=title, cwd=cwd, created_at=created, model=model,
         message_count=count, parent_id=parent_from(header.get("parentSession")),
     )
@@ -557,7 +540,7 @@ class OmpSessions:
             return _summarize(sample, pi_reads=pi_reads(str(sample.path)))
 
         def scan(witness: Witness) -> SessionScan:
-            found, cut = candidates(context, roots, accept_dir, witness)
+            found, cut = pistore.candidates(context, roots, accept_dir, witness)
             return scan_files(context, found, summarize_here, cut=cut,
                               head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness,
                               reading=places.reading(real_roots))

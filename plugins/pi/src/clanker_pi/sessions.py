@@ -19,30 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
+from clanker import pistore
 from clanker.ids import HarnessId
-from clanker.pistore import (
-    HEAD_BYTES,
-    TAIL_BYTES,
-    TEXT_LIMIT,
-    Lines,
-    SessionRoot,
-    Want,
-    candidates,
-    count_messages,
-    message,
-    parent_from,
-    provider_model,
-    tilde_path,
-    updated,
-    user_text,
-    wrapped_dir_name,
-)
-from clanker.pistore import (
-    agent_dir as format_agent_dir,
-)
-from clanker.pistore import (
-    settings_session_dir as settings_dir,
-)
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import (
     FOREIGN,
@@ -56,6 +34,11 @@ from clanker.stores import (
     parse_timestamp,
     scan_files,
 )
+
+HEAD_BYTES: Final = pistore.HEAD_BYTES
+TAIL_BYTES: Final = pistore.TAIL_BYTES
+SessionRoot = pistore.SessionRoot
+parent_from = pistore.parent_from
 
 __all__ = [
     "HEAD_BYTES",
@@ -86,13 +69,13 @@ _MS_HIGH: Final = 10**14
 
 def agent_dir(environ: Mapping[str, str]) -> Path | None:
     """``$PI_CODING_AGENT_DIR`` (``~`` expanded) if set and non-empty, else ``~/.pi/agent``."""
-    agent = format_agent_dir(environ, "PI_CODING_AGENT_DIR", _PI_DEFAULT_AGENT_DIR)
+    agent = pistore.agent_dir(environ, "PI_CODING_AGENT_DIR", _PI_DEFAULT_AGENT_DIR)
     return None if agent is None else Path(agent)
 
 
 def settings_session_dir(agent: Path, environ: Mapping[str, str], files: HostFiles) -> Path | None:
     """``sessionDir`` from the global ``<agentDir>/settings.json``, if absolute after ``~``."""
-    found = settings_dir(str(agent), environ, files)
+    found = pistore.settings_session_dir(str(agent), environ, files)
     return None if found is None else Path(found)
 
 
@@ -109,7 +92,7 @@ def session_roots(environ: Mapping[str, str], files: HostFiles) -> tuple[Session
     agent = agent_dir(environ)
     if agent is not None:
         roots.append(SessionRoot(agent / "sessions", nested=True))
-    explicit = tilde_path(environ.get("PI_CODING_AGENT_SESSION_DIR"), environ)
+    explicit = pistore.tilde_path(environ.get("PI_CODING_AGENT_SESSION_DIR"), environ)
     if explicit is not None:
         roots.append(SessionRoot(Path(explicit), nested=False))
     from_settings = settings_session_dir(agent, environ, files) if agent is not None else None
@@ -149,7 +132,7 @@ def project_dir_filter(scopes: Iterable[str]) -> Callable[[int, str], bool] | No
         return None
     ordered = tuple(prefixes)
     return lambda level, name: (name in exact
-                                or (name.startswith(ordered) and wrapped_dir_name(name)))
+                                or (name.startswith(ordered) and pistore.wrapped_dir_name(name)))
 
 
 # -- one file -------------------------------------------------------------------------------
@@ -157,13 +140,13 @@ def project_dir_filter(scopes: Iterable[str]) -> Callable[[int, str], bool] | No
 # How lines are chosen is clanker.pistore's (Lines, Want); Pi's fields need these.
 
 # A tail: user and assistant messages (the times, a model), names, models.
-_RECENT: Final = Want((b'"user"', b'"assistant"', b'"session_info"', b'"model_change"'),
-                       frozenset({b"message", b"session_info", b"model_change"}),
-                       frozenset({b"user", b"assistant"}))
-_NAMES: Final = Want((b'"session_info"',), frozenset({b"session_info"}))
-_PROMPTS: Final = Want((b'"user"',), frozenset({b"message"}), frozenset({b"user"}))
-_MODELS: Final = Want((b'"model_change"', b'"assistant"'),
-                       frozenset({b"model_change", b"message"}), frozenset({b"assistant"}))
+_RECENT: Final = pistore.Want((b'"user"', b'"assistant"', b'"session_info"', b'"model_change"'),
+                               frozenset({b"message", b"session_info", b"model_change"}),
+                               frozenset({b"user", b"assistant"}))
+_NAMES: Final = pistore.Want((b'"session_info"',), frozenset({b"session_info"}))
+_PROMPTS: Final = pistore.Want((b'"user"',), frozenset({b"message"}), frozenset({b"user"}))
+_MODELS: Final = pistore.Want((b'"model_change"', b'"assistant"'),
+                               frozenset({b"model_change", b"message"}), frozenset({b"assistant"}))
 
 
 def _model(entry: dict[str, Any]) -> str | None:
@@ -171,11 +154,11 @@ def _model(entry: dict[str, Any]) -> str | None:
     if entry.get("type") == "model_change":
         provider, model = entry.get("provider"), entry.get("modelId")
     else:
-        found = message(entry)
+        found = pistore.message(entry)
         if found is None or found.get("role") != "assistant":
             return None
         provider, model = found.get("provider"), found.get("model")
-    return provider_model(provider, model)
+    return pistore.provider_model(provider, model)
 
 
 def _named(entries: Iterable[dict[str, Any]]) -> tuple[bool, str | None]:
@@ -196,7 +179,7 @@ def _times(entries: Iterable[dict[str, Any]]) -> list[datetime]:
     # converts to: only the largest one is converted.
     latest_ms = 0
     for entry in entries:
-        found = message(entry)
+        found = pistore.message(entry)
         if found is None or found.get("role") not in ("user", "assistant"):
             continue
         value = found.get("timestamp")
@@ -212,7 +195,7 @@ def _times(entries: Iterable[dict[str, Any]]) -> list[datetime]:
     return stamps
 
 
-def _omp_format(head: Lines, first: dict[str, Any] | None) -> bool:
+def _omp_format(head: pistore.Lines, first: dict[str, Any] | None) -> bool:
     """Oh My Pi's layout: a title slot (or a line caught mid-rewrite), then the header."""
     if len(head.spans) < 2 or (first is not None and first.get("type") != "title"):
         return False
@@ -243,12 +226,12 @@ def summarize(sample: FileSample) -> HarnessSession | NoSession | None:
     :data:`~clanker.stores.FOREIGN` (omp lists it, in a directory the two share).
     """
     head_region, tail_region = head_and_tail(sample)
-    head = Lines(head_region)
+    head = pistore.Lines(head_region)
     header = head.entry(0) if head.spans else None
     if header is None or header.get("type") != "session":
         return FOREIGN if _omp_format(head, header) else None
     native_id = bounded_text(header.get("id"), 200)
-    cwd = bounded_text(header.get("cwd"), TEXT_LIMIT)
+    cwd = bounded_text(header.get("cwd"), pistore.TEXT_LIMIT)
     if native_id is None or not native_id.isprintable() or native_id != native_id.strip():
         return None
     if cwd is None or not cwd.startswith("/"):
@@ -266,7 +249,7 @@ def summarize(sample: FileSample) -> HarnessSession | NoSession | None:
         older = range(0)  # the head is the tail
     else:
         if tail_region is not head_region:
-            tail = Lines(tail_region)
+            tail = pistore.Lines(tail_region)
             recent = range(len(tail.spans))
         else:  # nothing read past the head (the file shrank): the head is the tail too
             tail, recent = head, body
@@ -278,7 +261,7 @@ def summarize(sample: FileSample) -> HarnessSession | NoSession | None:
     if not named:
         named, title = _named(head.entries(older, _NAMES))
     if title is None:
-        title = next((t for t in map(user_text, prompts) if t is not None), None)
+        title = next((t for t in map(pistore.user_text, prompts) if t is not None), None)
     model = (
         next((m for m in map(_model, newest_first) if m is not None), None)
         or next((m for m in map(_model, head.entries(older, _MODELS)) if m is not None), None)
@@ -290,10 +273,10 @@ def summarize(sample: FileSample) -> HarnessSession | NoSession | None:
     if parent is None:
         parent = header.get("branchedFrom")  # before pi 0.31
     return HarnessSession(
-        harness=_PI, native_id=native_id, updated_at=updated(sample, stamps, created),
+        harness=_PI, native_id=native_id, updated_at=pistore.updated(sample, stamps, created),
         title=title, cwd=cwd, created_at=created, model=model,
-        message_count=count_messages(newest_first) if sample.whole else None,
-        parent_id=parent_from(parent),
+        message_count=pistore.count_messages(newest_first) if sample.whole else None,
+        parent_id=pistore.parent_from(parent),
     )
 
 
@@ -301,7 +284,7 @@ def summarize(sample: FileSample) -> HarnessSession | NoSession | None:
 
 
 def _pi_dir(level: int, name: str) -> bool:
-    return wrapped_dir_name(name)
+    return pistore.wrapped_dir_name(name)
 
 
 class PiSessions:
@@ -327,7 +310,7 @@ class PiSessions:
             accept_dir = project_dir_filter(context.scopes) or _pi_dir
 
         def scan(witness: Witness) -> SessionScan:
-            found, cut = candidates(context, roots, accept_dir, witness)
+            found, cut = pistore.candidates(context, roots, accept_dir, witness)
             return scan_files(context, found, summarize, cut=cut,
                               head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness)
 
