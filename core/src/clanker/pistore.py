@@ -37,7 +37,7 @@ from clanker.environment import HostFiles
 from clanker.environment.files import FileSample
 from clanker.environment.lines import LineRegion, decode_object
 from clanker.environment.witness import Witness
-from clanker.sessions.capability import SessionsContext
+from clanker.sessions.capability import SessionScan, SessionsContext
 from clanker.sessions.filestore import Candidate
 from clanker.sessions.types import bounded_text, clean_text
 from clanker.stores import home_directory
@@ -48,6 +48,7 @@ __all__ = [
     "TAIL_BYTES",
     "TEXT_LIMIT",
     "Lines",
+    "SessionFiles",
     "SessionRoot",
     "Want",
     "absolute",
@@ -371,3 +372,24 @@ def candidates(
             # session.
             found.setdefault((candidate.stat.st_dev, candidate.stat.st_ino), candidate)
     return list(found.values()), cut
+
+
+class SessionFiles:
+    """The sessions capability over a store of these files, less what each harness
+    declares: where its roots are (:meth:`roots`) and how it scans them (:meth:`scan`)."""
+
+    resumes_without_original_directory: bool
+
+    def roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[SessionRoot, ...]:
+        raise NotImplementedError
+
+    def scan(self, context: SessionsContext, roots: tuple[SessionRoot, ...]) -> SessionScan:
+        raise NotImplementedError
+
+    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
+        return tuple(root.path for root in self.roots(environ, files))
+
+    async def discover(self, context: SessionsContext) -> SessionScan:
+        # Walking and reading block: off the event loop.
+        return await context.offload(
+            lambda: self.scan(context, self.roots(context.environ, context.files)))

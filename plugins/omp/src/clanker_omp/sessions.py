@@ -493,7 +493,7 @@ def _every_dir(level: int, name: str) -> bool:
     return True
 
 
-class OmpSessions:
+class OmpSessions(pistore.SessionFiles):
     """omp's session files, from the managed sessions dir and an explicit session dir."""
 
     # Verified 2026-11-30 with omp 18.2.3: `omp --resume <path> -p ...` from
@@ -503,14 +503,10 @@ class OmpSessions:
     # clanker's argv only.
     resumes_without_original_directory = True
 
-    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
-        return tuple(root.path for root in session_roots(environ, files))
+    def roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[SessionRoot, ...]:
+        return session_roots(environ, files)
 
-    async def discover(self, context: SessionsContext) -> SessionScan:
-        return await context.offload(lambda: self._discover(context))
-
-    def _discover(self, context: SessionsContext) -> SessionScan:
-        roots = session_roots(context.environ, context.files)
+    def scan(self, context: SessionsContext, roots: tuple[SessionRoot, ...]) -> SessionScan:
         # The filter resolves the home and the temp root through links, so it is
         # part of what a remembered answer is keyed by.
         accept_dir: Callable[[int, str], bool] = _every_dir
@@ -539,10 +535,10 @@ class OmpSessions:
         def summarize_here(sample: FileSample) -> HarnessSession | NoSession | None:
             return _summarize(sample, pi_reads=pi_reads(str(sample.path)))
 
-        def scan(witness: Witness) -> SessionScan:
+        def read(witness: Witness) -> SessionScan:
             found, cut = pistore.candidates(context, roots, accept_dir, witness)
             return scan_files(context, found, summarize_here, cut=cut,
                               head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness,
                               reading=places.reading(real_roots))
 
-        return context.remember((roots, accept_dir, places, real_roots), scan)
+        return context.remember((roots, accept_dir, places, real_roots), read)

@@ -287,7 +287,7 @@ def _pi_dir(level: int, name: str) -> bool:
     return pistore.wrapped_dir_name(name)
 
 
-class PiSessions:
+class PiSessions(pistore.SessionFiles):
     """Pi's session files, from every root clanker can know of."""
 
     # Verified 2026-11-30 with pi 0.73.1: `pi --session <path> -p ...` from
@@ -296,22 +296,17 @@ class PiSessions:
     # stdin instead). Clanker refuses and asks for the directory back.
     resumes_without_original_directory = False
 
-    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
-        return tuple(root.path for root in session_roots(environ, files))
+    def roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[SessionRoot, ...]:
+        return session_roots(environ, files)
 
-    async def discover(self, context: SessionsContext) -> SessionScan:
-        return await context.offload(lambda: self._discover(context))
-
-    def _discover(self, context: SessionsContext) -> SessionScan:
-        roots = session_roots(context.environ, context.files)
-
+    def scan(self, context: SessionsContext, roots: tuple[SessionRoot, ...]) -> SessionScan:
         accept_dir: Callable[[int, str], bool] = _pi_dir
         if context.native_id is None:  # on a re-find the scopes say where the caller is, no more
             accept_dir = project_dir_filter(context.scopes) or _pi_dir
 
-        def scan(witness: Witness) -> SessionScan:
+        def read(witness: Witness) -> SessionScan:
             found, cut = pistore.candidates(context, roots, accept_dir, witness)
             return scan_files(context, found, summarize, cut=cut,
                               head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness)
 
-        return context.remember(roots, scan)
+        return context.remember(roots, read)
