@@ -56,8 +56,10 @@ def test_a_plugin_imports_only_the_documented_surface(path: Path) -> None:
             offenders.append(f"{line}: {module} is not part of the plugin surface")
             continue
         offered = set(getattr(importlib.import_module(module), "__all__", ()))
+        # `from clanker import pistore`: a surface module, imported by its name.
         offenders += [f"{line}: {module} does not offer {name}"
-                      for name in names if name not in offered]
+                      for name in names
+                      if name not in offered and f"{module}.{name}" not in SURFACE]
     assert offenders == []
 
 

@@ -62,31 +62,29 @@ class CapabilityContract:
         return found
 
 
+def _row(capability: Capability, folder: str) -> CapabilityContract:
+    """A row by the naming rule every capability follows: the field is the name with
+    ``_`` for ``-``, the hook that name after ``clanker_``, the protocol its title-cased
+    words and ``Capability``, in ``clanker.<folder>.capability``."""
+    attribute = capability.value.replace("-", "_")
+    name = "".join(word.title() for word in capability.value.split("-")) + "Capability"
+    return CapabilityContract(capability, f"clanker_{attribute}", attribute,
+                              f"clanker.{folder}.capability", name)
+
+
 CONTRACTS: Final[Mapping[Capability, CapabilityContract]] = MappingProxyType({
     row.capability: row for row in (
-        CapabilityContract(Capability.LAUNCH, "clanker_launch", "launch",
-                           "clanker.launch.capability", "LaunchCapability"),
-        CapabilityContract(Capability.MODELS, "clanker_models", "models",
-                           "clanker.models.capability", "ModelsCapability"),
-        CapabilityContract(Capability.SESSIONS, "clanker_sessions", "sessions",
-                           "clanker.sessions.capability", "SessionsCapability"),
-        CapabilityContract(Capability.ATTENTION, "clanker_attention", "attention",
-                           "clanker.attention.capability", "AttentionCapability"),
-        CapabilityContract(Capability.USAGE, "clanker_usage", "usage",
-                           "clanker.usage.capability", "UsageCapability"),
-        CapabilityContract(Capability.ACCOUNTS, "clanker_accounts", "accounts",
-                           "clanker.accounts.capability", "AccountsCapability"),
-        CapabilityContract(Capability.AGENT_BRIDGE, "clanker_agent_bridge", "agent_bridge",
-                           "clanker.bridge.capability", "AgentBridgeCapability"),
-        CapabilityContract(Capability.GUIDANCE, "clanker_guidance", "guidance",
-                           "clanker.guidance.capability", "GuidanceCapability"),
-        CapabilityContract(Capability.CHECKOUT_REHOME, "clanker_checkout_rehome",
-                           "checkout_rehome",
-                           "clanker.checkouts.capability", "CheckoutRehomeCapability"),
-        CapabilityContract(Capability.COMMIT, "clanker_commit", "commit",
-                           "clanker.commit.capability", "CommitCapability"),
-        CapabilityContract(Capability.ACP, "clanker_acp", "acp",
-                           "clanker.acp.capability", "AcpCapability"),
+        _row(Capability.LAUNCH, "launch"),
+        _row(Capability.MODELS, "models"),
+        _row(Capability.SESSIONS, "sessions"),
+        _row(Capability.ATTENTION, "attention"),
+        _row(Capability.USAGE, "usage"),
+        _row(Capability.ACCOUNTS, "accounts"),
+        _row(Capability.AGENT_BRIDGE, "bridge"),
+        _row(Capability.GUIDANCE, "guidance"),
+        _row(Capability.CHECKOUT_REHOME, "checkouts"),
+        _row(Capability.COMMIT, "commit"),
+        _row(Capability.ACP, "acp"),
     )
 })
 

@@ -66,6 +66,7 @@ SURFACE: Final = frozenset({
     "clanker.execution",
     "clanker.execution.jsonlines",
     "clanker.stores",
+    "clanker.pistore",
     # Each capability's contract module: where its protocol is defined.
     *(row.module for row in CONTRACTS.values()),
 })

@@ -14,12 +14,14 @@ import pytest
 import clanker_claude
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
+from clanker.execution import LocalTransport
 from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract, ReplayDouble, install_replay_double
 from clanker.testing.commit import check_prompt_shows_the_change
 from clanker.testing.sessions import check_session_types
 from clanker_claude.sessions import HEAD_BYTES, TAIL_BYTES, parse, summarize
+from clanker_claude.usage import ClaudeUsage
 from tests.plugins.claude.test_attention import PRIVATE_TEXTS, RUN, near_payloads, states
 from tests.plugins.claude.test_commit import ENV
 from tests.plugins.claude.test_sessions import (
@@ -29,6 +31,7 @@ from tests.plugins.claude.test_sessions import (
     TRANSCRIPTS,
     copy_store,
 )
+from tests.plugins.claude.test_usage import misbehaving_double
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "claude"
 SESSION = "2bd84788-1866-4763-ad83-f2741628502f"
@@ -105,6 +108,12 @@ class TestClaudeContract(HarnessProviderContract):
         "control-usage-signed-out-out.jsonl", "control-usage-bedrock-out.jsonl",
         "control-usage-subscriber-usage-429-out.jsonl",
     )
+
+    def usage_process_double(self, directory: Path, behaviour: str) -> LocalTransport:
+        return misbehaving_double(directory, behaviour)
+
+    def usage_with_timeout(self, seconds: float) -> ClaudeUsage:
+        return ClaudeUsage(timeout=seconds)
 
     # commit
     commit_fixtures = COMMIT

@@ -423,12 +423,6 @@ def test_without_a_session_executor_usage_is_unsupported() -> None:
     assert error.kind is ErrorKind.UNSUPPORTED
 
 
-@pytest.mark.parametrize("kind", [ErrorKind.TIMEOUT, ErrorKind.OUTPUT_LIMIT,
-                                  ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TRANSPORT_FAILURE])
-def test_execution_failures_stay_typed(kind: ErrorKind) -> None:
-    assert failure(lambda: probe(FailingExecutor(HarnessCapabilityError(kind)))).kind is kind
-
-
 # -- the probe, through the real LocalTransport, against a protocol-faithful double ---------
 
 DOUBLE = '''
@@ -487,6 +481,14 @@ def real_double(tmp_path: Path, capture: str, **settings: str) -> tuple[LocalTra
     return LocalTransport(env), log
 
 
+def misbehaving_double(directory: Path, behaviour: str) -> LocalTransport:
+    """The double for the contract's misbehaving-process tests (test_contract.py)."""
+    if behaviour == "signed-out":
+        return real_double(directory, "control-usage-signed-out-out.jsonl")[0]
+    settings = {"exit": "1"} if behaviour == "failed-exit" else {"mode": behaviour}
+    return real_double(directory, "control-usage-subscriber-out.jsonl", **settings)[0]
+
+
 def test_the_double_replays_a_reading_through_the_real_transport(tmp_path: Path) -> None:
     transport, log = real_double(tmp_path, "control-usage-subscriber-out.jsonl")
     snapshot = probe(transport)
@@ -494,30 +496,6 @@ def test_the_double_replays_a_reading_through_the_real_transport(tmp_path: Path)
     argv, *sent = log.read_text().splitlines()
     assert tuple(json.loads(argv)) == PROBE_ARGS
     assert [json.loads(line) for line in sent] == captured("control-usage-in.jsonl")
-
-
-def test_the_double_signed_out_through_the_real_transport(tmp_path: Path) -> None:
-    transport, _ = real_double(tmp_path, "control-usage-signed-out-out.jsonl")
-    assert failure(lambda: probe(transport)).kind is ErrorKind.UNAUTHENTICATED
-
-
-@pytest.mark.parametrize(("settings", "kind"), [
-    ({"mode": "eof-before-answer"}, ErrorKind.COMMAND_FAILED),
-    ({"exit": "1"}, ErrorKind.COMMAND_FAILED),  # good data, then a failed exit
-    ({"mode": "flood"}, ErrorKind.OUTPUT_LIMIT),
-    ({"mode": "garbage"}, ErrorKind.PARSE_FAILURE),
-])
-def test_the_double_misbehaving_through_the_real_transport(
-    tmp_path: Path, settings: dict[str, str], kind: ErrorKind
-) -> None:
-    transport, _ = real_double(tmp_path, "control-usage-subscriber-out.jsonl", **settings)
-    assert failure(lambda: probe(transport)).kind is kind
-
-
-def test_a_double_that_never_answers_times_out(tmp_path: Path) -> None:
-    transport, _ = real_double(tmp_path, "control-usage-subscriber-out.jsonl", mode="silent")
-    error = failure(lambda: probe(transport, ClaudeUsage(timeout=1.5)))
-    assert error.kind is ErrorKind.TIMEOUT
 
 
 # -- policy and registration --------------------------------------------------------------------

@@ -11,13 +11,16 @@ from typing import Any
 import clanker_codex
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
+from clanker.execution import LocalTransport
 from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract, ReplayDouble, install_replay_double
 from clanker_codex.sessions import HEAD_BYTES, TAIL_BYTES, summarize
+from clanker_codex.usage import CodexUsage
 from tests.plugins.codex.test_attention import payloads, states
 from tests.plugins.codex.test_commit import EVENTS
 from tests.plugins.codex.test_sessions import HUGE_ROLLOUTS, ROLLOUTS
+from tests.plugins.codex.test_usage import misbehaving_double
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "codex"
 CODEX_HOME = FIXTURES / "sessions" / "codex-home"
@@ -91,6 +94,12 @@ class TestCodexContract(HarnessProviderContract):
         "app-server-chatgpt-weekly-only-out.jsonl", "app-server-signed-out-out.jsonl",
         "app-server-api-key-out.jsonl", "app-server-chatgpt-backend-decode-error-out.jsonl",
     )
+
+    def usage_process_double(self, directory: Path, behaviour: str) -> LocalTransport:
+        return misbehaving_double(directory, behaviour)
+
+    def usage_with_timeout(self, seconds: float) -> CodexUsage:
+        return CodexUsage(timeout=seconds)
 
     # commit
     commit_events = EVENTS

@@ -59,7 +59,7 @@ import posixpath
 from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Self
 
 import attrs
 from attrs import field, frozen
@@ -182,8 +182,24 @@ class Outcome:
     revision: int
 
 
+class _Wire:
+    """The published types' JSON form: camelCase keys, ISO 8601 times."""
+
+    __slots__ = ()
+
+    def to_json(self) -> dict[str, object]:
+        """Return the JSON-able form."""
+        data: dict[str, object] = _CONVERTER.unstructure(self)
+        return data
+
+    @classmethod
+    def from_json(cls, obj: object) -> Self:
+        """Structure :meth:`to_json` output; raise :class:`BoundaryError` otherwise."""
+        return structure_wire(_CONVERTER, obj, cls, BoundaryError)
+
+
 @frozen(kw_only=True)
-class Snapshot:
+class Snapshot(_Wire):
     """The published semantic facts about one registered terminal."""
 
     runtime: Runtime = UNVERIFIED
@@ -194,33 +210,14 @@ class Snapshot:
     location: str | None = None
     """Where the root agent last reported working (canonical absolute POSIX path)."""
 
-    def to_json(self) -> dict[str, object]:
-        """Return the JSON-able form (camelCase keys, ISO 8601 times)."""
-        data: dict[str, object] = _CONVERTER.unstructure(self)
-        return data
-
-    @classmethod
-    def from_json(cls, obj: object) -> Snapshot:
-        """Structure :meth:`to_json` output; raise :class:`BoundaryError` otherwise."""
-        return structure_wire(_CONVERTER, obj, Snapshot, BoundaryError)
-
 
 @frozen(kw_only=True)
-class Revision:
+class Revision(_Wire):
     """One published state of a terminal; ``snapshot is None`` is a tombstone."""
 
     terminal: str
     revision: int
     snapshot: Snapshot | None
-
-    def to_json(self) -> dict[str, object]:
-        data: dict[str, object] = _CONVERTER.unstructure(self)
-        return data
-
-    @classmethod
-    def from_json(cls, obj: object) -> Revision:
-        """Structure :meth:`to_json` output; raise :class:`BoundaryError` otherwise."""
-        return structure_wire(_CONVERTER, obj, Revision, BoundaryError)
 
 
 def _make_converter() -> JsonConverter:

@@ -17,9 +17,11 @@ from clanker.launch.request import (
     SessionTarget,
     split_user_flags,
 )
+from clanker.launch.session_ids import LOWERCASE_UUID, checked_session_id
 from clanker.launch.version import parse_version_output
 
 __all__ = [
+    "LOWERCASE_UUID",
     "AttachmentContext",
     "AttachmentPlan",
     "LaunchCapability",
@@ -27,6 +29,7 @@ __all__ = [
     "LaunchPlan",
     "LaunchRequest",
     "SessionTarget",
+    "checked_session_id",
     "parse_version_output",
     "split_user_flags",
 ]

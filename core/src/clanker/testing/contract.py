@@ -30,10 +30,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import pytest
 from hypothesis import given
@@ -59,6 +59,7 @@ from clanker.testing.doubles import (
     ScriptedExecutor,
     ScriptedSession,
     ScriptedSessionExecutor,
+    probe_usage,
 )
 from clanker.testing.sessions import SessionsContract
 from clanker.testing.strategies import (
@@ -82,6 +83,7 @@ __all__ = [
 ]
 
 _CWD = "/tmp/clanker-contract"
+_Context = TypeVar("_Context", ModelsContext, UsageContext)
 
 
 class LaunchContract(ContractBase):
@@ -220,6 +222,19 @@ class LaunchContract(ContractBase):
             launch.parse_version(CommandResult("", "", 0))
 
 
+def _check_failure_stays_typed(
+    kind: ErrorKind, context_type: Callable[..., _Context],
+    run: Callable[[_Context], Coroutine[Any, Any, object]],
+) -> None:
+    """``run`` on a host whose every command fails with ``kind`` raises that very kind."""
+    failing = FailingExecutor(HarnessCapabilityError(kind))
+    context = context_type(files=LocalFiles(), environ=host_environ(os.environ),
+                           executor=failing, session_executor=failing)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        asyncio.run(run(context))
+    assert caught.value.kind is kind
+
+
 def _answering(
     output: str, exit_code: int, stderr: str = ""
 ) -> tuple[CommandExecutor, SessionExecutor]:
@@ -246,14 +261,7 @@ class ModelsContract(ContractBase):
 
     @pytest.mark.parametrize("kind", [ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TIMEOUT])
     def test_execution_failures_stay_typed(self, kind: ErrorKind) -> None:
-        models = self._models()
-        failing = FailingExecutor(HarnessCapabilityError(kind))
-        context = ModelsContext(files=LocalFiles(),
-                                environ=host_environ(os.environ), executor=failing,
-                                session_executor=failing)
-        with pytest.raises(HarnessCapabilityError) as caught:
-            asyncio.run(models.discover(context))
-        assert caught.value.kind is kind
+        _check_failure_stays_typed(kind, ModelsContext, self._models().discover)
 
     @PROPERTY
     @given(output=junk_text(), exit_code=st.integers(0, 2))
@@ -322,6 +330,48 @@ class UsageContract(ContractBase):
         so. Override when the probe first asks something else (a version, say)."""
         return _answering(output, exit_code, stderr)
 
+    def usage_process_double(self, directory: Path, behaviour: str) -> CommandExecutor | None:
+        """A real transport (``LocalTransport``) whose harness executable, written into
+        ``directory``, is a double speaking the probe's captured protocol, for probes that
+        hold a session with the harness; ``None`` (the default): the plugin has none, and
+        the tests that need one skip. ``behaviour``: ``signed-out`` replays a signed-out
+        capture; ``eof-before-answer`` exits 0 without answering the usage request;
+        ``failed-exit`` answers, then exits non-zero; ``flood`` prints large frames
+        forever; ``garbage`` answers with a line that is not JSON; ``silent`` never
+        answers."""
+        return None
+
+    def usage_with_timeout(self, seconds: float) -> UsageCapability | None:
+        """The plugin's usage capability with its probe bounded to ``seconds`` (for the
+        double that never answers); ``None`` (the default): the test skips."""
+        return None
+
+    @pytest.mark.parametrize(("behaviour", "kind"), [
+        ("signed-out", ErrorKind.UNAUTHENTICATED),
+        ("eof-before-answer", ErrorKind.COMMAND_FAILED),
+        ("failed-exit", ErrorKind.COMMAND_FAILED),
+        ("flood", ErrorKind.OUTPUT_LIMIT),
+        ("garbage", ErrorKind.PARSE_FAILURE),
+    ])
+    def test_usage_through_a_misbehaving_process_fails_typed(
+        self, tmp_path: Path, behaviour: str, kind: ErrorKind
+    ) -> None:
+        usage = self._usage()
+        transport = self._unless(self.usage_process_double(tmp_path, behaviour),
+                                 "usage_process_double")
+        with pytest.raises(HarnessCapabilityError) as caught:
+            probe_usage(usage, transport, transport)
+        assert caught.value.kind is kind
+
+    def test_usage_through_a_process_that_never_answers_times_out(self, tmp_path: Path) -> None:
+        self._usage()
+        transport = self._unless(self.usage_process_double(tmp_path, "silent"),
+                                 "usage_process_double")
+        usage = self._unless(self.usage_with_timeout(1.5), "usage_with_timeout")
+        with pytest.raises(HarnessCapabilityError) as caught:
+            probe_usage(usage, transport, transport)
+        assert caught.value.kind is ErrorKind.TIMEOUT
+
     def _usage(self) -> UsageCapability:
         found = self._require(Capability.USAGE).usage
         assert found is not None
@@ -358,16 +408,10 @@ class UsageContract(ContractBase):
             assert (policy.cache_ttl, policy.minimum_interval, policy.failure_backoff) == tuple(
                 timedelta(seconds=s) for s in self.usage_policy)
 
-    @pytest.mark.parametrize("kind", [ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TIMEOUT])
+    @pytest.mark.parametrize("kind", [ErrorKind.BINARY_UNAVAILABLE, ErrorKind.TIMEOUT,
+                                      ErrorKind.OUTPUT_LIMIT, ErrorKind.TRANSPORT_FAILURE])
     def test_usage_execution_failures_stay_typed(self, kind: ErrorKind) -> None:
-        usage = self._usage()
-        failing = FailingExecutor(HarnessCapabilityError(kind))
-        context = UsageContext(files=LocalFiles(),
-                               environ=host_environ(os.environ), executor=failing,
-                               session_executor=failing)
-        with pytest.raises(HarnessCapabilityError) as caught:
-            asyncio.run(usage.probe(context))
-        assert caught.value.kind is kind
+        _check_failure_stays_typed(kind, UsageContext, self._usage().probe)
 
     @PROPERTY
     @given(output=junk_text() | json_values().map(json.dumps), stderr=junk_text(),

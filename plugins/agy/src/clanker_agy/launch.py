@@ -6,13 +6,16 @@ import re
 from typing import Final
 
 from clanker.execution import CommandRequest, CommandResult
-from clanker.launch.capability import LaunchPlan, LaunchRequest, parse_version_output
+from clanker.launch.capability import (
+    LOWERCASE_UUID,
+    LaunchPlan,
+    LaunchRequest,
+    checked_session_id,
+    parse_version_output,
+)
 
 __all__ = ["AgyLaunch"]
 
-# A conversation id is a UUID, also the name of its store file
-# (`conversations/<uuid>.db`); clanker passes the canonical lowercase form.
-_SESSION_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # The whole stdout must be one `X.Y.Z` or `vX.Y.Z` line: the spec's usage probe
 # sends `/usage` only to versions it can read exactly, so anything noisier,
 # a prerelease included, is not a version here either.
@@ -37,13 +40,14 @@ class AgyLaunch:
         return LaunchPlan(argv=tuple(argv))
 
     def validate_session_id(self, raw: str) -> str:
+        # A conversation id is a UUID, also the name of its store file
+        # (`conversations/<uuid>.db`); clanker passes the canonical lowercase form.
         normalized = raw.lower() if raw.isascii() else raw
-        if _SESSION_ID.fullmatch(normalized) is None:
-            raise ValueError(
-                "an Antigravity conversation id is a UUID such as "
-                "d6b9f466-8d4d-4b93-adbe-9bdb0b6df587"
-            )
-        return normalized
+        return checked_session_id(
+            normalized, LOWERCASE_UUID,
+            "an Antigravity conversation id is a UUID such as "
+            "d6b9f466-8d4d-4b93-adbe-9bdb0b6df587",
+        )
 
     def version_request(self) -> CommandRequest:
         # `-v` is not a version flag in every build ("flag needs an argument").

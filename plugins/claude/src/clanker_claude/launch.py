@@ -8,9 +8,11 @@ from typing import Final
 
 from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.capability import (
+    LOWERCASE_UUID,
     LaunchOperation,
     LaunchPlan,
     LaunchRequest,
+    checked_session_id,
     parse_version_output,
 )
 
@@ -19,7 +21,7 @@ __all__ = ["ClaudeLaunch"]
 # Lowercase only: Claude Code 2.1.197 answers an uppercase copy of an existing
 # id with "No conversation found". `--resume` also takes a title or search
 # term; clanker never passes one, so a lookalike title cannot pick a session.
-_SESSION_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_SESSION_ID: Final = LOWERCASE_UUID
 _VERSION: Final = re.compile(r"^(\d+\.\d+\.\d+\S*) \(Claude Code\)$", re.MULTILINE)
 
 
@@ -52,12 +54,11 @@ class ClaudeLaunch:
         return request.session.native_id
 
     def validate_session_id(self, raw: str) -> str:
-        if _SESSION_ID.fullmatch(raw) is None:
-            raise ValueError(
-                "a Claude Code session id is a lowercase UUID such as "
-                "2bd84788-1866-4763-ad83-f2741628502f"
-            )
-        return raw
+        return checked_session_id(
+            raw, _SESSION_ID,
+            "a Claude Code session id is a lowercase UUID such as "
+            "2bd84788-1866-4763-ad83-f2741628502f"
+        )
 
     def version_request(self) -> CommandRequest:
         return CommandRequest(command="claude", args=("--version",))

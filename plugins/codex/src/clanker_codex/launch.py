@@ -10,6 +10,7 @@ from clanker.launch.capability import (
     LaunchOperation,
     LaunchPlan,
     LaunchRequest,
+    checked_session_id,
     parse_version_output,
 )
 
@@ -49,11 +50,10 @@ class CodexLaunch:
         return LaunchPlan(argv=tuple(argv))
 
     def validate_session_id(self, raw: str) -> str:
-        if _SESSION_ID.fullmatch(raw) is None:
-            raise ValueError(
-                "a Codex session id is a UUID such as 01a22b86-c7d0-79e0-b3c0-03c56f3ce14a"
-            )
-        return raw
+        return checked_session_id(
+            raw, _SESSION_ID,
+            "a Codex session id is a UUID such as 01a22b86-c7d0-79e0-b3c0-03c56f3ce14a",
+        )
 
     def version_request(self) -> CommandRequest:
         return CommandRequest(command="codex", args=("--version",))

@@ -6,7 +6,12 @@ import re
 from typing import Final
 
 from clanker.execution import CommandRequest, CommandResult
-from clanker.launch.capability import LaunchPlan, LaunchRequest, parse_version_output
+from clanker.launch.capability import (
+    LaunchPlan,
+    LaunchRequest,
+    checked_session_id,
+    parse_version_output,
+)
 
 __all__ = ["PROVIDER_SEPARATOR", "HermesLaunch", "split_model"]
 
@@ -46,9 +51,10 @@ class HermesLaunch:
     def validate_session_id(self, raw: str) -> str:
         # Hermes also resumes by title; clanker resumes by id only, so a
         # session can never be picked by a lookalike title.
-        if _SESSION_ID.fullmatch(raw) is None:
-            raise ValueError("a Hermes session id looks like 20261130_081830_cec5d8")
-        return raw
+        return checked_session_id(
+            raw, _SESSION_ID,
+            "a Hermes session id looks like 20261130_081830_cec5d8",
+        )
 
     def version_request(self) -> CommandRequest:
         return CommandRequest(command="hermes", args=("--version",))

@@ -7,10 +7,12 @@ from typing import Final
 
 from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.capability import (
+    LOWERCASE_UUID,
     LaunchOperation,
     LaunchPlan,
     LaunchRequest,
     SessionTarget,
+    checked_session_id,
     parse_version_output,
 )
 
@@ -18,7 +20,7 @@ __all__ = ["OmpLaunch", "session_argument"]
 
 # omp 18.2.3 mints UUIDv7 ids. Any canonical lowercase UUID is accepted, so
 # sessions of older versions (whose id scheme was not checked) are not refused.
-_SESSION_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_SESSION_ID: Final = LOWERCASE_UUID
 _VERSION: Final = re.compile(r"^omp/(\d+\.\d+\.\d+[0-9A-Za-z.+-]*)", re.MULTILINE)
 # `omp --version` takes 1-2 s (bun start-up); a busy host doubles it.
 _VERSION_TIMEOUT: Final = 15.0
@@ -50,12 +52,11 @@ class OmpLaunch:
         return LaunchPlan(argv=tuple(argv))
 
     def validate_session_id(self, raw: str) -> str:
-        if _SESSION_ID.fullmatch(raw) is None:
-            raise ValueError(
-                "an Oh My Pi session id is a lowercase UUID such as "
-                "01a22b8c-ca4c-72fc-ac3b-8d1148698ba1"
-            )
-        return raw
+        return checked_session_id(
+            raw, _SESSION_ID,
+            "an Oh My Pi session id is a lowercase UUID such as "
+            "01a22b8c-ca4c-72fc-ac3b-8d1148698ba1"
+        )
 
     def version_request(self) -> CommandRequest:
         return CommandRequest(command="omp", args=("--version",), timeout=_VERSION_TIMEOUT)

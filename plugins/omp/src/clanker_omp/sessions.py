@@ -18,31 +18,33 @@ import json
 import posixpath
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 from attrs import frozen
 
+from clanker import pistore
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
 from clanker.stores import (
     FOREIGN,
-    Candidate,
     FileSample,
     HostFiles,
-    LineRegion,
     NoSession,
     Witness,
     bounded_text,
     clean_text,
-    decode_object,
     head_and_tail,
     home_directory,
     parse_timestamp,
     scan_files,
 )
+
+HEAD_BYTES: Final = pistore.HEAD_BYTES
+TAIL_BYTES: Final = pistore.TAIL_BYTES
+SessionRoot = pistore.SessionRoot
 
 __all__ = [
     "HEAD_BYTES",
@@ -64,52 +66,17 @@ __all__ = [
 
 _OMP: Final = HarnessId("omp")
 
-# The slot is 256 bytes; the header after it can carry a long copied `title`,
-# `additionalDirectories` and `previousSessionFiles` (no cap), and the first
-# user message (the fallback title) is normally line 5. 64 KiB holds them all
-# in practice; a header larger than that makes the file a counted skip.
-HEAD_BYTES: Final = 64 * 1024
-# The tail gives the newest message times and the model. omp caps every
-# persisted string at 500 000 characters and moves images to a blob store, but
-# its tools cut output at 50 KB: 128 KiB normally holds the lines after one
-# tool result. When a giant line fills it, the file's mtime stands in.
-TAIL_BYTES: Final = 128 * 1024
-_TEXT_LIMIT: Final = 4096
-_UUID: Final = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-# omp names files `<ISO timestamp>_<session id>.jsonl`; a moved file keeps its
-# name and `--resume <new path>` creates any name.
-_NAMED_BY_ID: Final = re.compile(rf"_({_UUID})\.jsonl\Z")
-_STEM_ID: Final = re.compile(rf"(?:\A|_)({_UUID})\Z")
+# clanker.pistore's bounds hold the 256-byte title slot, the header after it (which can
+# carry a long copied `title`, `additionalDirectories` and `previousSessionFiles`: a
+# header past HEAD_BYTES makes the file a counted skip) and the lines after one tool
+# result (omp caps every persisted string at 500 000 characters and moves images to a
+# blob store; its tools cut output at 50 KB).
 _PROFILE: Final = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 _RESERVED: Final = re.compile(r"(?:CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9])(?:\..*)?", re.IGNORECASE)
-# A line shorter than this is searched for tokens before it is decoded, which costs
-# little; a longer one (tool output, a paste) is judged by its opening alone, which
-# costs the same at any length (see "one file").
-_LONG_LINE: Final = 1024
-# An entry opens with `type`, `id`, `parentId`, `timestamp`, then the message's
-# `role`: ~150 bytes. An opening not read in this much decodes the line.
-_OPENING_BYTES: Final = 1024
-_JSON_STRING: Final = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
-# `{"type":"<kind>"`, any keys with scalar values, then `"message":{"role":"<role>"` if
-# it comes next. Every token is matched whole, so on a valid line without repeated
-# keys the groups are the entry's type and its message's role.
-_OPENING: Final = re.compile(
-    rb'\{\s*"type"\s*:\s*"([A-Za-z_]+)"'
-    rb"(?:\s*,\s*" + _JSON_STRING + rb"\s*:\s*(?:" + _JSON_STRING + rb"|[-+.0-9A-Za-z]+))*"
-    rb'(?:\s*,\s*"message"\s*:\s*\{\s*"role"\s*:\s*"([A-Za-z_]+)")?'
-)
 # A plain `timestamp` string among an opening's keys: within an opening (every token
 # matched whole) a `"timestamp"` after `{`, `,` or a space and before `:` is a key of
 # the entry itself.
 _ENTRY_TIME: Final = re.compile(rb'[{,]\s*"timestamp"\s*:\s*"([^"\\]*)"')
-
-
-@frozen
-class SessionRoot:
-    """A directory of session files: ``nested`` ones hold one directory per project."""
-
-    path: Path
-    nested: bool
 
 
 # -- where the store is ---------------------------------------------------------------------
@@ -119,14 +86,6 @@ def _join(*parts: str) -> str:
     # node's path.join: concatenate with "/" (an absolute later part does not
     # restart the path, unlike os.path.join), then normalize.
     return posixpath.normpath("/".join(part for part in parts if part))
-
-
-def _absolute(value: str | None) -> str | None:
-    # A relative value resolves against the directory omp was started in,
-    # which clanker cannot know: it is not guessed.
-    if not value or "\x00" in value or not value.startswith("/"):
-        return None
-    return posixpath.normpath(value)
 
 
 def _normalize_profile(raw: str | None) -> str | None:
@@ -174,7 +133,7 @@ def agent_dir(environ: Mapping[str, str]) -> tuple[str, bool] | None:
         override = None  # inherited from a parent's profile switch, not the user's choice
     if override is None:
         return default, True
-    resolved = _absolute(override)
+    resolved = pistore.absolute(override)
     if resolved is None:
         return None
     return resolved, resolved == default
@@ -194,7 +153,7 @@ def sessions_dir(
     if agent is None:
         return None
     path, is_default = agent
-    data_home = _absolute(environ.get("XDG_DATA_HOME"))
+    data_home = pistore.absolute(environ.get("XDG_DATA_HOME"))
     if is_default and data_home is not None and platform in ("linux", "darwin"):
         profile = profile_name(environ)
         app = _join(data_home, "omp", "profiles", profile) if profile else _join(data_home, "omp")
@@ -216,7 +175,7 @@ def session_roots(
     managed = sessions_dir(environ, files, platform=platform)
     if managed is not None:
         roots.append(SessionRoot(managed, nested=True))
-    explicit = _absolute(environ.get("PI_CODING_AGENT_SESSION_DIR"))
+    explicit = pistore.absolute(environ.get("PI_CODING_AGENT_SESSION_DIR"))
     if explicit is not None and Path(explicit) != managed:
         roots.append(SessionRoot(Path(explicit), nested=False))
     return tuple(roots)
@@ -229,27 +188,10 @@ def session_roots(
 # belongs to one of them, by its own format: omp 18 opens every file with the title
 # slot, Pi never writes one. A file without a slot is Pi's where Pi reads it (a
 # directory Pi lists files from) and omp's elsewhere (older omp wrote no slot). Pi's
-# places follow Pi's verified rules (docs/harnesses/pi.md, "Where the store is").
+# places follow Pi's verified rules (docs/harnesses/pi.md, "Where the store is"), which
+# clanker.pistore holds.
 
-_PI_SETTINGS_BYTES: Final = 1024 * 1024
-
-
-def _pi_path(value: str | None, environ: Mapping[str, str]) -> str | None:
-    """Pi's reading of a directory setting: ``~`` and ``~/`` expanded, absolute only."""
-    if not value:
-        return None
-    if value == "~" or value.startswith("~/"):
-        home = home_directory(environ)
-        if home is None:
-            return None
-        value = home + value[1:]
-    return _absolute(value)
-
-
-def _pi_dir_name(name: str) -> bool:
-    """Pi's project directory names: ``--<encoded cwd>--``."""
-    return len(name) >= 4 and name.startswith("--") and name.endswith("--")
-
+_PI_DEFAULT_AGENT_DIR: Final = ".pi/agent"
 
 @frozen
 class PiPlaces:
@@ -270,7 +212,7 @@ class PiPlaces:
             return real_root in self.flat
         name = directory.rpartition("/")[2]
         real = real_root.rstrip("/") + "/" + name
-        return real in self.flat or (real_root == self.nested and _pi_dir_name(name))
+        return real in self.flat or (real_root == self.nested and pistore.wrapped_dir_name(name))
 
     def reading(self, real_roots: Iterable[str]) -> str:
         """What a file's summary depends on beside the file, as text (kept with the cache)."""
@@ -280,21 +222,10 @@ class PiPlaces:
 def pi_places(environ: Mapping[str, str], files: HostFiles) -> PiPlaces:
     """Where Pi reads session files, from the same environment (one bounded read of
     Pi's global ``settings.json``, as Pi's own listing makes)."""
-    configured = environ.get("PI_CODING_AGENT_DIR")
-    if configured:
-        agent = _pi_path(configured, environ)
-    else:
-        home = home_directory(environ)
-        agent = None if home is None else _join(home, ".pi", "agent")
-    flat = {_pi_path(environ.get("PI_CODING_AGENT_SESSION_DIR"), environ)}
+    agent = pistore.agent_dir(environ, "PI_CODING_AGENT_DIR", _PI_DEFAULT_AGENT_DIR)
+    flat = {pistore.tilde_path(environ.get("PI_CODING_AGENT_SESSION_DIR"), environ)}
     if agent is not None:
-        data = files.read_small(_join(agent, "settings.json"), _PI_SETTINGS_BYTES)
-        try:
-            settings = json.loads(data) if data is not None else None
-        except (ValueError, RecursionError):
-            settings = None
-        value = settings.get("sessionDir") if isinstance(settings, dict) else None
-        flat.add(_pi_path(value, environ) if isinstance(value, str) else None)
+        flat.add(pistore.settings_session_dir(agent, environ, files))
     return PiPlaces(
         nested=None if agent is None else files.realpath(_join(agent, "sessions")),
         flat=frozenset(files.realpath(path) for path in flat if path is not None),
@@ -376,96 +307,21 @@ def project_dir_filter(
 
 # -- one file -------------------------------------------------------------------------------
 #
-# A listing reads thousands of files, so a file is not decoded line by line: most of a
-# large one is tool output that no field uses. Lines are found by position; a line is
-# decoded (at most once) only when it can change a field:
-#
-# - a short line is passed over when it spells none of the quoted tokens that such a
-#   line must contain (``"message"``, ``"model_change"``, ...). JSON can write a letter
-#   only as itself or as a ``\u00XX`` escape, so a line with such an escape, and one
-#   that does not start with ``{`` (a BOM, UTF-16, leading space), is always decoded;
-# - a long line is passed over when its opening, read token by token, names an entry
-#   type that no field uses. A long message of a role no model comes from (tool output)
-#   can only move the last activity: it is decoded only when the entry time its opening
-#   names is newer than every time already decoded. omp writes lines with
-#   JSON.stringify (``type`` first, no key twice): only a line that repeats a key of its
-#   opening could be judged by the wrong one.
-#
-# A file read whole is decoded line by line all the same: its count takes every message,
-# and a line that does not parse (cut, or glued to the next one after a crash) must not
-# count.
-
-
-@frozen
-class _Want:
-    """Which lines can matter to one use.
-
-    ``tokens``: a short line spelling none of these cannot. ``kinds``: a long line
-    whose opening names another entry type cannot; nor can one naming a message
-    role outside ``roles`` (``None``: every role counts).
-    """
-
-    tokens: tuple[bytes, ...]
-    kinds: frozenset[bytes]
-    roles: frozenset[bytes] | None = None
-
+# How lines are chosen is clanker.pistore's (Lines, Want). One addition: a long message of
+# a role no model comes from (tool output) can only move the last activity, so it is
+# decoded only when the entry time its opening names is newer than every time already
+# decoded.
 
 # A tail: every message (the last activity), model changes.
-_RECENT: Final = _Want((b'"message"', b'"model_change"'),
-                       frozenset({b"message", b"model_change"}))
-_PROMPTS: Final = _Want((b'"user"',), frozenset({b"message"}), frozenset({b"user"}))
-_MODEL_CHANGES: Final = _Want((b'"model_change"',), frozenset({b"model_change"}))
-_ASSISTANTS: Final = _Want((b'"assistant"',), frozenset({b"message"}),
-                           frozenset({b"assistant"}))
+_RECENT: Final = pistore.Want((b'"message"', b'"model_change"'),
+                               frozenset({b"message", b"model_change"}))
+_PROMPTS: Final = pistore.Want((b'"user"',), frozenset({b"message"}), frozenset({b"user"}))
+_MODEL_CHANGES: Final = pistore.Want((b'"model_change"',), frozenset({b"model_change"}))
+_ASSISTANTS: Final = pistore.Want((b'"assistant"',), frozenset({b"message"}),
+                                   frozenset({b"assistant"}))
 
 
-class _Lines:
-    """The complete, non-blank lines of a region, decoded on demand, each once."""
-
-    def __init__(self, region: LineRegion) -> None:
-        self.region = region
-        self.buf = region.buf
-        self.spans = region.spans()
-
-    def entry(self, index: int) -> dict[str, Any] | None:
-        return self.region.object_at(self.spans[index])
-
-    def every_entry(self, first: int) -> list[dict[str, Any]]:
-        """The entries from line ``first`` on, every line decoded, in order."""
-        buf = self.buf
-        decoded = (decode_object(buf[start:end]) for start, end in self.spans[first:])
-        return [entry for entry in decoded if entry is not None]
-
-    def opening(self, index: int) -> re.Match[bytes] | None:
-        """How a long line opens; ``None`` for a short one or an opening not read."""
-        start, end = self.spans[index]
-        if end - start < _LONG_LINE:
-            return None
-        return _OPENING.match(self.buf, start, min(end, start + _OPENING_BYTES))
-
-    def may_matter(self, index: int, want: _Want) -> bool:
-        span = self.spans[index]
-        start, end = span
-        if end - start >= _LONG_LINE:
-            opening = self.opening(index)
-            if opening is None:
-                return True
-            kind, role = opening.group(1, 2)
-            if kind not in want.kinds:
-                return False
-            return kind != b"message" or want.roles is None or role is None or role in want.roles
-        return self.region.may_hold(span, want.tokens)
-
-    def entries(self, indices: Iterable[int], want: _Want) -> Iterator[dict[str, Any]]:
-        """The entries among ``indices`` that can matter to ``want``, in that order."""
-        for index in indices:
-            if self.may_matter(index, want):
-                entry = self.entry(index)
-                if entry is not None:
-                    yield entry
-
-
-def _claimed_time(lines: _Lines, opening: re.Match[bytes]) -> datetime | None:
+def _claimed_time(lines: pistore.Lines, opening: re.Match[bytes]) -> datetime | None:
     """The entry time an opening names (every key it reads before ``message`` is top-level)."""
     found = _ENTRY_TIME.search(lines.buf, opening.start(), opening.end())
     if found is None:
@@ -476,35 +332,12 @@ def _claimed_time(lines: _Lines, opening: re.Match[bytes]) -> datetime | None:
         return None
 
 
-def _message(entry: dict[str, Any]) -> dict[str, Any] | None:
-    if entry.get("type") != "message":
-        return None
-    message = entry.get("message")
-    return message if isinstance(message, dict) else None
-
-
-def _user_text(entry: dict[str, Any]) -> str | None:
-    """The text of a user message: ``content`` as a string, or its text blocks joined."""
-    message = _message(entry)
-    if message is None or message.get("role") != "user":
-        return None
-    content = message.get("content")
-    if isinstance(content, list):
-        parts = [
-            block["text"] for block in content
-            if isinstance(block, dict) and block.get("type") == "text"
-            and isinstance(block.get("text"), str)
-        ]
-        content = " ".join(parts)
-    return clean_text(content)
-
-
 def _activity(entry: dict[str, Any]) -> datetime | None:
     """When a message entry was written (``session_exit`` and renames do not count)."""
-    message = _message(entry)
-    if message is None:
+    found = pistore.message(entry)
+    if found is None:
         return None
-    return parse_timestamp(entry.get("timestamp")) or parse_timestamp(message.get("timestamp"))
+    return parse_timestamp(entry.get("timestamp")) or parse_timestamp(found.get("timestamp"))
 
 
 def _default_model(entry: dict[str, Any]) -> str | None:
@@ -515,17 +348,10 @@ def _default_model(entry: dict[str, Any]) -> str | None:
 
 
 def _assistant_model(entry: dict[str, Any]) -> str | None:
-    message = _message(entry)
-    if message is None or message.get("role") != "assistant":
+    found = pistore.message(entry)
+    if found is None or found.get("role") != "assistant":
         return None
-    return _provider_model(message.get("provider"), message.get("model"))
-
-
-def _provider_model(provider: object, model: object) -> str | None:
-    model_text, provider_text = bounded_text(model, 200), bounded_text(provider, 200)
-    if model_text is None:
-        return None
-    return model_text if provider_text is None else f"{provider_text}/{model_text}"
+    return pistore.provider_model(found.get("provider"), found.get("model"))
 
 
 def _newest(pick: Callable[[dict[str, Any]], str | None],
@@ -539,23 +365,13 @@ def _newest(pick: Callable[[dict[str, Any]], str | None],
 
 
 def parent_from(value: object) -> str | None:
-    """The parent's id from ``parentSession``: an id (``--fork``) or a path (``/branch``).
-
-    A value with a separator or a ``.jsonl`` ending is a path; its id is the
-    UUID the file name ends with (none when the name carries no id).
-    """
-    text = bounded_text(value, _TEXT_LIMIT)
-    if text is None:
-        return None
-    if "/" not in text and "\\" not in text and not text.endswith(".jsonl"):
-        return text if text.isprintable() and text == text.strip() else None
-    name = re.split(r"[/\\]", text)[-1]
-    stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
-    match = _STEM_ID.search(stem)
-    return match.group(1).lower() if match else None
+    """The parent's id from ``parentSession``: an id (``--fork``) or a path (``/branch``)."""
+    return pistore.parent_from(value, bare_id=True)
 
 
-def _recent(tail: _Lines, indices: Iterable[int]) -> tuple[list[dict[str, Any]], list[datetime]]:
+def _recent(
+    tail: pistore.Lines, indices: Iterable[int]
+) -> tuple[list[dict[str, Any]], list[datetime]]:
     """The tail's entries that can name a model, newest first, and its messages' times."""
     entries: list[dict[str, Any]] = []
     times_only: list[tuple[int, re.Match[bytes]]] = []
@@ -582,31 +398,7 @@ def _recent(tail: _Lines, indices: Iterable[int]) -> tuple[list[dict[str, Any]],
     return entries[::-1], stamps
 
 
-def _updated(sample: FileSample, stamps: list[datetime], created: datetime | None) -> datetime:
-    if stamps:
-        return max([*stamps, created]) if created is not None else max(stamps)
-    if sample.whole:
-        return created or sample.mtime
-    return sample.mtime  # the tail was one giant line: the last write is the best guess
-
-
-def _count(body: list[dict[str, Any]]) -> int:
-    """``message`` entries, each id once."""
-    seen: set[str] = set()
-    count = 0
-    for entry in body:
-        if _message(entry) is None:
-            continue
-        entry_id = entry.get("id")
-        if isinstance(entry_id, str):
-            if entry_id in seen:
-                continue
-            seen.add(entry_id)
-        count += 1
-    return count
-
-
-def _header(head: _Lines) -> tuple[dict[str, Any], dict[str, Any] | None, int] | None:
+def _header(head: pistore.Lines) -> tuple[dict[str, Any], dict[str, Any] | None, int] | None:
     """The header, the title slot before it (if any), and how many lines they take."""
     first = head.entry(0) if head.spans else None
     if first is not None and first.get("type") == "session":
@@ -648,7 +440,7 @@ def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSess
     """:func:`summarize`, for a file in a directory Pi reads when ``pi_reads``: one
     without a title slot is then Pi's (:data:`~clanker.stores.FOREIGN`)."""
     head_region, tail_region = head_and_tail(sample)
-    head = _Lines(head_region)
+    head = pistore.Lines(head_region)
     found = _header(head)
     if found is None:
         return None
@@ -656,7 +448,7 @@ def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSess
     if pi_reads and start == 1:
         return FOREIGN  # Pi's format, where Pi reads: Pi lists it
     native_id = bounded_text(header.get("id"), 200)
-    cwd = bounded_text(header.get("cwd"), _TEXT_LIMIT)
+    cwd = bounded_text(header.get("cwd"), pistore.TEXT_LIMIT)
     if native_id is None or not native_id.isprintable() or native_id != native_id.strip():
         return None
     if cwd is None or not cwd.startswith("/"):
@@ -669,11 +461,11 @@ def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSess
         stamps = [t for t in map(_activity, entries) if t is not None]
         prompts: Iterable[dict[str, Any]] = entries
         older = range(0)  # the head is the tail
-        count: int | None = _count(entries)
+        count: int | None = pistore.count_messages(entries)
     else:
         # Nothing read past the head (the file shrank): the head is the tail too; its
         # slot and header are no activity and name no model.
-        tail = head if tail_region is head_region else _Lines(tail_region)
+        tail = head if tail_region is head_region else pistore.Lines(tail_region)
         newest_first, stamps = _recent(tail, body if tail is head else range(len(tail.spans)))
         prompts = head.entries(body, _PROMPTS)
         older = body[::-1]
@@ -681,14 +473,14 @@ def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSess
 
     title = clean_text((header if slot is None else slot).get("title"))
     if title is None:
-        title = next((t for t in map(_user_text, prompts) if t is not None), None)
+        title = next((t for t in map(pistore.user_text, prompts) if t is not None), None)
     model = (
         _newest(_default_model, newest_first, head.entries(older, _MODEL_CHANGES))
         or _newest(_assistant_model, newest_first, head.entries(older, _ASSISTANTS))
-        or _provider_model(header.get("provider"), header.get("modelId"))
+        or pistore.provider_model(header.get("provider"), header.get("modelId"))
     )
     return HarnessSession(
-        harness=_OMP, native_id=native_id, updated_at=_updated(sample, stamps, created),
+        harness=_OMP, native_id=native_id, updated_at=pistore.updated(sample, stamps, created),
         title=title, cwd=cwd, created_at=created, model=model,
         message_count=count, parent_id=parent_from(header.get("parentSession")),
     )
@@ -697,51 +489,11 @@ def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSess
 # -- the capability -------------------------------------------------------------------------
 
 
-def _accept_file(native_id: str | None) -> Callable[[str], bool]:
-    def accept(name: str) -> bool:
-        # Dot files are omp's locks (`.<name>.jsonl.lock`) and atomic-rewrite
-        # temps (`.<name>.jsonl.<n>.tmp`); `<name>.jsonl.<n>.bak` and the
-        # archive's `.jsonl.gz` do not end in `.jsonl`.
-        if name.startswith(".") or not name.endswith(".jsonl"):
-            return False
-        if native_id is None:
-            return True
-        # Narrow a re-find by the id in the name; a file named otherwise is still read.
-        match = _NAMED_BY_ID.search(name)
-        return match is None or match.group(1) == native_id
-
-    return accept
-
-
 def _every_dir(level: int, name: str) -> bool:
     return True
 
 
-def _candidates(
-    context: SessionsContext,
-    roots: tuple[SessionRoot, ...],
-    accept_dir: Callable[[int, str], bool],
-    witness: Witness,
-) -> tuple[list[Candidate], bool]:
-    accept_file = _accept_file(context.native_id)
-    found: dict[tuple[int, int], Candidate] = {}
-    cut = False
-    for root in roots:
-        # Exactly one level of project dirs (flat: none). Sub-agent transcripts
-        # live one level deeper, in a session's artifacts dir, and are not
-        # sessions of their own; the gc archive lies outside the sessions dir.
-        walked, root_cut = context.files.walk(
-            root.path, depth=1 if root.nested else 0, accept_file=accept_file,
-            accept_dir=accept_dir, witness=witness,
-        )
-        cut = cut or root_cut
-        for candidate in walked:
-            # A session dir inside the managed one would list a file twice.
-            found.setdefault((candidate.stat.st_dev, candidate.stat.st_ino), candidate)
-    return list(found.values()), cut
-
-
-class OmpSessions:
+class OmpSessions(pistore.SessionFiles):
     """omp's session files, from the managed sessions dir and an explicit session dir."""
 
     # Verified 2026-11-30 with omp 18.2.3: `omp --resume <path> -p ...` from
@@ -751,14 +503,10 @@ class OmpSessions:
     # clanker's argv only.
     resumes_without_original_directory = True
 
-    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
-        return tuple(root.path for root in session_roots(environ, files))
+    def roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[SessionRoot, ...]:
+        return session_roots(environ, files)
 
-    async def discover(self, context: SessionsContext) -> SessionScan:
-        return await context.offload(lambda: self._discover(context))
-
-    def _discover(self, context: SessionsContext) -> SessionScan:
-        roots = session_roots(context.environ, context.files)
+    def scan(self, context: SessionsContext, roots: tuple[SessionRoot, ...]) -> SessionScan:
         # The filter resolves the home and the temp root through links, so it is
         # part of what a remembered answer is keyed by.
         accept_dir: Callable[[int, str], bool] = _every_dir
@@ -787,10 +535,10 @@ class OmpSessions:
         def summarize_here(sample: FileSample) -> HarnessSession | NoSession | None:
             return _summarize(sample, pi_reads=pi_reads(str(sample.path)))
 
-        def scan(witness: Witness) -> SessionScan:
-            candidates, cut = _candidates(context, roots, accept_dir, witness)
-            return scan_files(context, candidates, summarize_here, cut=cut,
+        def read(witness: Witness) -> SessionScan:
+            found, cut = pistore.candidates(context, roots, accept_dir, witness)
+            return scan_files(context, found, summarize_here, cut=cut,
                               head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness,
                               reading=places.reading(real_roots))
 
-        return context.remember((roots, accept_dir, places, real_roots), scan)
+        return context.remember((roots, accept_dir, places, real_roots), read)

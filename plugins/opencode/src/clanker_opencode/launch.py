@@ -10,6 +10,7 @@ from clanker.launch.capability import (
     LaunchOperation,
     LaunchPlan,
     LaunchRequest,
+    checked_session_id,
     parse_version_output,
 )
 
@@ -47,9 +48,10 @@ class OpenCodeLaunch:
         return LaunchPlan(argv=tuple(argv))
 
     def validate_session_id(self, raw: str) -> str:
-        if _SESSION_ID.fullmatch(raw) is None:
-            raise ValueError("an OpenCode session id looks like ses_dd477e2caffeRx4w8c0S7Feig0")
-        return raw
+        return checked_session_id(
+            raw, _SESSION_ID,
+            "an OpenCode session id looks like ses_dd477e2caffeRx4w8c0S7Feig0",
+        )
 
     def version_request(self) -> CommandRequest:
         return CommandRequest(command="opencode", args=("--version",), timeout=_VERSION_TIMEOUT)

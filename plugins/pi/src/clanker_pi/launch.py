@@ -7,10 +7,12 @@ from typing import Final
 
 from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.capability import (
+    LOWERCASE_UUID,
     LaunchOperation,
     LaunchPlan,
     LaunchRequest,
     SessionTarget,
+    checked_session_id,
     parse_version_output,
 )
 
@@ -19,7 +21,7 @@ __all__ = ["PiLaunch", "session_argument"]
 # Pi writes UUIDv7 ids since 0.67.1 and random (v4) UUIDs before; both stay
 # resumable, so any canonical lowercase UUID is accepted. Pi matches ids
 # case-sensitively, so an upper-case spelling would never find the session.
-_SESSION_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_SESSION_ID: Final = LOWERCASE_UUID
 # `pi --version` prints the bare version; with stdin not a terminal it goes to stderr.
 _VERSION: Final = re.compile(r"^(\d+\.\d+\.\d+[0-9A-Za-z.+-]*)[ \t]*$", re.MULTILINE)
 # Every pi start takes 2-4 s, `--version` included.
@@ -51,11 +53,10 @@ class PiLaunch:
         return LaunchPlan(argv=tuple(argv))
 
     def validate_session_id(self, raw: str) -> str:
-        if _SESSION_ID.fullmatch(raw) is None:
-            raise ValueError(
-                "a Pi session id is a lowercase UUID such as 01a22b88-3feb-75b8-aeec-e180f9f7f187"
-            )
-        return raw
+        return checked_session_id(
+            raw, _SESSION_ID,
+            "a Pi session id is a lowercase UUID such as 01a22b88-3feb-75b8-aeec-e180f9f7f187",
+        )
 
     def version_request(self) -> CommandRequest:
         return CommandRequest(command="pi", args=("--version",), timeout=_VERSION_TIMEOUT)

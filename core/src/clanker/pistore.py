@@ -1,0 +1,395 @@
+"""Pi's JSON Lines session format, read by every harness that writes it.
+
+Pi and its fork Oh My Pi keep one file a session: a ``{"type":"session",...}``
+header (Oh My Pi puts a fixed title slot before it), then one entry a line
+(``message``, ``model_change``, ...). Each plugin declares what its harness
+does differently (where the store is, which entries it reads, the header's
+place); what the two share lives here once:
+
+* :class:`Lines` finds and decodes, at most once each, only the lines of a
+  sample that can change a field (:class:`Want`), judging a long line by its
+  opening alone, so a listing of thousands of files costs little more than the
+  files' headers;
+* the entry readers (:func:`message`, :func:`user_text`,
+  :func:`provider_model`, :func:`count_messages`, :func:`parent_from`) and
+  :func:`updated`, the last-activity rule both apply;
+* :func:`candidates`, the walk of the store's roots (``*.jsonl``, one level of
+  project directories below a nested root, each file once);
+* Pi's directory rules as the format's own (:func:`agent_dir`,
+  :func:`settings_session_dir`, :func:`wrapped_dir_name`), with the names a plugin
+  declares (verified against Pi 0.73.1, as its harness page says): Oh My Pi reads them
+  too, to leave Pi's files to Pi where the two stores meet.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from attrs import frozen
+
+from clanker.environment import HostFiles
+from clanker.environment.files import FileSample
+from clanker.environment.lines import LineRegion, decode_object
+from clanker.environment.witness import Witness
+from clanker.sessions.capability import SessionScan, SessionsContext
+from clanker.sessions.filestore import Candidate
+from clanker.sessions.types import bounded_text, clean_text
+from clanker.stores import home_directory
+
+__all__ = [
+    "HEAD_BYTES",
+    "NAMED_BY_ID",
+    "TAIL_BYTES",
+    "TEXT_LIMIT",
+    "Lines",
+    "SessionFiles",
+    "SessionRoot",
+    "Want",
+    "absolute",
+    "agent_dir",
+    "candidates",
+    "count_messages",
+    "message",
+    "parent_from",
+    "provider_model",
+    "settings_session_dir",
+    "tilde_path",
+    "updated",
+    "user_text",
+    "wrapped_dir_name",
+]
+
+# The header is small (< 1 KB unless its paths are huge); the first user message, the
+# fallback title, is normally line 4 or 5. 64 KiB holds them unless that message is
+# itself a large paste (then there is no title).
+HEAD_BYTES: Final = 64 * 1024
+# The tail gives the newest times and the model. Both harnesses' tools cut their output
+# at 50 KB, so a tool result is at most ~50 KB plus JSON escaping: 128 KiB still holds
+# the lines after one. When a giant line fills it, the file's mtime stands in.
+TAIL_BYTES: Final = 128 * 1024
+TEXT_LIMIT: Final = 4096
+# settings.json is a small hand-edited object; anything larger is not read.
+_SETTINGS_BYTES: Final = 1024 * 1024
+_UUID: Final = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+NAMED_BY_ID: Final = re.compile(rf"_({_UUID})\.jsonl\Z")
+"""Both name files ``<ISO timestamp>_<session id>.jsonl``; other names exist (a path
+given to ``--session``/``--resume`` creates exactly that file, a moved file keeps its)."""
+_STEM_ID: Final = re.compile(rf"(?:\A|_)({_UUID})\Z")
+
+
+@frozen
+class SessionRoot:
+    """A directory of session files: ``nested`` ones hold one directory per project."""
+
+    path: Path
+    nested: bool
+
+
+# -- where the store is ----------------------------------------------------------------------
+
+
+def absolute(value: str | None) -> str | None:
+    """``value`` normalized when it is an absolute path, else ``None``.
+
+    A relative value is relative to the directory the harness was started in,
+    which clanker cannot know: it is not guessed.
+    """
+    if not value or "\x00" in value or not value.startswith("/"):
+        return None
+    return posixpath.normpath(value)
+
+
+def tilde_path(value: str | None, environ: Mapping[str, str]) -> str | None:
+    """A directory setting as Pi reads one (``expandTildePath``): ``~`` and ``~/...``
+    expanded (``~user`` stays literal), absolute only."""
+    if value and (value == "~" or value.startswith("~/")):
+        home = home_directory(environ)
+        if home is None:
+            return None
+        value = home + value[1:]
+    return absolute(value)
+
+
+def agent_dir(environ: Mapping[str, str], variable: str, default: str) -> str | None:
+    """``$variable`` (``~`` expanded) if set and non-empty, else ``~/<default>``."""
+    configured = environ.get(variable)
+    if configured:
+        return tilde_path(configured, environ)
+    home = home_directory(environ)
+    return None if home is None else absolute(posixpath.join(home, default))
+
+
+def settings_session_dir(agent: str, environ: Mapping[str, str], files: HostFiles) -> str | None:
+    """``sessionDir`` from the global ``<agent>/settings.json``, if absolute after ``~``.
+
+    One bounded read of one small file. A missing, oversized or malformed file
+    is no setting, exactly as for Pi (which then uses its default).
+    """
+    data = files.read_small(posixpath.join(agent, "settings.json"), _SETTINGS_BYTES)
+    if data is None:
+        return None
+    try:
+        settings = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    value = settings.get("sessionDir") if isinstance(settings, dict) else None
+    if not isinstance(value, str) or not value:
+        return None
+    return tilde_path(value, environ)
+
+
+def wrapped_dir_name(name: str) -> bool:
+    """Whether ``name`` is a project directory name as Pi gives one: ``--<encoded cwd>--``.
+
+    Pi names every one so; a directory named otherwise in its default root is
+    not Pi's (Oh My Pi, sharing the directory through ``PI_CODING_AGENT_DIR``,
+    names those under the home ``-<path>``), and neither are the files in it.
+    """
+    return len(name) >= 4 and name.startswith("--") and name.endswith("--")
+
+
+# -- one file --------------------------------------------------------------------------------
+#
+# A listing reads thousands of files, and most of a large one is tool output that no field
+# uses. So lines are found by position, and a line is decoded (at most once) only when it
+# can change a field:
+#
+# - a short line is passed over when it spells none of the quoted tokens that such a line
+#   must contain (``"user"``, ``"model_change"``, ...). JSON can write a letter only as
+#   itself or as a ``\u00XX`` escape, so a line with such an escape, and one that does not
+#   start with ``{`` (a BOM, UTF-16, leading space), is always decoded;
+# - a long line is passed over when its opening, read token by token, names an entry type
+#   or message role that no field uses; anything else about it decodes it. Both write
+#   lines with JSON.stringify (``type`` first, no key twice): only a line that repeats a
+#   key of its opening could be judged by the wrong one.
+#
+# A file read whole is decoded line by line all the same: its count takes every message,
+# and a line that does not parse (cut, or glued to the next one after a crash) must not
+# count.
+
+# A line shorter than this is searched for tokens before it is decoded, which costs little;
+# a longer one (tool output, a paste) is judged by its opening alone, which costs the same
+# at any length.
+_LONG_LINE: Final = 1024
+# An entry opens with `type`, `id`, `parentId`, `timestamp`, then the message's `role`:
+# ~150 bytes. An opening not read in this much decodes the line.
+_OPENING_BYTES: Final = 1024
+_JSON_STRING: Final = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+# `{"type":"<kind>"`, any keys with scalar values, then `"message":{"role":"<role>"` if it
+# comes next. Every token is matched whole, so on a valid line without repeated keys the
+# groups are the entry's type and its message's role.
+_OPENING: Final = re.compile(
+    rb'\{\s*"type"\s*:\s*"([A-Za-z_]+)"'
+    rb"(?:\s*,\s*" + _JSON_STRING + rb"\s*:\s*(?:" + _JSON_STRING + rb"|[-+.0-9A-Za-z]+))*"
+    rb'(?:\s*,\s*"message"\s*:\s*\{\s*"role"\s*:\s*"([A-Za-z_]+)")?'
+)
+
+
+@frozen
+class Want:
+    """Which lines can matter to one use.
+
+    ``tokens``: a short line spelling none of these cannot. ``kinds``: a long line
+    whose opening names another entry type cannot; nor can one naming a message
+    role outside ``roles`` (``None``: every role counts).
+    """
+
+    tokens: tuple[bytes, ...]
+    kinds: frozenset[bytes]
+    roles: frozenset[bytes] | None = None
+
+
+class Lines:
+    """The complete, non-blank lines of a region, decoded on demand, each once."""
+
+    def __init__(self, region: LineRegion) -> None:
+        self.region = region
+        self.buf = region.buf
+        self.spans = region.spans()
+
+    def entry(self, index: int) -> dict[str, Any] | None:
+        return self.region.object_at(self.spans[index])
+
+    def every_entry(self, first: int) -> list[dict[str, Any]]:
+        """The entries from line ``first`` on, every line decoded, in order."""
+        buf = self.buf
+        decoded = (decode_object(buf[start:end]) for start, end in self.spans[first:])
+        return [entry for entry in decoded if entry is not None]
+
+    def opening(self, index: int) -> re.Match[bytes] | None:
+        """How a long line opens; ``None`` for a short one or an opening not read."""
+        start, end = self.spans[index]
+        if end - start < _LONG_LINE:
+            return None
+        return _OPENING.match(self.buf, start, min(end, start + _OPENING_BYTES))
+
+    def may_matter(self, index: int, want: Want) -> bool:
+        span = self.spans[index]
+        start, end = span
+        if end - start >= _LONG_LINE:
+            opening = self.opening(index)
+            if opening is None:
+                return True
+            kind, role = opening.group(1, 2)
+            if kind not in want.kinds:
+                return False
+            return kind != b"message" or want.roles is None or role is None or role in want.roles
+        return self.region.may_hold(span, want.tokens)
+
+    def entries(self, indices: Iterable[int], want: Want) -> Iterator[dict[str, Any]]:
+        """The entries among ``indices`` that can matter to ``want``, in that order."""
+        for index in indices:
+            if self.may_matter(index, want):
+                entry = self.entry(index)
+                if entry is not None:
+                    yield entry
+
+
+def message(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``message`` object of a ``message`` entry, else ``None``."""
+    if entry.get("type") != "message":
+        return None
+    found = entry.get("message")
+    return found if isinstance(found, dict) else None
+
+
+def user_text(entry: dict[str, Any]) -> str | None:
+    """A user message's text: ``content`` as a string, or its text blocks joined by a space."""
+    found = message(entry)
+    if found is None or found.get("role") != "user":
+        return None
+    content = found.get("content")
+    if isinstance(content, list):
+        parts = [
+            block["text"] for block in content
+            if isinstance(block, dict) and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        ]
+        content = " ".join(parts)
+    return clean_text(content)
+
+
+def provider_model(provider: object, model: object) -> str | None:
+    """``provider/model``, or the model alone; ``None`` without a model."""
+    model_text, provider_text = bounded_text(model, 200), bounded_text(provider, 200)
+    if model_text is None:
+        return None
+    return model_text if provider_text is None else f"{provider_text}/{model_text}"
+
+
+def count_messages(entries: Iterable[dict[str, Any]]) -> int:
+    """``message`` entries, each id once (a broken tail makes the harness re-append them)."""
+    seen: set[str] = set()
+    count = 0
+    for entry in entries:
+        if message(entry) is None:
+            continue
+        entry_id = entry.get("id")
+        if isinstance(entry_id, str):
+            if entry_id in seen:
+                continue
+            seen.add(entry_id)
+        count += 1
+    return count
+
+
+def parent_from(value: object, *, bare_id: bool = False) -> str | None:
+    """The parent's id from a header's parent field: the source file's path.
+
+    The id is the UUID the file name ends with; a path whose name carries no id
+    gives no parent id. With ``bare_id`` (Oh My Pi's ``--fork`` records the id
+    itself), a value with no separator and no ``.jsonl`` ending is the id.
+    """
+    text = bounded_text(value, TEXT_LIMIT)
+    if text is None:
+        return None
+    if bare_id and "/" not in text and "\\" not in text and not text.endswith(".jsonl"):
+        return text if text.isprintable() and text == text.strip() else None
+    name = re.split(r"[/\\]", text)[-1]
+    stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+    match = _STEM_ID.search(stem)
+    return match.group(1).lower() if match else None
+
+
+def updated(sample: FileSample, stamps: list[datetime], created: datetime | None) -> datetime:
+    """The last activity: the newest message time, never before the header's (a fork
+    copies its parent's messages); with none in reach, the header time for a file read
+    whole, the file's mtime for a larger one (the tail was one giant line)."""
+    if stamps:
+        return max([*stamps, created]) if created is not None else max(stamps)
+    if sample.whole:
+        return created or sample.mtime
+    return sample.mtime
+
+
+# -- the walk --------------------------------------------------------------------------------
+
+
+def _accept_file(native_id: str | None) -> Callable[[str], bool]:
+    def accept(name: str) -> bool:
+        # Dot files are Oh My Pi's locks (`.<name>.jsonl.lock`) and atomic-rewrite temps
+        # (`.<name>.jsonl.<n>.tmp`); `.jsonl.<n>.bak` and `.jsonl.gz` end otherwise.
+        if name.startswith(".") or not name.endswith(".jsonl"):
+            return False
+        if native_id is None:
+            return True
+        # Narrow a re-find by the id in the name; a file named otherwise is still read.
+        match = NAMED_BY_ID.search(name)
+        return match is None or match.group(1) == native_id
+
+    return accept
+
+
+def candidates(
+    context: SessionsContext,
+    roots: tuple[SessionRoot, ...],
+    accept_dir: Callable[[int, str], bool],
+    witness: Witness,
+) -> tuple[list[Candidate], bool]:
+    """The session files below ``roots``, each once, and whether the walk was cut.
+
+    Exactly one level of project directories below a nested root (a flat one:
+    none); deeper files (Oh My Pi's sub-agent transcripts in a session's
+    artifacts directory) are no sessions of their own.
+    """
+    accept_file = _accept_file(context.native_id)
+    found: dict[tuple[int, int], Candidate] = {}
+    cut = False
+    for root in roots:
+        walked, root_cut = context.files.walk(
+            root.path, depth=1 if root.nested else 0, accept_file=accept_file,
+            accept_dir=accept_dir, witness=witness,
+        )
+        cut = cut or root_cut
+        for candidate in walked:
+            # Two roots may overlap (a session dir inside the default root): one file, one
+            # session.
+            found.setdefault((candidate.stat.st_dev, candidate.stat.st_ino), candidate)
+    return list(found.values()), cut
+
+
+class SessionFiles:
+    """The sessions capability over a store of these files, less what each harness
+    declares: where its roots are (:meth:`roots`) and how it scans them (:meth:`scan`)."""
+
+    resumes_without_original_directory: bool
+
+    def roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[SessionRoot, ...]:
+        raise NotImplementedError
+
+    def scan(self, context: SessionsContext, roots: tuple[SessionRoot, ...]) -> SessionScan:
+        raise NotImplementedError
+
+    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
+        return tuple(root.path for root in self.roots(environ, files))
+
+    async def discover(self, context: SessionsContext) -> SessionScan:
+        # Walking and reading block: off the event loop.
+        return await context.offload(
+            lambda: self.scan(context, self.roots(context.environ, context.files)))
