@@ -28,7 +28,7 @@ from attrs import evolve
 from clanker.checkouts.git import Git, ListedWorktree
 from clanker.checkouts.include import copy_included
 from clanker.checkouts.inspection import inspect_checkout
-from clanker.checkouts.naming import MAX_BRANCH_LENGTH, worktree_path
+from clanker.checkouts.naming import CONTAINER_SUFFIX, MAX_BRANCH_LENGTH, worktree_path
 from clanker.checkouts.provenance import Phase, ProvenanceStore, Record
 from clanker.checkouts.types import (
     Changes,
@@ -41,6 +41,7 @@ from clanker.checkouts.types import (
     PruneCandidate,
     PrunePlan,
     Refusal,
+    RemovedCheckout,
     Worktree,
     WorktreeListing,
 )
@@ -231,6 +232,96 @@ class CheckoutService:
         except (CheckoutError, HarnessCapabilityError) as exc:
             reason = exc.message if isinstance(exc, CheckoutError) else exc.kind.value
             return CopyReport(skipped=(f".worktreeinclude: nothing copied ({reason})",))
+
+    # -- removed worktrees (history) -----------------------------------------------
+
+    async def _candidate_mains(self, path: str, near: str | None) -> list[str]:
+        """The main checkouts ``path`` may have been a worktree of: the one beside its
+        ``<repo>-worktrees`` container, and the repository of ``near``."""
+        parent = os.path.dirname(path)
+        guesses = [near] if near is not None else []
+        if os.path.basename(parent).endswith(CONTAINER_SUFFIX):
+            guesses.insert(0, parent[: -len(CONTAINER_SUFFIX)])
+        mains: list[str] = []
+        for guess in guesses:
+            if not os.path.isdir(guess):
+                continue
+            with contextlib.suppress(CheckoutError):
+                main = await self._git.main_checkout(guess)
+                if main not in mains:
+                    mains.append(main)
+        return mains
+
+    async def removed_origin(self, path: str, *, near: str | None = None
+                             ) -> RemovedCheckout | None:
+        """Attribute the missing directory ``path`` to the repository it was a
+        worktree of, or ``None`` when nothing proves one.
+
+        Proof is git's own listing (a prunable entry) or clanker's record; a
+        look-alike directory name alone proves nothing. ``near`` is a
+        directory of another repository to consider (where the caller is).
+        """
+        path = os.path.abspath(path)
+        for main in await self._candidate_mains(path, near):
+            listed = await self._git.worktrees(main)
+            entry = _entry(listed[1:], path)
+            record = _record_at(self._store(main), path)
+            if entry is None and record is None:
+                continue
+            branch = record.branch if record is not None else entry.branch if entry else None
+            refused = await self._not_recreatable(main, path, record, listed)
+            return RemovedCheckout(path=path, main_checkout=main, branch=branch,
+                                   recreatable=refused is None,
+                                   reason=None if refused is None else refused[1])
+        return None
+
+    async def _not_recreatable(self, main: str, path: str, record: Record | None,
+                               listed: list[ListedWorktree]) -> tuple[Refusal, str] | None:
+        """Why the worktree at ``path`` may not be checked out again, or ``None``."""
+        if record is None or os.path.normpath(path) != os.path.normpath(
+                worktree_path(main, record.branch)):
+            # Only clanker's own deterministic path is proof the directory was its own.
+            return Refusal.NOT_OWNED, f"{path} is not a worktree path clanker created"
+        if os.path.lexists(path):
+            return Refusal.PATH_OCCUPIED, f"{path} exists again; clanker leaves it as it is"
+        if not await self._git.branch_exists(main, record.branch):
+            return Refusal.NOT_FOUND, f"its branch {record.branch!r} no longer exists"
+        elsewhere = next((e for e in listed if e.branch == record.branch
+                          and not _same(e.path, path)), None)
+        if elsewhere is not None:
+            return Refusal.BRANCH_EXISTS, (f"its branch {record.branch!r} is checked out in "
+                                           f"{elsewhere.path}")
+        stale = _entry(listed, path)
+        if stale is not None and stale.locked:
+            return Refusal.LOCKED, f"git keeps {path} registered and locked"
+        return None
+
+    async def recreate(self, removed: RemovedCheckout) -> CreationResult:
+        """Check the branch of a removed worktree clanker created out again at the
+        same path (its deterministic one), re-checking every condition first.
+
+        Raises :class:`CheckoutError`: ``not-owned`` (no record, or not clanker's
+        path), ``not-found`` (the branch is gone), ``path-occupied``,
+        ``branch-exists`` (checked out elsewhere), ``locked``, ``busy``,
+        ``git-failed``.
+        """
+        main, path = removed.main_checkout, removed.path
+        store = self._store(main)
+        with store.checkout_lock(os.path.basename(path), f"the worktree {path}"):
+            listed = await self._git.worktrees(main)
+            record = _record_at(store, path)
+            refused = await self._not_recreatable(main, path, record, listed)
+            if refused is not None or record is None:
+                reason, why = refused or (Refusal.NOT_OWNED, "clanker did not create it")
+                raise CheckoutError(reason, f"the worktree {path} is not recreated: {why}")
+            if _entry(listed, path) is not None:
+                # Git still registers the missing directory: clear that one entry only.
+                await self._git.output(main, "worktree", "remove", "--end-of-options", path,
+                                       what=f"forget the missing worktree {path}")
+            record = evolve(record, phase=Phase.CREATING, removed_at=None, branch_deleted=False)
+            store.put(record)
+            await self._add(main, path, record.branch, record, new_branch=False)
+            return await self._finish(store, record, main, path, created=True)
 
     # -- complete --------------------------------------------------------------
 
