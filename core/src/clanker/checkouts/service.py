@@ -594,7 +594,12 @@ class CheckoutService:
             return "an agent works there"
         if not await self._git.branch_exists(main, item.branch):
             return "its branch no longer exists"
-        if not await self._git.is_ancestor(main, f"refs/heads/{item.branch}", "HEAD"):
-            return "not merged into the main checkout's HEAD"
-        return "merged, already gone" if item.dirtiness is Dirtiness.MISSING else \
-            "merged and clean"
+        ref = f"refs/heads/{item.branch}"
+        how = ""
+        if not await self._git.is_ancestor(main, ref, "HEAD"):
+            if not await self._git.changes_already_in(main, ref, "HEAD"):
+                return "not merged into the main checkout's HEAD"
+            # Squashed or rebased: git branch -d will keep the branch, and say so.
+            how = " (its changes are in HEAD: squashed or rebased)"
+        return f"merged{how}, already gone" if item.dirtiness is Dirtiness.MISSING else \
+            f"merged{how} and clean"
