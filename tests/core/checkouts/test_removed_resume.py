@@ -63,6 +63,14 @@ def project(tmp_path: Path, home: Path) -> Path:
     return make_repository(tmp_path / "mes projets" / "café app")
 
 
+@pytest.fixture
+def elsewhere(tmp_path: Path) -> Path:
+    """A directory of no repository, where the person runs ``clanker resume``."""
+    path = tmp_path / "elsewhere"
+    path.mkdir()
+    return path
+
+
 def _removed_worktree(project: Path, agent_home: Path, branch: str = "feature/x") -> str:
     made = CliRunner().invoke(cli, ["worktree", "new", branch, "-C", str(project), "--json"])
     assert made.exit_code == 0, made.output
@@ -84,10 +92,8 @@ def _launched_in(tmp_path: Path) -> str:
 
 @pytest.mark.usefixtures("continues_elsewhere")
 def test_a_harness_that_continues_elsewhere_runs_in_the_main_checkout(
-        project: Path, agent_home: Path, tmp_path: Path) -> None:
+        project: Path, agent_home: Path, tmp_path: Path, elsewhere: Path) -> None:
     gone = _removed_worktree(project, agent_home)
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
     result = _resume(cwd=elsewhere)
     assert result.exit_code == 0, result.output
     assert _launched_in(tmp_path) == str(project)
@@ -97,23 +103,19 @@ def test_a_harness_that_continues_elsewhere_runs_in_the_main_checkout(
 
 @pytest.mark.usefixtures("continues_elsewhere")
 def test_after_git_forgot_it_clankers_record_still_attributes_it(
-        project: Path, agent_home: Path, tmp_path: Path) -> None:
+        project: Path, agent_home: Path, tmp_path: Path, elsewhere: Path) -> None:
     _removed_worktree(project, agent_home)
     git(project, "worktree", "prune")
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
     assert _resume(cwd=elsewhere).exit_code == 0
     assert _launched_in(tmp_path) == str(project)
 
 
 @pytest.mark.usefixtures("continues_elsewhere")
 def test_a_look_alike_directory_continues_where_the_caller_is(
-        project: Path, agent_home: Path, tmp_path: Path) -> None:
+        project: Path, agent_home: Path, tmp_path: Path, elsewhere: Path) -> None:
     # Under the container, but neither git nor clanker ever knew it.
     stranger = worktree_path(str(project), "never-made")
     write_fake_session(agent_home, "abc", stranger, T0)
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
     result = _resume(cwd=elsewhere)
     assert result.exit_code == 0, result.output
     assert _launched_in(tmp_path) == str(elsewhere)
