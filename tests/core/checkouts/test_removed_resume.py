@@ -222,3 +222,35 @@ def test_a_session_outside_any_repository_cannot_be_recreated(
     assert refused.exit_code == 3
     assert "cannot prove it was a worktree" in refused.output
     assert _resume("--recreate-worktree").exit_code == 23
+
+
+@pytest.mark.usefixtures("only_in_its_directory")
+def test_a_session_in_a_directory_inside_the_worktree(
+        project: Path, agent_home: Path, tmp_path: Path) -> None:
+    made = json.loads(CliRunner().invoke(
+        cli, ["worktree", "new", "feature/sub", "-C", str(project), "--json"]).stdout)
+    inside = Path(made["path"], "src", "pkg")
+    inside.mkdir(parents=True)
+    (inside / "mod.py").write_text("x = 1\n")
+    git(made["path"], "add", "-A")
+    git(made["path"], "commit", "-qm", "A package")
+    write_fake_session(agent_home, "abc", str(inside), T0)
+    shutil.rmtree(made["path"])
+    offered = _resume()
+    assert offered.exit_code == 3 and "'feature/sub'" in offered.output
+    result = _resume("--recreate-worktree")
+    assert result.exit_code == 0, result.output
+    assert _launched_in(tmp_path) == str(inside)
+    assert f"recreated the worktree {made['path']}" in result.output
+
+
+@pytest.mark.usefixtures("continues_elsewhere")
+def test_a_directory_gone_from_a_worktree_that_is_still_there(
+        project: Path, agent_home: Path, tmp_path: Path, elsewhere: Path) -> None:
+    made = json.loads(CliRunner().invoke(
+        cli, ["worktree", "new", "feature/kept", "-C", str(project), "--json"]).stdout)
+    write_fake_session(agent_home, "abc", str(Path(made["path"], "scratch")), T0)
+    result = _resume(cwd=elsewhere)
+    assert result.exit_code == 0, result.output
+    assert _launched_in(tmp_path) == str(elsewhere)
+    assert "was removed" not in result.output

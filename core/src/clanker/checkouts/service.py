@@ -84,6 +84,15 @@ def _record_at(store: ProvenanceStore, path: str) -> Record | None:
     return next((r for r in reversed(store.records()) if _same(r.path, path)), None)
 
 
+def _ancestors(path: str) -> list[str]:
+    """``path`` and the directories above it, nearest first (the root excluded)."""
+    found: list[str] = []
+    while os.path.dirname(path) != path:
+        found.append(path)
+        path = os.path.dirname(path)
+    return found
+
+
 def _gone(entry: ListedWorktree | None, path: str) -> bool:
     return entry is None or entry.prunable or not os.path.isdir(path)
 
@@ -236,12 +245,13 @@ class CheckoutService:
     # -- removed worktrees (history) -----------------------------------------------
 
     async def _candidate_mains(self, path: str, near: str | None) -> list[str]:
-        """The main checkouts ``path`` may have been a worktree of: the one beside its
-        ``<repo>-worktrees`` container, and the repository of ``near``."""
-        parent = os.path.dirname(path)
+        """The main checkouts ``path`` may have been in a worktree of: the one beside
+        the ``<repo>-worktrees`` container it lies in, and the repository of ``near``."""
         guesses = [near] if near is not None else []
-        if os.path.basename(parent).endswith(CONTAINER_SUFFIX):
-            guesses.insert(0, parent[: -len(CONTAINER_SUFFIX)])
+        container = next((a for a in _ancestors(path)
+                          if os.path.basename(a).endswith(CONTAINER_SUFFIX)), None)
+        if container is not None:
+            guesses.insert(0, container[: -len(CONTAINER_SUFFIX)])
         mains: list[str] = []
         for guess in guesses:
             if not os.path.isdir(guess):
@@ -254,8 +264,9 @@ class CheckoutService:
 
     async def removed_origin(self, path: str, *, near: str | None = None
                              ) -> RemovedCheckout | None:
-        """Attribute the missing directory ``path`` to the repository it was a
-        worktree of, or ``None`` when nothing proves one.
+        """Attribute the missing directory ``path`` (a worktree, or a directory
+        inside one) to the worktree and repository it was in, or ``None`` when
+        nothing proves one.
 
         Proof is git's own listing (a prunable entry) or clanker's record; a
         look-alike directory name alone proves nothing. ``near`` is a
@@ -264,15 +275,20 @@ class CheckoutService:
         path = os.path.abspath(path)
         for main in await self._candidate_mains(path, near):
             listed = await self._git.worktrees(main)
-            entry = _entry(listed[1:], path)
-            record = _record_at(self._store(main), path)
-            if entry is None and record is None:
-                continue
-            branch = record.branch if record is not None else entry.branch if entry else None
-            refused = await self._not_recreatable(main, path, record, listed)
-            return RemovedCheckout(path=path, main_checkout=main, branch=branch,
-                                   recreatable=refused is None,
-                                   reason=None if refused is None else refused[1])
+            records = self._store(main).records()
+            for root in _ancestors(path):
+                entry = _entry(listed[1:], root)
+                record = next((r for r in reversed(records) if _same(r.path, root)), None)
+                if entry is None and record is None:
+                    continue
+                if os.path.isdir(root):
+                    return None  # the worktree is there: only a directory inside it went
+                branch = record.branch if record is not None else \
+                    entry.branch if entry else None
+                refused = await self._not_recreatable(main, root, record, listed)
+                return RemovedCheckout(path=root, main_checkout=main, branch=branch,
+                                       recreatable=refused is None,
+                                       reason=None if refused is None else refused[1])
         return None
 
     async def _not_recreatable(self, main: str, path: str, record: Record | None,

@@ -8,6 +8,7 @@ in the harness's own store, never from the caller.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import stat
 from typing import TYPE_CHECKING, Final
@@ -209,7 +210,9 @@ async def _elsewhere(
             raise CheckoutError(Refusal.NOT_OWNED, f"{gone} is not recreated: clanker cannot "
                                 "prove it was a worktree of a repository")
         created = await checkouts.recreate(removed)
-        return Selection(provider=provider, session=session, launch_cwd=created.path,
+        # The session's own directory inside the worktree, when the branch has it.
+        where = gone if os.path.isdir(gone) else created.path
+        return Selection(provider=provider, session=session, launch_cwd=where,
                          notice=f"recreated the worktree {created.path} from its branch "
                          f"{created.branch!r}")
     if capability.resumes_without_original_directory:
