@@ -2,7 +2,8 @@
 
 Each fixture is a session a real CLI wrote (see its harness's fixture README),
 placed in a temporary home with its recorded directory changed to a clanker
-worktree that was then removed.
+worktree that was then removed. Hermes and OpenCode keep theirs in SQLite
+(OpenCode's read through its own CLI) and are not among them.
 """
 
 from __future__ import annotations
@@ -46,15 +47,24 @@ STORES = [
           "claude/sessions/claude-config/projects/-home-dev-src-app/"
           "810adeb4-1b42-408d-83a8-e7fa0f6b854e.jsonl",
           "/home/dev/src/app", "CLAUDE_CONFIG_DIR", "projects/{claude}"),
+    Store("codex", "01a22bbd-9b3a-7f73-ae36-75a8131c0999",
+          "codex/sessions/codex-home/sessions/2026/11/30/"
+          "rollout-2026-11-30T09-16-16-01a22bbd-9b3a-7f73-ae36-75a8131c0999.jsonl",
+          "/home/dev/src/my project.v2", "CODEX_HOME", "sessions/2026/11/30"),
     Store("pi", "01a22b88-3feb-75b8-aeec-e180f9f7f187",
           "pi/session-loopback--2026-11-30T08-17-59-277Z_01a22b88-3feb-75b8-aeec-e180f9f7f187"
           ".jsonl", "/home/dev/src/pirepo", "PI_CODING_AGENT_DIR", "sessions/{pi}"),
+    Store("omp", "01a22b8d-3fe3-723f-b65b-0b7774ede243",
+          "omp/session-loopback-fork--2026-11-30T08-23-26-947Z_"
+          "01a22b8d-3fe3-723f-b65b-0b7774ede243.jsonl",
+          "/home/dev/src/omprepo", "HOME", ".omp/agent/sessions/{omp}"),
 ]
 
 
 def _place(store: Store, root: Path, cwd: str) -> None:
     source = FIXTURES / store.fixture
-    folder = root / store.place.format(claude=_encode_claude(cwd), pi=_encode_pi(cwd))
+    folder = root / store.place.format(claude=_encode_claude(cwd), pi=_encode_pi(cwd),
+                                       omp="-" + cwd.strip("/").replace("/", "-"))
     folder.mkdir(parents=True)
     text = source.read_text().replace(f'"cwd":"{store.recorded}"', f'"cwd":"{cwd}"')
     assert f'"cwd":"{cwd}"' in text
@@ -65,6 +75,8 @@ def _place(store: Store, root: Path, cwd: str) -> None:
 def test_each_store_follows_its_harness_fact(store: Store, tmp_path: Path, home: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     repo = make_repository(tmp_path / "projets" / "naïve app")
+    # OMP reads Pi's variable too: only the home under test may be named.
+    monkeypatch.delenv("PI_CODING_AGENT_DIR", raising=False)
     monkeypatch.setenv(store.variable, str(tmp_path / "harness-home"))
     clanker = Clanker()
     made = asyncio.run(clanker.create_worktree(repo, "feature/resume"))
