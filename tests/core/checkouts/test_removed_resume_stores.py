@@ -2,15 +2,17 @@
 
 Each fixture is a session a real CLI wrote (see its harness's fixture README),
 placed in a temporary home with its recorded directory changed to a clanker
-worktree that was then removed. Hermes and OpenCode keep theirs in SQLite
-(OpenCode's read through its own CLI) and are not among them.
+worktree that was then removed. OpenCode's store is read through its own CLI,
+so it is not among them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -58,11 +60,24 @@ STORES = [
           "omp/session-loopback-fork--2026-11-30T08-23-26-947Z_"
           "01a22b8d-3fe3-723f-b65b-0b7774ede243.jsonl",
           "/home/dev/src/omprepo", "HOME", ".omp/agent/sessions/{omp}"),
+    # A dump of the SQLite store, loaded into a database of the temporary home.
+    Store("hermes", "20261130_090406_abb367",
+          "hermes/sessions/hermes-home/.hermes/state.sql", "/home/dev/src/gone", "HERMES_HOME",
+          "state.db"),
 ]
 
 
 def _place(store: Store, root: Path, cwd: str) -> None:
     source = FIXTURES / store.fixture
+    if source.suffix == ".sql":
+        root.mkdir()
+        dump = source.read_text().replace(f"'{store.recorded}'", f"'{cwd}'")
+        assert f"'{cwd}'" in dump
+        with contextlib.closing(sqlite3.connect(root / store.place)) as db:
+            # SQLite's own table is in the dump and cannot be created by hand.
+            db.executescript("\n".join(line for line in dump.splitlines()
+                                        if not line.startswith("CREATE TABLE sqlite_sequence")))
+        return
     folder = root / store.place.format(claude=_encode_claude(cwd), pi=_encode_pi(cwd),
                                        omp="-" + cwd.strip("/").replace("/", "-"))
     folder.mkdir(parents=True)
