@@ -8,11 +8,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from attrs import evolve
 from click.testing import CliRunner
 
 from clanker.cli import cli
 from clanker.cli.common import relative_time
+from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.registry import Registry, override_registry
+from clanker.sessions.capability import SessionsContext
+from clanker.sessions.types import SessionScan
 from clanker.testing.doubles import prepend_to_path
 from tests.core.test_cli import FAKE_AGENT
 from tests.helpers import FakeSessions, make_sessions_plugin, write_fake_session, write_script
@@ -116,3 +120,27 @@ def test_relative_time() -> None:
     assert relative_time(now - timedelta(hours=3), now) == "3h ago"
     assert relative_time(now - timedelta(days=4), now) == "4d ago"
     assert relative_time(now - timedelta(days=90), now).count("-") == 2
+
+
+class _OneStoreFails(FakeSessions):
+    """The fake store, read in full, and yet one of the harness's stores failed."""
+
+    async def discover(self, context: SessionsContext) -> SessionScan:
+        found = await super().discover(context)
+        return evolve(found, error=HarnessCapabilityError(
+            ErrorKind.STORAGE_CHANGED, "another home of the harness", harness="fake-agent"))
+
+
+def test_a_failed_store_blocks_a_selection_even_beside_a_match(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "agent-home"
+    monkeypatch.setenv("FAKE_AGENT_HOME", str(home))
+    work = tmp_path / "work"
+    work.mkdir()
+    write_fake_session(home, "abc", str(work), T0)
+    registry = Registry.from_plugins({"fake-agent": make_sessions_plugin(_OneStoreFails())},
+                                     environ={})
+    with override_registry(registry):
+        result = CliRunner().invoke(cli, ["resume", "fake-agent:abc"])
+    assert result.exit_code == 12
+    assert "another home of the harness" in result.output

@@ -385,20 +385,30 @@ class Clanker:
         *,
         workspace: str | os.PathLike[str],
         operation: SessionOperation | None = None,
+        recreate_worktree: bool = False,
     ) -> Selection:
         """Re-find ``HARNESS:ID`` in its harness's own store and say where it may run.
 
-        ``workspace`` is where the caller is (used when the session's own
-        directory is gone and the harness can continue elsewhere). Raises
+        ``workspace`` is where the caller is. When the session's own directory
+        is gone and was a worktree clanker can attribute, a harness that
+        continues elsewhere runs in that worktree's main checkout (else in
+        ``workspace``), with ``selection.notice`` saying so; any other harness
+        raises :class:`~clanker.sessions.selection.DirectoryGoneError`, whose
+        ``removed`` says whether ``recreate_worktree`` would check the
+        worktree's branch out again at its own path (only clanker's own
+        worktrees, only while the branch exists). Raises
         :class:`~clanker.sessions.selection.InvalidSelectionError` (malformed
         or unknown), :class:`~clanker.sessions.selection.SessionNotFoundError`,
-        and ``unsupported`` when ``operation`` is not offered.
+        ``unsupported`` when ``operation`` is not offered, and
+        :class:`~clanker.checkouts.types.CheckoutError` when a requested
+        recreation is refused.
         """
         from clanker.sessions.selection import resolve_selection
 
         return await resolve_selection(
             self._session_service(), self.registry, key, operation=operation,
-            workspace=os.path.abspath(workspace))
+            workspace=os.path.abspath(workspace), checkouts=self._checkout_service(),
+            recreate_worktree=recreate_worktree)
 
     # -- usage ---------------------------------------------------------------
 

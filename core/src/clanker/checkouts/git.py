@@ -122,3 +122,21 @@ class Git:
     async def is_ancestor(self, main: str, ancestor: str, descendant: str) -> bool:
         return await self.ok(main, "merge-base", "--is-ancestor", "--end-of-options",
                              ancestor, descendant)
+
+    async def changes_already_in(self, main: str, branch: str, target: str) -> bool:
+        """Whether merging ``branch`` into ``target`` would change nothing: every change
+        of the branch is already there (a squash or rebase merge).
+
+        Proved by git's own merge (``merge-tree --write-tree``, git 2.38 or newer):
+        its tree must be ``target``'s. A conflict, an older git or any failure
+        answers ``False``.
+        """
+        merged = await self.run(main, "merge-tree", "--write-tree", "--no-messages",
+                                "--end-of-options", target, branch)
+        tree = await self.commit_of(main, target)
+        if merged.exit_code != 0 or tree is None:
+            return False
+        own = await self.run(main, "rev-parse", "--verify", "--quiet", "--end-of-options",
+                             f"{tree}^{{tree}}")
+        first = merged.stdout.split("\n", 1)[0].strip()
+        return own.exit_code == 0 and bool(first) and first == own.stdout.strip()

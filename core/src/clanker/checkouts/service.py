@@ -28,7 +28,7 @@ from attrs import evolve
 from clanker.checkouts.git import Git, ListedWorktree
 from clanker.checkouts.include import copy_included
 from clanker.checkouts.inspection import inspect_checkout
-from clanker.checkouts.naming import MAX_BRANCH_LENGTH, worktree_path
+from clanker.checkouts.naming import CONTAINER_SUFFIX, MAX_BRANCH_LENGTH, worktree_path
 from clanker.checkouts.provenance import Phase, ProvenanceStore, Record
 from clanker.checkouts.types import (
     Changes,
@@ -41,6 +41,7 @@ from clanker.checkouts.types import (
     PruneCandidate,
     PrunePlan,
     Refusal,
+    RemovedCheckout,
     Worktree,
     WorktreeListing,
 )
@@ -81,6 +82,15 @@ def _entry(listed: list[ListedWorktree], path: str) -> ListedWorktree | None:
 
 def _record_at(store: ProvenanceStore, path: str) -> Record | None:
     return next((r for r in reversed(store.records()) if _same(r.path, path)), None)
+
+
+def _ancestors(path: str) -> list[str]:
+    """``path`` and the directories above it, nearest first (the root excluded)."""
+    found: list[str] = []
+    while os.path.dirname(path) != path:
+        found.append(path)
+        path = os.path.dirname(path)
+    return found
 
 
 def _gone(entry: ListedWorktree | None, path: str) -> bool:
@@ -231,6 +241,103 @@ class CheckoutService:
         except (CheckoutError, HarnessCapabilityError) as exc:
             reason = exc.message if isinstance(exc, CheckoutError) else exc.kind.value
             return CopyReport(skipped=(f".worktreeinclude: nothing copied ({reason})",))
+
+    # -- removed worktrees (history) -----------------------------------------------
+
+    async def _candidate_mains(self, path: str, near: str | None) -> list[str]:
+        """The main checkouts ``path`` may have been in a worktree of: the one beside
+        the ``<repo>-worktrees`` container it lies in, and the repository of ``near``."""
+        guesses = [near] if near is not None else []
+        container = next((a for a in _ancestors(path)
+                          if os.path.basename(a).endswith(CONTAINER_SUFFIX)), None)
+        if container is not None:
+            guesses.insert(0, container[: -len(CONTAINER_SUFFIX)])
+        mains: list[str] = []
+        for guess in guesses:
+            if not os.path.isdir(guess):
+                continue
+            with contextlib.suppress(CheckoutError):
+                main = await self._git.main_checkout(guess)
+                if main not in mains:
+                    mains.append(main)
+        return mains
+
+    async def removed_origin(self, path: str, *, near: str | None = None
+                             ) -> RemovedCheckout | None:
+        """Attribute the missing directory ``path`` (a worktree, or a directory
+        inside one) to the worktree and repository it was in, or ``None`` when
+        nothing proves one.
+
+        Proof is git's own listing (a prunable entry) or clanker's record; a
+        look-alike directory name alone proves nothing. ``near`` is a
+        directory of another repository to consider (where the caller is).
+        """
+        path = os.path.abspath(path)
+        for main in await self._candidate_mains(path, near):
+            listed = await self._git.worktrees(main)
+            records = self._store(main).records()
+            for root in _ancestors(path):
+                entry = _entry(listed[1:], root)
+                record = next((r for r in reversed(records) if _same(r.path, root)), None)
+                if entry is None and record is None:
+                    continue
+                if os.path.isdir(root):
+                    return None  # the worktree is there: only a directory inside it went
+                branch = record.branch if record is not None else \
+                    entry.branch if entry else None
+                refused = await self._not_recreatable(main, root, record, listed)
+                return RemovedCheckout(path=root, main_checkout=main, branch=branch,
+                                       recreatable=refused is None,
+                                       reason=None if refused is None else refused[1])
+        return None
+
+    async def _not_recreatable(self, main: str, path: str, record: Record | None,
+                               listed: list[ListedWorktree]) -> tuple[Refusal, str] | None:
+        """Why the worktree at ``path`` may not be checked out again, or ``None``."""
+        if record is None or os.path.normpath(path) != os.path.normpath(
+                worktree_path(main, record.branch)):
+            # Only clanker's own deterministic path is proof the directory was its own.
+            return Refusal.NOT_OWNED, f"{path} is not a worktree path clanker created"
+        if os.path.lexists(path):
+            return Refusal.PATH_OCCUPIED, f"{path} exists again; clanker leaves it as it is"
+        if not await self._git.branch_exists(main, record.branch):
+            return Refusal.NOT_FOUND, f"its branch {record.branch!r} no longer exists"
+        elsewhere = next((e for e in listed if e.branch == record.branch
+                          and not _same(e.path, path)), None)
+        if elsewhere is not None:
+            return Refusal.BRANCH_EXISTS, (f"its branch {record.branch!r} is checked out in "
+                                           f"{elsewhere.path}")
+        stale = _entry(listed, path)
+        if stale is not None and stale.locked:
+            return Refusal.LOCKED, f"git keeps {path} registered and locked"
+        return None
+
+    async def recreate(self, removed: RemovedCheckout) -> CreationResult:
+        """Check the branch of a removed worktree clanker created out again at the
+        same path (its deterministic one), re-checking every condition first.
+
+        Raises :class:`CheckoutError`: ``not-owned`` (no record, or not clanker's
+        path), ``not-found`` (the branch is gone), ``path-occupied``,
+        ``branch-exists`` (checked out elsewhere), ``locked``, ``busy``,
+        ``git-failed``.
+        """
+        main, path = removed.main_checkout, removed.path
+        store = self._store(main)
+        with store.checkout_lock(os.path.basename(path), f"the worktree {path}"):
+            listed = await self._git.worktrees(main)
+            record = _record_at(store, path)
+            refused = await self._not_recreatable(main, path, record, listed)
+            if refused is not None or record is None:
+                reason, why = refused or (Refusal.NOT_OWNED, "clanker did not create it")
+                raise CheckoutError(reason, f"the worktree {path} is not recreated: {why}")
+            if _entry(listed, path) is not None:
+                # Git still registers the missing directory: clear that one entry only.
+                await self._git.output(main, "worktree", "remove", "--end-of-options", path,
+                                       what=f"forget the missing worktree {path}")
+            record = evolve(record, phase=Phase.CREATING, removed_at=None, branch_deleted=False)
+            store.put(record)
+            await self._add(main, path, record.branch, record, new_branch=False)
+            return await self._finish(store, record, main, path, created=True)
 
     # -- complete --------------------------------------------------------------
 
@@ -503,7 +610,12 @@ class CheckoutService:
             return "an agent works there"
         if not await self._git.branch_exists(main, item.branch):
             return "its branch no longer exists"
-        if not await self._git.is_ancestor(main, f"refs/heads/{item.branch}", "HEAD"):
-            return "not merged into the main checkout's HEAD"
-        return "merged, already gone" if item.dirtiness is Dirtiness.MISSING else \
-            "merged and clean"
+        ref = f"refs/heads/{item.branch}"
+        how = ""
+        if not await self._git.is_ancestor(main, ref, "HEAD"):
+            if not await self._git.changes_already_in(main, ref, "HEAD"):
+                return "not merged into the main checkout's HEAD"
+            # Squashed or rebased: git branch -d will keep the branch, and say so.
+            how = " (its changes are in HEAD: squashed or rebased)"
+        return f"merged{how}, already gone" if item.dirtiness is Dirtiness.MISSING else \
+            f"merged{how} and clean"

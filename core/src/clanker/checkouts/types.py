@@ -21,6 +21,7 @@ __all__ = [
     "PruneCandidate",
     "PrunePlan",
     "Refusal",
+    "RemovedCheckout",
     "Worktree",
     "WorktreeAgent",
     "WorktreeListing",
@@ -228,3 +229,19 @@ class PrunePlan:
     results: tuple[CompletionResult, ...] = ()
     failures: tuple[str, ...] = ()
     """One line per eligible worktree that could not be completed."""
+
+
+@frozen(kw_only=True)
+class RemovedCheckout:
+    """A directory that is gone, attributed to the repository it was a worktree of.
+
+    Attributed only on proof: git still lists it (as prunable) or clanker's
+    record names it. ``recreatable`` says whether clanker may check its
+    branch out there again; when not, ``reason`` says why in one line.
+    """
+
+    path: str
+    main_checkout: str
+    branch: str | None
+    recreatable: bool
+    reason: str | None = None

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from clanker.cli.common import Failure, capability_errors, library, run_async
+from clanker.cli.checkout_errors import checkout_errors
+from clanker.cli.common import Failure, library, run_async
 from clanker.cli.launch import bridge_option, no_attention_option, run_launch
 from clanker.descriptor import SessionOperation
 from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
@@ -19,13 +20,14 @@ __all__ = ["fork", "resume"]
 
 def _continue(
     operation: LaunchOperation, selection: str, model: str | None, workspace: Path | None,
-    user_flags: tuple[str, ...], attention: bool, bridge: bool | None,
+    user_flags: tuple[str, ...], attention: bool, bridge: bool | None, recreate: bool,
 ) -> None:
     directory = os.path.abspath(workspace or os.getcwd())
-    with capability_errors():
+    with checkout_errors():
         try:
             found = run_async(library().find_session(
-                selection, operation=SessionOperation(operation.value), workspace=directory))
+                selection, operation=SessionOperation(operation.value), workspace=directory,
+                recreate_worktree=recreate))
         except InvalidSelectionError as exc:
             raise Failure(str(exc), EXIT_USAGE) from exc
         except SessionNotFoundError as exc:
@@ -51,7 +53,13 @@ def _continue(
 
 _workspace = click.option(
     "--workspace", type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Where to continue if the session's own directory is gone (default: here).",
+    help="Where to continue if the session's own directory is gone and was not a worktree "
+         "clanker can attribute (default: here).",
+)
+_recreate = click.option(
+    "--recreate-worktree", "recreate", is_flag=True,
+    help="If the session's directory was a removed worktree clanker created, check its "
+         "branch out there again and continue there.",
 )
 _model = click.option("--model", "-m", metavar="MODEL", help="Model for the continued session.")
 _flags = click.argument("user_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- FLAGS...]")
@@ -62,15 +70,16 @@ def _command(operation: LaunchOperation, help_text: str) -> click.Command:
     @click.argument("selection", metavar="HARNESS:ID")
     @_model
     @_workspace
+    @_recreate
     @no_attention_option
     @bridge_option
     @_flags
     def command(
-        selection: str, model: str | None, workspace: Path | None, no_attention: bool,
-        bridge: bool | None, user_flags: tuple[str, ...],
+        selection: str, model: str | None, workspace: Path | None, recreate: bool,
+        no_attention: bool, bridge: bool | None, user_flags: tuple[str, ...],
     ) -> None:
         _continue(operation, selection, model, workspace, user_flags, not no_attention,
-                  bridge)
+                  bridge, recreate)
 
     return command
 

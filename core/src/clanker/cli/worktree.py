@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from clanker.cli.checkout_errors import checkout_errors
 from clanker.cli.common import (
-    Failure,
     HarnessArgument,
-    capability_errors,
     echo_json,
     echo_table,
     json_option,
@@ -20,13 +17,9 @@ from clanker.cli.common import (
     run_async,
 )
 from clanker.errors import (
-    EXIT_BUSY,
     EXIT_CHECKOUT_DIRTY,
-    EXIT_CHECKOUT_REFUSED,
     EXIT_IGNORED_ONLY,
-    EXIT_NOT_A_REPOSITORY,
     EXIT_REMOVAL_FAILED,
-    EXIT_USAGE,
 )
 
 if TYPE_CHECKING:
@@ -40,28 +33,6 @@ if TYPE_CHECKING:
     from clanker.registry import HarnessProvider
 
 __all__ = ["worktree"]
-
-_EXITS = {
-    "invalid-branch": EXIT_USAGE,
-    "invalid-base": EXIT_USAGE,
-    "not-a-repository": EXIT_NOT_A_REPOSITORY,
-    "busy": EXIT_BUSY,
-    "removal-failed": EXIT_REMOVAL_FAILED,
-    "git-failed": EXIT_REMOVAL_FAILED,
-}
-
-
-@contextmanager
-def _checkout_errors() -> Iterator[None]:
-    from clanker.checkouts.types import CheckoutError
-
-    with capability_errors():
-        try:
-            yield
-        except CheckoutError as exc:
-            code = _EXITS.get(exc.reason.value, EXIT_CHECKOUT_REFUSED)
-            raise Failure(exc.message, code, kind=exc.reason.value) from exc
-
 
 repository_option = click.option(
     "-C", "--repository", "repository", metavar="DIR",
@@ -155,7 +126,7 @@ def new(branch: str, harness: HarnessProvider | None, model: str | None, base: s
     """
     if harness is None and (user_flags or model):
         raise click.UsageError("flags for a harness and --model need --harness")
-    with _checkout_errors():
+    with checkout_errors():
         result = run_async(library().create_worktree(_where(repository), branch, base=base))
     if as_json:
         echo_json(_created(result))
@@ -187,7 +158,7 @@ def new(branch: str, harness: HarnessProvider | None, model: str | None, base: s
 @json_option
 def list_worktrees(repository: str | None, no_inspect: bool, as_json: bool) -> None:
     """List the repository's worktrees: git's, and those clanker created and removed."""
-    with _checkout_errors():
+    with checkout_errors():
         listing = run_async(library().worktrees(_where(repository), inspect=not no_inspect))
     if as_json:
         echo_json({"main_checkout": listing.main_checkout,
@@ -222,7 +193,7 @@ def complete(target: str | None, delete_branch: bool, discard_ignored: bool,
     is removed then.
     """
     where = _where(repository)
-    with _checkout_errors():
+    with checkout_errors():
         result = run_async(_complete(where, target, repository is None, delete_branch,
                                      discard_ignored))
     _report_completion(result, as_json)
@@ -288,7 +259,7 @@ def prune(apply: bool, repository: str | None, as_json: bool) -> None:
     pruned branch is deleted with `git branch -d`. Without --apply nothing
     changes.
     """
-    with _checkout_errors():
+    with checkout_errors():
         plan = run_async(library().prune_worktrees(_where(repository), apply=apply))
     if as_json:
         echo_json(_plan(plan))

@@ -8,9 +8,10 @@ in the harness's own store, never from the caller.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import stat
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from attrs import frozen
 
@@ -20,9 +21,14 @@ from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession
 
+if TYPE_CHECKING:
+    from clanker.checkouts.service import CheckoutService
+    from clanker.checkouts.types import RemovedCheckout
+
 __all__ = [
     "MIN_PREFIX",
     "AmbiguousSelectionError",
+    "DirectoryGoneError",
     "InvalidSelectionError",
     "Selection",
     "SessionNotFoundError",
@@ -46,6 +52,19 @@ class AmbiguousSelectionError(InvalidSelectionError):
         super().__init__(message)
         self.candidates = candidates
         """The matching sessions' keys (``HARNESS:ID``), newest first."""
+
+
+class DirectoryGoneError(HarnessCapabilityError):
+    """The session's directory is gone and its harness continues a session only there.
+
+    ``removed`` is the worktree that directory was, when clanker can prove it
+    (``removed.recreatable`` then says whether ``recreate_worktree`` would
+    bring it back, ``removed.reason`` why not).
+    """
+
+    def __init__(self, detail: str, *, harness: str, removed: RemovedCheckout | None) -> None:
+        super().__init__(ErrorKind.UNSUPPORTED, detail, harness=harness)
+        self.removed = removed
 
 
 MIN_PREFIX: Final = 8
@@ -124,6 +143,8 @@ async def resolve_selection(
     *,
     operation: SessionOperation | None,
     workspace: str,
+    checkouts: CheckoutService | None = None,
+    recreate_worktree: bool = False,
 ) -> Selection:
     """Re-find ``raw`` in its harness's store and decide where it may be launched.
 
@@ -133,6 +154,13 @@ async def resolve_selection(
 
     ``operation`` (resume or fork) is checked against the descriptor first, so
     an unsupported fork fails before any scan. ``None`` only looks it up.
+
+    When the session's directory is gone: a harness that continues elsewhere
+    runs in the main checkout of the worktree it was (proved by ``checkouts``),
+    else in ``workspace``; any other raises :class:`DirectoryGoneError`. With
+    ``recreate_worktree`` the worktree's branch is checked out there again
+    first, for any harness (:class:`~clanker.checkouts.types.CheckoutError`
+    says why when it cannot be).
     """
     provider, native_id, prefix = parse_selection(registry, raw, prefixes=True)
     if operation is not None and provider.descriptor.operation(operation) is None:
@@ -163,14 +191,45 @@ async def resolve_selection(
     place = None if session.cwd is None else environment.files.stat(session.cwd)
     if session.cwd is None or (place is not None and stat.S_ISDIR(place.st_mode)):
         return Selection(provider=provider, session=session, launch_cwd=session.cwd or workspace)
+    return await _elsewhere(provider, session, session.cwd, workspace=workspace,
+                            checkouts=checkouts, recreate_worktree=recreate_worktree)
+
+
+async def _elsewhere(
+    provider: HarnessProvider, session: HarnessSession, gone: str, *, workspace: str,
+    checkouts: CheckoutService | None, recreate_worktree: bool,
+) -> Selection:
+    """Where a session whose directory ``gone`` no longer exists may continue."""
+    capability = provider.sessions
+    assert capability is not None
+    removed = None if checkouts is None else await checkouts.removed_origin(gone, near=workspace)
+    if recreate_worktree:
+        if removed is None or checkouts is None:
+            from clanker.checkouts.types import CheckoutError, Refusal
+
+            raise CheckoutError(Refusal.NOT_OWNED, f"{gone} is not recreated: clanker cannot "
+                                "prove it was a worktree of a repository")
+        created = await checkouts.recreate(removed)
+        # The session's own directory inside the worktree, when the branch has it.
+        where = gone if os.path.isdir(gone) else created.path
+        return Selection(provider=provider, session=session, launch_cwd=where,
+                         notice=f"recreated the worktree {created.path} from its branch "
+                         f"{created.branch!r}")
     if capability.resumes_without_original_directory:
-        return Selection(
-            provider=provider, session=session, launch_cwd=workspace,
-            notice=f"{session.cwd} no longer exists; continuing the session in {workspace}",
-        )
-    raise HarnessCapabilityError(
-        ErrorKind.UNSUPPORTED,
-        f"{session.cwd} no longer exists and this harness only continues a session "
-        "in its own directory; recreate the directory to resume it",
-        harness=provider.id,
-    )
+        # A removed worktree continues in its own repository's main checkout, not
+        # wherever the caller happens to be.
+        target = workspace if removed is None else removed.main_checkout
+        what = "no longer exists" if removed is None else \
+            f"(a worktree of {removed.main_checkout}) was removed"
+        return Selection(provider=provider, session=session, launch_cwd=target,
+                         notice=f"{gone} {what}; continuing the session in {target}")
+    if removed is None:
+        why = "clanker cannot prove it was a worktree of a repository, so it cannot recreate it"
+    elif removed.recreatable:
+        why = (f"it was the worktree of {removed.branch!r}: resume with --recreate-worktree "
+               "(recreate_worktree=True) to check that branch out there again")
+    else:
+        why = f"it cannot be recreated: {removed.reason}"
+    raise DirectoryGoneError(
+        f"{gone} no longer exists and this harness continues a session only in its own "
+        f"directory; {why}", harness=provider.id, removed=removed)

@@ -160,15 +160,18 @@ class SessionService:
 
         ``workspace`` is where the caller is: a harness that lists one project
         at a time looks there; it never filters. Raises the provider's typed
-        error when its store cannot be read: a selection is never launched on
-        the strength of a failed scan.
+        error when any of its stores cannot be read, also when another store
+        holds the session: a selection is never launched on the strength of a
+        failed scan.
         """
         scopes = await workspace_scopes(workspace, self.environment.executor) if workspace else ()
         listing = await self._collect([provider], scopes=scopes, native_id=native_id,
                                       limit=DEFAULT_STORE_LIMIT)
         matches = [s for s in listing.sessions if s.native_id == native_id]
         failed = [r.scan.error for r in listing.scans if r.scan.error is not None]
-        if failed and not matches:
+        if failed:
+            # Even beside a match: the store that failed may record the same id with
+            # other launch evidence, and a selection must be the only one.
             raise failed[0]
         if len(matches) > 1:
             raise HarnessCapabilityError(
