@@ -1,0 +1,234 @@
+"""The approval ladder: which permission request runs, asks or is refused.
+
+A pure policy, decided by the client from the configured table and the tool
+call's kind before anything runs; the model's request never widens it. On the
+wire only an ``allow_once`` or ``reject_once`` option is ever selected (or the
+``cancelled`` outcome when the agent offered no ``reject_once``). "Approve
+edits for this session" lives here, in the client, and is forgotten on exit.
+
+=============== ========================================= ================================
+level           applies to                                behaviour
+=============== ========================================= ================================
+automatic       ``read``, ``search``, ``think``           allowed, disclosed in the transcript
+ask once        ``edit``                                  asks; "for this session" remembered
+ask every time  ``execute``, ``fetch``, ``delete``,       asks every call
+                ``move``, ``switch_mode``, ``other``,
+                a missing or unknown kind
+refuse          a path outside the workspace, an option   refused (the agent reads why)
+                whose id or name matches ``/bypass/i``
+=============== ========================================= ================================
+
+Without a person to ask (no TTY, ``--plain``, ``--json``), asking means
+refusing unless ``--approve KIND`` names the kind.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+from attrs import field, frozen
+
+__all__ = [
+    "DEFAULT_TABLE",
+    "TOOL_KINDS",
+    "Answer",
+    "Decision",
+    "Level",
+    "Option",
+    "PermissionRequest",
+    "Policy",
+]
+
+TOOL_KINDS: Final = frozenset({"read", "edit", "delete", "move", "search", "execute", "think",
+                               "fetch", "switch_mode", "other"})
+_BYPASS: Final = re.compile("bypass", re.IGNORECASE)
+
+
+class Level(enum.StrEnum):
+    AUTOMATIC = "automatic"
+    ASK_ONCE = "ask-once"
+    ASK_EVERY_TIME = "ask-every-time"
+
+
+DEFAULT_TABLE: Final[Mapping[str, Level]] = MappingProxyType({
+    "read": Level.AUTOMATIC, "search": Level.AUTOMATIC, "think": Level.AUTOMATIC,
+    "edit": Level.ASK_ONCE,
+    **{kind: Level.ASK_EVERY_TIME
+       for kind in ("execute", "fetch", "delete", "move", "switch_mode", "other")},
+})
+
+
+class Answer(enum.StrEnum):
+    """What the person chose in the approval pane."""
+
+    ONCE = "once"
+    SESSION = "session"
+    REJECT = "reject"
+
+
+@frozen
+class Option:
+    option_id: str
+    name: str
+    kind: str
+
+    @property
+    def bypass(self) -> bool:
+        return bool(_BYPASS.search(self.option_id) or _BYPASS.search(self.name))
+
+
+@frozen(kw_only=True)
+class PermissionRequest:
+    """The parts of a ``session/request_permission`` the ladder reads."""
+
+    tool_kind: str | None
+    title: str
+    paths: tuple[str, ...] = ()
+    options: tuple[Option, ...] = ()
+
+    @classmethod
+    def from_params(cls, params: object) -> PermissionRequest:
+        """Read the request leniently: anything missing or malformed only makes
+        it stricter (no kind asks every time, no usable option refuses)."""
+        params = params if isinstance(params, dict) else {}
+        call = params.get("toolCall")
+        call = call if isinstance(call, dict) else {}
+        kind = call.get("kind")
+        paths = tuple(str(loc["path"]) for loc in _dicts(call.get("locations"))
+                      if isinstance(loc.get("path"), str))
+        options = tuple(
+            Option(str(o["optionId"]), str(o.get("name", "")), str(o.get("kind", "")))
+            for o in _dicts(params.get("options")) if isinstance(o.get("optionId"), str))
+        title = call.get("title")
+        return cls(tool_kind=kind if isinstance(kind, str) else None,
+                   title=title if isinstance(title, str) else "", paths=paths, options=options)
+
+
+def _dicts(value: object) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+@frozen
+class Decision:
+    """What to answer and why. ``ask``: the person decides (:meth:`Policy.answer`)."""
+
+    verdict: str
+    """``allow``, ``reject``, ``cancelled`` (no usable reject option) or ``ask``."""
+    option_id: str | None
+    rule: str
+    """The rule that decided, for the transcript."""
+    warning: str | None = None
+    session_choice: bool = False
+    """Whether the person may approve this kind for the session."""
+
+    def outcome(self) -> dict[str, str]:
+        """The ``outcome`` object of the answer on the wire."""
+        if self.option_id is None:
+            return {"outcome": "cancelled"}
+        return {"outcome": "selected", "optionId": self.option_id}
+
+
+def _check_table(_: object, __: object, value: Mapping[str, Level]) -> None:
+    unknown = set(value) - TOOL_KINDS
+    if unknown:
+        raise ValueError(f"table: unknown tool kinds {sorted(unknown)}")
+
+
+def _freeze_table(value: Mapping[str, str]) -> Mapping[str, Level]:
+    return MappingProxyType({**DEFAULT_TABLE, **{k: Level(v) for k, v in value.items()}})
+
+
+def _kinds(values: Iterable[str]) -> frozenset[str]:
+    kinds = frozenset(values)
+    if kinds - TOOL_KINDS:
+        raise ValueError(f"approve: unknown tool kinds {sorted(kinds - TOOL_KINDS)}")
+    return kinds
+
+
+@frozen(kw_only=True)
+class Policy:
+    """The ladder for one session in ``workspace``.
+
+    ``table`` overrides levels by kind (configuration); the refuse row is not in
+    the table and cannot be changed. ``approved`` are the ``--approve`` kinds.
+    """
+
+    workspace: str
+    interactive: bool
+    table: Mapping[str, Level] = field(factory=dict, converter=_freeze_table,
+                                       validator=_check_table)
+    approved: frozenset[str] = field(default=frozenset(), converter=_kinds)
+    remembered: frozenset[str] = frozenset()
+    """Kinds the person approved for this session (see :meth:`remember`)."""
+
+    def level(self, kind: str | None) -> Level:
+        if kind is None or kind not in TOOL_KINDS:
+            return Level.ASK_EVERY_TIME
+        return self.table[kind]
+
+    def decide(self, request: PermissionRequest) -> Decision:
+        """The answer the ladder gives ``request`` before asking anyone."""
+        usable = [o for o in request.options if not o.bypass]
+        allow = next((o for o in usable if o.kind == "allow_once"), None)
+        reject = next((o for o in usable if o.kind == "reject_once"), None)
+        outside = [p for p in request.paths if not self._inside(p)]
+        if outside:
+            return self._refuse(reject, f"refuse: outside the workspace: {outside[0]}")
+        if allow is None and not any(o.kind == "allow_always" for o in usable):
+            return self._refuse(reject, "refuse: no allow option this client may select")
+        kind = request.tool_kind
+        level = self.level(kind)
+        if level is Level.AUTOMATIC or (kind is not None and kind in self.remembered):
+            why = (f"automatic: {kind}" if level is Level.AUTOMATIC
+                   else f"approved for this session: {kind}")
+            return self._allow(allow, reject, why)
+        if kind is not None and kind in self.approved:
+            return self._allow(allow, reject, f"--approve {kind}")
+        if not self.interactive:
+            return self._refuse(reject, f"refuse: {level.value} ({kind or 'no kind'}) "
+                                        "and nobody to ask")
+        warning = None if allow is not None else (
+            "the agent offers only a permanent approval: clanker approves this call alone")
+        return Decision("ask", None, f"{level.value}: {kind or 'no kind'}", warning,
+                        session_choice=level is Level.ASK_ONCE and allow is not None)
+
+    def answer(self, request: PermissionRequest, choice: Answer) -> tuple[Decision, Policy]:
+        """The decision for the person's ``choice`` and the policy afterwards."""
+        usable = [o for o in request.options if not o.bypass]
+        allow = next((o for o in usable if o.kind == "allow_once"), None)
+        reject = next((o for o in usable if o.kind == "reject_once"), None)
+        if choice is Answer.REJECT or allow is None:
+            # Never an allow_always on the wire, even when the person said yes.
+            return self._refuse(reject, "refused by the person" if choice is Answer.REJECT
+                                else "refuse: only a permanent approval was offered"), self
+        policy = self
+        if choice is Answer.SESSION and self.level(request.tool_kind) is Level.ASK_ONCE:
+            assert request.tool_kind is not None
+            policy = Policy(workspace=self.workspace, interactive=self.interactive,
+                            table=dict(self.table), approved=self.approved,
+                            remembered=self.remembered | {request.tool_kind})
+            return Decision("allow", allow.option_id,
+                            f"approved for this session: {request.tool_kind}"), policy
+        return Decision("allow", allow.option_id, "approved once by the person"), policy
+
+    def _inside(self, path: str) -> bool:
+        root = os.path.realpath(self.workspace)
+        full = os.path.realpath(os.path.join(root, path))
+        return full == root or full.startswith(root + os.sep)
+
+    @staticmethod
+    def _allow(allow: Option | None, reject: Option | None, rule: str) -> Decision:
+        if allow is None:  # only allow_always offered: never picked without a person
+            return Policy._refuse(reject, f"{rule}, but only a permanent approval was offered")
+        return Decision("allow", allow.option_id, rule)
+
+    @staticmethod
+    def _refuse(reject: Option | None, rule: str) -> Decision:
+        if reject is None:
+            return Decision("cancelled", None, rule)
+        return Decision("reject", reject.option_id, rule)

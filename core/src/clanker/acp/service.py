@@ -1,0 +1,156 @@
+"""Composing a coder session: the agent command, its environment, its process,
+the client, the ladder and the transcript.
+
+The agent is a harness's ACP server (its ``acp`` capability) or any command
+that speaks ACP (``--agent-command``). Either way its environment is built by
+the launch path (this machine's variables, ``PWD``, the account's home for a
+harness; clanker's own credentials stripped when it starts), and every value
+clanker injected is registered with the transcript's redactor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from pathlib import Path
+from typing import Final
+
+from attrs import frozen
+
+from clanker.acp.capability import AcpServer
+from clanker.acp.client import INITIALIZE_TIMEOUT, AcpClient, Ask, EventSink
+from clanker.acp.policy import Policy
+from clanker.acp.transcript import Redactor, Transcript
+from clanker.acp.transport import AgentProcess
+from clanker.environment import Environment
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.launch.service import LaunchService
+from clanker.paths import ClankerPaths
+from clanker.registry import HarnessProvider
+
+__all__ = ["CoderOptions", "CoderService", "parse_agent_command"]
+
+_LOGS_KEPT: Final = 20
+
+
+def parse_agent_command(raw: str) -> tuple[str, ...]:
+    """Split ``--agent-command "CMD ARGS"`` as a POSIX shell would (no expansion).
+
+    Raises :class:`ValueError` for an empty command or one whose executable is
+    a path (it is looked up on ``PATH``, like every harness executable)."""
+    try:
+        argv = tuple(shlex.split(raw))
+    except ValueError as exc:
+        raise ValueError(f"agent command: {exc}") from None
+    if not argv:
+        raise ValueError("agent command: empty")
+    AcpServer(argv=argv)  # the same rules as a plugin's server command
+    return argv
+
+
+@frozen(kw_only=True)
+class CoderOptions:
+    """What a coder session asks for."""
+
+    cwd: str
+    interactive: bool = False
+    """Whether a person can be asked (``ask`` is then called for asking rules)."""
+    approve: frozenset[str] = frozenset()
+    """Tool kinds approved without asking (``--approve``)."""
+    account: str | None = None
+    initialize_timeout: float = INITIALIZE_TIMEOUT
+
+
+class CoderService:
+    """Opens coder sessions in one environment."""
+
+    def __init__(self, *, environment: Environment, paths: ClankerPaths,
+                 launch: LaunchService) -> None:
+        self._environment = environment
+        self._launch = launch
+        self.directory = paths.state / "coder"
+        """Where transcripts (``<session>.jsonl``) and agent stderr logs live (0700)."""
+
+    def server(self, provider: HarnessProvider) -> AcpServer:
+        """``provider``'s ACP server command; ``unsupported`` when it has none."""
+        if provider.acp is None:
+            raise HarnessCapabilityError(ErrorKind.UNSUPPORTED, "ACP", harness=provider.id)
+        server: AcpServer = provider.acp.server()
+        return server
+
+    async def open(self, *, harness: HarnessProvider | None, agent_command: Sequence[str] | None,
+                   options: CoderOptions, on_event: EventSink,
+                   ask: Ask | None = None) -> AcpClient:
+        """Start the agent and ``initialize`` it; return the client (call
+        :meth:`AcpClient.new_session` or :meth:`AcpClient.resume` next, and
+        always :meth:`AcpClient.close`).
+
+        Raises ``binary-unavailable`` (with the install line, for an adapter that
+        is not installed), ``timeout`` (no answer to ``initialize`` in time),
+        ``command-failed`` (it exited first) and ``unsupported``.
+        """
+        if (harness is None) == (agent_command is None):
+            raise ValueError("open: a harness or an agent command, not both")
+        if harness is not None:
+            server = self.server(harness)
+            env, injected = self._launch.child_environment(harness, options.cwd, server.env,
+                                                           account=options.account)
+            argv, name, hint = server.argv, str(harness.id), server.install_hint
+        else:
+            assert agent_command is not None
+            argv = parse_agent_command(shlex.join(agent_command))
+            env, injected = {**self._environment.environ, "PWD": options.cwd}, {}
+            name, hint = argv[0], None
+        if self._environment.files.which(argv[0], env.get("PATH")) is None:
+            detail = f"{argv[0]}; install it with: {hint}" if hint else argv[0]
+            raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, detail, harness=name)
+        self._prepare_directory()
+        transcript = Transcript(self.directory, Redactor(injected.values()))
+        policy = Policy(workspace=options.cwd, interactive=options.interactive,
+                        approved=options.approve)
+        log = self.directory / f"agent-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+        try:
+            process = await AgentProcess.start(argv, env, options.cwd, log)
+        except BaseException:
+            transcript.close()
+            raise
+        client = AcpClient(process, policy=policy, transcript=transcript, on_event=on_event,
+                           ask=ask, harness=name)
+        try:
+            await client.start(timeout=options.initialize_timeout)
+        except BaseException:
+            await client.close()
+            raise
+        return client
+
+    @contextlib.asynccontextmanager
+    async def session(self, *, harness: HarnessProvider | None,
+                      agent_command: Sequence[str] | None, options: CoderOptions,
+                      on_event: EventSink, ask: Ask | None = None,
+                      resume: str | None = None) -> AsyncIterator[AcpClient]:
+        """:meth:`open`, then a new session in ``options.cwd`` (or ``resume`` it:
+        ``session/resume``, else ``session/load``, else ``resume-failed``); the
+        agent is stopped when the block ends."""
+        client = await self.open(harness=harness, agent_command=agent_command,
+                                 options=options, on_event=on_event, ask=ask)
+        try:
+            if resume is None:
+                await client.new_session(options.cwd)
+            else:
+                await client.resume(resume, options.cwd)
+            yield client
+        finally:
+            await client.close()
+
+    def _prepare_directory(self) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.directory, 0o700)
+        logs = sorted(self.directory.glob("agent-*.log"))
+        for old in logs[:-_LOGS_KEPT]:  # bounded: the newest logs only
+            old.unlink(missing_ok=True)
+
+    def transcripts(self) -> Iterable[Path]:
+        return sorted(self.directory.glob("*.jsonl")) if self.directory.is_dir() else []

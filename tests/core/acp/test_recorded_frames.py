@@ -1,0 +1,40 @@
+"""The frames recorded from the real agents (tests/fixtures/<id>/acp, see
+docs/harnesses/<id>.md) are valid ACP v1 by the official SDK's schema, and
+clanker's client reads them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from acp import schema
+
+from clanker.acp.client import PROTOCOL_VERSION
+
+FIXTURES = Path(__file__).parents[2] / "fixtures"
+RECORDED = sorted(FIXTURES.glob("*/acp/handshake.jsonl"))
+
+
+def _frames(path: Path) -> list[tuple[str, dict[str, object]]]:
+    return [(r["dir"], r["frame"]) for r in map(json.loads, path.read_text().splitlines())]
+
+
+def test_every_acp_harness_has_a_recording() -> None:
+    assert {p.parts[-3] for p in RECORDED} == {"opencode", "omp", "hermes", "claude", "codex"}
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.parts[-3])
+def test_recorded_frames_match_the_schema(path: Path) -> None:
+    frames = _frames(path)
+    sent = {f["id"]: f for d, f in frames if d == "out"}
+    schema.InitializeRequest.model_validate(sent[0]["params"])
+    schema.NewSessionRequest.model_validate(sent[1]["params"])
+    answers = {f["id"]: f for d, f in frames if d == "in" and "id" in f}
+    init = schema.InitializeResponse.model_validate(answers[0]["result"])
+    assert init.protocol_version == PROTOCOL_VERSION
+    new = answers[1]
+    if "result" in new:
+        assert schema.NewSessionResponse.model_validate(new["result"]).session_id
+    else:  # a typed JSON-RPC error (no account, no provider configured)
+        assert isinstance(new["error"]["code"], int)
