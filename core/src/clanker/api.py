@@ -441,6 +441,12 @@ class Clanker:
             harness=provider, agent_command=agent_command, options=options,
             on_event=on_event or (lambda _: None), ask=ask, resume=resume)
 
+    def coder_transcript(self, session_id: str) -> list[dict[str, Any]]:
+        """The records of a coder session's transcript, oldest first (``dir``: ``out``,
+        ``in`` or ``clanker``; ``frame``; ``t``), secrets already redacted. Raises
+        :class:`~clanker.acp.errors.CoderError` ``no-transcript``."""
+        return self._coder_service().records(session_id)
+
     def _coder_service(self) -> CoderService:
         from clanker.acp.service import CoderService
 

@@ -143,6 +143,10 @@ class FakeAgent:
         elif verb == "stderr":  # stderr N: N KiB of stderr noise
             os.write(2, b"e" * 1024 * int(rest))
             await self.say(session_id, "after")
+        elif verb == "silent":  # like opencode with a provider that refuses: quiet until cancel
+            await self.cancelled.wait()
+        elif verb == "env":  # env NAME: say the variable's value (a secret, in the tests)
+            await self.say(session_id, f"value:{os.environ.get(rest, '')}")
         elif verb == "refuse":
             return PromptResponse(stop_reason="refusal")
         return PromptResponse(stop_reason="end_turn")

@@ -277,3 +277,22 @@ def test_json_frames_are_valid_json_lines(coder: Coder) -> None:
 
     raw = Path(str(asyncio.run(run()))).read_text().splitlines()
     assert all(isinstance(json.loads(line), dict) for line in raw)
+
+
+def test_a_silent_turn_is_cancelled_at_the_idle_bound(coder: Coder) -> None:
+    async def run() -> None:
+        async with coder.session() as client:
+            await client.prompt("silent", idle_timeout=1.0)
+
+    with pytest.raises(CoderError) as caught:
+        asyncio.run(run())
+    assert caught.value.failure is CoderFailure.SILENT
+    assert [e["event"] for e in coder.events][-2:] == ["cancel", "turn-failed"]
+
+
+def test_a_refusal_is_a_stop_reason_not_an_error(coder: Coder) -> None:
+    async def run() -> str:
+        async with coder.session() as client:
+            return await client.prompt("refuse")
+
+    assert asyncio.run(run()) == "refusal"

@@ -55,7 +55,7 @@ class AcpClient:
         self.refusals = 0
         """Permission requests the ladder refused because nobody could be asked."""
         self._transcript = transcript
-        self._emit = on_event
+        self._on_event = on_event
         self._ask = ask
         self._harness = harness
         self._pending: dict[asyncio.Future[Decision], PermissionRequest] = {}
@@ -145,15 +145,17 @@ class AcpClient:
         sessions = result.get("sessions") if isinstance(result, dict) else None
         return [s for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
 
-    async def prompt(self, text: str) -> str:
+    async def prompt(self, text: str, *, idle_timeout: float | None = None) -> str:
         """Run one turn; return its stop reason. Raises ``turn-failed`` when the agent
-        dies or errs, ``usage-limit`` when its provider refused for quota."""
+        dies or errs, ``usage-limit`` when its provider refused for quota, and
+        ``silent`` when ``idle_timeout`` seconds pass without a frame from the agent
+        while nobody is being asked (the turn is cancelled first)."""
         if self.session_id is None:
             raise RuntimeError("prompt: no session yet")
         self._event({"event": "turn-started"})
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
         try:
-            result = await self._connection.request("session/prompt", params)
+            result = await self._bounded_turn(params, idle_timeout)
         except AgentExited:
             self._event({"event": "turn-failed", "reason": "agent-exited"})
             raise CoderError(CoderFailure.TURN_FAILED, "the agent exited during the turn") from None
@@ -168,6 +170,29 @@ class AcpClient:
                                                        f"reason ({str(reason)[:40]!r})")
         self._event({"event": "turn-ended", "stopReason": reason})
         return str(reason)
+
+    async def _bounded_turn(self, params: dict[str, Any], idle_timeout: float | None) -> Any:
+        turn = asyncio.get_running_loop().create_task(
+            self._connection.request("session/prompt", params))
+        try:
+            seen = self._connection.received
+            while True:
+                done, _ = await asyncio.wait({turn}, timeout=idle_timeout)
+                if done:
+                    return turn.result()
+                moved, seen = self._connection.received != seen, self._connection.received
+                if moved or self._pending:
+                    continue  # working, or waiting for the person: not idle
+                await self.cancel()
+                await asyncio.wait({turn}, timeout=idle_timeout)  # its answer changes nothing
+                self._event({"event": "turn-failed", "reason": "silent"})
+                raise CoderError(CoderFailure.SILENT,
+                                 f"the agent sent nothing for {idle_timeout:g}s; the turn was "
+                                 "cancelled")
+        finally:
+            if not turn.done():
+                turn.cancel()
+                await asyncio.gather(turn, return_exceptions=True)
 
     async def cancel(self) -> None:
         """Ask the agent to stop the turn; answer every pending permission ``cancelled``."""
@@ -226,9 +251,6 @@ class AcpClient:
             decision = await self._asked(request, decision)
         elif decision.verdict != "allow" and not self.policy.interactive:
             self.refusals += 1
-        self._transcript.record("clanker", {"event": "approval", "toolCallId": call_id,
-                                            "kind": request.tool_kind,
-                                            "verdict": decision.verdict, "rule": decision.rule})
         self._event({"event": "approval", "toolCallId": call_id, "title": request.title,
                      "kind": request.tool_kind, "verdict": decision.verdict,
                      "rule": decision.rule})
@@ -326,6 +348,11 @@ class AcpClient:
         self._event({"event": "turn-failed", "reason": "error", "code": exc.code})
         return CoderError(CoderFailure.TURN_FAILED, f"the agent answered the prompt with "
                                                     f"error {exc.code}")
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        redacted = self._transcript.redact.value(event)
+        assert isinstance(redacted, dict)
+        self._on_event(redacted)
 
     def _event(self, event: dict[str, Any]) -> None:
         self._transcript.record("clanker", event)

@@ -70,6 +70,8 @@ class Connection:
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._handlers: set[asyncio.Task[None]] = set()
         self._write_lock = asyncio.Lock()
+        self.received = 0
+        """Frames received so far (an idle bound watches it move)."""
         self.invalid_frames = 0
         """Lines that were not a JSON-RPC object (kept in the transcript as text)."""
         self.closed = False
@@ -128,6 +130,7 @@ class Connection:
                     future.set_exception(AgentExited("the agent's output ended"))
 
     def _dispatch(self, line: bytes) -> None:
+        self.received += 1
         text = line.decode("utf-8", errors="replace")
         try:
             frame = json.loads(text)

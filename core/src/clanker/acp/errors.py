@@ -23,6 +23,8 @@ class CoderFailure(enum.StrEnum):
     """A permission request was refused because nobody could be asked."""
     NO_TRANSCRIPT = "no-transcript"
     """``--show``: there is no transcript with that id."""
+    SILENT = "silent"
+    """The agent sent nothing for the turn's idle bound; clanker cancelled the turn."""
 
 
 EXIT_CODES: Final[dict[CoderFailure, int]] = {
@@ -32,6 +34,7 @@ EXIT_CODES: Final[dict[CoderFailure, int]] = {
     CoderFailure.RESUME_FAILED: 35,
     CoderFailure.REFUSED: 36,
     CoderFailure.NO_TRANSCRIPT: 37,
+    CoderFailure.SILENT: 38,
 }
 
 

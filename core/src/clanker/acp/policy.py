@@ -109,6 +109,14 @@ class PermissionRequest:
                    title=title if isinstance(title, str) else "", paths=paths, options=options)
 
 
+def _usable(options: Iterable[Option]) -> list[Option]:
+    """The options clanker may select: never a bypass, never an id offered twice
+    (which of the two the agent would apply is not known)."""
+    options = list(options)
+    ids = [o.option_id for o in options]
+    return [o for o in options if not o.bypass and ids.count(o.option_id) == 1]
+
+
 def _dicts(value: object) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
@@ -173,7 +181,7 @@ class Policy:
 
     def decide(self, request: PermissionRequest) -> Decision:
         """The answer the ladder gives ``request`` before asking anyone."""
-        usable = [o for o in request.options if not o.bypass]
+        usable = _usable(request.options)
         allow = next((o for o in usable if o.kind == "allow_once"), None)
         reject = next((o for o in usable if o.kind == "reject_once"), None)
         outside = [p for p in request.paths if not self._inside(p)]
@@ -199,7 +207,7 @@ class Policy:
 
     def answer(self, request: PermissionRequest, choice: Answer) -> tuple[Decision, Policy]:
         """The decision for the person's ``choice`` and the policy afterwards."""
-        usable = [o for o in request.options if not o.bypass]
+        usable = _usable(request.options)
         allow = next((o for o in usable if o.kind == "allow_once"), None)
         reject = next((o for o in usable if o.kind == "reject_once"), None)
         if choice is Answer.REJECT or allow is None:

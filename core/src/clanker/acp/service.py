@@ -14,16 +14,16 @@ import contextlib
 import os
 import shlex
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
-from pathlib import Path
-from typing import Final
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Final
 
 from attrs import frozen
 
 from clanker.acp.capability import AcpServer
 from clanker.acp.client import INITIALIZE_TIMEOUT, AcpClient, Ask, EventSink
+from clanker.acp.errors import CoderError, CoderFailure
 from clanker.acp.policy import Policy
-from clanker.acp.transcript import Redactor, Transcript
+from clanker.acp.transcript import Redactor, Transcript, read_transcript, transcript_path
 from clanker.acp.transport import AgentProcess
 from clanker.environment import Environment
 from clanker.errors import ErrorKind, HarnessCapabilityError
@@ -152,5 +152,12 @@ class CoderService:
         for old in logs[:-_LOGS_KEPT]:  # bounded: the newest logs only
             old.unlink(missing_ok=True)
 
-    def transcripts(self) -> Iterable[Path]:
-        return sorted(self.directory.glob("*.jsonl")) if self.directory.is_dir() else []
+    def records(self, session_id: str) -> list[dict[str, Any]]:
+        """The transcript of ``session_id`` (a torn last line skipped); ``no-transcript``
+        when there is none."""
+        try:
+            path = transcript_path(self.directory, session_id)
+            return list(read_transcript(path))
+        except (ValueError, FileNotFoundError):
+            raise CoderError(CoderFailure.NO_TRANSCRIPT,
+                             f"no coder transcript {session_id!r} in {self.directory}") from None

@@ -78,6 +78,14 @@ class SessionState:
             return self._unsupported(update)
         return None
 
+    def note(self, kind: str, fields: dict[str, Any]) -> Block:
+        """Add a block of clanker's own (an approval decision) after the others."""
+        self._runs += 1
+        block = self.blocks[f"{kind}:{self._runs}"] = Block(f"{kind}:{self._runs}", kind,
+                                                            fields=fields)
+        self._last = block.key
+        return block
+
     def _upsert(self, key: str, kind: str) -> Block:
         block = self.blocks.get(key)
         if block is None:

@@ -36,6 +36,21 @@ class Redactor:
         self._secrets = sorted({s for s in secrets if len(s) >= _MIN_SECRET}, key=len,
                                reverse=True)
 
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    def value(self, data: object) -> object:
+        """``data`` (JSON-shaped) with every secret replaced in its strings."""
+        if not self._secrets:
+            return data
+        if isinstance(data, str):
+            return self(data)
+        if isinstance(data, dict):
+            return {self(str(k)): self.value(v) for k, v in data.items()}
+        if isinstance(data, list):
+            return [self.value(v) for v in data]
+        return data
+
     def __call__(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)
@@ -60,6 +75,8 @@ class Transcript:
     def __init__(self, directory: Path, redact: Redactor) -> None:
         self.directory = directory
         self.path: Path | None = None
+        self.redact = redact
+        """What every record, and everything rendered from this session, goes through."""
         self._redact = redact
         self._fd = -1
         self._size = 0

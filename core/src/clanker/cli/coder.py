@@ -1,0 +1,170 @@
+"""``clanker coder``: drive an ACP agent from this terminal, one turn per run.
+
+Line mode (this version's only mode): the agent's answer streams to stdout,
+tool calls and approval decisions go to stderr one line each; ``--json``
+prints every event as one JSON object per line instead. Nobody is asked
+anything: a permission the ladder would ask about is refused unless
+``--approve KIND`` names its tool kind. The exit code comes from the stop
+reason (``docs/exit-codes.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+from clanker.cli.common import (
+    CapabilityFailure,
+    Failure,
+    HarnessArgument,
+    json_option,
+    library,
+    run_async,
+)
+from clanker.errors import EXIT_USAGE, HarnessCapabilityError
+from clanker.registry import HarnessProvider
+
+__all__ = ["coder"]
+
+_STOP_EXIT = {"end_turn": 0, "cancelled": 130}
+_STOPPED = 32  # refusal, max_tokens, max_turn_requests (CoderFailure.STOPPED)
+_REFUSED = 36  # CoderFailure.REFUSED
+
+
+class _LinePrinter:
+    """Events as lines: answer text on stdout, everything else on stderr."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self._mid_line = False
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self.as_json:
+            sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+            return
+        kind = event.get("event")
+        if kind == "update" and event.get("kind") == "agent_message_chunk" and "text" in event:
+            sys.stdout.write(str(event["text"]))
+            sys.stdout.flush()
+            self._mid_line = not str(event["text"]).endswith("\n")
+            return
+        line = self._line(event)
+        if line is not None:
+            self.end_line()
+            click.echo(line, err=True)
+
+    def end_line(self) -> None:
+        if self._mid_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self._mid_line = False
+
+    @staticmethod
+    def _line(event: dict[str, Any]) -> str | None:
+        kind = event.get("event")
+        if kind == "approval":
+            return (f"[{event.get('verdict')}] {event.get('title') or 'tool call'} "
+                    f"({event.get('kind') or 'no kind'}): {event.get('rule')}")
+        if kind == "update" and event.get("unsupported"):
+            return f"[unsupported update] {event.get('kind')}"
+        if kind == "turn-failed":
+            return None  # the failure itself is the error line
+        if kind in ("resumed", "cancel"):
+            return f"[{kind}] {event.get('method', '')}".rstrip()
+        return None
+
+
+def _show(session_id: str, as_json: bool) -> None:
+    from clanker.acp.errors import CoderError
+    from clanker.acp.render import render_state, replay
+
+    try:
+        records = library().coder_transcript(session_id)
+    except CoderError as exc:
+        raise Failure(exc.message, exc.exit_code, kind=exc.failure.value) from None
+    if as_json:
+        for record in records:
+            click.echo(json.dumps(record, ensure_ascii=False))
+    else:
+        click.echo(render_state(replay(records)))
+
+
+def _exit_code(stop: str, refusals: int) -> int:
+    code = _STOP_EXIT.get(stop, _STOPPED)
+    return _REFUSED if code == 0 and refusals else code
+
+
+async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] | None,
+                prompt: str, approve: tuple[str, ...], resume: str | None,
+                account: str | None, idle_timeout: float | None,
+                printer: _LinePrinter) -> int:
+    clanker = library()
+    async with clanker.coder(harness, agent_command=agent_command, cwd=os.getcwd(),
+                             approve=approve, on_event=printer, resume=resume,
+                             account=account) as client:
+        stop = await client.prompt(prompt, idle_timeout=idle_timeout)
+        printer.end_line()
+        if not printer.as_json and client.session_id:
+            click.echo(f"[{stop}] session {client.session_id}", err=True)
+        return _exit_code(stop, client.refusals)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("prompt", required=False)
+@click.option("--harness", "harness", type=HarnessArgument(),
+              help="The harness whose ACP server to drive.")
+@click.option("--agent-command", metavar='"CMD ARGS"',
+              help="Any other ACP agent: its command line (the executable on PATH).")
+@click.option("--approve", "approve", multiple=True, metavar="KIND",
+              help="Approve this tool kind without asking (repeatable): read, edit, "
+                   "delete, move, search, execute, think, fetch, switch_mode, other.")
+@click.option("--resume", metavar="ID", help="Continue this session (never a new one).")
+@click.option("--show", metavar="ID", help="Print a past session's transcript and exit.")
+@click.option("--account", metavar="NAME", help="The managed account to run under.")
+@click.option("--idle-timeout", type=click.FloatRange(min=1), default=600.0, show_default=True,
+              help="Cancel the turn when the agent sends nothing for this many seconds.")
+@click.option("--plain", is_flag=True, help="Line mode (this version has no other).")
+@json_option
+def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: str | None,
+          approve: tuple[str, ...], resume: str | None, show: str | None,
+          account: str | None, idle_timeout: float, plain: bool, as_json: bool) -> None:
+    """Drive an ACP agent with clanker's approval ladder; run one turn of PROMPT."""
+    if show is not None:
+        _show(show, as_json)
+        return
+    if (harness is None) == (agent_command is None):
+        raise Failure("choose the agent: --harness ID or --agent-command \"CMD ARGS\"",
+                      EXIT_USAGE)
+    if prompt is None or not prompt.strip():
+        raise Failure("give the PROMPT to run (the interactive interface is not built yet)",
+                      EXIT_USAGE)
+    from clanker.acp.errors import CoderError
+    from clanker.acp.policy import TOOL_KINDS
+    from clanker.acp.service import parse_agent_command
+
+    unknown = sorted(set(approve) - TOOL_KINDS)
+    if unknown:
+        raise Failure(f"--approve: unknown tool kind {unknown[0]!r} "
+                      f"(known: {', '.join(sorted(TOOL_KINDS))})", EXIT_USAGE)
+    argv = None
+    if agent_command is not None:
+        try:
+            argv = parse_agent_command(agent_command)
+        except ValueError as exc:
+            raise Failure(f"--agent-command: {exc}", EXIT_USAGE) from None
+    printer = _LinePrinter(as_json)
+    try:
+        code = run_async(_turn(harness, argv, prompt, approve, resume, account, idle_timeout,
+                               printer))
+    except HarnessCapabilityError as exc:
+        printer.end_line()
+        raise CapabilityFailure(exc) from exc
+    except CoderError as exc:
+        printer.end_line()
+        raise Failure(exc.message, exc.exit_code, kind=exc.failure.value) from None
+    raise click.exceptions.Exit(code)

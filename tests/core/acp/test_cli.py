@@ -1,0 +1,87 @@
+"""``clanker coder`` as a real process: line mode, NDJSON, exit codes, ``--show``,
+and secrets injected into the agent's environment never reaching a transcript."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import FAKE_AGENT, Coder
+
+
+def _run(coder: Coder, *args: str, env: dict[str, str] | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    bin_dir = coder.workspace.parent / "bin"
+    environ = {**os.environ, **(env or {}),
+               "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run([sys.executable, "-m", "clanker", "coder", *args], cwd=coder.workspace,
+                          env=environ, capture_output=True, text=True, timeout=120, check=False)
+
+
+AGENT = f"python3 {FAKE_AGENT}"
+
+
+def test_one_turn_in_line_mode(coder: Coder) -> None:
+    result = _run(coder, "--agent-command", AGENT, "hello")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Hello world\n"
+    assert "[end_turn] session fake-1" in result.stderr
+
+
+@pytest.mark.parametrize(("prompt", "approve", "code"), [
+    ("permission edit standard", (), 36),            # refused: nobody to ask
+    ("permission edit standard", ("--approve", "edit"), 0),
+    ("refuse", (), 32),
+    ("die", (), 33),
+    ("usage-limit", (), 34),
+])
+def test_exit_codes_come_from_the_turn(coder: Coder, prompt: str, approve: tuple[str, ...],
+                                       code: int) -> None:
+    result = _run(coder, "--agent-command", AGENT, *approve, prompt)
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_json_prints_one_event_per_line(coder: Coder) -> None:
+    result = _run(coder, "--json", "--agent-command", AGENT, "hello")
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert events[0]["event"] == "session"
+    assert events[-1] == {"event": "turn-ended", "stopReason": "end_turn"}
+
+
+def test_a_failed_resume_exits_35(coder: Coder) -> None:
+    result = _run(coder, "--agent-command", AGENT, "--resume", "missing", "hello")
+    assert result.returncode == 35
+    assert "could not be continued" in result.stderr
+
+
+def test_bad_usage(coder: Coder) -> None:
+    assert _run(coder, "hello").returncode == 2
+    assert _run(coder, "--agent-command", AGENT).returncode == 2
+    assert _run(coder, "--agent-command", AGENT, "--approve", "everything", "x").returncode == 2
+    assert _run(coder, "--agent-command", "/bin/agent", "x").returncode == 2
+    assert _run(coder, "--agent-command", "no-such-acp-agent", "x").returncode == 4
+
+
+def test_show_renders_a_transcript_offline(coder: Coder) -> None:
+    assert _run(coder, "--agent-command", AGENT, "permission edit standard").returncode == 36
+    shown = _run(coder, "--show", "fake-1")
+    assert shown.returncode == 0
+    assert "approval: reject (refuse: ask-once (edit) and nobody to ask)" in shown.stdout
+    assert "outcome:reject-once" in shown.stdout
+    assert _run(coder, "--show", "nothing-here").returncode == 37
+
+
+def test_a_torn_last_line_is_tolerated(coder: Coder) -> None:
+    assert _run(coder, "--agent-command", AGENT, "hello").returncode == 0
+    path = Path(os.environ["CLANKER_HOME"]) / "state" / "coder" / "fake-1.jsonl"
+    with path.open("a") as handle:
+        handle.write('{"t": 1, "dir": "in", "frame": {"jsonrpc"')
+    shown = _run(coder, "--show", "fake-1")
+    assert shown.returncode == 0
+    assert "Hello world" in shown.stdout
