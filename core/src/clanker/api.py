@@ -441,6 +441,29 @@ class Clanker:
             harness=provider, agent_command=agent_command, options=options,
             on_event=on_event or (lambda _: None), ask=ask, resume=resume)
 
+    async def coder_sessions(
+        self,
+        harness: HarnessProvider | str | None = None,
+        *,
+        agent_command: Sequence[str] | None = None,
+        cwd: str | os.PathLike[str],
+        account: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The agent's own sessions for ``cwd`` (``session/list``, its first page, as
+        the agent describes them: ``sessionId``, ``title``, ``updatedAt``...). Raises
+        ``unsupported`` when the agent does not offer the listing."""
+        from clanker.acp.service import CoderOptions
+
+        options = CoderOptions(cwd=os.path.abspath(cwd), account=account)
+        provider = None if harness is None else self.harness(harness)
+        client = await self._coder_service().open(
+            harness=provider, agent_command=agent_command, options=options,
+            on_event=lambda _: None)
+        try:
+            return await client.list_sessions(options.cwd)
+        finally:
+            await client.close()
+
     def coder_transcript(self, session_id: str) -> list[dict[str, Any]]:
         """The records of a coder session's transcript, oldest first (``dir``: ``out``,
         ``in`` or ``clanker``; ``frame``; ``t``), secrets already redacted. Raises

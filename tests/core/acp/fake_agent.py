@@ -19,6 +19,9 @@ from acp.exceptions import RequestError
 from acp.helpers import update_agent_message_text
 from acp.schema import (
     AgentCapabilities,
+    ListSessionsResponse,
+    SessionInfo,
+    SessionListCapabilities,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
@@ -59,7 +62,8 @@ class FakeAgent:
         caps = AgentCapabilities(
             load_session="--no-load" not in FLAGS,
             session_capabilities=SessionCapabilities(
-                resume=None if "--no-resume" in FLAGS else SessionResumeCapabilities()))
+                resume=None if "--no-resume" in FLAGS else SessionResumeCapabilities(),
+                list=SessionListCapabilities()))
         version = 2 if "--v2" in FLAGS else PROTOCOL_VERSION
         return InitializeResponse(protocol_version=version, agent_capabilities=caps)
 
@@ -80,6 +84,10 @@ class FakeAgent:
         self.sessions[session_id] = []
         await self.say(session_id, "replayed history")
         return LoadSessionResponse()
+
+    async def list_sessions(self, cwd: str | None = None, **_: Any) -> ListSessionsResponse:
+        return ListSessionsResponse(sessions=[SessionInfo(session_id="known", cwd=str(cwd),
+                                                          title="a past session")])
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         self.cancelled.set()

@@ -85,3 +85,20 @@ def test_a_torn_last_line_is_tolerated(coder: Coder) -> None:
     shown = _run(coder, "--show", "fake-1")
     assert shown.returncode == 0
     assert "Hello world" in shown.stdout
+
+
+def test_list_asks_the_agent(coder: Coder) -> None:
+    result = _run(coder, "--list", "--json", "--agent-command", AGENT)
+    assert result.returncode == 0, result.stderr
+    assert [s["sessionId"] for s in json.loads(result.stdout)["sessions"]] == ["known"]
+    plain = _run(coder, "--list", "--agent-command", AGENT)
+    assert plain.stdout.startswith("known")
+
+
+def test_a_bad_configuration_is_a_usage_error(coder: Coder) -> None:
+    config = Path(os.environ["CLANKER_HOME"]) / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text('[coder.approvals]\nexecute = "yes please"\n')
+    result = _run(coder, "--agent-command", AGENT, "hello")
+    assert result.returncode == 2
+    assert "coder.approvals.execute" in result.stderr

@@ -296,3 +296,33 @@ def test_a_refusal_is_a_stop_reason_not_an_error(coder: Coder) -> None:
             return await client.prompt("refuse")
 
     assert asyncio.run(run()) == "refusal"
+
+
+def test_the_configured_table_sets_levels(coder: Coder) -> None:
+    coder.paths.config.mkdir(parents=True)
+    (coder.paths.config / "config.toml").write_text(
+        '[coder.approvals]\nedit = "automatic"\nread = "ask-every-time"\n')
+
+    async def run() -> None:
+        async with coder.session() as client:
+            await client.prompt("permission edit standard")
+            await client.prompt("permission read standard")
+            await client.prompt("permission read standard /etc/passwd")
+
+    asyncio.run(run())
+    assert _outcomes(coder) == ["allow-once", "reject-once", "reject-once"]
+
+
+@pytest.mark.parametrize("table", ['bypass = "automatic"', 'edit = "refuse-never"'])
+def test_a_configured_table_outside_the_ladder_is_refused(coder: Coder, table: str) -> None:
+    from clanker.config import ConfigError
+
+    coder.paths.config.mkdir(parents=True)
+    (coder.paths.config / "config.toml").write_text(f"[coder.approvals]\n{table}\n")
+
+    async def run() -> None:
+        async with coder.session():
+            raise AssertionError("started")
+
+    with pytest.raises(ConfigError, match=r"coder\.approvals"):
+        asyncio.run(run())

@@ -71,6 +71,7 @@ class CoderService:
                  launch: LaunchService) -> None:
         self._environment = environment
         self._launch = launch
+        self._config = paths.config
         self.directory = paths.state / "coder"
         """Where transcripts (``<session>.jsonl``) and agent stderr logs live (0700)."""
 
@@ -110,7 +111,7 @@ class CoderService:
         self._prepare_directory()
         transcript = Transcript(self.directory, Redactor(injected.values()))
         policy = Policy(workspace=options.cwd, interactive=options.interactive,
-                        approved=options.approve)
+                        table=self._table(), approved=options.approve)
         log = self.directory / f"agent-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
         try:
             process = await AgentProcess.start(argv, env, options.cwd, log)
@@ -144,6 +145,12 @@ class CoderService:
             yield client
         finally:
             await client.close()
+
+    def _table(self) -> dict[str, str]:
+        """``[coder.approvals]`` of the configuration (raises ``ConfigError``)."""
+        from clanker.config import load_settings
+
+        return dict(load_settings(self._config).coder.approvals)
 
     def _prepare_directory(self) -> None:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import click
 
@@ -29,6 +30,8 @@ from clanker.errors import EXIT_USAGE, HarnessCapabilityError
 from clanker.registry import HarnessProvider
 
 __all__ = ["coder"]
+
+T = TypeVar("T")
 
 _STOP_EXIT = {"end_turn": 0, "cancelled": 130}
 _STOPPED = 32  # refusal, max_tokens, max_turn_requests (CoderFailure.STOPPED)
@@ -125,13 +128,15 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
                    "delete, move, search, execute, think, fetch, switch_mode, other.")
 @click.option("--resume", metavar="ID", help="Continue this session (never a new one).")
 @click.option("--show", metavar="ID", help="Print a past session's transcript and exit.")
+@click.option("--list", "list_sessions", is_flag=True,
+              help="List the agent's sessions for this directory (where it offers session/list).")
 @click.option("--account", metavar="NAME", help="The managed account to run under.")
 @click.option("--idle-timeout", type=click.FloatRange(min=1), default=600.0, show_default=True,
               help="Cancel the turn when the agent sends nothing for this many seconds.")
 @click.option("--plain", is_flag=True, help="Line mode (this version has no other).")
 @json_option
 def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: str | None,
-          approve: tuple[str, ...], resume: str | None, show: str | None,
+          approve: tuple[str, ...], resume: str | None, show: str | None, list_sessions: bool,
           account: str | None, idle_timeout: float, plain: bool, as_json: bool) -> None:
     """Drive an ACP agent with clanker's approval ladder; run one turn of PROMPT."""
     if show is not None:
@@ -140,31 +145,60 @@ def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: st
     if (harness is None) == (agent_command is None):
         raise Failure("choose the agent: --harness ID or --agent-command \"CMD ARGS\"",
                       EXIT_USAGE)
+    if list_sessions:
+        _print_sessions(_agent(harness, agent_command, account, None), as_json)
+        return
     if prompt is None or not prompt.strip():
         raise Failure("give the PROMPT to run (the interactive interface is not built yet)",
                       EXIT_USAGE)
-    from clanker.acp.errors import CoderError
     from clanker.acp.policy import TOOL_KINDS
-    from clanker.acp.service import parse_agent_command
 
     unknown = sorted(set(approve) - TOOL_KINDS)
     if unknown:
         raise Failure(f"--approve: unknown tool kind {unknown[0]!r} "
                       f"(known: {', '.join(sorted(TOOL_KINDS))})", EXIT_USAGE)
+    printer = _LinePrinter(as_json)
+    code = _agent(harness, agent_command, account,
+                  lambda argv: _turn(harness, argv, prompt, approve, resume, account,
+                                     idle_timeout, printer), printer)
+    raise click.exceptions.Exit(code)
+
+
+def _agent(harness: HarnessProvider | None, agent_command: str | None, account: str | None,
+           work: Callable[[tuple[str, ...] | None], Coroutine[Any, Any, T]] | None,
+           printer: _LinePrinter | None = None) -> Any:
+    """Run ``work`` (``None``: the session listing) against the agent chosen; turn
+    every failure into the CLI's one error line and exit code."""
+    from clanker.acp.errors import CoderError
+    from clanker.acp.service import parse_agent_command
+    from clanker.config import ConfigError
+
     argv = None
     if agent_command is not None:
         try:
             argv = parse_agent_command(agent_command)
         except ValueError as exc:
             raise Failure(f"--agent-command: {exc}", EXIT_USAGE) from None
-    printer = _LinePrinter(as_json)
+    coroutine = (library().coder_sessions(harness, agent_command=argv, cwd=os.getcwd(),
+                                          account=account)
+                 if work is None else work(argv))
     try:
-        code = run_async(_turn(harness, argv, prompt, approve, resume, account, idle_timeout,
-                               printer))
+        return run_async(coroutine)
     except HarnessCapabilityError as exc:
-        printer.end_line()
         raise CapabilityFailure(exc) from exc
     except CoderError as exc:
-        printer.end_line()
         raise Failure(exc.message, exc.exit_code, kind=exc.failure.value) from None
-    raise click.exceptions.Exit(code)
+    except ConfigError as exc:
+        raise Failure(str(exc), EXIT_USAGE) from None
+    finally:
+        if printer is not None:
+            printer.end_line()
+
+
+def _print_sessions(sessions: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"sessions": sessions}, ensure_ascii=False, indent=2))
+        return
+    for session in sessions:
+        click.echo(f"{session.get('sessionId', '?')}  {session.get('updatedAt') or ''}  "
+                   f"{session.get('title') or ''}".rstrip())
