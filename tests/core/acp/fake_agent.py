@@ -163,6 +163,9 @@ class FakeAgent:
 async def main() -> None:
     if "--exit-at-once" in FLAGS:
         sys.exit(5)
+    if pidfile := os.environ.get("FAKE_AGENT_PIDFILE"):
+        with open(pidfile, "w") as handle:
+            handle.write(str(os.getpid()))
     await run_agent(FakeAgent(), use_unstable_protocol=True)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,24 @@ def test_a_bad_configuration_is_a_usage_error(coder: Coder) -> None:
     result = _run(coder, "--agent-command", AGENT, "hello")
     assert result.returncode == 2
     assert "coder.approvals.execute" in result.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_agent_and_exits_130(coder: Coder, tmp_path: Path,
+                                                signum: int) -> None:
+    pidfile = tmp_path / "agent.pid"
+    bin_dir = coder.workspace.parent / "bin"
+    environ = {**os.environ, "FAKE_AGENT_PIDFILE": str(pidfile),
+               "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--json",
+                           "--agent-command", AGENT, "silent"], cwd=coder.workspace,
+                          env=environ, stdout=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None
+        for line in process.stdout:  # the turn has started: the agent runs
+            if json.loads(line)["event"] == "turn-started":
+                break
+        process.send_signal(signum)
+        assert process.wait(timeout=60) == 130
+    pid = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

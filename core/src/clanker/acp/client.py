@@ -13,6 +13,7 @@ says so). :meth:`AcpClient.cancel` answers every pending permission request
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -200,7 +201,8 @@ class AcpClient:
             return
         self._answer_pending(Decision("cancelled", None, "the turn was cancelled"))
         self._event({"event": "cancel"})
-        await self._connection.notify("session/cancel", {"sessionId": self.session_id})
+        with contextlib.suppress(AgentExited):  # gone already: the turn fails on its own
+            await self._connection.notify("session/cancel", {"sessionId": self.session_id})
 
     async def close(self) -> None:
         """Stop the agent (SIGTERM, then SIGKILL) and every task of this client."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
@@ -25,6 +26,8 @@ __all__ = [
     "Direction",
     "RemoteError",
 ]
+
+_log = logging.getLogger(__name__)
 
 METHOD_NOT_FOUND: Final = -32601
 _INTERNAL: Final = -32603
@@ -170,6 +173,10 @@ class Connection:
             except RemoteError as exc:
                 await self._respond(request_id, error={"code": exc.code,
                                                        "message": exc.remote_message})
+            except Exception:  # a bug here must not leave the agent waiting for ever
+                _log.exception("handling %s failed", method)
+                await self._respond(request_id, error={"code": _INTERNAL,
+                                                       "message": "client error"})
             else:
                 await self._respond(request_id, result=result)
 

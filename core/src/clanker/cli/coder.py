@@ -106,15 +106,37 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
                 prompt: str, approve: tuple[str, ...], resume: str | None,
                 account: str | None, idle_timeout: float | None,
                 printer: _LinePrinter) -> int:
+    import asyncio
+    import signal
+
+    # SIGTERM ends the run as Ctrl+C does: the agent is stopped (SIGTERM, then
+    # SIGKILL) on the way out, and the exit status is 130.
+    task = asyncio.current_task()
+    assert task is not None
+    terminated: list[bool] = []
+
+    def on_term() -> None:
+        terminated.append(True)
+        task.cancel()
+
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, on_term)
     clanker = library()
-    async with clanker.coder(harness, agent_command=agent_command, cwd=os.getcwd(),
-                             approve=approve, on_event=printer, resume=resume,
-                             account=account) as client:
-        stop = await client.prompt(prompt, idle_timeout=idle_timeout)
-        printer.end_line()
-        if not printer.as_json and client.session_id:
-            click.echo(f"[{stop}] session {client.session_id}", err=True)
-        return _exit_code(stop, client.refusals)
+    try:
+        async with clanker.coder(harness, agent_command=agent_command, cwd=os.getcwd(),
+                                 approve=approve, on_event=printer, resume=resume,
+                                 account=account) as client:
+            stop = await client.prompt(prompt, idle_timeout=idle_timeout)
+            printer.end_line()
+            if not printer.as_json and client.session_id:
+                click.echo(f"[{stop}] session {client.session_id}", err=True)
+            return _exit_code(stop, client.refusals)
+    except asyncio.CancelledError:
+        if terminated:
+            return _STOP_EXIT["cancelled"]
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
