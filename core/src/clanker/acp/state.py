@@ -25,9 +25,24 @@ class Block:
 
     key: str
     kind: str
-    """``user``, ``agent``, ``thought``, ``tool``, ``plan`` or ``unsupported``."""
-    text: str = ""
+    """``user``, ``agent``, ``thought``, ``tool``, ``plan``, ``approval`` or ``unsupported``."""
     fields: dict[str, Any] = field(factory=dict)
+    _parts: list[str] = field(factory=list, alias="parts")
+    """Streamed text, joined when read: appending to one string would copy it
+    whole for every chunk (quadratic over a long answer)."""
+
+    @property
+    def text(self) -> str:
+        if len(self._parts) > 1:
+            self._parts[:] = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self._parts[:] = [value]
+
+    def append(self, text: str) -> None:
+        self._parts.append(text)
 
 
 def _text(content: object) -> str:
@@ -102,7 +117,7 @@ class SessionState:
             self._runs += 1
             key = f"run:{self._runs}"
         block = self._upsert(key, kind)
-        block.text += _text(update.get("content"))
+        block.append(_text(update.get("content")))
         self._last = key
         return block
 
