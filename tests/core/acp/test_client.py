@@ -177,26 +177,26 @@ def test_unknown_update_kinds_and_garbage_are_kept_not_fatal(coder: Coder) -> No
         "sessionUpdate") == "future_kind" for f in frames)
 
 
-def test_agent_death_mid_turn_fails_the_turn(coder: Coder) -> None:
+def _failed_turn(coder: Coder, prompt: str) -> CoderError:
     async def run() -> None:
         async with coder.session() as client:
-            await client.prompt("die")
+            await client.prompt(prompt)
 
     with pytest.raises(CoderError) as caught:
         asyncio.run(run())
-    assert caught.value.failure is CoderFailure.TURN_FAILED
-    assert caught.value.exit_code == 33
+    return caught.value
+
+
+def test_agent_death_mid_turn_fails_the_turn(coder: Coder) -> None:
+    error = _failed_turn(coder, "die")
+    assert (error.failure, error.exit_code) == (CoderFailure.TURN_FAILED, 33)
+    assert coder.agent_text() == "partial"
 
 
 def test_a_usage_limit_says_when_it_resets(coder: Coder) -> None:
-    async def run() -> None:
-        async with coder.session() as client:
-            await client.prompt("usage-limit")
-
-    with pytest.raises(CoderError) as caught:
-        asyncio.run(run())
-    assert caught.value.failure is CoderFailure.USAGE_LIMIT
-    assert "resets 3:10am" in caught.value.message
+    error = _failed_turn(coder, "usage-limit")
+    assert error.failure is CoderFailure.USAGE_LIMIT
+    assert "resets 3:10am" in error.message
 
 
 def test_a_flood_of_stderr_never_blocks_and_is_logged_bounded(coder: Coder) -> None:
