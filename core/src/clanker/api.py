@@ -417,6 +417,7 @@ class Clanker:
         ask: Ask | None = None,
         resume: str | None = None,
         account: str | None = None,
+        attention: bool = False,
     ) -> AbstractAsyncContextManager[AcpClient]:
         """Drive an ACP agent: a harness's ACP server, or ``agent_command`` (argv of
         any ACP agent, its executable looked up on ``PATH``).
@@ -428,14 +429,16 @@ class Clanker:
         otherwise they are refused unless ``approve`` names their tool kind.
         ``on_event`` hears every update, approval and turn event in order; the
         transcript is written under clanker's state directory. ``resume``
-        continues a session (never silently a new one). Raises
+        continues a session (never silently a new one). With ``attention`` the session
+        is a grid terminal (``agents()`` lists it: working, needs input, done). Raises
         :class:`~clanker.errors.HarnessCapabilityError` for a start that fails
         and :class:`~clanker.acp.errors.CoderError` for a turn or resume.
         """
         from clanker.acp.service import CoderOptions
 
         options = CoderOptions(cwd=os.path.abspath(cwd), interactive=interactive,
-                               approve=frozenset(approve), account=account)
+                               approve=frozenset(approve), account=account,
+                               attention=attention)
         provider = None if harness is None else self.harness(harness)
         return self._coder_service().session(
             harness=provider, agent_command=agent_command, options=options,

@@ -15,13 +15,13 @@ import pytest
 from .conftest import FAKE_AGENT, Coder
 
 
-def _run(coder: Coder, *args: str, env: dict[str, str] | None = None
-         ) -> subprocess.CompletedProcess[str]:
+def _run(coder: Coder, *args: str, attention: bool = False) -> subprocess.CompletedProcess[str]:
     bin_dir = coder.workspace.parent / "bin"
-    environ = {**os.environ, **(env or {}),
-               "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    return subprocess.run([sys.executable, "-m", "clanker", "coder", *args], cwd=coder.workspace,
-                          env=environ, capture_output=True, text=True, timeout=120, check=False)
+    environ = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    flags = () if attention or "--show" in args else ("--no-attention",)
+    return subprocess.run([sys.executable, "-m", "clanker", "coder", *flags, *args],
+                          cwd=coder.workspace, env=environ, capture_output=True, text=True,
+                          timeout=120, check=False)
 
 
 AGENT = f"python3 {FAKE_AGENT}"
@@ -112,7 +112,7 @@ def test_a_signal_stops_the_agent_and_exits_130(coder: Coder, tmp_path: Path,
     bin_dir = coder.workspace.parent / "bin"
     environ = {**os.environ, "FAKE_AGENT_PIDFILE": str(pidfile),
                "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--json",
+    with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--json", "--no-attention",
                            "--agent-command", AGENT, "silent"], cwd=coder.workspace,
                           env=environ, stdout=subprocess.PIPE, text=True) as process:
         assert process.stdout is not None
@@ -124,3 +124,9 @@ def test_a_signal_stops_the_agent_and_exits_130(coder: Coder, tmp_path: Path,
     pid = int(pidfile.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_attention_is_on_by_default(coder: Coder) -> None:
+    result = _run(coder, "--agent-command", AGENT, "hello", attention=True)
+    assert result.returncode == 0, result.stderr
+    assert "attention:" not in result.stderr  # the grid started and took the session

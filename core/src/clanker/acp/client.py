@@ -61,6 +61,7 @@ class AcpClient:
         self._harness = harness
         self._pending: dict[asyncio.Future[Decision], PermissionRequest] = {}
         self._replaying = False
+        self._inputs = 0
         self._connection = Connection(process, observe=transcript.record,
                                       on_notification=self._notified, on_request=self._requested)
         self._reader: asyncio.Task[None] | None = None
@@ -159,7 +160,8 @@ class AcpClient:
             result = await self._bounded_turn(params, idle_timeout)
         except AgentExited:
             self._event({"event": "turn-failed", "reason": "agent-exited"})
-            raise CoderError(CoderFailure.TURN_FAILED, "the agent exited during the turn") from None
+            raise CoderError(CoderFailure.TURN_FAILED, "the agent exited during the turn"
+                             f"{self._resume_hint()}") from None
         except RemoteError as exc:
             raise self._turn_error(exc) from None
         finally:
@@ -249,13 +251,16 @@ class AcpClient:
         call = params.get("toolCall") if isinstance(params, dict) else None
         call_id = call.get("toolCallId") if isinstance(call, dict) else None
         decision = self.policy.decide(request)
+        event: dict[str, Any] = {"event": "approval", "toolCallId": call_id,
+                                 "title": request.title, "kind": request.tool_kind}
         if decision.verdict == "ask":
+            self._inputs += 1
+            event["input"] = f"input-{self._inputs}"
+            self._event({**event, "event": "asking"})
             decision = await self._asked(request, decision)
         elif decision.verdict != "allow" and not self.policy.interactive:
             self.refusals += 1
-        self._event({"event": "approval", "toolCallId": call_id, "title": request.title,
-                     "kind": request.tool_kind, "verdict": decision.verdict,
-                     "rule": decision.rule})
+        self._event({**event, "verdict": decision.verdict, "rule": decision.rule})
         return {"outcome": decision.outcome()}
 
     async def _asked(self, request: PermissionRequest, decision: Decision) -> Decision:
@@ -346,7 +351,8 @@ class AcpClient:
             when = f", resets {resets.group(1).strip()}" if resets else ""
             self._event({"event": "turn-failed", "reason": "usage-limit",
                          "resets": resets.group(1).strip() if resets else None})
-            return CoderError(CoderFailure.USAGE_LIMIT, f"the agent hit a usage limit{when}")
+            return CoderError(CoderFailure.USAGE_LIMIT,
+                              f"the agent hit a usage limit{when}{self._resume_hint()}")
         self._event({"event": "turn-failed", "reason": "error", "code": exc.code})
         return CoderError(CoderFailure.TURN_FAILED, f"the agent answered the prompt with "
                                                     f"error {exc.code}")
@@ -355,6 +361,9 @@ class AcpClient:
         redacted = self._transcript.redact.value(event)
         assert isinstance(redacted, dict)
         self._on_event(redacted)
+
+    def _resume_hint(self) -> str:
+        return f"; continue it with --resume {self.session_id}" if self.session_id else ""
 
     def _event(self, event: dict[str, Any]) -> None:
         self._transcript.record("clanker", event)

@@ -62,6 +62,8 @@ class CoderOptions:
     """Tool kinds approved without asking (``--approve``)."""
     account: str | None = None
     initialize_timeout: float = INITIALIZE_TIMEOUT
+    attention: bool = False
+    """Register the session with the grid (``clanker status`` lists it)."""
 
 
 class CoderService:
@@ -71,6 +73,7 @@ class CoderService:
                  launch: LaunchService) -> None:
         self._environment = environment
         self._launch = launch
+        self._paths = paths
         self._config = paths.config
         self.directory = paths.state / "coder"
         """Where transcripts (``<session>.jsonl``) and agent stderr logs live (0700)."""
@@ -135,16 +138,38 @@ class CoderService:
         """:meth:`open`, then a new session in ``options.cwd`` (or ``resume`` it:
         ``session/resume``, else ``session/load``, else ``resume-failed``); the
         agent is stopped when the block ends."""
-        client = await self.open(harness=harness, agent_command=agent_command,
-                                 options=options, on_event=on_event, ask=ask)
+        attention = None
+        if options.attention:
+            from clanker.acp.attention import CoderAttention
+
+            name = harness.id if harness is not None else "coder"
+            attention = CoderAttention(self._paths, str(name), options.cwd)
+            attention.start()
+            if attention.notice is not None:
+                on_event({"event": "notice", "text": attention.notice})
+            reporter = attention
+
+            def both(event: dict[str, Any]) -> None:
+                reporter(event)
+                on_event(event)
+
+            sink: EventSink = both
+        else:
+            sink = on_event
         try:
-            if resume is None:
-                await client.new_session(options.cwd)
-            else:
-                await client.resume(resume, options.cwd)
-            yield client
+            client = await self.open(harness=harness, agent_command=agent_command,
+                                     options=options, on_event=sink, ask=ask)
+            try:
+                if resume is None:
+                    await client.new_session(options.cwd)
+                else:
+                    await client.resume(resume, options.cwd)
+                yield client
+            finally:
+                await client.close()
         finally:
-            await client.close()
+            if attention is not None:
+                attention.close()
 
     def _table(self) -> dict[str, str]:
         """``[coder.approvals]`` of the configuration (raises ``ConfigError``)."""

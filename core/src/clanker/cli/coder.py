@@ -77,6 +77,8 @@ class _LinePrinter:
             return f"[unsupported update] {event.get('kind')}"
         if kind == "turn-failed":
             return None  # the failure itself is the error line
+        if kind == "notice":
+            return str(event.get("text"))
         if kind in ("resumed", "cancel"):
             return f"[{kind}] {event.get('method', '')}".rstrip()
         return None
@@ -104,7 +106,7 @@ def _exit_code(stop: str, refusals: int) -> int:
 
 async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] | None,
                 prompt: str, approve: tuple[str, ...], resume: str | None,
-                account: str | None, idle_timeout: float | None,
+                account: str | None, idle_timeout: float | None, attention: bool,
                 printer: _LinePrinter) -> int:
     import asyncio
     import signal
@@ -125,7 +127,7 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
     try:
         async with clanker.coder(harness, agent_command=agent_command, cwd=os.getcwd(),
                                  approve=approve, on_event=printer, resume=resume,
-                                 account=account) as client:
+                                 account=account, attention=attention) as client:
             stop = await client.prompt(prompt, idle_timeout=idle_timeout)
             printer.end_line()
             if not printer.as_json and client.session_id:
@@ -155,11 +157,14 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
 @click.option("--account", metavar="NAME", help="The managed account to run under.")
 @click.option("--idle-timeout", type=click.FloatRange(min=1), default=600.0, show_default=True,
               help="Cancel the turn when the agent sends nothing for this many seconds.")
+@click.option("--attention/--no-attention", default=True, show_default=True,
+              help="List the session in `clanker status` (it starts the grid if needed).")
 @click.option("--plain", is_flag=True, help="Line mode (this version has no other).")
 @json_option
 def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: str | None,
           approve: tuple[str, ...], resume: str | None, show: str | None, list_sessions: bool,
-          account: str | None, idle_timeout: float, plain: bool, as_json: bool) -> None:
+          account: str | None, idle_timeout: float, attention: bool, plain: bool,
+          as_json: bool) -> None:
     """Drive an ACP agent with clanker's approval ladder; run one turn of PROMPT."""
     if show is not None:
         _show(show, as_json)
@@ -182,7 +187,7 @@ def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: st
     printer = _LinePrinter(as_json)
     code = _agent(harness, agent_command, account,
                   lambda argv: _turn(harness, argv, prompt, approve, resume, account,
-                                     idle_timeout, printer), printer)
+                                     idle_timeout, attention, printer), printer)
     raise click.exceptions.Exit(code)
 
 
