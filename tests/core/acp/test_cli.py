@@ -130,3 +130,41 @@ def test_attention_is_on_by_default(coder: Coder) -> None:
     result = _run(coder, "--agent-command", AGENT, "hello", attention=True)
     assert result.returncode == 0, result.stderr
     assert "attention:" not in result.stderr  # the grid started and took the session
+
+
+@pytest.mark.parametrize(("answer", "outcome", "code"), [("y", "allow-once", 0),
+                                                         ("n", "reject-once", 0),
+                                                         ("a", "allow-once", 0)])
+def test_on_a_terminal_the_person_answers(coder: Coder, answer: str, outcome: str,
+                                          code: int) -> None:
+    import pty
+
+    main, child = pty.openpty()
+    bin_dir = coder.workspace.parent / "bin"
+    environ = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--no-attention",
+                           "--agent-command", AGENT, "permission edit standard"],
+                          cwd=coder.workspace, env=environ, stdin=child, stdout=child,
+                          stderr=subprocess.PIPE, text=True) as process:
+        os.close(child)
+        assert process.stderr is not None
+        lines = []
+        for line in process.stderr:  # the question, then its choices
+            lines.append(line)
+            if "[n] refuse" in line:
+                break
+        assert lines[0].startswith("approve edit: edit something")
+        assert "[a] approve edit for this session" in lines[-1]
+        os.write(main, f"{answer}\n".encode())
+        assert process.wait(timeout=60) == code
+    output = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(main)
+    assert f"outcome:{outcome}".encode() in output

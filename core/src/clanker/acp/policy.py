@@ -184,26 +184,44 @@ class Policy:
         usable = _usable(request.options)
         allow = next((o for o in usable if o.kind == "allow_once"), None)
         reject = next((o for o in usable if o.kind == "reject_once"), None)
-        outside = [p for p in request.paths if not self._inside(p)]
-        if outside:
-            return self._refuse(reject, f"refuse: outside the workspace: {outside[0]}")
-        if allow is None and not any(o.kind == "allow_always" for o in usable):
-            return self._refuse(reject, "refuse: no allow option this client may select")
+        refusal = self._refusal(request, usable)
+        if refusal is not None:
+            return self._refuse(reject, refusal)
         kind = request.tool_kind
         level = self.level(kind)
-        if level is Level.AUTOMATIC or (kind is not None and kind in self.remembered):
-            why = (f"automatic: {kind}" if level is Level.AUTOMATIC
-                   else f"approved for this session: {kind}")
-            return self._allow(allow, reject, why)
-        if kind is not None and kind in self.approved:
-            return self._allow(allow, reject, f"--approve {kind}")
+        if allow is None:  # only an allow_always: never sent, so never picked
+            if not self.interactive:
+                return self._refuse(reject, "refuse: only a permanent approval was offered")
+            return Decision("ask", None, f"{level.value}: {kind or 'no kind'}",
+                            "the agent offers only a permanent approval, which clanker never "
+                            "sends: this call can only be refused")
+        why = self._allowed_because(kind, level)
+        if why is not None:
+            return Decision("allow", allow.option_id, why)
         if not self.interactive:
             return self._refuse(reject, f"refuse: {level.value} ({kind or 'no kind'}) "
                                         "and nobody to ask")
-        warning = None if allow is not None else (
-            "the agent offers only a permanent approval: clanker approves this call alone")
-        return Decision("ask", None, f"{level.value}: {kind or 'no kind'}", warning,
-                        session_choice=level is Level.ASK_ONCE and allow is not None)
+        return Decision("ask", None, f"{level.value}: {kind or 'no kind'}",
+                        session_choice=level is Level.ASK_ONCE)
+
+    def _refusal(self, request: PermissionRequest, usable: list[Option]) -> str | None:
+        """The refuse row: a path outside the workspace, or nothing allowable offered."""
+        outside = [p for p in request.paths if not self._inside(p)]
+        if outside:
+            return f"refuse: outside the workspace: {outside[0]}"
+        if not any(o.kind in ("allow_once", "allow_always") for o in usable):
+            return "refuse: no allow option this client may select"
+        return None
+
+    def _allowed_because(self, kind: str | None, level: Level) -> str | None:
+        """The rule that allows ``kind`` without asking, if one does."""
+        if level is Level.AUTOMATIC:
+            return f"automatic: {kind}"
+        if kind is not None and kind in self.remembered:
+            return f"approved for this session: {kind}"
+        if kind is not None and kind in self.approved:
+            return f"--approve {kind}"
+        return None
 
     def answer(self, request: PermissionRequest, choice: Answer) -> tuple[Decision, Policy]:
         """The decision for the person's ``choice`` and the policy afterwards."""
@@ -228,12 +246,6 @@ class Policy:
         root = os.path.realpath(self.workspace)
         full = os.path.realpath(os.path.join(root, path))
         return full == root or full.startswith(root + os.sep)
-
-    @staticmethod
-    def _allow(allow: Option | None, reject: Option | None, rule: str) -> Decision:
-        if allow is None:  # only allow_always offered: never picked without a person
-            return Policy._refuse(reject, f"{rule}, but only a permanent approval was offered")
-        return Decision("allow", allow.option_id, rule)
 
     @staticmethod
     def _refuse(reject: Option | None, rule: str) -> Decision:

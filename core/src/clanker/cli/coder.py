@@ -2,10 +2,11 @@
 
 Line mode (this version's only mode): the agent's answer streams to stdout,
 tool calls and approval decisions go to stderr one line each; ``--json``
-prints every event as one JSON object per line instead. Nobody is asked
-anything: a permission the ladder would ask about is refused unless
-``--approve KIND`` names its tool kind. The exit code comes from the stop
-reason (``docs/exit-codes.md``).
+prints every event as one JSON object per line instead. On a terminal (and
+without ``--plain`` or ``--json``) a permission the ladder asks about is
+asked on stderr and answered with one line (``y``, ``a``, ``n``); otherwise
+it is refused unless ``--approve KIND`` names its tool kind. The exit code
+comes from the stop reason (``docs/exit-codes.md``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -28,6 +29,9 @@ from clanker.cli.common import (
 )
 from clanker.errors import EXIT_USAGE, HarnessCapabilityError
 from clanker.registry import HarnessProvider
+
+if TYPE_CHECKING:
+    from clanker.acp.policy import Answer, Decision, PermissionRequest
 
 __all__ = ["coder"]
 
@@ -84,6 +88,64 @@ class _LinePrinter:
         return None
 
 
+class _TtyQuestions:
+    """Asks the person on the terminal, one question at a time: the request on
+    stderr, the answer one line from stdin, read through the event loop (no
+    thread: a question the client answers first, by a cancel or a session
+    approval, is simply dropped)."""
+
+    def __init__(self, cwd: str) -> None:
+        import asyncio
+
+        self._cwd = cwd
+        self._one = asyncio.Lock()
+
+    async def __call__(self, request: PermissionRequest, decision: Decision) -> Answer:
+        from clanker.acp.policy import Answer
+
+        async with self._one:
+            where = ", ".join(os.path.relpath(p, self._cwd) if os.path.isabs(p) else p
+                              for p in request.paths)
+            click.echo(f"approve {request.tool_kind or 'a tool call without a kind'}: "
+                       f"{request.title or '(no title)'}" + (f" ({where})" if where else ""),
+                       err=True)
+            if decision.warning:
+                click.echo(f"  warning: {decision.warning}", err=True)
+            choices = "[y] approve once"
+            if decision.session_choice:
+                choices += f"   [a] approve {request.tool_kind} for this session"
+            click.echo(f"  {choices}   [n] refuse", err=True)
+            answer = (await _read_line()).strip().lower()
+        if answer == "y":
+            return Answer.ONCE
+        if answer == "a" and decision.session_choice:
+            return Answer.SESSION
+        return Answer.REJECT
+
+
+async def _read_line() -> str:
+    """One line from stdin through the loop (a terminal in canonical mode hands
+    over whole lines); EOF is an empty answer."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    fd = sys.stdin.fileno()
+    done: asyncio.Future[str] = loop.create_future()
+    buffer = bytearray()
+
+    def readable() -> None:
+        chunk = os.read(fd, 1024)
+        buffer.extend(chunk)
+        if (not chunk or b"\n" in buffer) and not done.done():
+            done.set_result(buffer.split(b"\n", 1)[0].decode("utf-8", errors="replace"))
+
+    loop.add_reader(fd, readable)
+    try:
+        return await done
+    finally:
+        loop.remove_reader(fd)
+
+
 def _show(session_id: str, as_json: bool) -> None:
     from clanker.acp.errors import CoderError
     from clanker.acp.render import render_state, replay
@@ -107,7 +169,7 @@ def _exit_code(stop: str, refusals: int) -> int:
 async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] | None,
                 prompt: str, approve: tuple[str, ...], resume: str | None,
                 account: str | None, idle_timeout: float | None, attention: bool,
-                printer: _LinePrinter) -> int:
+                printer: _LinePrinter, interactive: bool) -> int:
     import asyncio
     import signal
 
@@ -127,7 +189,10 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
     try:
         async with clanker.coder(harness, agent_command=agent_command, cwd=os.getcwd(),
                                  approve=approve, on_event=printer, resume=resume,
-                                 account=account, attention=attention) as client:
+                                 account=account, attention=attention,
+                                 interactive=interactive,
+                                 ask=_TtyQuestions(os.getcwd()) if interactive else None
+                                 ) as client:
             stop = await client.prompt(prompt, idle_timeout=idle_timeout)
             printer.end_line()
             if not printer.as_json and client.session_id:
@@ -159,7 +224,8 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
               help="Cancel the turn when the agent sends nothing for this many seconds.")
 @click.option("--attention/--no-attention", default=True, show_default=True,
               help="List the session in `clanker status` (it starts the grid if needed).")
-@click.option("--plain", is_flag=True, help="Line mode (this version has no other).")
+@click.option("--plain", is_flag=True,
+              help="Never ask: refuse what the ladder would ask about (unless --approve).")
 @json_option
 def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: str | None,
           approve: tuple[str, ...], resume: str | None, show: str | None, list_sessions: bool,
@@ -185,9 +251,11 @@ def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: st
         raise Failure(f"--approve: unknown tool kind {unknown[0]!r} "
                       f"(known: {', '.join(sorted(TOOL_KINDS))})", EXIT_USAGE)
     printer = _LinePrinter(as_json)
+    # A person can answer only on a terminal, and not when a program reads the output.
+    interactive = not (plain or as_json) and sys.stdin.isatty() and sys.stdout.isatty()
     code = _agent(harness, agent_command, account,
                   lambda argv: _turn(harness, argv, prompt, approve, resume, account,
-                                     idle_timeout, attention, printer), printer)
+                                     idle_timeout, attention, printer, interactive), printer)
     raise click.exceptions.Exit(code)
 
 
