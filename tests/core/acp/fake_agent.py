@@ -154,7 +154,9 @@ class FakeAgent:
         elif verb == "silent":  # like opencode with a provider that refuses: quiet until cancel
             await self.cancelled.wait()
         elif verb == "env":  # env NAME: say the variable's value (a secret, in the tests)
-            await self.say(session_id, f"value:{os.environ.get(rest, '')}")
+            value = os.environ.get(rest, "")
+            os.write(2, f"debug: token is {value}\n".encode())
+            await self.say(session_id, f"value:{value}")
         elif verb == "refuse":
             return PromptResponse(stop_reason="refusal")
         return PromptResponse(stop_reason="end_turn")

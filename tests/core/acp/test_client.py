@@ -326,3 +326,26 @@ def test_a_configured_table_outside_the_ladder_is_refused(coder: Coder, table: s
 
     with pytest.raises(ConfigError, match=r"coder\.approvals"):
         asyncio.run(run())
+
+
+def test_transcripts_are_kept_to_the_retention_bound(
+        coder: Coder, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from clanker.acp import service
+
+    monkeypatch.setattr(service, "TRANSCRIPTS_KEPT", 3)
+    directory = coder.paths.state / "coder"
+    directory.mkdir(parents=True)
+    for index in range(5):
+        old = directory / f"old-{index}.jsonl"
+        old.write_text("")
+        os.utime(old, (index, index))
+
+    async def run() -> None:
+        async with coder.session() as client:
+            await client.prompt("hello")
+
+    asyncio.run(run())
+    kept = sorted(p.name for p in directory.glob("*.jsonl"))
+    assert kept == ["fake-1.jsonl", "old-3.jsonl", "old-4.jsonl"]

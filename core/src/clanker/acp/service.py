@@ -15,6 +15,7 @@ import os
 import shlex
 import time
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 from attrs import frozen
@@ -34,6 +35,8 @@ from clanker.registry import HarnessProvider
 __all__ = ["CoderOptions", "CoderService", "parse_agent_command"]
 
 _LOGS_KEPT: Final = 20
+TRANSCRIPTS_KEPT: Final = 500
+"""The retention bound: beyond it, the least recently written transcripts go."""
 
 
 def parse_agent_command(raw: str) -> tuple[str, ...]:
@@ -64,6 +67,13 @@ class CoderOptions:
     initialize_timeout: float = INITIALIZE_TIMEOUT
     attention: bool = False
     """Register the session with the grid (``clanker status`` lists it)."""
+
+
+def _written(path: Path) -> float:
+    try:
+        return path.lstat().st_mtime
+    except FileNotFoundError:
+        return 0.0
 
 
 class CoderService:
@@ -112,12 +122,13 @@ class CoderService:
             detail = f"{argv[0]}; install it with: {hint}" if hint else argv[0]
             raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, detail, harness=name)
         self._prepare_directory()
-        transcript = Transcript(self.directory, Redactor(injected.values()))
+        redactor = Redactor(injected.values())
+        transcript = Transcript(self.directory, redactor)
         policy = Policy(workspace=options.cwd, interactive=options.interactive,
                         table=self._table(), approved=options.approve)
         log = self.directory / f"agent-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
         try:
-            process = await AgentProcess.start(argv, env, options.cwd, log)
+            process = await AgentProcess.start(argv, env, options.cwd, log, redactor.data)
         except BaseException:
             transcript.close()
             raise
@@ -167,6 +178,7 @@ class CoderService:
                 yield client
             finally:
                 await client.close()
+                self._prune()
         finally:
             if attention is not None:
                 attention.close()
@@ -177,12 +189,20 @@ class CoderService:
 
         return dict(load_settings(self._config).coder.approvals)
 
+    def _prune(self) -> None:
+        """Once a session is written: keep the :data:`TRANSCRIPTS_KEPT` newest (after
+        it, never before, so the session being resumed is never the one removed)."""
+        transcripts = sorted(self.directory.glob("*.jsonl"), key=_written)
+        for old in transcripts[:-TRANSCRIPTS_KEPT]:
+            old.unlink(missing_ok=True)
+
     def _prepare_directory(self) -> None:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.directory, 0o700)
         logs = sorted(self.directory.glob("agent-*.log"))
         for old in logs[:-_LOGS_KEPT]:  # bounded: the newest logs only
             old.unlink(missing_ok=True)
+
 
     def records(self, session_id: str) -> list[dict[str, Any]]:
         """The transcript of ``session_id`` (a torn last line skipped); ``no-transcript``

@@ -51,6 +51,12 @@ class Redactor:
             return [self.value(v) for v in data]
         return data
 
+    def data(self, raw: bytes) -> bytes:
+        """``raw`` with every secret (as UTF-8) replaced."""
+        for secret in self._secrets:
+            raw = raw.replace(secret.encode("utf-8"), REDACTED.encode())
+        return raw
+
     def __call__(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Final
 
@@ -32,9 +32,11 @@ _EOF: Final = None
 class AgentProcess:
     """A started ACP agent. Use :meth:`start`; always :meth:`close` it."""
 
-    def __init__(self, child: Child, log: IO[bytes]) -> None:
+    def __init__(self, child: Child, log: IO[bytes],
+                 redact: Callable[[bytes], bytes] = bytes) -> None:
         self._child = child
         self._log = log
+        self._redact = redact
         self._lines: asyncio.Queue[bytes | None] = asyncio.Queue(_QUEUE)
         self._ended = False
         self.dropped_lines = 0
@@ -44,9 +46,11 @@ class AgentProcess:
 
     @classmethod
     async def start(cls, argv: Sequence[str], env: Mapping[str, str], cwd: str,
-                    stderr_log: Path) -> AgentProcess:
+                    stderr_log: Path, redact: Callable[[bytes], bytes] = bytes
+                    ) -> AgentProcess:
         """Start ``argv`` in ``cwd`` with exactly ``env`` (clanker credentials are
-        stripped on the way). Raises ``binary-unavailable`` when it cannot start."""
+        stripped on the way); ``redact`` cleans each stderr line before it is logged.
+        Raises ``binary-unavailable`` when it cannot start."""
         request = CommandRequest(command=argv[0], args=tuple(argv[1:]), cwd=cwd)
         fd = os.open(stderr_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         log = os.fdopen(fd, "wb")
@@ -55,7 +59,7 @@ class AgentProcess:
         except BaseException:
             log.close()
             raise
-        return cls(child, log)
+        return cls(child, log, redact)
 
     @property
     def pid(self) -> int:
@@ -95,14 +99,25 @@ class AgentProcess:
                 self._lines.put_nowait(_EOF)
 
     async def _pump_stderr(self) -> None:
+        # Redacted a line at a time, so a secret is never split across two writes
+        # (a line longer than a chunk is cut there, the one place it could be).
         written = 0
+        pending = b""
         while chunk := await self._child.stderr.read(_CHUNK):
-            if written < STDERR_LOG_MAX:
-                part = chunk[: STDERR_LOG_MAX - written]
-                with contextlib.suppress(OSError):
-                    self._log.write(part)
-                    self._log.flush()
-                written += len(part)
+            pending += chunk
+            cut = pending.rfind(b"\n") + 1 if len(pending) <= _CHUNK else len(pending)
+            ready, pending = pending[:cut], pending[cut:]
+            written = self._log_stderr(ready, written)
+        self._log_stderr(pending, written)
+
+    def _log_stderr(self, data: bytes, written: int) -> int:
+        if not data or written >= STDERR_LOG_MAX:
+            return written
+        part = self._redact(data)[: STDERR_LOG_MAX - written]
+        with contextlib.suppress(OSError):
+            self._log.write(part)
+            self._log.flush()
+        return written + len(part)
 
     async def read_line(self) -> bytes | None:
         """The next stdout line (without its newline), or ``None`` once stdout ended."""
