@@ -27,9 +27,12 @@ from acp.schema import (
     PromptResponse,
     ResumeSessionResponse,
     SessionCapabilities,
+    SessionConfigOptionSelect,
+    SessionConfigSelectOption,
     SessionInfo,
     SessionListCapabilities,
     SessionResumeCapabilities,
+    SetSessionConfigOptionResponse,
     ToolCallLocation,
     ToolCallUpdate,
 )
@@ -52,6 +55,12 @@ class FakeAgent:
         self.conn: Any = None
         self.sessions: dict[str, list[str]] = {}
         self.cancelled: asyncio.Event = asyncio.Event()
+        self.model = "m1"
+
+    def models(self) -> list[SessionConfigOptionSelect]:
+        return [SessionConfigOptionSelect(
+            id="model", name="Model", category="model", type="select", current_value=self.model,
+            options=[SessionConfigSelectOption(value=v, name=v.upper()) for v in ("m1", "m2")])]
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -70,7 +79,13 @@ class FakeAgent:
     async def new_session(self, cwd: str, **_: Any) -> NewSessionResponse:
         session_id = f"fake-{len(self.sessions) + 1}"
         self.sessions[session_id] = []
-        return NewSessionResponse(session_id=session_id)
+        return NewSessionResponse(session_id=session_id, config_options=self.models())
+
+    async def set_config_option(self, config_id: str, session_id: str, value: str | bool,
+                                **_: Any) -> SetSessionConfigOptionResponse:
+        assert config_id == "model"
+        self.model = str(value)
+        return SetSessionConfigOptionResponse(config_options=self.models())
 
     async def resume_session(self, cwd: str, session_id: str, **_: Any) -> ResumeSessionResponse:
         if session_id not in ("known", *self.sessions):
@@ -157,6 +172,8 @@ class FakeAgent:
             value = os.environ.get(rest, "")
             os.write(2, f"debug: token is {value}\n".encode())
             await self.say(session_id, f"value:{value}")
+        elif verb == "model":
+            await self.say(session_id, f"model:{self.model}")
         elif verb == "refuse":
             return PromptResponse(stop_reason="refusal")
         return PromptResponse(stop_reason="end_turn")

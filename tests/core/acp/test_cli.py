@@ -168,3 +168,11 @@ def test_on_a_terminal_the_person_answers(coder: Coder, answer: str, outcome: st
         output += chunk
     os.close(main)
     assert f"outcome:{outcome}".encode() in output
+
+
+def test_model_is_chosen_or_refused(coder: Coder) -> None:
+    chosen = _run(coder, "--agent-command", AGENT, "--model", "m2", "model")
+    assert (chosen.returncode, chosen.stdout) == (0, "model:m2\n")
+    refused = _run(coder, "--agent-command", AGENT, "--model", "m9", "model")
+    assert refused.returncode == 2
+    assert "offered: m1, m2" in refused.stderr

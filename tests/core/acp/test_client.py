@@ -349,3 +349,18 @@ def test_transcripts_are_kept_to_the_retention_bound(
     asyncio.run(run())
     kept = sorted(p.name for p in directory.glob("*.jsonl"))
     assert kept == ["fake-1.jsonl", "old-3.jsonl", "old-4.jsonl"]
+
+
+def test_the_model_is_chosen_over_the_protocol(coder: Coder) -> None:
+    async def run() -> None:
+        async with coder.session() as client:
+            await client.choose("model", "m2")
+            await client.prompt("model")
+            with pytest.raises(ValueError, match="offered: m1, m2"):
+                await client.choose("model", "m9")
+            with pytest.raises(HarnessCapabilityError) as caught:
+                await client.choose("thought_level", "high")
+            assert caught.value.kind is ErrorKind.UNSUPPORTED
+
+    asyncio.run(run())
+    assert coder.agent_text() == "model:m2"

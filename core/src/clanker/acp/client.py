@@ -138,6 +138,28 @@ class AcpClient:
         raise CoderError(CoderFailure.RESUME_FAILED,
                          f"session {session_id} could not be continued ({'; '.join(reasons)})")
 
+    async def choose(self, category: str, value: str) -> None:
+        """Set the session's config option of ``category`` (``model``, ``mode``,
+        ``thought_level``) to ``value`` with ``session/set_config_option``.
+
+        Raises ``unsupported`` when the agent offers no such option and
+        :class:`ValueError` (naming the choices) for a value it does not list."""
+        if self.session_id is None:
+            raise RuntimeError("choose: no session yet")
+        option = next((o for o in self.state.config_options if isinstance(o, dict)
+                       and (o.get("category") == category or o.get("id") == category)), None)
+        if option is None or not isinstance(option.get("id"), str):
+            raise HarnessCapabilityError(ErrorKind.UNSUPPORTED, f"choosing the {category}",
+                                         harness=self._harness)
+        values = [c.get("value") for c in option.get("options") or [] if isinstance(c, dict)]
+        if value not in values:
+            shown = ", ".join(str(v) for v in values[:20])
+            raise ValueError(f"{category} {value!r} is not offered (offered: {shown})")
+        result = await self._call("session/set_config_option", {
+            "sessionId": self.session_id, "configId": option["id"], "value": value})
+        self._session_result(result)
+        self._event({"event": "configured", "category": category, "value": value})
+
     async def list_sessions(self, cwd: str) -> list[dict[str, Any]]:
         """``session/list`` for ``cwd`` (first page); ``unsupported`` when not advertised."""
         if not self.capability("sessionCapabilities", "list"):

@@ -169,7 +169,7 @@ def _exit_code(stop: str, refusals: int) -> int:
 async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] | None,
                 prompt: str, approve: tuple[str, ...], resume: str | None,
                 account: str | None, idle_timeout: float | None, attention: bool,
-                printer: _LinePrinter, interactive: bool) -> int:
+                printer: _LinePrinter, interactive: bool, model: str | None) -> int:
     import asyncio
     import signal
 
@@ -193,6 +193,11 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
                                  interactive=interactive,
                                  ask=_TtyQuestions(os.getcwd()) if interactive else None
                                  ) as client:
+            if model is not None:
+                try:
+                    await client.choose("model", model)
+                except ValueError as exc:
+                    raise Failure(f"--model: {exc}", EXIT_USAGE) from None
             stop = await client.prompt(prompt, idle_timeout=idle_timeout)
             printer.end_line()
             if not printer.as_json and client.session_id:
@@ -220,6 +225,8 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
 @click.option("--list", "list_sessions", is_flag=True,
               help="List the agent's sessions for this directory (where it offers session/list).")
 @click.option("--account", metavar="NAME", help="The managed account to run under.")
+@click.option("--model", metavar="MODEL",
+              help="Choose the agent's model (one of the values its session offers).")
 @click.option("--idle-timeout", type=click.FloatRange(min=1), default=600.0, show_default=True,
               help="Cancel the turn when the agent sends nothing for this many seconds.")
 @click.option("--attention/--no-attention", default=True, show_default=True,
@@ -229,8 +236,8 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
 @json_option
 def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: str | None,
           approve: tuple[str, ...], resume: str | None, show: str | None, list_sessions: bool,
-          account: str | None, idle_timeout: float, attention: bool, plain: bool,
-          as_json: bool) -> None:
+          account: str | None, model: str | None, idle_timeout: float, attention: bool,
+          plain: bool, as_json: bool) -> None:
     """Drive an ACP agent with clanker's approval ladder; run one turn of PROMPT."""
     if show is not None:
         _show(show, as_json)
@@ -255,7 +262,8 @@ def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: st
     interactive = not (plain or as_json) and sys.stdin.isatty() and sys.stdout.isatty()
     code = _agent(harness, agent_command, account,
                   lambda argv: _turn(harness, argv, prompt, approve, resume, account,
-                                     idle_timeout, attention, printer, interactive), printer)
+                                     idle_timeout, attention, printer, interactive, model),
+                  printer)
     raise click.exceptions.Exit(code)
 
 
