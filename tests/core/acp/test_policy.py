@@ -21,7 +21,7 @@ from clanker.acp.policy import (
 WORKSPACE = "/work/project"
 OPTION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always", "weird")
 option_ids = st.sampled_from(["allow", "a1", "exit-plan-bypass", "BypassPermissions",
-                              "reject", "r", "accept-edits"])
+                              "reject", "r", "exit-plan-accept-edits", "exit-plan-auto"])
 options = st.builds(Option, option_ids, st.sampled_from(["Allow", "Bypass all", "No", ""]),
                     st.sampled_from(OPTION_KINDS))
 kinds = st.one_of(st.none(), st.sampled_from(sorted(TOOL_KINDS)), st.text(max_size=8))
@@ -53,6 +53,31 @@ def test_only_once_options_are_ever_selected(policy: Policy, request: Permission
         assert chosen is not None
         assert chosen.kind == ("allow_once" if decision.verdict == "allow" else "reject_once")
         assert not chosen.bypass
+
+
+@given(policies, requests)
+def test_a_mode_widening_approval_is_never_picked_without_the_person(
+        policy: Policy, request: PermissionRequest) -> None:
+    decision = policy.decide(request)
+    chosen = _selected(request, decision.option_id)
+    assert chosen is None or not chosen.escalates
+
+
+def test_plan_exit_options_ask_and_warn() -> None:
+    options = (Option("exit-plan-auto", "Yes, and auto-accept", "allow_once"),
+               Option("exit-plan-accept-edits", "Yes, accept edits", "allow_once"),
+               Option("exit-plan-bypass", "Yes, bypass", "allow_once"),
+               Option("reject", "No", "reject_once"))
+    request = PermissionRequest(tool_kind="read", title="", options=options)
+    assert Policy(workspace=WORKSPACE, interactive=False).decide(request).option_id == "reject"
+    asking = Policy(workspace=WORKSPACE, interactive=True).decide(request)
+    assert (asking.verdict, asking.session_choice) == ("ask", False)
+    assert asking.warning and "more permissive" in asking.warning
+    chosen, _ = Policy(workspace=WORKSPACE, interactive=True).answer(request, Answer.ONCE)
+    assert chosen.option_id == "exit-plan-auto"
+    plain = (Option("allow", "Yes", "allow_once"), *options)
+    mixed = PermissionRequest(tool_kind="read", title="", options=plain)
+    assert Policy(workspace=WORKSPACE, interactive=False).decide(mixed).option_id == "allow"
 
 
 @given(policies, requests)

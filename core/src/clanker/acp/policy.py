@@ -47,6 +47,9 @@ __all__ = [
 TOOL_KINDS: Final = frozenset({"read", "edit", "delete", "move", "search", "execute", "think",
                                "fetch", "switch_mode", "other"})
 _BYPASS: Final = re.compile("bypass", re.IGNORECASE)
+# An approval that also switches the agent to a more permissive mode (Claude's
+# plan-exit options, for one): never picked without the person choosing it.
+_ESCALATION: Final = re.compile(r"auto|accept.?edits|dont.?ask|yolo|full.?access", re.IGNORECASE)
 
 
 class Level(enum.StrEnum):
@@ -80,6 +83,10 @@ class Option:
     @property
     def bypass(self) -> bool:
         return bool(_BYPASS.search(self.option_id) or _BYPASS.search(self.name))
+
+    @property
+    def escalates(self) -> bool:
+        return bool(_ESCALATION.search(self.option_id) or _ESCALATION.search(self.name))
 
 
 @frozen(kw_only=True)
@@ -115,6 +122,12 @@ def _usable(options: Iterable[Option]) -> list[Option]:
     options = list(options)
     ids = [o.option_id for o in options]
     return [o for o in options if not o.bypass and ids.count(o.option_id) == 1]
+
+
+def _reject(usable: list[Option]) -> Option | None:
+    """The ``reject_once`` to send: never one whose words say it widens the mode
+    (a mislabelled option is answered ``cancelled`` instead)."""
+    return next((o for o in usable if o.kind == "reject_once" and not o.escalates), None)
 
 
 def _dicts(value: object) -> list[dict[str, Any]]:
@@ -182,17 +195,22 @@ class Policy:
     def decide(self, request: PermissionRequest) -> Decision:
         """The answer the ladder gives ``request`` before asking anyone."""
         usable = _usable(request.options)
-        allow = next((o for o in usable if o.kind == "allow_once"), None)
-        reject = next((o for o in usable if o.kind == "reject_once"), None)
+        allow = next((o for o in usable if o.kind == "allow_once" and not o.escalates), None)
+        reject = _reject(usable)
         refusal = self._refusal(request, usable)
         if refusal is not None:
             return self._refuse(reject, refusal)
         kind = request.tool_kind
         level = self.level(kind)
-        if allow is None:  # only an allow_always: never sent, so never picked
+        if allow is None:  # only an allow_always, or approvals that widen the mode
+            escalating = any(o.kind == "allow_once" for o in usable)
             if not self.interactive:
-                return self._refuse(reject, "refuse: only a permanent approval was offered")
+                return self._refuse(reject, "refuse: only a mode change was offered"
+                                    if escalating else
+                                    "refuse: only a permanent approval was offered")
             return Decision("ask", None, f"{level.value}: {kind or 'no kind'}",
+                            "approving also switches the agent to a more permissive mode"
+                            if escalating else
                             "the agent offers only a permanent approval, which clanker never "
                             "sends: this call can only be refused")
         why = self._allowed_because(kind, level)
@@ -226,14 +244,18 @@ class Policy:
     def answer(self, request: PermissionRequest, choice: Answer) -> tuple[Decision, Policy]:
         """The decision for the person's ``choice`` and the policy afterwards."""
         usable = _usable(request.options)
-        allow = next((o for o in usable if o.kind == "allow_once"), None)
-        reject = next((o for o in usable if o.kind == "reject_once"), None)
+        once = [o for o in usable if o.kind == "allow_once"]
+        plain = [o for o in once if not o.escalates]
+        # The person saw the warning: a mode-widening approval only when nothing else is.
+        allow = next(iter(plain or once), None)
+        reject = _reject(usable)
         if choice is Answer.REJECT or allow is None:
             # Never an allow_always on the wire, even when the person said yes.
             return self._refuse(reject, "refused by the person" if choice is Answer.REJECT
                                 else "refuse: only a permanent approval was offered"), self
         policy = self
-        if choice is Answer.SESSION and self.level(request.tool_kind) is Level.ASK_ONCE:
+        if (choice is Answer.SESSION and self.level(request.tool_kind) is Level.ASK_ONCE
+                and not allow.escalates):
             assert request.tool_kind is not None
             policy = Policy(workspace=self.workspace, interactive=self.interactive,
                             table=dict(self.table), approved=self.approved,
