@@ -121,11 +121,11 @@ class CoderService:
         if self._environment.files.which(argv[0], env.get("PATH")) is None:
             detail = f"{argv[0]}; install it with: {hint}" if hint else argv[0]
             raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, detail, harness=name)
+        policy = Policy(workspace=options.cwd, interactive=options.interactive,
+                        table=self._table(), approved=options.approve)
         self._prepare_directory()
         redactor = Redactor(injected.values())
         transcript = Transcript(self.directory, redactor)
-        policy = Policy(workspace=options.cwd, interactive=options.interactive,
-                        table=self._table(), approved=options.approve)
         log = self.directory / f"agent-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
         try:
             process = await AgentProcess.start(argv, env, options.cwd, log, redactor.data)
