@@ -364,3 +364,16 @@ def test_the_model_is_chosen_over_the_protocol(coder: Coder) -> None:
 
     asyncio.run(run())
     assert coder.agent_text() == "model:m2"
+
+
+def test_a_session_resume_shows_the_history_clanker_recorded(coder: Coder) -> None:
+    async def run() -> None:
+        async with coder.session(resume="known") as client:
+            await client.prompt("hello")
+
+    asyncio.run(run())
+    assert not [e for e in coder.events if e["event"] == "history"]  # nothing recorded yet
+    coder.events.clear()
+    asyncio.run(run())
+    history = [e for e in coder.events if e["event"] == "history"]
+    assert [h["text"] for h in history] == ["Hello world"]

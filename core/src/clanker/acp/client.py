@@ -132,6 +132,8 @@ class AcpClient:
             finally:
                 self._replaying = False
             self._session_result(result)
+            if method == "session/resume":  # no replay: the history is clanker's own record
+                self._emit_history(session_id)
             self._bind(session_id)  # a load answer carries no id: keep the one asked for
             self._event({"event": "resumed", "method": method, "sessionId": session_id})
             return method
@@ -342,6 +344,17 @@ class AcpClient:
                     else ErrorKind.COMMAND_FAILED)
             raise HarnessCapabilityError(kind, f"{method}: error {exc.code}",
                                          harness=self._harness) from None
+
+    def _emit_history(self, session_id: str) -> None:
+        from clanker.acp.render import render_state, replay
+        from clanker.acp.transcript import read_transcript, transcript_path
+
+        try:
+            records = list(read_transcript(transcript_path(self._transcript.directory,
+                                                           session_id)))
+        except (ValueError, OSError):
+            return  # no transcript of it here: nothing to show
+        self._emit({"event": "history", "text": render_state(replay(records))})
 
     def _bind(self, session_id: str) -> None:
         self.session_id = session_id

@@ -81,7 +81,7 @@ class _LinePrinter:
             return f"[unsupported update] {event.get('kind')}"
         if kind == "turn-failed":
             return None  # the failure itself is the error line
-        if kind == "notice":
+        if kind in ("notice", "history"):
             return str(event.get("text"))
         if kind in ("resumed", "cancel"):
             return f"[{kind}] {event.get('method', '')}".rstrip()
