@@ -27,6 +27,7 @@ from acp.schema import (
     PromptResponse,
     ResumeSessionResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
     SessionInfo,
@@ -72,7 +73,8 @@ class FakeAgent:
             load_session="--no-load" not in FLAGS,
             session_capabilities=SessionCapabilities(
                 resume=None if "--no-resume" in FLAGS else SessionResumeCapabilities(),
-                list=SessionListCapabilities()))
+                list=SessionListCapabilities(),
+                close=None if "--no-close" in FLAGS else SessionCloseCapabilities()))
         version = 2 if "--v2" in FLAGS else PROTOCOL_VERSION
         return InitializeResponse(protocol_version=version, agent_capabilities=caps)
 
@@ -103,6 +105,9 @@ class FakeAgent:
     async def list_sessions(self, cwd: str | None = None, **_: Any) -> ListSessionsResponse:
         return ListSessionsResponse(sessions=[SessionInfo(session_id="known", cwd=str(cwd),
                                                           title="a past session")])
+
+    async def close_session(self, session_id: str, **_: Any) -> None:
+        self.sessions.pop(session_id, None)
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         self.cancelled.set()

@@ -176,3 +176,12 @@ def test_model_is_chosen_or_refused(coder: Coder) -> None:
     refused = _run(coder, "--agent-command", AGENT, "--model", "m9", "model")
     assert refused.returncode == 2
     assert "offered: m1, m2" in refused.stderr
+
+
+def test_other_commands_never_import_the_coder() -> None:
+    code = ("import sys; from clanker.cli import cli; import clanker.api; "
+            "cli.main(['--help'], standalone_mode=False); "
+            "print(sorted(m for m in sys.modules if m.startswith(('clanker.acp', 'acp'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.strip().splitlines()[-1] == "[]"

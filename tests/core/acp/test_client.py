@@ -377,3 +377,16 @@ def test_a_session_resume_shows_the_history_clanker_recorded(coder: Coder) -> No
     asyncio.run(run())
     history = [e for e in coder.events if e["event"] == "history"]
     assert [h["text"] for h in history] == ["Hello world"]
+
+
+@pytest.mark.parametrize(("flags", "closed"), [((), True), (("--no-close",), False)])
+def test_the_session_is_closed_where_the_agent_offers_it(coder: Coder, flags: tuple[str, ...],
+                                                         closed: bool) -> None:
+    async def run() -> str | None:
+        async with coder.session(*flags) as client:
+            await client.prompt("hello")
+            return client.transcript_path
+
+    records = list(read_transcript(Path(str(asyncio.run(run())))))
+    sent = [r["frame"].get("method") for r in records if r["dir"] == "out"]
+    assert ("session/close" in sent) == closed

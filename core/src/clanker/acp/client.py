@@ -34,6 +34,7 @@ STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", 
                                  "cancelled"})
 INITIALIZE_TIMEOUT: Final = 60.0
 """How long an agent may take to answer ``initialize`` (a Bun or Node start on a busy host)."""
+_CLOSE_TIMEOUT: Final = 2.0
 _AUTH_REQUIRED: Final = -32000
 _USAGE_LIMIT: Final = re.compile(r"usage limit|rate limit|quota|too many requests", re.I)
 _RESETS: Final = re.compile(r"resets?\s+(?:at\s+)?([^.;)\n]{1,40})", re.I)
@@ -231,8 +232,15 @@ class AcpClient:
             await self._connection.notify("session/cancel", {"sessionId": self.session_id})
 
     async def close(self) -> None:
-        """Stop the agent (SIGTERM, then SIGKILL) and every task of this client."""
+        """Close the session where the agent offers ``session/close`` (briefly: it is
+        a courtesy), then stop the agent (SIGTERM, then SIGKILL) and every task."""
         self._answer_pending(Decision("cancelled", None, "the client closed"))
+        if (self.session_id is not None and not self._connection.closed
+                and self.capability("sessionCapabilities", "close")):
+            with contextlib.suppress(AgentExited, RemoteError, TimeoutError):
+                async with asyncio.timeout(_CLOSE_TIMEOUT):
+                    await self._connection.request("session/close",
+                                                   {"sessionId": self.session_id})
         try:
             await self._connection.aclose()
             await self.process.close()
