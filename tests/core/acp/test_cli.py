@@ -185,3 +185,38 @@ def test_other_commands_never_import_the_coder() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=60)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _drain(main: int) -> bytes:
+    output = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:
+            return output
+        if not chunk:
+            return output
+        output += chunk
+
+
+def test_on_a_terminal_without_a_prompt_it_is_a_conversation(coder: Coder) -> None:
+    import pty
+
+    main, child = pty.openpty()
+    bin_dir = coder.workspace.parent / "bin"
+    environ = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--no-attention",
+                           "--agent-command", AGENT], cwd=coder.workspace, env=environ,
+                          stdin=child, stdout=child, stderr=subprocess.PIPE,
+                          text=True) as process:
+        os.close(child)
+        assert process.stderr is not None
+        for turn in ("hello", "usage-limit", "refuse"):
+            os.write(main, f"{turn}\n".encode())
+            for line in process.stderr:
+                if "] session fake-1" in line or "usage limit" in line:
+                    break
+        os.write(main, b"\x04")  # Ctrl+D on an empty line
+        assert process.wait(timeout=60) == 0  # a usage limit or a refusal ends no conversation
+    assert b"Hello world" in _drain(main)
+    os.close(main)

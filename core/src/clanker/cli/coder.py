@@ -31,6 +31,7 @@ from clanker.errors import EXIT_USAGE, HarnessCapabilityError
 from clanker.registry import HarnessProvider
 
 if TYPE_CHECKING:
+    from clanker.acp.client import AcpClient
     from clanker.acp.policy import Answer, Decision, PermissionRequest
 
 __all__ = ["coder"]
@@ -115,7 +116,7 @@ class _TtyQuestions:
             if decision.session_choice:
                 choices += f"   [a] approve {request.tool_kind} for this session"
             click.echo(f"  {choices}   [n] refuse", err=True)
-            answer = (await _read_line()).strip().lower()
+            answer = (await _read_line() or "").strip().lower()
         if answer == "y":
             return Answer.ONCE
         if answer == "a" and decision.session_choice:
@@ -123,21 +124,25 @@ class _TtyQuestions:
         return Answer.REJECT
 
 
-async def _read_line() -> str:
+async def _read_line() -> str | None:
     """One line from stdin through the loop (a terminal in canonical mode hands
-    over whole lines); EOF is an empty answer."""
+    over whole lines); ``None`` at EOF (Ctrl+D on an empty line)."""
     import asyncio
 
     loop = asyncio.get_running_loop()
     fd = sys.stdin.fileno()
-    done: asyncio.Future[str] = loop.create_future()
+    done: asyncio.Future[str | None] = loop.create_future()
     buffer = bytearray()
 
     def readable() -> None:
         chunk = os.read(fd, 1024)
         buffer.extend(chunk)
-        if (not chunk or b"\n" in buffer) and not done.done():
+        if done.done():
+            return
+        if b"\n" in buffer:
             done.set_result(buffer.split(b"\n", 1)[0].decode("utf-8", errors="replace"))
+        elif not chunk:
+            done.set_result(buffer.decode("utf-8", errors="replace") if buffer else None)
 
     loop.add_reader(fd, readable)
     try:
@@ -166,8 +171,42 @@ def _exit_code(stop: str, refusals: int) -> int:
     return _REFUSED if code == 0 and refusals else code
 
 
+async def _conversation(client: AcpClient, printer: _LinePrinter,
+                        idle_timeout: float | None) -> int:
+    """Turns typed at ``you>`` until Ctrl+D (exit 0); Ctrl+C interrupts a running
+    turn (``session/cancel``) and, at the prompt, ends the run (exit 130). A turn
+    whose agent died ends it with that turn's code."""
+    import asyncio
+    import signal
+
+    from clanker.acp.errors import CoderError, CoderFailure
+
+    loop = asyncio.get_running_loop()
+    while True:
+        click.echo("you> ", err=True, nl=False)
+        line = await _read_line()
+        if line is None:
+            click.echo("", err=True)
+            return 0
+        if not line.strip():
+            continue
+        loop.add_signal_handler(signal.SIGINT, lambda: loop.create_task(client.cancel()))
+        try:
+            stop = await client.prompt(line, idle_timeout=idle_timeout)
+        except CoderError as exc:
+            printer.end_line()
+            click.echo(f"clanker: {exc.message}", err=True)
+            if exc.failure is CoderFailure.TURN_FAILED:
+                return exc.exit_code  # the agent is gone: --resume continues the session
+            continue
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+        printer.end_line()
+        click.echo(f"[{stop}] session {client.session_id}", err=True)
+
+
 async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] | None,
-                prompt: str, approve: tuple[str, ...], resume: str | None,
+                prompt: str | None, approve: tuple[str, ...], resume: str | None,
                 account: str | None, idle_timeout: float | None, attention: bool,
                 printer: _LinePrinter, interactive: bool, model: str | None) -> int:
     import asyncio
@@ -198,6 +237,8 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
                     await client.choose("model", model)
                 except ValueError as exc:
                     raise Failure(f"--model: {exc}", EXIT_USAGE) from None
+            if prompt is None:
+                return await _conversation(client, printer, idle_timeout)
             stop = await client.prompt(prompt, idle_timeout=idle_timeout)
             printer.end_line()
             if not printer.as_json and client.session_id:
@@ -212,7 +253,7 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("prompt", required=False)
+@click.argument("prompt", required=False)  # none, on a terminal: a conversation
 @click.option("--harness", "harness", type=HarnessArgument(),
               help="The harness whose ACP server to drive.")
 @click.option("--agent-command", metavar='"CMD ARGS"',
@@ -238,7 +279,8 @@ def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: st
           approve: tuple[str, ...], resume: str | None, show: str | None, list_sessions: bool,
           account: str | None, model: str | None, idle_timeout: float, attention: bool,
           plain: bool, as_json: bool) -> None:
-    """Drive an ACP agent with clanker's approval ladder; run one turn of PROMPT."""
+    """Drive an ACP agent with clanker's approval ladder: one turn of PROMPT, or
+    (on a terminal, without PROMPT) a conversation until Ctrl+D."""
     if show is not None:
         _show(show, as_json)
         return
@@ -248,8 +290,12 @@ def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: st
     if list_sessions:
         _print_sessions(_agent(harness, agent_command, account, None), as_json)
         return
-    if prompt is None or not prompt.strip():
-        raise Failure("give the PROMPT to run (the interactive interface is not built yet)",
+    # A person can answer only on a terminal, and not when a program reads the output.
+    interactive = not (plain or as_json) and sys.stdin.isatty() and sys.stdout.isatty()
+    if prompt is not None and not prompt.strip():
+        raise Failure("the PROMPT is empty", EXIT_USAGE)
+    if prompt is None and not interactive:
+        raise Failure("give the PROMPT to run (without one, clanker coder needs a terminal)",
                       EXIT_USAGE)
     from clanker.acp.policy import TOOL_KINDS
 
@@ -258,8 +304,6 @@ def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: st
         raise Failure(f"--approve: unknown tool kind {unknown[0]!r} "
                       f"(known: {', '.join(sorted(TOOL_KINDS))})", EXIT_USAGE)
     printer = _LinePrinter(as_json)
-    # A person can answer only on a terminal, and not when a program reads the output.
-    interactive = not (plain or as_json) and sys.stdin.isatty() and sys.stdout.isatty()
     code = _agent(harness, agent_command, account,
                   lambda argv: _turn(harness, argv, prompt, approve, resume, account,
                                      idle_timeout, attention, printer, interactive, model),
