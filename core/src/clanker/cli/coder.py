@@ -1,6 +1,7 @@
-"""``clanker coder``: drive an ACP agent from this terminal, one turn per run.
+"""``clanker coder``: drive an ACP agent from this terminal: one turn of PROMPT,
+or a conversation on a terminal without one.
 
-Line mode (this version's only mode): the agent's answer streams to stdout,
+Line mode (the full-screen interface is not built yet): the answer streams to stdout,
 tool calls and approval decisions go to stderr one line each; ``--json``
 prints every event as one JSON object per line instead. On a terminal (and
 without ``--plain`` or ``--json``) a permission the ladder asks about is
