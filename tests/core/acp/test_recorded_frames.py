@@ -38,3 +38,23 @@ def test_recorded_frames_match_the_schema(path: Path) -> None:
         assert schema.NewSessionResponse.model_validate(new["result"]).session_id
     else:  # a typed JSON-RPC error (no account, no provider configured)
         assert isinstance(new["error"]["code"], int)
+
+
+def test_opencodes_recorded_permission_request_through_the_ladder() -> None:
+    from clanker.acp.policy import PermissionRequest, Policy
+    from clanker.acp.render import render_state, replay
+
+    frames = _frames(FIXTURES / "opencode" / "acp" / "permission.jsonl")
+    (asked,) = [f for d, f in frames if f.get("method") == "session/request_permission"]
+    schema.RequestPermissionRequest.model_validate(asked["params"])
+    for _, frame in frames:
+        if frame.get("method") == "session/update":
+            schema.SessionNotification.model_validate(frame["params"])
+    request = PermissionRequest.from_params(asked["params"])
+    assert request.tool_kind == "execute"
+    alone = Policy(workspace="/work/project", interactive=False)
+    assert alone.decide(request).option_id == "reject"
+    approved = Policy(workspace="/work/project", interactive=False, approved={"execute"})
+    assert approved.decide(request).option_id == "once"  # never "always"
+    records = [{"dir": d, "frame": f} for d, f in frames]
+    assert render_state(replay(records)) == "▸ ls [execute] failed"
