@@ -40,11 +40,16 @@ def test_recorded_frames_match_the_schema(path: Path) -> None:
         assert isinstance(new["error"]["code"], int)
 
 
-def test_opencodes_recorded_permission_request_through_the_ladder() -> None:
+@pytest.mark.parametrize(("harness", "allow", "reject", "tool"), [
+    ("opencode", "once", "reject", "▸ ls [execute] failed"),
+    ("omp", "allow_once", "reject_once", "▸ $ ls [execute] failed"),
+])
+def test_a_recorded_permission_request_through_the_ladder(harness: str, allow: str, reject: str,
+                                                          tool: str) -> None:
     from clanker.acp.policy import PermissionRequest, Policy
     from clanker.acp.render import render_state, replay
 
-    frames = _frames(FIXTURES / "opencode" / "acp" / "permission.jsonl")
+    frames = _frames(FIXTURES / harness / "acp" / "permission.jsonl")
     (asked,) = [f for d, f in frames if f.get("method") == "session/request_permission"]
     schema.RequestPermissionRequest.model_validate(asked["params"])
     for _, frame in frames:
@@ -53,8 +58,8 @@ def test_opencodes_recorded_permission_request_through_the_ladder() -> None:
     request = PermissionRequest.from_params(asked["params"])
     assert request.tool_kind == "execute"
     alone = Policy(workspace="/work/project", interactive=False)
-    assert alone.decide(request).option_id == "reject"
+    assert alone.decide(request).option_id == reject
     approved = Policy(workspace="/work/project", interactive=False, approved={"execute"})
-    assert approved.decide(request).option_id == "once"  # never "always"
+    assert approved.decide(request).option_id == allow  # never the allow_always one
     records = [{"dir": d, "frame": f} for d, f in frames]
-    assert render_state(replay(records)) == "▸ ls [execute] failed"
+    assert render_state(replay(records)).splitlines()[0] == tool
