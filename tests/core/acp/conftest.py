@@ -16,21 +16,27 @@ from clanker.paths import ClankerPaths
 FAKE_AGENT = str(Path(__file__).with_name("fake_agent.py"))
 
 
+def python3_on_path(root: Path) -> dict[str, str]:
+    """This process's environment with ``python3`` meaning this interpreter (a
+    script, not a link: the virtual environment stays this one)."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    wrapper = bin_dir / "python3"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
 class Coder:
     """A library object whose agents find this interpreter as ``python3``."""
 
     def __init__(self, root: Path) -> None:
-        bin_dir = root / "bin"
-        bin_dir.mkdir()
-        wrapper = bin_dir / "python3"  # a script, not a link: the venv stays this one
-        wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-        wrapper.chmod(0o755)
-        environ = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+        self.environ = python3_on_path(root)
         self.workspace = root / "work"
         self.workspace.mkdir()
         self.paths = ClankerPaths(config=root / "config", cache=root / "cache",
                                   state=root / "state", runtime=root / "run")
-        self.clanker = Clanker(environment=LocalEnvironment(environ), paths=self.paths)
+        self.clanker = Clanker(environment=LocalEnvironment(self.environ), paths=self.paths)
         self.events: list[dict[str, Any]] = []
 
     def session(self, *flags: str, **kwargs: Any) -> Any:

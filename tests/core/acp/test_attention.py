@@ -5,25 +5,17 @@ done after the stop reason; retired when the session ends."""
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from pathlib import Path
 
 from clanker.acp.policy import Answer, Decision, PermissionRequest
 from clanker.api import Clanker
 from clanker.environment.local import LocalEnvironment
 
-from .conftest import FAKE_AGENT
+from .conftest import FAKE_AGENT, python3_on_path
 
 
 def test_the_grid_sees_working_needs_input_and_done(tmp_path: Path) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "python3"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    wrapper.chmod(0o755)
-    environ = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    clanker = Clanker(environment=LocalEnvironment(environ))  # CLANKER_HOME's grid
+    clanker = Clanker(environment=LocalEnvironment(python3_on_path(tmp_path)))  # its grid
     seen: dict[str, str] = {}
 
     def state() -> str:

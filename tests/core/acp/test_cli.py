@@ -1,5 +1,5 @@
 """``clanker coder`` as a real process: line mode, NDJSON, exit codes, ``--show``,
-and secrets injected into the agent's environment never reaching a transcript."""
+``--list``, ``--model``, signals, and a person answering on a terminal."""
 
 from __future__ import annotations
 
@@ -16,11 +16,9 @@ from .conftest import FAKE_AGENT, Coder
 
 
 def _run(coder: Coder, *args: str, attention: bool = False) -> subprocess.CompletedProcess[str]:
-    bin_dir = coder.workspace.parent / "bin"
-    environ = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
     flags = () if attention or "--show" in args else ("--no-attention",)
     return subprocess.run([sys.executable, "-m", "clanker", "coder", *flags, *args],
-                          cwd=coder.workspace, env=environ, capture_output=True, text=True,
+                          cwd=coder.workspace, env=coder.environ, capture_output=True, text=True,
                           timeout=120, check=False)
 
 
@@ -109,9 +107,7 @@ def test_a_bad_configuration_is_a_usage_error(coder: Coder) -> None:
 def test_a_signal_stops_the_agent_and_exits_130(coder: Coder, tmp_path: Path,
                                                 signum: int) -> None:
     pidfile = tmp_path / "agent.pid"
-    bin_dir = coder.workspace.parent / "bin"
-    environ = {**os.environ, "FAKE_AGENT_PIDFILE": str(pidfile),
-               "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    environ = {**coder.environ, "FAKE_AGENT_PIDFILE": str(pidfile)}
     with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--json", "--no-attention",
                            "--agent-command", AGENT, "silent"], cwd=coder.workspace,
                           env=environ, stdout=subprocess.PIPE, text=True) as process:
@@ -140,8 +136,7 @@ def test_on_a_terminal_the_person_answers(coder: Coder, answer: str, outcome: st
     import pty
 
     main, child = pty.openpty()
-    bin_dir = coder.workspace.parent / "bin"
-    environ = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    environ = coder.environ
     with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--no-attention",
                            "--agent-command", AGENT, "permission edit standard"],
                           cwd=coder.workspace, env=environ, stdin=child, stdout=child,
@@ -203,8 +198,7 @@ def test_on_a_terminal_without_a_prompt_it_is_a_conversation(coder: Coder) -> No
     import pty
 
     main, child = pty.openpty()
-    bin_dir = coder.workspace.parent / "bin"
-    environ = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    environ = coder.environ
     with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--no-attention",
                            "--agent-command", AGENT], cwd=coder.workspace, env=environ,
                           stdin=child, stdout=child, stderr=subprocess.PIPE,
