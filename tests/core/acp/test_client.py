@@ -15,7 +15,7 @@ from clanker.acp.policy import Answer, Decision, PermissionRequest
 from clanker.acp.transcript import read_transcript
 from clanker.errors import ErrorKind, HarnessCapabilityError
 
-from .conftest import Coder
+from .conftest import FAKE_AGENT, Coder
 
 
 def test_a_turn_streams_updates_in_order_and_ends_with_its_stop_reason(coder: Coder) -> None:
@@ -390,3 +390,16 @@ def test_the_session_is_closed_where_the_agent_offers_it(coder: Coder, flags: tu
     records = list(read_transcript(Path(str(asyncio.run(run())))))
     sent = [r["frame"].get("method") for r in records if r["dir"] == "out"]
     assert ("session/close" in sent) == closed
+
+
+def test_a_failing_event_handler_loses_the_event_not_the_turn(coder: Coder) -> None:
+    def on_event(event: dict[str, object]) -> None:
+        if event.get("kind") == "agent_message_chunk":
+            raise RuntimeError("a caller's bug")
+
+    async def run() -> str:
+        async with coder.clanker.coder(agent_command=("python3", FAKE_AGENT),
+                                       cwd=coder.workspace, on_event=on_event) as client:
+            return await client.prompt("hello")
+
+    assert asyncio.run(run()) == "end_turn"

@@ -125,7 +125,10 @@ class Connection:
         """Read frames until the agent's output ends; then fail what is pending."""
         try:
             while (line := await self._channel.read_line()) is not None:
-                self._dispatch(line)
+                try:
+                    self._dispatch(line)
+                except Exception:  # a handler's bug loses that frame, not the connection
+                    _log.exception("a frame from the agent could not be handled")
         finally:
             self.closed = True
             for future in self._pending.values():
