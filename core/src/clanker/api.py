@@ -26,14 +26,25 @@ a ``kind`` (``docs/exit-codes.md``) unless a method says otherwise.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Mapping,
+    Sequence,
+)
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     # Deferred imports keep `import clanker.api` cheap: a tool that only asks
     # the grid which agents run never loads a plugin.
     from clanker.accounts.service import AccountService
+    from clanker.acp.client import AcpClient, Ask
+    from clanker.acp.service import CoderService
     from clanker.bridge.cmd import BridgeClient
     from clanker.bridge.declaration import HostCapability
     from clanker.checkouts.service import CheckoutService
@@ -544,6 +555,82 @@ class Clanker:
         return self._launch_service().run(
             self.harness(harness), request, options or LaunchOptions(), report=report,
             notify=notify)
+
+    # -- coder (ACP client) ----------------------------------------------------
+
+    def coder(
+        self,
+        harness: HarnessProvider | str | None = None,
+        *,
+        agent_command: Sequence[str] | None = None,
+        cwd: str | os.PathLike[str],
+        interactive: bool = False,
+        approve: Iterable[str] = (),
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        ask: Ask | None = None,
+        resume: str | None = None,
+        account: str | None = None,
+        attention: bool = False,
+    ) -> AbstractAsyncContextManager[AcpClient]:
+        """Drive an ACP agent: a harness's ACP server, or ``agent_command`` (argv of
+        any ACP agent, its executable looked up on ``PATH``).
+
+        Use as ``async with clanker.coder(harness, cwd=repo) as coder:`` and
+        ``await coder.prompt("...")`` (the stop reason). Permission requests are
+        answered by the approval ladder (:mod:`clanker.acp.policy`): with
+        ``interactive`` the ones that ask call ``ask(request, decision)``,
+        otherwise they are refused unless ``approve`` names their tool kind.
+        ``on_event`` hears every update, approval and turn event in order; the
+        transcript is written under clanker's state directory. ``resume``
+        continues a session (never silently a new one). With ``attention`` the session
+        is a grid terminal (``agents()`` lists it: working, needs input, done). Raises
+        :class:`~clanker.errors.HarnessCapabilityError` for a start that fails
+        and :class:`~clanker.acp.errors.CoderError` for a turn or resume.
+        """
+        from clanker.acp.service import CoderOptions
+
+        options = CoderOptions(cwd=os.path.abspath(cwd), interactive=interactive,
+                               approve=frozenset(approve), account=account,
+                               attention=attention)
+        provider = None if harness is None else self.harness(harness)
+        return self._coder_service().session(
+            harness=provider, agent_command=agent_command, options=options,
+            on_event=on_event or (lambda _: None), ask=ask, resume=resume)
+
+    async def coder_sessions(
+        self,
+        harness: HarnessProvider | str | None = None,
+        *,
+        agent_command: Sequence[str] | None = None,
+        cwd: str | os.PathLike[str],
+        account: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The agent's own sessions for ``cwd`` (``session/list``, its first page, as
+        the agent describes them: ``sessionId``, ``title``, ``updatedAt``...). Raises
+        ``unsupported`` when the agent does not offer the listing."""
+        from clanker.acp.service import CoderOptions
+
+        options = CoderOptions(cwd=os.path.abspath(cwd), account=account)
+        provider = None if harness is None else self.harness(harness)
+        client = await self._coder_service().open(
+            harness=provider, agent_command=agent_command, options=options,
+            on_event=lambda _: None)
+        try:
+            return await client.list_sessions(options.cwd)
+        finally:
+            await client.close()
+
+    def coder_transcript(self, session_id: str) -> list[dict[str, Any]]:
+        """The records of a coder session's transcript, oldest first (``dir``: ``out``,
+        ``in`` or ``clanker``; ``frame``; ``t``), secrets already redacted. Raises
+        :class:`~clanker.acp.errors.CoderError` ``no-transcript``."""
+        return self._coder_service().records(session_id)
+
+    def _coder_service(self) -> CoderService:
+        from clanker.acp.service import CoderService
+
+        return CoderService(environment=self.environment, paths=self.paths,
+                            launch=self._launch_service())
 
     # -- isolated checkouts (git worktrees) -----------------------------------
 

@@ -10,6 +10,9 @@ a silently ignored setting. A missing file is the default configuration.
 
     [bridge]
     harnesses = ["zed"]      # launch these with the bridge on (`--no-bridge` turns it off)
+
+    [coder.approvals]        # the approval ladder's levels by tool kind (docs/guide/coder.md)
+    edit = "ask-every-time"  # automatic, ask-once or ask-every-time; the refuse row is fixed
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from clanker.storage import UnusableFileError, read_own_file
 __all__ = [
     "CONFIG_FILE",
     "BridgeSettings",
+    "CoderSettings",
     "CommitSettings",
     "ConfigError",
     "Settings",
@@ -73,10 +77,29 @@ class BridgeSettings:
     """The harnesses launched with the bridge unless ``--no-bridge`` says otherwise."""
 
 
+def _approvals(_: object, __: object, value: dict[str, str]) -> None:
+    from clanker.acp.policy import TOOL_KINDS, Level  # only when a [coder] table is there
+
+    for kind, level in value.items():
+        if kind not in TOOL_KINDS:
+            raise ValueError(f"coder.approvals: unknown tool kind {kind!r} "
+                             f"(known: {', '.join(sorted(TOOL_KINDS))})")
+        if level not in {member.value for member in Level}:
+            raise ValueError(f"coder.approvals.{kind}: must be one of "
+                             f"{', '.join(member.value for member in Level)}")
+
+
+@frozen(kw_only=True)
+class CoderSettings:
+    approvals: dict[str, str] = field(factory=dict, validator=_approvals)
+    """Levels by tool kind over the default ladder; the refuse row cannot be changed."""
+
+
 @frozen(kw_only=True)
 class Settings:
     commit: CommitSettings = CommitSettings()
     bridge: BridgeSettings = BridgeSettings()
+    coder: CoderSettings = CoderSettings()
 
 
 def load_settings(config_dir: Path) -> Settings:
@@ -111,6 +134,6 @@ def _reason(exc: BoundaryError) -> str:
         error = pending.pop()
         if isinstance(error, BaseExceptionGroup):
             pending.extend(error.exceptions)
-        elif type(error) is ValueError and str(error).startswith("bridge."):
+        elif type(error) is ValueError and str(error).startswith(("bridge.", "coder.")):
             return str(error)
     return str(exc)

@@ -211,6 +211,6 @@ def clanker_commit() -> CommitCapability:
 def clanker_acp() -> AcpCapability:
     """Return how to start the harness as an Agent Client Protocol server.
 
-    No service calls this yet (an ACP client will). Absent: the harness
-    cannot be driven over ACP.
+    ``clanker coder`` calls its ``server()`` for the command. Absent: the
+    harness cannot be driven over ACP (``--agent-command`` still can).
     """

@@ -46,7 +46,7 @@ class TestClaudeContract(HarnessProviderContract):
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
                               Capability.ATTENTION, Capability.USAGE, Capability.COMMIT,
                               Capability.AGENT_BRIDGE, Capability.GUIDANCE,
-                              Capability.ACCOUNTS})
+                              Capability.ACCOUNTS, Capability.ACP})
 
     # launch
     valid_session_ids = (SESSION,)

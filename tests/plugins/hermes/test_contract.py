@@ -24,7 +24,7 @@ class TestHermesContract(HarnessProviderContract):
     plugin = clanker_hermes.plugin
     harness_id = "hermes"
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
-                              Capability.ATTENTION, Capability.USAGE})
+                              Capability.ATTENTION, Capability.USAGE, Capability.ACP})
 
     @pytest.fixture(autouse=True)
     def known_interpreter(self, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -31,7 +31,7 @@ class TestOmpContract(HarnessProviderContract):
     harness_id = "omp"
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
                               Capability.ATTENTION, Capability.USAGE, Capability.COMMIT,
-                              Capability.GUIDANCE})
+                              Capability.GUIDANCE, Capability.ACP})
 
     # launch
     valid_session_ids = (SOURCE_ID, FORK_ID, "3f2c9a4e-8b1d-4c6e-9f0a-1b2c3d4e5f60")

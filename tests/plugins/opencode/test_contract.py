@@ -33,7 +33,7 @@ class TestOpenCodeContract(HarnessProviderContract):
     harness_id = "opencode"
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
                               Capability.ATTENTION, Capability.COMMIT,
-                              Capability.AGENT_BRIDGE, Capability.GUIDANCE})
+                              Capability.AGENT_BRIDGE, Capability.GUIDANCE, Capability.ACP})
 
     # launch
     valid_session_ids = (*SESSION_IDS, "ses_dd492bd1fffecAWp6ORPt8WKIi")

@@ -1,20 +1,66 @@
-"""The ACP contract: how to start a harness as an Agent Client Protocol server
-over stdio. No service calls it yet.
+"""The ACP contract: how a harness serves the Agent Client Protocol on stdio.
+
+A plugin returns an :class:`AcpServer`: the exact argv and the environment
+additions it needs. clanker builds the rest of the child's environment through
+its launch path (the account's home, inherited ``CLANKER_*`` credentials
+stripped) and owns the process, its stderr log and the protocol.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
-from clanker.execution import CommandRequest
+from attrs import field, frozen
 
-__all__ = ["AcpCapability"]
+from clanker.envvars import ENV_NAME_PATTERN, is_credential_variable
+
+__all__ = ["AcpCapability", "AcpServer"]
+
+
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
+def _freeze(value: Mapping[str, str] | None) -> Mapping[str, str]:
+    return MappingProxyType(dict(value or {}))
+
+
+@frozen(kw_only=True, hash=False)
+class AcpServer:
+    """The command that speaks ACP on stdin/stdout.
+
+    ``argv[0]`` is a bare executable name looked up on the child's ``PATH``
+    (an adapter may be another executable than the harness's own).
+    ``install_hint`` is what to run when it is not installed.
+    """
+
+    argv: tuple[str, ...] = field(converter=_strings)
+    env: Mapping[str, str] = field(default=None, converter=_freeze)
+    install_hint: str | None = None
+
+    @argv.validator
+    def _check_argv(self, _: object, value: tuple[str, ...]) -> None:
+        if not value or not all(isinstance(a, str) and a and "\0" not in a for a in value):
+            raise ValueError("argv: must be non-empty strings without NUL")
+        if "/" in value[0] or value[0].startswith("-"):
+            raise ValueError("argv[0]: must be a bare executable name, not a path or an option")
+
+    @env.validator
+    def _check_env(self, _: object, value: Mapping[str, str]) -> None:
+        for name, val in value.items():
+            if ENV_NAME_PATTERN.fullmatch(name) is None or is_credential_variable(name):
+                raise ValueError(f"env: {name!r} cannot be set by a provider")
+            if not isinstance(val, str) or "\0" in val:
+                raise ValueError(f"env[{name}]: must be a string without NUL")
 
 
 @runtime_checkable
 class AcpCapability(Protocol):
-    """Starts the harness speaking ACP on stdin/stdout."""
+    """Starts the harness (or its adapter) speaking ACP on stdin/stdout."""
 
-    def server_command(self, model: str | None) -> CommandRequest:
-        """Return the command that serves ACP on stdin/stdout."""
+    def server(self) -> AcpServer:
+        """Return the ACP server command. The model and mode are chosen over the
+        protocol afterwards (``session/set_config_option``), not on the command line."""
         ...

@@ -28,6 +28,8 @@ _COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
     "attention": ("clanker.cli.status", "attention",
                   "Explain an agent's attention state."),
     "cmd": ("clanker.cli.cmd", "cmd", "Ask the host to do something (for launched agents)."),
+    "coder": ("clanker.cli.coder", "coder",
+              "Drive an ACP agent with the approval ladder, one turn per run."),
     "commit-message": ("clanker.cli.commit", "commit_message",
                        "Write a commit message for the current change."),
     "doctor": ("clanker.cli.doctor", "doctor", "Check every harness and say what to fix."),

@@ -196,6 +196,18 @@ class LaunchService:
                     notify(notice)
             return self.environment.run_interactive(launch.argv, launch.env, launch.cwd)
 
+    def child_environment(self, provider: HarnessProvider, cwd: str,
+                          additions: Mapping[str, str], *, account: str | None = None
+                          ) -> tuple[dict[str, str], dict[str, str]]:
+        """The environment a launch path builds for a child of ``provider`` that is
+        not a launch (an ACP server): this environment's variables, ``PWD``,
+        ``additions`` and the account's home. Returns it and what clanker itself
+        injected (``additions`` and the account's variables: secrets to redact)."""
+        account_env, _ = self._account(provider, LaunchRequest(cwd=cwd),
+                                       LaunchOptions(account=account))
+        injected = {**additions, **account_env}
+        return {**self.environment.environ, "PWD": cwd, **injected}, injected
+
     def _account(self, provider: HarnessProvider, request: LaunchRequest,
                  options: LaunchOptions) -> tuple[Mapping[str, str], str | None]:
         """The account's environment additions and its name (``None``: the default)."""

@@ -101,6 +101,17 @@ class ContractBase:
         assert descriptor.id == self.harness_id
         assert descriptor.display_name.strip()
 
+    def test_the_acp_server_is_a_bare_command(self) -> None:
+        acp = self.provider().acp
+        if acp is None:
+            pytest.skip("no acp capability")
+        from clanker.acp.capability import AcpServer
+
+        server = acp.server()
+        assert isinstance(server, AcpServer)
+        assert "/" not in server.argv[0]
+        assert server.install_hint
+
     def test_the_capabilities_are_the_expected_ones(self) -> None:
         if self.capabilities is None:
             pytest.skip("set `capabilities` to check the set the plugin implements")

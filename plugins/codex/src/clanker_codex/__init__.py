@@ -37,4 +37,5 @@ plugin = define_harness(
     agent_bridge="clanker_codex.bridge:CodexBridge",
     guidance="clanker_codex.guidance:CodexGuidance",
     accounts="clanker_codex.accounts:CodexAccounts",
+    acp="clanker_codex.acp:CodexAcp",
 )

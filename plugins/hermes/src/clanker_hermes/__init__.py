@@ -33,4 +33,5 @@ plugin = define_harness(
     sessions="clanker_hermes.sessions:HermesSessions",
     attention="clanker_hermes.attention:HermesAttention",
     usage="clanker_hermes.usage:HermesUsage",
+    acp="clanker_hermes.acp:HermesAcp",
 )

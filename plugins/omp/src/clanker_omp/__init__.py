@@ -36,4 +36,5 @@ plugin = define_harness(
     usage="clanker_omp.usage:OmpUsage",
     commit="clanker_omp.commit:OmpCommit",
     guidance="clanker_omp.guidance:OmpGuidance",
+    acp="clanker_omp.acp:OmpAcp",
 )

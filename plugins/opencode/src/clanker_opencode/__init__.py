@@ -36,4 +36,5 @@ plugin = define_harness(
     commit="clanker_opencode.commit:OpenCodeCommit",
     agent_bridge="clanker_opencode.bridge:OpenCodeAgentBridge",
     guidance="clanker_opencode.guidance:OpenCodeGuidance",
+    acp="clanker_opencode.acp:OpenCodeAcp",
 )

@@ -1,0 +1,152 @@
+"""``clanker coder``: time to the first frame, streaming throughput, memory.
+
+The agent is a minimal stdlib ACP agent written by this script (it answers
+``initialize``, ``session/new`` and ``session/prompt`` with the frames ACP v1
+defines, streaming ``agent_message_chunk`` updates), so what is measured is
+clanker, not an SDK. Measured:
+
+* time from starting ``clanker coder`` to the ``initialize`` frame it sends
+  (the transcript's first record), against a bare interpreter start
+  (target: within 4x; the agent's own start is not part of it: the frame is
+  written as soon as the pipe is open);
+* a 5 MB answer in 1 KiB chunks through the library client: chunks per
+  second, and the process's peak memory;
+* the peak memory after a 10,000-update turn.
+
+    uv run python benchmarks/coder.py [--runs 5] [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from results import record
+
+AGENT = r'''
+import json, sys
+out = sys.stdout
+def send(frame):
+    out.write(json.dumps(frame) + "\n"); out.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, rid = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": 1,
+              "agentCapabilities": {}}})
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": "bench-%d" % id(msg)}})
+    elif method == "session/prompt":
+        count = int(msg["params"]["prompt"][0]["text"])
+        chunk = "x" * 1024
+        for _ in range(count):
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {
+                "sessionId": msg["params"]["sessionId"],
+                "update": {"sessionUpdate": "agent_message_chunk",
+                           "content": {"type": "text", "text": chunk}}}})
+        send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
+'''
+
+STREAM = r'''
+import asyncio, json, resource, sys, time
+from clanker.api import Clanker
+count = int(sys.argv[1])
+async def main():
+    seen = 0
+    def on_event(event):
+        nonlocal seen
+        seen += event.get("kind") == "agent_message_chunk"
+    async with Clanker().coder(agent_command=("python3", sys.argv[2]), cwd=sys.argv[3],
+                               on_event=on_event) as coder:
+        start = time.perf_counter()
+        await coder.prompt(str(count))
+        elapsed = time.perf_counter() - start
+    print(json.dumps({"seconds": elapsed, "seen": seen,
+                      "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+asyncio.run(main())
+'''
+
+
+def _bare(runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.time()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append(time.time() - start)
+    return statistics.median(times)
+
+
+def _first_frame(root: Path, agent: Path, env: dict[str, str], runs: int) -> float:
+    times = []
+    for index in range(runs):
+        home = root / f"home-{index}"
+        start = time.time()
+        subprocess.run([sys.executable, "-m", "clanker", "coder", "--agent-command",
+                        f"python3 {agent}", "1"], cwd=root, env={**env, "CLANKER_HOME": str(home)},
+                       check=True, capture_output=True)
+        transcript = next((home / "state" / "coder").glob("bench-*.jsonl"))
+        first = json.loads(transcript.read_text().splitlines()[0])
+        times.append(first["t"] - start)
+    return statistics.median(times)
+
+
+def _stream(root: Path, agent: Path, env: dict[str, str], count: int) -> dict[str, float]:
+    script = root / "stream.py"
+    script.write_text(STREAM)
+    done = subprocess.run([sys.executable, str(script), str(count), str(agent), str(root)],
+                          env={**env, "CLANKER_HOME": str(root / "stream-home")},
+                          check=True, capture_output=True, text=True)
+    result: dict[str, float] = json.loads(done.stdout)
+    assert result["seen"] == count
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        agent = root / "agent.py"
+        agent.write_text(AGENT)
+        bin_dir = root / "bin"
+        bin_dir.mkdir()
+        wrapper = bin_dir / "python3"
+        wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+        wrapper.chmod(0o755)
+        env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+        load = os.getloadavg()[0]
+        bare = _bare(args.runs)
+        first = _first_frame(root, agent, env, args.runs)
+        five = _stream(root, agent, env, 5 * 1024)
+        many = _stream(root, agent, env, 10_000)
+    rows = [
+        ("`python -c pass`", f"{bare * 1000:.0f} ms", ""),
+        ("`clanker coder` to its first frame", f"{first * 1000:.0f} ms ({first / bare:.1f}x)",
+         "<= 4x bare"),
+        ("5 MB answer, 1 KiB chunks", f"{5 * 1024 / five['seconds']:,.0f} chunks/s, "
+         f"peak {five['maxrss_kib'] / 1024:.0f} MiB", ""),
+        ("10,000-update turn", f"peak {many['maxrss_kib'] / 1024:.0f} MiB", ""),
+    ]
+    table = ["| measurement | result | target |", "| --- | ---: | ---: |"]
+    table += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    report = (f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
+              f"Python {platform.python_version()}. Date: {time.strftime('%Y-%m-%d')}. Median "
+              f"of {args.runs} runs; load average before the runs {load:.1f}.\n\n"
+              + "\n".join(table) + "\n")
+    print(report)
+    if args.write:
+        record("coder", "The coder (ACP client)", report)
+
+
+if __name__ == "__main__":
+    main()

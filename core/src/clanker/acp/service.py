@@ -1,0 +1,215 @@
+"""Composing a coder session: the agent command, its environment, its process,
+the client, the ladder and the transcript.
+
+The agent is a harness's ACP server (its ``acp`` capability) or any command
+that speaks ACP (``--agent-command``). Either way its environment is built by
+the launch path (this machine's variables, ``PWD``, the account's home for a
+harness; clanker's own credentials stripped when it starts), and every value
+clanker injected is registered with the transcript's redactor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from attrs import frozen
+
+from clanker.acp.capability import AcpServer
+from clanker.acp.client import INITIALIZE_TIMEOUT, AcpClient, Ask, EventSink
+from clanker.acp.errors import CoderError, CoderFailure
+from clanker.acp.policy import Policy
+from clanker.acp.transcript import Redactor, Transcript, read_transcript, transcript_path
+from clanker.acp.transport import AgentProcess
+from clanker.environment import Environment
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.launch.service import LaunchService
+from clanker.paths import ClankerPaths
+from clanker.registry import HarnessProvider
+
+__all__ = ["CoderOptions", "CoderService", "parse_agent_command"]
+
+_LOGS_KEPT: Final = 20
+TRANSCRIPTS_KEPT: Final = 500
+"""The retention bound: beyond it, the least recently written transcripts go."""
+
+
+def parse_agent_command(raw: str) -> tuple[str, ...]:
+    """Split ``--agent-command "CMD ARGS"`` as a POSIX shell would (no expansion).
+
+    Raises :class:`ValueError` for an empty command or one whose executable is
+    a path (it is looked up on ``PATH``, like every harness executable)."""
+    try:
+        argv = tuple(shlex.split(raw))
+    except ValueError as exc:
+        raise ValueError(f"agent command: {exc}") from None
+    if not argv:
+        raise ValueError("agent command: empty")
+    AcpServer(argv=argv)  # the same rules as a plugin's server command
+    return argv
+
+
+@frozen(kw_only=True)
+class CoderOptions:
+    """What a coder session asks for."""
+
+    cwd: str
+    interactive: bool = False
+    """Whether a person can be asked (``ask`` is then called for asking rules)."""
+    approve: frozenset[str] = frozenset()
+    """Tool kinds approved without asking (``--approve``)."""
+    account: str | None = None
+    initialize_timeout: float = INITIALIZE_TIMEOUT
+    attention: bool = False
+    """Register the session with the grid (``clanker status`` lists it)."""
+
+
+def _written(path: Path) -> float:
+    try:
+        return path.lstat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+class CoderService:
+    """Opens coder sessions in one environment."""
+
+    def __init__(self, *, environment: Environment, paths: ClankerPaths,
+                 launch: LaunchService) -> None:
+        self._environment = environment
+        self._launch = launch
+        self._paths = paths
+        self._config = paths.config
+        self.directory = paths.state / "coder"
+        """Where transcripts (``<session>.jsonl``) and agent stderr logs live (0700)."""
+
+    def server(self, provider: HarnessProvider) -> AcpServer:
+        """``provider``'s ACP server command; ``unsupported`` when it has none."""
+        if provider.acp is None:
+            raise HarnessCapabilityError(ErrorKind.UNSUPPORTED, "ACP", harness=provider.id)
+        server: AcpServer = provider.acp.server()
+        return server
+
+    async def open(self, *, harness: HarnessProvider | None, agent_command: Sequence[str] | None,
+                   options: CoderOptions, on_event: EventSink,
+                   ask: Ask | None = None) -> AcpClient:
+        """Start the agent and ``initialize`` it; return the client (call
+        :meth:`AcpClient.new_session` or :meth:`AcpClient.resume` next, and
+        always :meth:`AcpClient.close`).
+
+        Raises ``binary-unavailable`` (with the install line, for an adapter that
+        is not installed), ``timeout`` (no answer to ``initialize`` in time),
+        ``command-failed`` (it exited first) and ``unsupported``.
+        """
+        if (harness is None) == (agent_command is None):
+            raise ValueError("open: a harness or an agent command, not both")
+        if harness is not None:
+            server = self.server(harness)
+            env, injected = self._launch.child_environment(harness, options.cwd, server.env,
+                                                           account=options.account)
+            argv, name, hint = server.argv, str(harness.id), server.install_hint
+        else:
+            assert agent_command is not None
+            argv = parse_agent_command(shlex.join(agent_command))
+            env, injected = {**self._environment.environ, "PWD": options.cwd}, {}
+            name, hint = argv[0], None
+        if self._environment.files.which(argv[0], env.get("PATH")) is None:
+            detail = f"{argv[0]}; install it with: {hint}" if hint else argv[0]
+            raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, detail, harness=name)
+        policy = Policy(workspace=options.cwd, interactive=options.interactive,
+                        table=self._table(), approved=options.approve)
+        self._prepare_directory()
+        redactor = Redactor(injected.values())
+        transcript = Transcript(self.directory, redactor)
+        log = self.directory / f"agent-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+        try:
+            process = await AgentProcess.start(argv, env, options.cwd, log, redactor.data)
+        except BaseException:
+            transcript.close()
+            raise
+        client = AcpClient(process, policy=policy, transcript=transcript, on_event=on_event,
+                           ask=ask, harness=name)
+        try:
+            await client.start(timeout=options.initialize_timeout)
+        except BaseException:
+            await client.close()
+            raise
+        return client
+
+    @contextlib.asynccontextmanager
+    async def session(self, *, harness: HarnessProvider | None,
+                      agent_command: Sequence[str] | None, options: CoderOptions,
+                      on_event: EventSink, ask: Ask | None = None,
+                      resume: str | None = None) -> AsyncIterator[AcpClient]:
+        """:meth:`open`, then a new session in ``options.cwd`` (or ``resume`` it:
+        ``session/resume``, else ``session/load``, else ``resume-failed``); the
+        agent is stopped when the block ends."""
+        attention = None
+        if options.attention:
+            from clanker.acp.attention import CoderAttention
+
+            name = harness.id if harness is not None else "coder"
+            attention = CoderAttention(self._paths, str(name), options.cwd)
+            attention.start()
+            if attention.notice is not None:
+                on_event({"event": "notice", "text": attention.notice})
+            reporter = attention
+
+            def both(event: dict[str, Any]) -> None:
+                reporter(event)
+                on_event(event)
+
+            sink: EventSink = both
+        else:
+            sink = on_event
+        try:
+            client = await self.open(harness=harness, agent_command=agent_command,
+                                     options=options, on_event=sink, ask=ask)
+            try:
+                if resume is None:
+                    await client.new_session(options.cwd)
+                else:
+                    await client.resume(resume, options.cwd)
+                yield client
+            finally:
+                await client.close()
+                self._prune()
+        finally:
+            if attention is not None:
+                attention.close()
+
+    def _table(self) -> dict[str, str]:
+        """``[coder.approvals]`` of the configuration (raises ``ConfigError``)."""
+        from clanker.config import load_settings
+
+        return dict(load_settings(self._config).coder.approvals)
+
+    def _prune(self) -> None:
+        """Once a session is written: keep the :data:`TRANSCRIPTS_KEPT` newest (after
+        it, never before, so the session being resumed is never the one removed)."""
+        transcripts = sorted(self.directory.glob("*.jsonl"), key=_written)
+        for old in transcripts[:-TRANSCRIPTS_KEPT]:
+            old.unlink(missing_ok=True)
+
+    def _prepare_directory(self) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.directory, 0o700)
+        logs = sorted(self.directory.glob("agent-*.log"))
+        for old in logs[:-_LOGS_KEPT]:  # bounded: the newest logs only
+            old.unlink(missing_ok=True)
+
+
+    def records(self, session_id: str) -> list[dict[str, Any]]:
+        """The transcript of ``session_id`` (a torn last line skipped); ``no-transcript``
+        when there is none."""
+        try:
+            path = transcript_path(self.directory, session_id)
+            return list(read_transcript(path))
+        except (ValueError, FileNotFoundError):
+            raise CoderError(CoderFailure.NO_TRANSCRIPT,
+                             f"no coder transcript {session_id!r} in {self.directory}") from None

@@ -1,0 +1,216 @@
+"""``clanker coder`` as a real process: line mode, NDJSON, exit codes, ``--show``,
+``--list``, ``--model``, signals, and a person answering on a terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import FAKE_AGENT, Coder
+
+
+def _run(coder: Coder, *args: str, attention: bool = False) -> subprocess.CompletedProcess[str]:
+    flags = () if attention or "--show" in args else ("--no-attention",)
+    return subprocess.run([sys.executable, "-m", "clanker", "coder", *flags, *args],
+                          cwd=coder.workspace, env=coder.environ, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+AGENT = f"python3 {FAKE_AGENT}"
+
+
+def test_one_turn_in_line_mode(coder: Coder) -> None:
+    result = _run(coder, "--agent-command", AGENT, "hello")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Hello world\n"
+    assert "[end_turn] session fake-1" in result.stderr
+
+
+@pytest.mark.parametrize(("prompt", "approve", "code"), [
+    ("permission edit standard", (), 36),            # refused: nobody to ask
+    ("permission edit standard", ("--approve", "edit"), 0),
+    ("refuse", (), 32),
+    ("die", (), 33),
+    ("usage-limit", (), 34),
+])
+def test_exit_codes_come_from_the_turn(coder: Coder, prompt: str, approve: tuple[str, ...],
+                                       code: int) -> None:
+    result = _run(coder, "--agent-command", AGENT, *approve, prompt)
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_json_prints_one_event_per_line(coder: Coder) -> None:
+    result = _run(coder, "--json", "--agent-command", AGENT, "hello")
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert events[0]["event"] == "session"
+    assert events[-1] == {"event": "turn-ended", "stopReason": "end_turn"}
+
+
+def test_a_failed_resume_exits_35(coder: Coder) -> None:
+    result = _run(coder, "--agent-command", AGENT, "--resume", "missing", "hello")
+    assert result.returncode == 35
+    assert "could not be continued" in result.stderr
+
+
+def test_bad_usage(coder: Coder) -> None:
+    assert _run(coder, "hello").returncode == 2
+    assert _run(coder, "--agent-command", AGENT).returncode == 2
+    assert _run(coder, "--agent-command", AGENT, "--approve", "everything", "x").returncode == 2
+    assert _run(coder, "--agent-command", "/bin/agent", "x").returncode == 2
+    assert _run(coder, "--agent-command", "no-such-acp-agent", "x").returncode == 4
+
+
+def test_show_renders_a_transcript_offline(coder: Coder) -> None:
+    assert _run(coder, "--agent-command", AGENT, "permission edit standard").returncode == 36
+    shown = _run(coder, "--show", "fake-1")
+    assert shown.returncode == 0
+    assert "approval: reject (refuse: ask-once (edit) and nobody to ask)" in shown.stdout
+    assert "outcome:reject-once" in shown.stdout
+    assert _run(coder, "--show", "nothing-here").returncode == 37
+
+
+def test_a_torn_last_line_is_tolerated(coder: Coder) -> None:
+    assert _run(coder, "--agent-command", AGENT, "hello").returncode == 0
+    path = Path(os.environ["CLANKER_HOME"]) / "state" / "coder" / "fake-1.jsonl"
+    with path.open("a") as handle:
+        handle.write('{"t": 1, "dir": "in", "frame": {"jsonrpc"')
+    shown = _run(coder, "--show", "fake-1")
+    assert shown.returncode == 0
+    assert "Hello world" in shown.stdout
+
+
+def test_list_asks_the_agent(coder: Coder) -> None:
+    result = _run(coder, "--list", "--json", "--agent-command", AGENT)
+    assert result.returncode == 0, result.stderr
+    assert [s["sessionId"] for s in json.loads(result.stdout)["sessions"]] == ["known"]
+    plain = _run(coder, "--list", "--agent-command", AGENT)
+    assert plain.stdout.startswith("known")
+
+
+def test_a_bad_configuration_is_a_usage_error(coder: Coder) -> None:
+    config = Path(os.environ["CLANKER_HOME"]) / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text('[coder.approvals]\nexecute = "yes please"\n')
+    result = _run(coder, "--agent-command", AGENT, "hello")
+    assert result.returncode == 2
+    assert "coder.approvals.execute" in result.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_agent_and_exits_130(coder: Coder, tmp_path: Path,
+                                                signum: int) -> None:
+    pidfile = tmp_path / "agent.pid"
+    environ = {**coder.environ, "FAKE_AGENT_PIDFILE": str(pidfile)}
+    with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--json", "--no-attention",
+                           "--agent-command", AGENT, "silent"], cwd=coder.workspace,
+                          env=environ, stdout=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None
+        for line in process.stdout:  # the turn has started: the agent runs
+            if json.loads(line)["event"] == "turn-started":
+                break
+        process.send_signal(signum)
+        assert process.wait(timeout=60) == 130
+    pid = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_attention_is_on_by_default(coder: Coder) -> None:
+    result = _run(coder, "--agent-command", AGENT, "hello", attention=True)
+    assert result.returncode == 0, result.stderr
+    assert "attention:" not in result.stderr  # the grid started and took the session
+
+
+@pytest.mark.parametrize(("answer", "outcome", "code"), [("y", "allow-once", 0),
+                                                         ("n", "reject-once", 0),
+                                                         ("a", "allow-once", 0)])
+def test_on_a_terminal_the_person_answers(coder: Coder, answer: str, outcome: str,
+                                          code: int) -> None:
+    import pty
+
+    main, child = pty.openpty()
+    environ = coder.environ
+    with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--no-attention",
+                           "--agent-command", AGENT, "permission edit standard"],
+                          cwd=coder.workspace, env=environ, stdin=child, stdout=child,
+                          stderr=subprocess.PIPE, text=True) as process:
+        os.close(child)
+        assert process.stderr is not None
+        lines = []
+        for line in process.stderr:  # the question, then its choices
+            lines.append(line)
+            if "[n] refuse" in line:
+                break
+        assert lines[0].startswith("approve edit: edit something")
+        assert "[a] approve edit for this session" in lines[-1]
+        os.write(main, f"{answer}\n".encode())
+        assert process.wait(timeout=60) == code
+    output = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(main)
+    assert f"outcome:{outcome}".encode() in output
+
+
+def test_model_is_chosen_or_refused(coder: Coder) -> None:
+    chosen = _run(coder, "--agent-command", AGENT, "--model", "m2", "model")
+    assert (chosen.returncode, chosen.stdout) == (0, "model:m2\n")
+    refused = _run(coder, "--agent-command", AGENT, "--model", "m9", "model")
+    assert refused.returncode == 2
+    assert "offered: m1, m2" in refused.stderr
+
+
+def test_other_commands_never_import_the_coder() -> None:
+    code = ("import sys; from clanker.cli import cli; import clanker.api; "
+            "cli.main(['--help'], standalone_mode=False); "
+            "print(sorted(m for m in sys.modules if m.startswith(('clanker.acp', 'acp'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _drain(main: int) -> bytes:
+    output = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:
+            return output
+        if not chunk:
+            return output
+        output += chunk
+
+
+def test_on_a_terminal_without_a_prompt_it_is_a_conversation(coder: Coder) -> None:
+    import pty
+
+    main, child = pty.openpty()
+    environ = coder.environ
+    with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--no-attention",
+                           "--agent-command", AGENT], cwd=coder.workspace, env=environ,
+                          stdin=child, stdout=child, stderr=subprocess.PIPE,
+                          text=True) as process:
+        os.close(child)
+        assert process.stderr is not None
+        for turn in ("hello", "usage-limit", "refuse"):
+            os.write(main, f"{turn}\n".encode())
+            for line in process.stderr:
+                if "] session fake-1" in line or "usage limit" in line:
+                    break
+        os.write(main, b"\x04")  # Ctrl+D on an empty line
+        assert process.wait(timeout=60) == 0  # a usage limit or a refusal ends no conversation
+    assert b"Hello world" in _drain(main)
+    os.close(main)
