@@ -17,6 +17,7 @@ __all__ = [
     "EXIT_CHECKOUT_DIRTY",
     "EXIT_CHECKOUT_REFUSED",
     "EXIT_CODES",
+    "EXIT_DECK_UNUSABLE",
     "EXIT_GRID_UNAVAILABLE",
     "EXIT_IGNORED_ONLY",
     "EXIT_INTERNAL",
@@ -25,6 +26,8 @@ __all__ = [
     "EXIT_NOT_FOUND",
     "EXIT_OK",
     "EXIT_REMOVAL_FAILED",
+    "EXIT_TMUX_FAILED",
+    "EXIT_TMUX_UNAVAILABLE",
     "EXIT_USAGE",
     "ErrorKind",
     "HarnessCapabilityError",
@@ -79,6 +82,9 @@ EXIT_IGNORED_ONLY: Final = 25  # `worktree complete`: only ignored files; --disc
 EXIT_REMOVAL_FAILED: Final = 26  # `worktree`: removal failed or was not verified; it is kept
 EXIT_ACCOUNT: Final = 27  # the account cannot be used or changed as asked
 EXIT_ACCOUNT_STORE: Final = 28  # the account settings could not be read or saved
+EXIT_TMUX_UNAVAILABLE: Final = 45  # `--tmux`, `deck`: no tmux executable on PATH
+EXIT_TMUX_FAILED: Final = 46  # `--tmux`: tmux refused or failed to open the window
+EXIT_DECK_UNUSABLE: Final = 47  # `deck`: no interactive terminal to draw on
 
 # The documented, stable table (docs/exit-codes.md). Never renumber an entry.
 EXIT_CODES: Final[dict[ErrorKind, int]] = {

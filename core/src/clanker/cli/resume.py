@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from clanker.cli.common import Failure, capability_errors, library, run_async
 from clanker.cli.launch import bridge_option, no_attention_option, run_launch
+from clanker.cli.tmux import tmux_options, tmux_terminal
 from clanker.descriptor import SessionOperation
 from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.sessions.selection import InvalidSelectionError, SessionNotFoundError
+
+if TYPE_CHECKING:
+    from clanker.tmux.handoff import TmuxTerminal
 
 __all__ = ["fork", "resume"]
 
@@ -20,6 +25,7 @@ __all__ = ["fork", "resume"]
 def _continue(
     operation: LaunchOperation, selection: str, model: str | None, workspace: Path | None,
     user_flags: tuple[str, ...], attention: bool, bridge: bool | None,
+    tmux: TmuxTerminal | None = None,
 ) -> None:
     directory = os.path.abspath(workspace or os.getcwd())
     with capability_errors():
@@ -46,7 +52,7 @@ def _continue(
     # The session continues under the account whose home holds it, whatever is selected.
     raise SystemExit(run_launch(
         found.provider, request, attention=attention, trusted_session_id=trusted,
-        bridge=bridge, account=found.session.account or "default"))
+        bridge=bridge, account=found.session.account or "default", tmux=tmux))
 
 
 _workspace = click.option(
@@ -64,13 +70,16 @@ def _command(operation: LaunchOperation, help_text: str) -> click.Command:
     @_workspace
     @no_attention_option
     @bridge_option
+    @tmux_options
     @_flags
     def command(
         selection: str, model: str | None, workspace: Path | None, no_attention: bool,
-        bridge: bool | None, user_flags: tuple[str, ...],
+        bridge: bool | None, in_tmux: bool, tmux_session: str | None,
+        tmux_socket: str | None, user_flags: tuple[str, ...],
     ) -> None:
+        tmux = tmux_terminal(in_tmux, tmux_session, tmux_socket)
         _continue(operation, selection, model, workspace, user_flags, not no_attention,
-                  bridge)
+                  bridge, tmux)
 
     return command
 
