@@ -269,6 +269,34 @@ class Clanker:
             self._session_service(), self.registry, key, operation=operation,
             workspace=os.path.abspath(workspace))
 
+    async def resumption(
+        self, key: str, *, workspace: str | os.PathLike[str],
+        operation: SessionOperation | None = None, model: str | None = None,
+        user_flags: tuple[str, ...] = (), attention: bool = True, bridge: bool | None = None,
+    ) -> tuple[HarnessProvider, LaunchRequest, LaunchOptions, str | None]:
+        """What :meth:`launch` needs to continue ``HARNESS:ID`` (``operation``: resume,
+        the default, or fork): the provider, the request, the options and a notice
+        to show (``None``: none). The session is re-found first (see
+        :meth:`find_session` for the errors); a resume binds its very id for
+        attention, and it continues under the account whose home holds it."""
+        from clanker.descriptor import SessionOperation
+        from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
+        from clanker.launch.service import LaunchOptions
+
+        chosen = operation or SessionOperation.RESUME
+        found = await self.find_session(key, operation=chosen, workspace=workspace)
+        launch_operation = LaunchOperation(chosen.value)
+        request = LaunchRequest(
+            operation=launch_operation, model=model, user_flags=user_flags,
+            session=SessionTarget(native_id=found.session.native_id,
+                                  store_path=found.session.store_path),
+            cwd=found.launch_cwd)
+        # Only a resume continues the very session that was re-found; a fork's id is new.
+        trusted = found.session.native_id if launch_operation is LaunchOperation.RESUME else None
+        options = LaunchOptions(attention=attention, trusted_session_id=trusted, bridge=bridge,
+                                account=found.session.account or "default")
+        return found.provider, request, options, found.notice
+
     # -- usage ---------------------------------------------------------------
 
     def _usage_capable(self, harnesses: Iterable[HarnessProvider | str] | None

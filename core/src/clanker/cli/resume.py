@@ -13,7 +13,7 @@ from clanker.cli.launch import bridge_option, no_attention_option, run_launch
 from clanker.cli.tmux import tmux_options, tmux_terminal
 from clanker.descriptor import SessionOperation
 from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
-from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
+from clanker.launch.request import LaunchOperation
 from clanker.sessions.selection import InvalidSelectionError, SessionNotFoundError
 
 if TYPE_CHECKING:
@@ -30,29 +30,19 @@ def _continue(
     directory = os.path.abspath(workspace or os.getcwd())
     with capability_errors():
         try:
-            found = run_async(library().find_session(
-                selection, operation=SessionOperation(operation.value), workspace=directory))
+            provider, request, options, notice = run_async(library().resumption(
+                selection, operation=SessionOperation(operation.value), workspace=directory,
+                model=model, user_flags=user_flags, attention=attention, bridge=bridge))
         except InvalidSelectionError as exc:
             raise Failure(str(exc), EXIT_USAGE) from exc
         except SessionNotFoundError as exc:
             raise Failure(str(exc), EXIT_NOT_FOUND, kind="not-found") from exc
-    if found.notice:
-        click.echo(f"clanker: {found.notice}", err=True)
-    request = LaunchRequest(
-        operation=operation,
-        model=model,
-        session=SessionTarget(
-            native_id=found.session.native_id, store_path=found.session.store_path
-        ),
-        user_flags=user_flags,
-        cwd=found.launch_cwd,
-    )
-    # Only a resume continues the very session that was re-found; a fork's id is new.
-    trusted = found.session.native_id if operation is LaunchOperation.RESUME else None
-    # The session continues under the account whose home holds it, whatever is selected.
+    if notice:
+        click.echo(f"clanker: {notice}", err=True)
     raise SystemExit(run_launch(
-        found.provider, request, attention=attention, trusted_session_id=trusted,
-        bridge=bridge, account=found.session.account or "default", tmux=tmux))
+        provider, request, attention=options.attention,
+        trusted_session_id=options.trusted_session_id, bridge=options.bridge,
+        account=options.account, tmux=tmux))
 
 
 _workspace = click.option(

@@ -53,7 +53,7 @@ class Tmux:
     def __init__(self, environ: Mapping[str, str] | None = None, *,
                  socket_name: str | None = None) -> None:
         self._environ = dict(os.environ if environ is None else environ)
-        self._socket_name = socket_name
+        self.socket_name = socket_name
         self.executable = shutil.which("tmux", path=self._environ.get("PATH"))
 
     @property
@@ -68,7 +68,7 @@ class Tmux:
     def command(self, *args: str) -> list[str]:
         if self.executable is None:
             raise TmuxUnavailableError("tmux is not on PATH (install it to launch in tmux)")
-        socket = ["-L", self._socket_name] if self._socket_name else []
+        socket = ["-L", self.socket_name] if self.socket_name else []
         return [self.executable, *socket, *args]
 
     def run(self, *args: str) -> str:

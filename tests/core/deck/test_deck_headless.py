@@ -1,0 +1,129 @@
+"""The deck driven headless (prompt_toolkit pipe input, DummyOutput) against a real
+in-process grid on the socket the library finds, with scripted lifecycle events."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prompt_toolkit.input import PipeInput, create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from clanker.api import Clanker
+from clanker.attention.envelope import parse_envelope
+from clanker.deck.app import Deck
+from clanker.deck.seen import SeenMarks
+from clanker.grid.daemon import grid_location
+from clanker.grid.server import Grid
+from clanker.paths import clanker_paths
+from clanker.tmux.control import Tmux
+from tests.core.grid.conftest import LiveGrid, eventually, root
+
+
+@pytest.fixture
+def live(home: Path) -> Iterator[LiveGrid]:
+    location = grid_location(clanker_paths())
+    location.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with LiveGrid(location.socket) as grid:
+        yield grid
+
+
+class Running:
+    """One deck on its own thread and loop, fed keys through a pipe."""
+
+    def __init__(self, seen: Path, notified: list[str]) -> None:
+        self._stack = contextlib.ExitStack()
+        self._pipe: PipeInput = self._stack.enter_context(create_pipe_input())
+        self.deck = Deck(Clanker(), seen=SeenMarks(seen), tmux=Tmux({"PATH": ""}),
+                         workspace="/tmp", notify=notified.append, input=self._pipe,
+                         output=DummyOutput())
+        self._thread = threading.Thread(target=lambda: asyncio.run(self.deck.run()))
+
+    def __enter__(self) -> Running:
+        self._thread.start()
+        eventually(lambda: self.deck.feed.synced and self.deck.app.is_running)
+        return self
+
+    def keys(self, text: str) -> None:
+        self._pipe.send_text(text)
+
+    def states(self) -> list[tuple[str, str]]:
+        return [(r.terminal, r.attention) for r in self.deck.rows]
+
+    def __exit__(self, *_: object) -> None:
+        self.keys("q")
+        self._thread.join(60)
+        assert not self._thread.is_alive()
+        self._stack.close()
+
+
+def _register(live: LiveGrid, harness: str) -> str:
+    return live.on_loop(lambda g: g.register(harness=harness, cwd="/tmp",
+                                             launcher_pid=os.getpid())).terminal
+
+
+def _event(live: LiveGrid, terminal: str, event: str, **fields: object) -> None:
+    def apply(grid: Grid) -> None:
+        grid.broker.apply(terminal, parse_envelope(root(event, **fields)))
+
+    live.on_loop(apply)
+
+
+def test_rows_appear_reorder_by_attention_update_per_revision_and_leave_on_tombstones(
+        live: LiveGrid, tmp_path: Path) -> None:
+    notified: list[str] = []
+    first = _register(live, "fake-a")
+    _event(live, first, "session_started")
+    with Running(tmp_path / "seen.json", notified) as running:
+        eventually(lambda: running.states() == [(first, "idle")])
+        second = _register(live, "fake-b")
+        _event(live, second, "session_started")
+        _event(live, second, "turn_started", turnId="u1")
+        eventually(lambda: running.states() == [(second, "working"), (first, "idle")])
+        drawn = running.deck.revisions_drawn
+        _event(live, first, "turn_started", turnId="u1")
+        _event(live, first, "input_requested", turnId="u1", inputId="i1")
+        eventually(lambda: running.states() == [(first, "needs-input"), (second, "working")])
+        assert running.deck.revisions_drawn >= drawn + 2  # one redraw per accepted revision
+        _event(live, second, "turn_completed", turnId="u1")
+        eventually(lambda: running.states() == [(first, "needs-input"), (second, "done")])
+        lines = running.deck.screen_lines()
+        assert "needs input: 1  done: 1" in lines[0]
+        assert notified == ["fake-a needs input in /tmp", "fake-b is done in /tmp"]
+        live.on_loop(lambda g: g.retire(first))
+        eventually(lambda: running.states() == [(second, "done")])
+
+
+def test_the_seen_watermark_survives_a_restart_and_never_changes_lifecycle(
+        live: LiveGrid, tmp_path: Path) -> None:
+    terminal = _register(live, "fake-a")
+    for event, fields in (("session_started", {}), ("turn_started", {"turnId": "u1"}),
+                          ("turn_completed", {"turnId": "u1"})):
+        _event(live, terminal, event, **fields)
+    seen = tmp_path / "seen.json"
+    with Running(seen, []) as running:
+        eventually(lambda: running.states() == [(terminal, "done")])
+        running.keys("s")
+        eventually(lambda: running.states() == [(terminal, "idle")])
+    assert live.on_loop(lambda g: g.entry(terminal)).attention == "done"  # the grid's own
+    with Running(seen, []) as again, Running(tmp_path / "other.json", []) as other:
+        eventually(lambda: again.states() == [(terminal, "idle")])
+        eventually(lambda: other.states() == [(terminal, "done")])  # its own marks
+        _event(live, terminal, "turn_started", turnId="u2")
+        _event(live, terminal, "turn_completed", turnId="u2")
+        eventually(lambda: again.states() == [(terminal, "done")])  # a new completion
+
+
+def test_jump_without_tmux_is_disabled_with_a_reason(live: LiveGrid, tmp_path: Path) -> None:
+    terminal = _register(live, "fake-a")
+    _event(live, terminal, "session_started")
+    with Running(tmp_path / "seen.json", []) as running:
+        eventually(lambda: running.states() == [(terminal, "idle")])
+        running.keys("\r")
+        eventually(lambda: running.deck.status == "jump is disabled: tmux is not on PATH")
+        assert running.deck.screen_lines()[-1] == "jump is disabled: tmux is not on PATH"
