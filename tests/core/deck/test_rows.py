@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given
@@ -90,7 +91,7 @@ def test_ordering_and_layout_invariants(agents: list[tuple[str, int, int]], colu
     rows = build_rows(entries, seen)
     ranks = [r.rank for r in rows]
     assert ranks == sorted(ranks)  # needs input, working, failed, unseen done, the rest
-    for a, b in zip(rows, rows[1:], strict=False):
+    for a, b in itertools.pairwise(rows):
         assert a.rank < b.rank or a.since <= b.since  # longest in its state first
     assert sorted(r.terminal for r in rows) == sorted(e.terminal for e in entries)
     assert all(r.attention != "done" or seen.get(r.terminal, 0) < 5 for r in rows)
