@@ -75,6 +75,7 @@ class Deck:
         self._shown: dict[str, str] = {}
         self._checkouts: dict[str, str] = {}
         self.rows: list[Row] = []
+        self._memo: dict[tuple[str, int, int], str] = {}
         self.revisions_drawn = 0
         self.feed = Feed(clanker, self._changed)
         self.app: Application[None] = Application(
@@ -97,7 +98,8 @@ class Deck:
             loop.call_soon_threadsafe(self._refresh, kind)
 
     def _refresh(self, kind: str = "") -> None:
-        self.rows = build_rows(self.feed.entries(), self.seen.marks, checkouts=self._checkouts)
+        self.rows = build_rows(self.feed.entries(), self.seen.marks, checkouts=self._checkouts,
+                               memo=self._memo)
         self._announce(kind)
         if self.selected not in {r.terminal for r in self.rows}:
             self.selected = self.rows[0].terminal if self.rows else None

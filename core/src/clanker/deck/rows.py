@@ -27,6 +27,7 @@ MIN_COLUMNS: Final = 60
 MIN_LINES: Final = 8
 HEADER_LINES: Final = 2  # the counts line and the column headings
 FOOTER_LINES: Final = 1
+_MEMO: Final = 8192
 
 _RANK: Final = {"needs-input": 0, "working": 1, "failed": 2, "done": 3, "idle": 4}
 _LABELS: Final = {"needs-input": "NEEDS INPUT", "working": "working", "failed": "failed",
@@ -56,12 +57,24 @@ class Row:
 
 
 def build_rows(entries: Iterable[TerminalEntry], seen: Mapping[str, int], *,
-               checkouts: Mapping[str, str] | None = None) -> list[Row]:
-    """One row per agent, in attention order (see the module)."""
+               checkouts: Mapping[str, str] | None = None,
+               memo: dict[tuple[str, int, int], str] | None = None) -> list[Row]:
+    """One row per agent, in attention order (see the module).
+
+    ``memo`` keeps derived attention by (terminal, revision, watermark) between
+    calls: a revision never changes, and re-deriving every row on every event
+    is most of the deck's work with many agents (``benchmarks/deck.py``)."""
     rows = []
+    cache = {} if memo is None else memo
+    if len(cache) > _MEMO:
+        cache.clear()
     for entry in entries:
-        attention = Clanker.attention_seen(entry, seen.get(entry.terminal, 0))
         revision = entry.revision.get("revision")
+        key = (entry.terminal, revision if isinstance(revision, int) else 0,
+               seen.get(entry.terminal, 0))
+        attention = cache.get(key)
+        if attention is None:
+            attention = cache[key] = Clanker.attention_seen(entry, key[2])
         rows.append(Row(
             terminal=entry.terminal, attention=attention, harness=entry.harness,
             account=entry.account or "default",
