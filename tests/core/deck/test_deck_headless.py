@@ -77,3 +77,37 @@ def test_jump_without_tmux_is_disabled_with_a_reason(live: LiveGrid, tmp_path: P
         running.keys("\r")
         eventually(lambda: running.deck.status == "jump is disabled: tmux is not on PATH")
         assert running.deck.screen_lines()[-1] == "jump is disabled: tmux is not on PATH"
+
+
+def test_a_grid_that_goes_away_is_said_and_the_deck_reconnects(
+        home: Path, tmp_path: Path) -> None:
+    from clanker.grid.daemon import grid_location
+    from clanker.paths import clanker_paths
+
+    location = grid_location(clanker_paths())
+    location.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    first = LiveGrid(location.socket).__enter__()
+    old = _register(first, "fake-a")
+    _event(first, old, "session_started")
+    with Running(tmp_path / "seen.json", []) as running:
+        eventually(lambda: running.states() == [(old, "idle")])
+        first.__exit__()
+        eventually(lambda: running.deck.feed.problem is not None)
+        said = running.deck.screen_lines()[-1]
+        assert said.endswith(("reconnecting", "retrying")), said
+        assert running.states() == [(old, "idle")]  # the last picture stays meanwhile
+        with LiveGrid(location.socket) as second:
+            new = _register(second, "fake-b")
+            _event(second, new, "session_started")
+            eventually(lambda: running.states() == [(new, "idle")])  # the new grid's table
+            assert running.deck.feed.problem is None
+
+
+def test_the_deck_command_needs_an_interactive_terminal() -> None:
+    from click.testing import CliRunner
+
+    from clanker.cli import cli
+
+    result = CliRunner().invoke(cli, ["deck"])
+    assert result.exit_code == 47
+    assert "the deck needs an interactive terminal" in result.output

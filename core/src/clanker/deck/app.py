@@ -86,9 +86,9 @@ class Deck:
 
     async def run(self) -> None:
         """Draw until the person quits; the feed follows the grid meanwhile."""
-        self.feed.start()
         try:
-            await self.app.run_async()
+            # Started once the application runs: a change it reports earlier would be lost.
+            await self.app.run_async(pre_run=self.feed.start)
         finally:
             self.feed.close()
 
