@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -32,7 +32,12 @@ if TYPE_CHECKING:
     from prompt_toolkit.output import Output
 
     from clanker.api import Clanker
+    from clanker.launch.request import LaunchRequest
+    from clanker.launch.service import LaunchOptions
+    from clanker.registry import HarnessProvider
     from clanker.tmux.control import Tmux
+
+    _Plan = tuple[HarnessProvider | str, LaunchRequest, LaunchOptions | None]
 
 __all__ = ["Deck"]
 
@@ -343,25 +348,34 @@ class Deck:
                    Choice(f"a new worktree on branch {harness}-{stamp}", f"{harness}-{stamp}")]
         self._open("where?", choices, lambda where: self._start(harness, model, where.value))
 
-    def _start(self, harness: str, model: str | None, branch: str) -> None:
-        from clanker.launch.request import LaunchRequest
+    def _in_tmux(self, plan: Callable[[], Awaitable[_Plan]]) -> None:
+        """Launch what ``plan()`` answers (harness, request, options) in a new tmux
+        window, saying on the status line how it went."""
         from clanker.tmux.handoff import TmuxTerminal
 
         async def start() -> None:
             try:
-                cwd = self.workspace
-                if branch:
-                    cwd = (await self.clanker.create_worktree(self.workspace, branch)).path
-                request = LaunchRequest(model=model, cwd=cwd)
+                harness, request, options = await plan()
                 window = await asyncio.to_thread(
-                    self.clanker.launch, harness, request, None,
+                    self.clanker.launch, harness, request, options,
                     terminal=TmuxTerminal(socket_name=self.tmux.socket_name))
-                self.status = f"{harness} started in tmux (pane {window.pane})"
+                self.status = f"started in tmux (pane {window.pane})"
             except Exception as exc:  # shown on the status line; the deck goes on
                 self.status = f"could not launch: {getattr(exc, 'message', None) or exc}"
             self.app.invalidate()
 
         self.app.create_background_task(start())
+
+    def _start(self, harness: str, model: str | None, branch: str) -> None:
+        from clanker.launch.request import LaunchRequest
+
+        async def plan() -> _Plan:
+            cwd = self.workspace
+            if branch:
+                cwd = (await self.clanker.create_worktree(self.workspace, branch)).path
+            return harness, LaunchRequest(model=model, cwd=cwd), None
+
+        self._in_tmux(plan)
 
     def _resume(self) -> None:
         if (why := self._tmux_launch()) is not None:
@@ -377,20 +391,9 @@ class Deck:
         self.app.create_background_task(list_sessions())
 
     def _start_resume(self, session: Choice) -> None:
-        from clanker.tmux.handoff import TmuxTerminal
+        async def plan() -> _Plan:
+            provider, request, options, _ = await self.clanker.resumption(
+                session.value, workspace=self.workspace)
+            return provider, request, options
 
-        async def start() -> None:
-            try:
-                provider, request, options, _ = await self.clanker.resumption(
-                    session.value, workspace=self.workspace)
-                window = await asyncio.to_thread(
-                    self.clanker.launch, provider, request, options,
-                    terminal=TmuxTerminal(socket_name=self.tmux.socket_name))
-                self.status = f"resumed in tmux (pane {window.pane})"
-            except Exception as exc:  # shown on the status line; the deck goes on
-                self.status = f"could not resume: {getattr(exc, 'message', None) or exc}"
-            self.app.invalidate()
-
-        self.app.create_background_task(start())
-
-
+        self._in_tmux(plan)
