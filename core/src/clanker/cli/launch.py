@@ -44,11 +44,10 @@ def run_launch(
     Returns the harness's exit status; failures before it starts raise.
     """
     from clanker.cli.accounts import account_errors
-    from clanker.cli.common import capability_errors
 
     options = LaunchOptions(attention=attention, trusted_session_id=trusted_session_id,
                             bridge=bridge, account=account)
-    with account_errors(), capability_errors():
+    with account_errors():
         try:
             if tmux is not None:
                 return _hand_off(provider, request, options, tmux)

@@ -7,16 +7,19 @@ its launcher's exit (the harness quit, or the window was closed) retires the
 agent as any launch's does. Everything the launch needs, this process's
 environment included (it may hold credentials), travels in ``FILE``: mode
 0600 in a 0700 directory of clanker's state, read and deleted by the window
-before anything else runs. Neither tmux's command line nor ``new-window -e``
+before anything else runs (one left unread for ten minutes is deleted by the
+next hand-off). Neither tmux's command line nor ``new-window -e``
 carries it (both are visible to every local user who lists processes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -31,6 +34,7 @@ __all__ = ["TmuxTerminal", "TmuxWindow", "hand_off", "read_handoff"]
 
 _FORMAT: Final = 1
 _MAX_FILE: Final = 4 * 1024 * 1024
+_STALE: Final = 600.0
 
 
 @frozen(kw_only=True)
@@ -76,11 +80,22 @@ def _record(harness: str, request: LaunchRequest, options: LaunchOptions,
 def _write_private(directory: Path, data: bytes) -> Path:
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
+    _sweep(directory)
     path = directory / f"launch-{secrets.token_hex(8)}.json"
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(descriptor, "wb") as handle:
         handle.write(data)
     return path
+
+
+def _sweep(directory: Path) -> None:
+    """Delete hand-off files no window read (tmux died first, say): they may hold
+    credentials, and a window reads its file within moments of opening."""
+    now = time.time()
+    for old in directory.glob("launch-*.json"):
+        with contextlib.suppress(OSError):
+            if now - old.lstat().st_mtime > _STALE:
+                old.unlink()
 
 
 def hand_off(harness: str, request: LaunchRequest, options: LaunchOptions, *,
