@@ -19,9 +19,9 @@ from clanker.deck.seen import SeenMarks
 from clanker.grid.daemon import grid_location
 from clanker.paths import clanker_paths
 from clanker.tmux.control import Tmux
-from tests.core.grid.conftest import LiveGrid, eventually, home
+from tests.core.grid.conftest import LiveGrid, eventually, home, launcher
 
-__all__ = ["Running", "home", "live"]
+__all__ = ["Running", "home", "launcher", "live"]
 
 
 @pytest.fixture

@@ -4,12 +4,14 @@ in-process grid on the socket the library finds, with scripted lifecycle events.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 from clanker.attention.envelope import parse_envelope
 from clanker.grid.server import Grid
 from tests.core.deck.conftest import Running
-from tests.core.grid.conftest import LiveGrid, eventually, root
+from tests.core.grid.conftest import LiveGrid, eventually, register_as, root
 
 
 def _register(live: LiveGrid, harness: str) -> str:
@@ -111,3 +113,31 @@ def test_the_deck_command_needs_an_interactive_terminal() -> None:
     result = CliRunner().invoke(cli, ["deck"])
     assert result.exit_code == 47
     assert "the deck needs an interactive terminal" in result.output
+
+
+def test_x_stops_the_selected_agent_after_asking_and_help_and_launch_say_why(
+        live: LiveGrid, tmp_path: Path,
+        launcher: subprocess.Popen[bytes]) -> None:
+    assert live.grid is not None
+    terminal = register_as(launcher, live.path).terminal
+    _event(live, terminal, "session_started")
+    with Running(tmp_path / "seen.json", []) as running:
+        eventually(lambda: running.states() == [(terminal, "idle")])
+        running.keys("?")
+        eventually(lambda: running.deck.screen_lines()[0] == "clanker deck keys (esc to close)")
+        running.keys("\x1b")
+        eventually(lambda: running.deck.panel is None)
+        running.keys("n")
+        eventually(lambda: running.deck.status
+                   == "launching from the deck needs tmux (tmux is not on PATH)")
+        running.keys("x")
+        eventually(lambda: running.deck.panel is not None)
+        assert running.deck.panel == ["stop fake-agent in /tmp? (y: stop, any other key: keep)"]
+        running.keys("k")  # kept
+        eventually(lambda: running.deck.panel is None)
+        assert launcher.poll() is None
+        running.keys("x")
+        eventually(lambda: running.deck.panel is not None)
+        running.keys("y")
+        assert launcher.wait(60) == -signal.SIGTERM
+        eventually(lambda: running.states() == [])  # the grid retired it; the deck followed
