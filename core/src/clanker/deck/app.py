@@ -188,9 +188,14 @@ class Deck:
         keys = KeyBindings()
 
         @keys.add("c-c")
+        def _interrupt(event: KeyPressEvent) -> None:
+            event.app.exit()
+
         @keys.add("q")
         def _quit(event: KeyPressEvent) -> None:
-            if self.picker is None and self.panel is None:
+            if self.picker is not None:
+                self.picker = self.picker.typed("q")  # a filter may hold a q
+            elif self.panel is None:
                 event.app.exit()
             else:
                 self._close()
