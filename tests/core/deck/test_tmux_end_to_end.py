@@ -55,7 +55,12 @@ def server() -> Iterator[str]:
     try:
         yield name
     finally:
+        socket = subprocess.run(["tmux", "-L", name, "display-message", "-p",
+                                 "#{socket_path}"], capture_output=True, text=True,
+                                check=False).stdout.strip()
         subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, check=False)
+        if socket:  # tmux leaves its socket file behind
+            Path(socket).unlink(missing_ok=True)
 
 
 def test_a_tmux_launch_shows_working_then_done_and_enter_selects_its_window(
