@@ -37,7 +37,7 @@ from collections.abc import (
 )
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
     # Deferred imports keep `import clanker.api` cheap: a tool that only asks
@@ -73,6 +73,8 @@ if TYPE_CHECKING:
     from clanker.registry import HarnessProvider, Registry
     from clanker.sessions.selection import Selection
     from clanker.sessions.service import SessionListing, SessionService
+    from clanker.tmux.control import Tmux
+    from clanker.tmux.handoff import TmuxTerminal, TmuxWindow
     from clanker.usage.service import UsageEntry, UsageService
 
 __all__ = ["Clanker"]
@@ -421,6 +423,37 @@ class Clanker:
             workspace=os.path.abspath(workspace), checkouts=self._checkout_service(),
             recreate_worktree=recreate_worktree)
 
+    async def resumption(
+        self, key: str, *, workspace: str | os.PathLike[str],
+        operation: SessionOperation | None = None, model: str | None = None,
+        user_flags: tuple[str, ...] = (), attention: bool = True, bridge: bool | None = None,
+        recreate_worktree: bool = False,
+    ) -> tuple[HarnessProvider, LaunchRequest, LaunchOptions, str | None]:
+        """What :meth:`launch` needs to continue ``HARNESS:ID`` (``operation``: resume,
+        the default, or fork): the provider, the request, the options and a notice
+        to show (``None``: none). The session is re-found first (see
+        :meth:`find_session` for the errors and ``recreate_worktree``); a resume
+        binds its very id for attention, and it continues under the account whose
+        home holds it."""
+        from clanker.descriptor import SessionOperation
+        from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
+        from clanker.launch.service import LaunchOptions
+
+        chosen = operation or SessionOperation.RESUME
+        found = await self.find_session(key, operation=chosen, workspace=workspace,
+                                        recreate_worktree=recreate_worktree)
+        launch_operation = LaunchOperation(chosen.value)
+        request = LaunchRequest(
+            operation=launch_operation, model=model, user_flags=user_flags,
+            session=SessionTarget(native_id=found.session.native_id,
+                                  store_path=found.session.store_path),
+            cwd=found.launch_cwd)
+        # Only a resume continues the very session that was re-found; a fork's id is new.
+        trusted = found.session.native_id if launch_operation is LaunchOperation.RESUME else None
+        options = LaunchOptions(attention=attention, trusted_session_id=trusted, bridge=bridge,
+                                account=found.session.account or "default")
+        return found.provider, request, options, found.notice
+
     # -- usage ---------------------------------------------------------------
 
     def _usage_capable(self, harnesses: Iterable[HarnessProvider | str] | None
@@ -534,6 +567,20 @@ class Clanker:
         return self._launch_service().prepare(
             self.harness(harness), request, options or LaunchOptions(), report=report)
 
+    @overload
+    def launch(
+        self, harness: HarnessProvider | str, request: LaunchRequest,
+        options: LaunchOptions | None = None, *, report: Report | None = None,
+        notify: Callable[[str], None] | None = None, terminal: None = None,
+    ) -> int: ...
+
+    @overload
+    def launch(
+        self, harness: HarnessProvider | str, request: LaunchRequest,
+        options: LaunchOptions | None = None, *, report: Report | None = None,
+        notify: Callable[[str], None] | None = None, terminal: TmuxTerminal,
+    ) -> TmuxWindow: ...
+
     def launch(
         self,
         harness: HarnessProvider | str,
@@ -542,19 +589,61 @@ class Clanker:
         *,
         report: Report | None = None,
         notify: Callable[[str], None] | None = None,
-    ) -> int:
+        terminal: TmuxTerminal | None = None,
+    ) -> int | TmuxWindow:
         """Run a harness in this terminal with its attachments; return its exit status.
 
         ``report(step, phase)`` hears of an optional attachment that failed and
         ``notify(sentence)`` of each notice (why attention is unavailable, say),
         before the harness starts. Call it from the main thread (it forwards
         signals to the harness).
+
+        With ``terminal`` (a :class:`~clanker.tmux.handoff.TmuxTerminal`) the launch
+        runs instead in a new window of that tmux session, as the ordinary
+        foreground launch of this interpreter with this process's environment
+        (``report`` and ``notify`` then print in that window); this returns the
+        :class:`~clanker.tmux.handoff.TmuxWindow` once tmux has opened it. Only
+        for this machine's environment, the installed plugins and clanker's
+        directories as this environment names them. Raises
+        :class:`~clanker.tmux.control.TmuxUnavailableError` (exit 45) and
+        :class:`~clanker.tmux.control.TmuxError` (exit 46).
         """
         from clanker.launch.service import LaunchOptions
 
+        if terminal is not None:
+            return self._hand_off(self.harness(harness), request, options or LaunchOptions(),
+                                  terminal)
         return self._launch_service().run(
             self.harness(harness), request, options or LaunchOptions(), report=report,
             notify=notify)
+
+    def _hand_off(self, provider: HarnessProvider, request: LaunchRequest,
+                  options: LaunchOptions, terminal: TmuxTerminal) -> TmuxWindow:
+        from clanker.descriptor import Transport
+        from clanker.errors import ErrorKind, HarnessCapabilityError
+        from clanker.launch.planning import plan_launch
+        from clanker.tmux.handoff import hand_off
+
+        if self.environment.transport is not Transport.LOCAL:
+            raise HarnessCapabilityError(ErrorKind.UNSUPPORTED, "tmux launches run locally",
+                                         harness=provider.id)
+        # An impossible launch is refused here, where the caller reads it, not in the window.
+        plan = plan_launch(provider, request)
+        environ = self.environment.environ
+        if self.environment.files.which(plan.argv[0], environ.get("PATH")) is None:
+            raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, plan.argv[0],
+                                         harness=provider.id)
+        return hand_off(provider.id, request, options, terminal=terminal,
+                        state_dir=self.paths.state, environ=environ)
+
+    def tmux(self, *, socket_name: str | None = None) -> Tmux:
+        """The tmux server launches are handed to (:class:`~clanker.tmux.control.Tmux`):
+        the one this process runs inside, else ``socket_name``'s (``tmux -L``), else
+        tmux's default. ``unavailable()`` says why tmux cannot be used;
+        ``jump(pane)`` brings an agent's pane (``TerminalEntry.tmux_pane``) forward."""
+        from clanker.tmux.control import Tmux
+
+        return Tmux(self.environment.environ, socket_name=socket_name)
 
     # -- coder (ACP client) ----------------------------------------------------
 
@@ -767,6 +856,33 @@ class Clanker:
             return GridClient(found.location.socket).list_terminals()
         except GridUnavailableError:
             return []  # it stopped in between: nothing runs
+
+    @staticmethod
+    def attention_seen(entry: TerminalEntry, seen_revision: int) -> str:
+        """``entry``'s attention for a viewer whose seen-watermark for it is
+        ``seen_revision`` (the highest revision it acknowledged; 0: none): a
+        completion reads ``done`` only while it is newer. Seeing never changes
+        lifecycle; ``unavailable`` (a launch without attention) stays as it is."""
+        if entry.attention == "unavailable":
+            return entry.attention
+        from clanker.attention.broker import Revision
+        from clanker.attention.presentation import derive_attention
+
+        return derive_attention(Revision.from_json(entry.revision), seen_revision).value
+
+    def stop_agent(self, terminal: str) -> bool:
+        """Ask one agent's launcher to end it (SIGTERM, which the launcher forwards to
+        the harness, then the grid retires it as any exit); say whether it was live."""
+        import signal
+
+        entry = next((e for e in self.agents() if e.terminal == terminal), None)
+        if entry is None:
+            return False
+        try:
+            os.kill(entry.launcher_pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return False
+        return True
 
     def explain_agent(self, terminal: str) -> ExplainReply:
         """Why one agent is in its state (safe metadata only)."""

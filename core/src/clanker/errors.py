@@ -17,6 +17,7 @@ __all__ = [
     "EXIT_CHECKOUT_DIRTY",
     "EXIT_CHECKOUT_REFUSED",
     "EXIT_CODES",
+    "EXIT_DECK_UNUSABLE",
     "EXIT_GRID_UNAVAILABLE",
     "EXIT_HOST",
     "EXIT_HOST_UNREACHABLE",
@@ -27,6 +28,8 @@ __all__ = [
     "EXIT_NOT_FOUND",
     "EXIT_OK",
     "EXIT_REMOVAL_FAILED",
+    "EXIT_TMUX_FAILED",
+    "EXIT_TMUX_UNAVAILABLE",
     "EXIT_USAGE",
     "ErrorKind",
     "HarnessCapabilityError",
@@ -83,6 +86,9 @@ EXIT_ACCOUNT: Final = 27  # the account cannot be used or changed as asked
 EXIT_ACCOUNT_STORE: Final = 28  # the account settings could not be read or saved
 EXIT_HOST: Final = 40  # `hosts`: unknown, malformed or taken host name, or unusable hosts file
 EXIT_HOST_UNREACHABLE: Final = 41  # `hosts check`: the host could not be reached or used
+EXIT_TMUX_UNAVAILABLE: Final = 45  # `--tmux`, `deck`: no tmux executable on PATH
+EXIT_TMUX_FAILED: Final = 46  # `--tmux`: tmux refused or failed to open the window
+EXIT_DECK_UNUSABLE: Final = 47  # `deck`: no interactive terminal to draw on
 
 # The documented, stable table (docs/exit-codes.md). Never renumber an entry.
 EXIT_CODES: Final[dict[ErrorKind, int]] = {

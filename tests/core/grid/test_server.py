@@ -408,3 +408,20 @@ def test_socket_paths_that_are_too_long_or_taken_are_refused(short_dir: Path) ->
 def test_the_client_says_when_no_grid_runs(short_dir: Path) -> None:
     with pytest.raises(GridUnavailableError, match="not running"):
         GridClient(short_dir / "none.sock").hello()
+
+
+def test_a_terminal_carries_its_tmux_pane_and_a_malformed_one_is_refused(
+        short_dir: Path) -> None:
+    async def body(grid: Grid, client: GridClient) -> None:
+        reg = await call(client.register, harness="fake-agent", workspace=None, cwd="/tmp",
+                         launcher_pid=os.getpid(), tmux_pane="%12")
+        [listed] = await call(client.list_terminals)
+        assert (listed.terminal, listed.tmux_pane) == (reg.terminal, "%12")
+        outside = grid.register(harness="fake-agent", cwd="/tmp", launcher_pid=os.getpid())
+        assert grid.entry(outside.terminal).tmux_pane is None  # type: ignore[union-attr]
+        for bad in ("12", "%", "%1;kill", "%" + "9" * 10):
+            with pytest.raises(GridRequestError):
+                grid.register(harness="fake-agent", cwd="/tmp", launcher_pid=os.getpid(),
+                              tmux_pane=bad)
+
+    serve(short_dir / "g.sock", body)

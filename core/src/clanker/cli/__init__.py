@@ -32,6 +32,7 @@ _COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
               "Drive an ACP agent with the approval ladder, one turn per run."),
     "commit-message": ("clanker.cli.commit", "commit_message",
                        "Write a commit message for the current change."),
+    "deck": ("clanker.cli.deck", "deck", "A live dashboard of every agent, with tmux jumps."),
     "doctor": ("clanker.cli.doctor", "doctor", "Check every harness and say what to fix."),
     "fork": ("clanker.cli.resume", "fork", "Start a new conversation from a past one."),
     "grid": ("clanker.cli.grid", "grid", "Start, stop or check the per-user grid daemon."),

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from clanker.cli.common import Failure, HarnessArgument, library
+from clanker.cli.tmux import tmux_options, tmux_terminal
 from clanker.config import ConfigError
 from clanker.errors import EXIT_USAGE
 from clanker.launch.planning import InvalidSessionIdError
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.launch.service import LaunchOptions
 from clanker.registry import HarnessProvider
+
+if TYPE_CHECKING:
+    from clanker.tmux.handoff import TmuxTerminal
 
 __all__ = ["bridge_option", "launch", "no_attention_option", "run_launch"]
 
@@ -26,6 +31,7 @@ def run_launch(
     trusted_session_id: str | None = None,
     bridge: bool | None = None,
     account: str | None = None,
+    tmux: TmuxTerminal | None = None,
 ) -> int:
     """Run ``request`` through the library's one launch path, reporting as the CLI does.
 
@@ -33,6 +39,8 @@ def run_launch(
     ``clanker resume``): the attention broker may bind it before the first event.
     ``bridge`` is ``--bridge``/``--no-bridge`` (``None``: as configured), ``account``
     ``--account`` (``None``: the selected one; a resume's own).
+    With ``tmux`` (``--tmux``) the launch is handed to a new tmux window and this
+    returns 0 once the window is open.
     Returns the harness's exit status; failures before it starts raise.
     """
     from clanker.cli.accounts import account_errors
@@ -41,12 +49,28 @@ def run_launch(
                             bridge=bridge, account=account)
     with account_errors():
         try:
+            if tmux is not None:
+                return _hand_off(provider, request, options, tmux)
             return library().launch(provider, request, options, report=_report,
                                     notify=_notify)
         except InvalidSessionIdError as exc:
             raise click.BadParameter(str(exc), param_hint="session id") from exc
         except ConfigError as exc:
             raise Failure(str(exc), EXIT_USAGE) from exc
+
+
+def _hand_off(provider: HarnessProvider, request: LaunchRequest, options: LaunchOptions,
+              tmux: TmuxTerminal) -> int:
+    from clanker.tmux.control import TmuxError, TmuxUnavailableError
+
+    try:
+        window = library().launch(provider, request, options, terminal=tmux)
+    except TmuxError as exc:
+        kind = "tmux-unavailable" if isinstance(exc, TmuxUnavailableError) else "tmux-failed"
+        raise Failure(exc.message, exc.exit_code, kind=kind) from exc
+    click.echo(f"clanker: {provider.id} runs in tmux session {window.session} "
+               f"(pane {window.pane}; `clanker deck` jumps to it)", err=True)
+    return 0
 
 
 def _notify(notice: str) -> None:
@@ -87,6 +111,7 @@ bridge_option = click.option(
 @click.option("--account", metavar="ACCOUNT",
               help="Run under this managed account (label, email or id; `default`: the "
                    "harness's own); default: the selected one (`clanker accounts`).")
+@tmux_options
 @click.argument("user_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- FLAGS...]")
 def launch(
     harness: HarnessProvider,
@@ -97,9 +122,13 @@ def launch(
     no_attention: bool,
     bridge: bool | None,
     account: str | None,
+    in_tmux: bool,
+    tmux_session: str | None,
+    tmux_socket: str | None,
     user_flags: tuple[str, ...],
 ) -> None:
-    """Run HARNESS in this terminal and exit with its exit status.
+    """Run HARNESS in this terminal and exit with its exit status (with --tmux: in a
+    new tmux window, exiting once it is open).
 
     Everything after `--` is passed to the harness unchanged and in order.
     `--resume`/`--fork` pass a syntactically checked id straight through;
@@ -107,6 +136,7 @@ def launch(
     """
     if resume_id is not None and fork_id is not None:
         raise click.UsageError("--resume and --fork cannot be combined")
+    tmux = tmux_terminal(in_tmux, tmux_session, tmux_socket)
     operation, session_id = LaunchOperation.FRESH, None
     if resume_id is not None:
         operation, session_id = LaunchOperation.RESUME, resume_id
@@ -123,4 +153,4 @@ def launch(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     raise SystemExit(run_launch(harness, request, attention=not no_attention, bridge=bridge,
-                                account=account))
+                                account=account, tmux=tmux))

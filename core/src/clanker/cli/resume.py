@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from clanker.cli.checkout_errors import checkout_errors
 from clanker.cli.common import Failure, library, run_async
 from clanker.cli.launch import bridge_option, no_attention_option, run_launch
+from clanker.cli.tmux import tmux_options, tmux_terminal
 from clanker.descriptor import SessionOperation
 from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
-from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
+from clanker.launch.request import LaunchOperation
 from clanker.sessions.selection import InvalidSelectionError, SessionNotFoundError
+
+if TYPE_CHECKING:
+    from clanker.tmux.handoff import TmuxTerminal
 
 __all__ = ["fork", "resume"]
 
@@ -21,34 +26,25 @@ __all__ = ["fork", "resume"]
 def _continue(
     operation: LaunchOperation, selection: str, model: str | None, workspace: Path | None,
     user_flags: tuple[str, ...], attention: bool, bridge: bool | None, recreate: bool,
+    tmux: TmuxTerminal | None = None,
 ) -> None:
     directory = os.path.abspath(workspace or os.getcwd())
     with checkout_errors():
         try:
-            found = run_async(library().find_session(
+            provider, request, options, notice = run_async(library().resumption(
                 selection, operation=SessionOperation(operation.value), workspace=directory,
+                model=model, user_flags=user_flags, attention=attention, bridge=bridge,
                 recreate_worktree=recreate))
         except InvalidSelectionError as exc:
             raise Failure(str(exc), EXIT_USAGE) from exc
         except SessionNotFoundError as exc:
             raise Failure(str(exc), EXIT_NOT_FOUND, kind="not-found") from exc
-    if found.notice:
-        click.echo(f"clanker: {found.notice}", err=True)
-    request = LaunchRequest(
-        operation=operation,
-        model=model,
-        session=SessionTarget(
-            native_id=found.session.native_id, store_path=found.session.store_path
-        ),
-        user_flags=user_flags,
-        cwd=found.launch_cwd,
-    )
-    # Only a resume continues the very session that was re-found; a fork's id is new.
-    trusted = found.session.native_id if operation is LaunchOperation.RESUME else None
-    # The session continues under the account whose home holds it, whatever is selected.
+    if notice:
+        click.echo(f"clanker: {notice}", err=True)
     raise SystemExit(run_launch(
-        found.provider, request, attention=attention, trusted_session_id=trusted,
-        bridge=bridge, account=found.session.account or "default"))
+        provider, request, attention=options.attention,
+        trusted_session_id=options.trusted_session_id, bridge=options.bridge,
+        account=options.account, tmux=tmux))
 
 
 _workspace = click.option(
@@ -73,13 +69,16 @@ def _command(operation: LaunchOperation, help_text: str) -> click.Command:
     @_recreate
     @no_attention_option
     @bridge_option
+    @tmux_options
     @_flags
     def command(
         selection: str, model: str | None, workspace: Path | None, recreate: bool,
-        no_attention: bool, bridge: bool | None, user_flags: tuple[str, ...],
+        no_attention: bool, bridge: bool | None, in_tmux: bool, tmux_session: str | None,
+        tmux_socket: str | None, user_flags: tuple[str, ...],
     ) -> None:
+        tmux = tmux_terminal(in_tmux, tmux_session, tmux_socket)
         _continue(operation, selection, model, workspace, user_flags, not no_attention,
-                  bridge, recreate)
+                  bridge, recreate, tmux)
 
     return command
 

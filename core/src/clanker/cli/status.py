@@ -84,6 +84,7 @@ def entry_record(entry: TerminalEntry) -> dict[str, Any]:
         "unavailable": entry.unavailable,
         "bridge": list(entry.bridge),
         "account": entry.account,
+        "tmux_pane": entry.tmux_pane,
     }
 
 

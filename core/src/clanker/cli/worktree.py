@@ -16,6 +16,7 @@ from clanker.cli.common import (
     library,
     run_async,
 )
+from clanker.cli.tmux import tmux_options, tmux_terminal
 from clanker.errors import (
     EXIT_CHECKOUT_DIRTY,
     EXIT_IGNORED_ONLY,
@@ -114,9 +115,11 @@ def worktree() -> None:
               help="Do not report the launched agent's state to the grid.")
 @repository_option
 @json_option
+@tmux_options
 @click.argument("user_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- FLAGS...]")
 def new(branch: str, harness: HarnessProvider | None, model: str | None, base: str | None,
-        no_attention: bool, repository: str | None, as_json: bool,
+        no_attention: bool, repository: str | None, as_json: bool, in_tmux: bool,
+        tmux_session: str | None, tmux_socket: str | None,
         user_flags: tuple[str, ...]) -> None:
     """Create a worktree on the new BRANCH; with --harness, run that harness in it.
 
@@ -124,8 +127,9 @@ def new(branch: str, harness: HarnessProvider | None, model: str | None, base: s
     again for a branch clanker created whose worktree is still there, it uses
     that worktree.
     """
-    if harness is None and (user_flags or model):
-        raise click.UsageError("flags for a harness and --model need --harness")
+    if harness is None and (user_flags or model or in_tmux):
+        raise click.UsageError("flags for a harness, --model and --tmux need --harness")
+    tmux = tmux_terminal(in_tmux, tmux_session, tmux_socket)
     with checkout_errors():
         result = run_async(library().create_worktree(_where(repository), branch, base=base))
     if as_json:
@@ -149,7 +153,7 @@ def new(branch: str, harness: HarnessProvider | None, model: str | None, base: s
                                 user_flags=user_flags, cwd=result.path)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
-    raise SystemExit(run_launch(harness, request, attention=not no_attention))
+    raise SystemExit(run_launch(harness, request, attention=not no_attention, tmux=tmux))
 
 
 @worktree.command("list")

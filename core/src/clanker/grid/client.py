@@ -131,15 +131,18 @@ class GridClient:
         launcher_pid: int,
         trusted_root_session_id: str | None = None,
         account: str | None = None,
+        tmux_pane: str | None = None,
     ) -> Registration:
         """Register a terminal; the reply holds the only copy of its raw credential.
-        ``account`` names the managed account the launch runs under (for ``status``).
+        ``account`` names the managed account the launch runs under (for ``status``),
+        ``tmux_pane`` the tmux pane its launcher runs in (for ``clanker deck``).
 
         Raises ``ValueError`` for arguments the protocol would refuse.
         """
         request = RegisterRequest(
             harness=harness, workspace=workspace, cwd=cwd, launcher_pid=launcher_pid,
             trusted_root_session_id=trusted_root_session_id, account=account,
+            tmux_pane=tmux_pane,
         )
         return self._call(request, Registration)
 

@@ -114,6 +114,7 @@ __all__ = [
     "encode_error",
     "encode_reply",
     "encode_request",
+    "is_tmux_pane",
     "parse_reply",
     "parse_request",
 ]
@@ -261,6 +262,19 @@ def _account(_: object, __: object, value: str | None) -> None:
         raise ValueError(f"account: printable text of at most {MAX_ACCOUNT} characters")
 
 
+_TMUX_PANE: Final = re.compile(r"%[0-9]{1,9}")
+
+
+def is_tmux_pane(value: object) -> bool:
+    """Whether ``value`` is a tmux pane id as ``$TMUX_PANE`` holds it (``%`` and digits)."""
+    return isinstance(value, str) and _TMUX_PANE.fullmatch(value) is not None
+
+
+def _tmux_pane(_: object, __: object, value: str | None) -> None:
+    if value is not None and not is_tmux_pane(value):
+        raise ValueError("tmuxPane: a tmux pane id (%N)")
+
+
 @frozen(kw_only=True)
 class RegisterRequest:
     op: ClassVar[Op] = Op.REGISTER
@@ -271,6 +285,8 @@ class RegisterRequest:
     trusted_root_session_id: str | None = field(default=None, validator=_session)
     account: str | None = field(default=None, validator=_account)
     """The name of the managed account the launch runs under (``None``: the default)."""
+    tmux_pane: str | None = field(default=None, validator=_tmux_pane)
+    """The tmux pane the launcher runs in (``$TMUX_PANE``), or ``None`` outside tmux."""
 
 
 @frozen(kw_only=True, repr=False)
@@ -451,6 +467,8 @@ class TerminalEntry:
     bridge: tuple[str, ...] = ()
     account: str | None = None
     """The managed account it runs under (its name), or ``None`` for the default one."""
+    tmux_pane: str | None = None
+    """The tmux pane its launcher runs in (``%N``), or ``None`` outside tmux."""
 
 
 @frozen(kw_only=True)
@@ -538,8 +556,8 @@ class CmdRunReply:
 
 _OMITTED: Final[dict[type[Any], frozenset[str]]] = {
     # Left out at their default, so what older peers never sent or read stays absent.
-    TerminalEntry: frozenset({"bridge", "account"}),
-    RegisterRequest: frozenset({"account"}),
+    TerminalEntry: frozenset({"bridge", "account", "tmux_pane"}),
+    RegisterRequest: frozenset({"account", "tmux_pane"}),
     StreamEvent: frozenset({"notification"}),
     SubscribeRequest: frozenset({"notifications"}),
     CmdListRequest: frozenset({"token", "all_"}),

@@ -178,6 +178,8 @@ class TerminalInfo:
     registered_at: datetime
     account: str | None = None
     """The managed account the launch runs under (its name), or ``None``."""
+    tmux_pane: str | None = None
+    """The tmux pane the launcher runs in, or ``None``."""
 
 
 UNAVAILABLE: Final = "unavailable"
@@ -504,12 +506,14 @@ class Grid:
         workspace: str | None = None,
         trusted_root_session_id: str | None = None,
         account: str | None = None,
+        tmux_pane: str | None = None,
     ) -> Registration:
         """Register a terminal in-process; raise :class:`GridRequestError` when refused."""
         try:
             request = RegisterRequest(
                 harness=harness, cwd=cwd, launcher_pid=launcher_pid, workspace=workspace,
                 trusted_root_session_id=trusted_root_session_id, account=account,
+                tmux_pane=tmux_pane,
             )
             return self._register(request)
         except ValueError:
@@ -555,6 +559,7 @@ class Grid:
             unavailable=record.unavailable,
             bridge=self._bridge.granted(info.terminal),
             account=info.account,
+            tmux_pane=info.tmux_pane,
         )
 
     def _register(self, request: RegisterRequest) -> Registration:
@@ -572,7 +577,7 @@ class Grid:
         record = _Terminal(TerminalInfo(
             terminal=terminal, harness=request.harness, workspace=request.workspace,
             cwd=request.cwd, launcher_pid=request.launcher_pid, registered_at=self._clock(),
-            account=request.account,
+            account=request.account, tmux_pane=request.tmux_pane,
         ))
         self._watch(record)  # raises launcher-gone
         self._terminals[terminal] = record

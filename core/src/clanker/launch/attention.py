@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -116,6 +116,7 @@ class AttentionAttachment:
                 launcher_pid=os.getpid(),
                 trusted_root_session_id=self._trusted_root,
                 account=self._account,
+                tmux_pane=_tmux_pane(state.env),
             )
             if self._on_registered is not None:
                 self._on_registered(client, registration)
@@ -171,3 +172,12 @@ def _release(client: GridClient, registration: Registration | None, private_dir:
         except Exception:
             log.debug("attention: the grid did not confirm retirement")
     remove_directory(private_dir)
+
+
+def _tmux_pane(env: Mapping[str, str]) -> str | None:
+    """The tmux pane the launch runs in, as tmux set it; ``None`` outside tmux or when
+    the variable is not a pane id (the grid would refuse the whole registration)."""
+    from clanker.grid.protocol import is_tmux_pane
+
+    pane = env.get("TMUX_PANE") if env.get("TMUX") else None
+    return pane if is_tmux_pane(pane) else None

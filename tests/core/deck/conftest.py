@@ -1,0 +1,62 @@
+"""Deck fixtures: CLANKER_HOME on a short path (the grid tests'), an in-process grid
+where the library finds it, and a deck running headless on its own thread."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from prompt_toolkit.input import PipeInput, create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from clanker.api import Clanker
+from clanker.deck.app import Deck
+from clanker.deck.seen import SeenMarks
+from clanker.grid.daemon import grid_location
+from clanker.paths import clanker_paths
+from clanker.tmux.control import Tmux
+from tests.core.grid.conftest import LiveGrid, eventually, home, launcher
+
+__all__ = ["Running", "home", "launcher", "live"]
+
+
+@pytest.fixture
+def live(home: Path) -> Iterator[LiveGrid]:
+    location = grid_location(clanker_paths())
+    location.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with LiveGrid(location.socket) as grid:
+        yield grid
+
+
+class Running:
+    """One deck on its own thread and loop, fed keys through a pipe."""
+
+    def __init__(self, seen: Path, notified: list[str], *, tmux: Tmux | None = None,
+                 attach: Callable[[list[str]], None] | None = None) -> None:
+        self._stack = contextlib.ExitStack()
+        self._pipe: PipeInput = self._stack.enter_context(create_pipe_input())
+        self.deck = Deck(Clanker(), seen=SeenMarks(seen), tmux=tmux or Tmux({"PATH": ""}),
+                         workspace="/tmp", notify=notified.append, input=self._pipe,
+                         output=DummyOutput(), **({"attach": attach} if attach else {}))
+        self._thread = threading.Thread(target=lambda: asyncio.run(self.deck.run()))
+
+    def __enter__(self) -> Running:
+        self._thread.start()
+        eventually(lambda: self.deck.feed.synced and self.deck.app.is_running)
+        return self
+
+    def keys(self, text: str) -> None:
+        self._pipe.send_text(text)
+
+    def states(self) -> list[tuple[str, str]]:
+        return [(r.terminal, r.attention) for r in self.deck.rows]
+
+    def __exit__(self, *_: object) -> None:
+        self.keys("q")
+        self._thread.join(60)
+        assert not self._thread.is_alive()
+        self._stack.close()

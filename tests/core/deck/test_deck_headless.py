@@ -1,0 +1,143 @@
+"""The deck driven headless (prompt_toolkit pipe input, DummyOutput) against a real
+in-process grid on the socket the library finds, with scripted lifecycle events."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from clanker.attention.envelope import parse_envelope
+from clanker.grid.server import Grid
+from tests.core.deck.conftest import Running
+from tests.core.grid.conftest import LiveGrid, eventually, register_as, root
+
+
+def _register(live: LiveGrid, harness: str) -> str:
+    return live.on_loop(lambda g: g.register(harness=harness, cwd="/tmp",
+                                             launcher_pid=os.getpid())).terminal
+
+
+def _event(live: LiveGrid, terminal: str, event: str, **fields: object) -> None:
+    def apply(grid: Grid) -> None:
+        grid.broker.apply(terminal, parse_envelope(root(event, **fields)))
+
+    live.on_loop(apply)
+
+
+def test_rows_appear_reorder_by_attention_update_per_revision_and_leave_on_tombstones(
+        live: LiveGrid, tmp_path: Path) -> None:
+    notified: list[str] = []
+    first = _register(live, "fake-a")
+    _event(live, first, "session_started")
+    with Running(tmp_path / "seen.json", notified) as running:
+        eventually(lambda: running.states() == [(first, "idle")])
+        second = _register(live, "fake-b")
+        _event(live, second, "session_started")
+        _event(live, second, "turn_started", turnId="u1")
+        eventually(lambda: running.states() == [(second, "working"), (first, "idle")])
+        drawn = running.deck.revisions_drawn
+        _event(live, first, "turn_started", turnId="u1")
+        _event(live, first, "input_requested", turnId="u1", inputId="i1")
+        eventually(lambda: running.states() == [(first, "needs-input"), (second, "working")])
+        assert running.deck.revisions_drawn >= drawn + 2  # one redraw per accepted revision
+        _event(live, second, "turn_completed", turnId="u1")
+        eventually(lambda: running.states() == [(first, "needs-input"), (second, "done")])
+        lines = running.deck.screen_lines()
+        assert "needs input: 1  done: 1" in lines[0]
+        assert notified == ["fake-a needs input in /tmp", "fake-b is done in /tmp"]
+        live.on_loop(lambda g: g.retire(first))
+        eventually(lambda: running.states() == [(second, "done")])
+
+
+def test_the_seen_watermark_survives_a_restart_and_never_changes_lifecycle(
+        live: LiveGrid, tmp_path: Path) -> None:
+    terminal = _register(live, "fake-a")
+    for event, fields in (("session_started", {}), ("turn_started", {"turnId": "u1"}),
+                          ("turn_completed", {"turnId": "u1"})):
+        _event(live, terminal, event, **fields)
+    seen = tmp_path / "seen.json"
+    with Running(seen, []) as running:
+        eventually(lambda: running.states() == [(terminal, "done")])
+        running.keys("s")
+        eventually(lambda: running.states() == [(terminal, "idle")])
+    assert live.on_loop(lambda g: g.entry(terminal)).attention == "done"  # the grid's own
+    with Running(seen, []) as again, Running(tmp_path / "other.json", []) as other:
+        eventually(lambda: again.states() == [(terminal, "idle")])
+        eventually(lambda: other.states() == [(terminal, "done")])  # its own marks
+        _event(live, terminal, "turn_started", turnId="u2")
+        _event(live, terminal, "turn_completed", turnId="u2")
+        eventually(lambda: again.states() == [(terminal, "done")])  # a new completion
+
+
+def test_jump_without_tmux_is_disabled_with_a_reason(live: LiveGrid, tmp_path: Path) -> None:
+    terminal = _register(live, "fake-a")
+    _event(live, terminal, "session_started")
+    with Running(tmp_path / "seen.json", []) as running:
+        eventually(lambda: running.states() == [(terminal, "idle")])
+        running.keys("\r")
+        eventually(lambda: running.deck.status == "jump is disabled: tmux is not on PATH")
+        assert running.deck.screen_lines()[-1] == "jump is disabled: tmux is not on PATH"
+
+
+def test_a_grid_that_goes_away_is_said_and_the_deck_reconnects(
+        home: Path, tmp_path: Path) -> None:
+    from clanker.grid.daemon import grid_location
+    from clanker.paths import clanker_paths
+
+    location = grid_location(clanker_paths())
+    location.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    first = LiveGrid(location.socket).__enter__()
+    old = _register(first, "fake-a")
+    _event(first, old, "session_started")
+    with Running(tmp_path / "seen.json", []) as running:
+        eventually(lambda: running.states() == [(old, "idle")])
+        first.__exit__()
+        eventually(lambda: running.deck.feed.problem is not None)
+        said = running.deck.screen_lines()[-1]
+        assert said.endswith(("reconnecting", "retrying")), said
+        assert running.states() == [(old, "idle")]  # the last picture stays meanwhile
+        with LiveGrid(location.socket) as second:
+            new = _register(second, "fake-b")
+            _event(second, new, "session_started")
+            eventually(lambda: running.states() == [(new, "idle")])  # the new grid's table
+            assert running.deck.feed.problem is None
+
+
+def test_the_deck_command_needs_an_interactive_terminal() -> None:
+    from click.testing import CliRunner
+
+    from clanker.cli import cli
+
+    result = CliRunner().invoke(cli, ["deck"])
+    assert result.exit_code == 47
+    assert "the deck needs an interactive terminal" in result.output
+
+
+def test_x_stops_the_selected_agent_after_asking_and_help_and_launch_say_why(
+        live: LiveGrid, tmp_path: Path,
+        launcher: subprocess.Popen[bytes]) -> None:
+    assert live.grid is not None
+    terminal = register_as(launcher, live.path).terminal
+    _event(live, terminal, "session_started")
+    with Running(tmp_path / "seen.json", []) as running:
+        eventually(lambda: running.states() == [(terminal, "idle")])
+        running.keys("?")
+        eventually(lambda: running.deck.screen_lines()[0] == "clanker deck keys (esc to close)")
+        running.keys("\x1b")
+        eventually(lambda: running.deck.panel is None)
+        running.keys("n")
+        eventually(lambda: running.deck.status
+                   == "launching from the deck needs tmux (tmux is not on PATH)")
+        running.keys("x")
+        eventually(lambda: running.deck.panel is not None)
+        assert running.deck.panel == ["stop fake-agent in /tmp? (y: stop, any other key: keep)"]
+        running.keys("k")  # kept
+        eventually(lambda: running.deck.panel is None)
+        assert launcher.poll() is None
+        running.keys("x")
+        eventually(lambda: running.deck.panel is not None)
+        running.keys("y")
+        assert launcher.wait(60) == -signal.SIGTERM
+        eventually(lambda: running.states() == [])  # the grid retired it; the deck followed
