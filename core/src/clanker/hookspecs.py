@@ -137,11 +137,10 @@ def clanker_usage() -> UsageCapability:
 
 @hookspec(firstresult=True)
 def clanker_accounts() -> AccountsCapability:
-    """Return the variable that points the harness at a managed account home.
+    """Return how the harness is pointed at a managed account home, and how it
+    signs in, verifies and signs out there (the accounts service calls it).
 
-    No service calls this yet: sign-in, verification and sign-out join the
-    contract with the accounts service. Absent: only the harness's own
-    (default) account exists.
+    Absent: only the harness's own (default) account exists.
     """
 
 
@@ -154,9 +153,9 @@ def clanker_accounts() -> AccountsCapability:
 def clanker_agent_bridge() -> AgentBridgeCapability:
     """Return how the harness is handed clanker's loopback MCP endpoint at launch.
 
-    No service calls this yet (the bridge service will). Absent: the harness
-    has no launch-scoped way to add an MCP server without rewriting the
-    user's configuration.
+    The launch path's bridge step calls it. Absent: the harness has no
+    launch-scoped way to add an MCP server without rewriting the user's
+    configuration.
     """
 
 
@@ -169,8 +168,9 @@ def clanker_agent_bridge() -> AgentBridgeCapability:
 def clanker_guidance() -> GuidanceCapability:
     """Return how the harness receives the launch-scoped instruction text.
 
-    No service calls this yet. Absent: the harness has no channel that leaves
-    the user's own instructions untouched; the agent is not told about clanker.
+    The launch path's guidance step calls it. Absent: the harness has no
+    channel that leaves the user's own instructions untouched; the agent is
+    not told about clanker.
     """
 
 
