@@ -208,9 +208,11 @@ def test_every_captured_session_file(
 
 def test_the_table_covers_every_captured_session_file() -> None:
     covered = {FIXTURES / row[0] for row in CAPTURED}
-    # commit/ holds `--print --mode json` streams (test_commit.py), not session files.
+    # commit/ holds `--print --mode json` streams (test_commit.py) and acp/ ACP frames
+    # (tests/core/acp), not session files.
     sessions = {p for p in FIXTURES.rglob("*.jsonl")
-                if "cli-output" not in p.parts and "commit" not in p.relative_to(FIXTURES).parts}
+                if "cli-output" not in p.parts
+                and not {"commit", "acp"} & set(p.relative_to(FIXTURES).parts)}
     assert sessions == covered
     assert summarize(sample(STORE / "cli-output" / "acp-session-list-responses.jsonl")) is None
 
