@@ -43,7 +43,7 @@ class TestClaudeContract(HarnessProviderContract):
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
                               Capability.ATTENTION, Capability.USAGE, Capability.COMMIT,
                               Capability.AGENT_BRIDGE, Capability.GUIDANCE,
-                              Capability.ACCOUNTS})
+                              Capability.ACCOUNTS, Capability.CHECKOUT_REHOME})
 
     # launch
     valid_session_ids = (SESSION,)

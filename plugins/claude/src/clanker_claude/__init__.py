@@ -37,4 +37,5 @@ plugin = define_harness(
     agent_bridge="clanker_claude.bridge:ClaudeBridge",
     guidance="clanker_claude.guidance:ClaudeGuidance",
     accounts="clanker_claude.accounts:ClaudeAccounts",
+    checkout_rehome="clanker_claude.rehome:ClaudeRehome",
 )
