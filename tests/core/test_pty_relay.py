@@ -4,7 +4,6 @@ relayed, the exit status, and a child swapped while the relay runs."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -14,7 +13,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from clanker.environment.pty_relay import PtyChild, PtyRelay, raw_mode, terminal_size
+from clanker.environment.pty_relay import (
+    PtyChild,
+    PtyRelay,
+    raw_mode,
+    run_in_pty,
+    terminal_size,
+)
 from clanker.errors import ErrorKind, HarnessCapabilityError
 
 ENV = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.defpath}
@@ -24,15 +29,26 @@ def python(code: str, size: tuple[int, int] | None = None) -> PtyChild:
     return PtyChild.spawn((sys.executable, "-c", code), ENV, None, size)
 
 
+_OPEN: set[int] = set()
+
+
+def close(fd: int) -> None:
+    """Close one of the fixture's ends early (the fixture then leaves it alone,
+    so it never closes a number the system has since reused)."""
+    _OPEN.discard(fd)
+    os.close(fd)
+
+
 @pytest.fixture
 def user() -> Iterator[tuple[int, int, int, int]]:
     """The user's side: (stdin read end, its write end, stdout read end, its write end)."""
     stdin_r, stdin_w = os.pipe()
     stdout_r, stdout_w = os.pipe()
+    _OPEN.update((stdin_r, stdin_w, stdout_r, stdout_w))
     yield stdin_r, stdin_w, stdout_r, stdout_w
     for fd in (stdin_r, stdin_w, stdout_r, stdout_w):
-        with contextlib.suppress(OSError):
-            os.close(fd)
+        if fd in _OPEN:
+            close(fd)
 
 
 def relay_all(child: PtyChild, user: tuple[int, int, int, int]) -> tuple[int, bytes]:
@@ -42,7 +58,7 @@ def relay_all(child: PtyChild, user: tuple[int, int, int, int]) -> tuple[int, by
         status = relay.run()
     finally:
         relay.close()
-    os.close(stdout_w)
+    close(stdout_w)
     return status, read_all(stdout_r)
 
 
@@ -72,7 +88,7 @@ def test_the_child_has_a_controlling_terminal_of_the_given_size(
 def test_input_reaches_the_child(user: tuple[int, int, int, int]) -> None:
     child = python("import sys; print('got', sys.stdin.readline().strip().upper())")
     os.write(user[1], b"hello\n")
-    os.close(user[1])
+    close(user[1])
     status, output = relay_all(child, user)
     assert status == 0
     assert b"got HELLO" in output
@@ -119,7 +135,7 @@ def test_a_replacement_takes_over_the_same_relay(user: tuple[int, int, int, int]
     finally:
         runner.join()
         relay.close()
-    os.close(stdout_w)
+    close(stdout_w)
     output = read_all(stdout_r)
     assert outcome == [0]
     assert b"[held output]" in output
@@ -170,3 +186,19 @@ def test_raw_mode_and_size_leave_a_pipe_alone() -> None:
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def test_run_in_pty_relays_and_restores_the_signal_handlers(
+    user: tuple[int, int, int, int],
+) -> None:
+    stdin_r, _, stdout_r, stdout_w = user
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGWINCH, signal.SIGTERM)}
+    relay = PtyRelay(python("print('via run_in_pty'); raise SystemExit(4)"),
+                     stdin_fd=stdin_r, stdout_fd=stdout_w)
+    try:
+        assert run_in_pty(relay, tty_fd=stdin_r) == 4  # a pipe: no raw mode, no size
+    finally:
+        relay.close()
+    close(stdout_w)
+    assert b"via run_in_pty" in read_all(stdout_r)
+    assert {sig: signal.getsignal(sig) for sig in before} == before
