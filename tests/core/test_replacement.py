@@ -121,3 +121,27 @@ def test_a_refused_replacement_leaves_the_original_running(
     assert status == 0
     assert f"resumed {SESSION} in {main}".encode() in output
     assert b"No conversation found" not in output  # the held output was never shown
+
+
+def test_a_replacement_the_caller_does_not_confirm_is_retired(
+    tmp_path: Path, checkouts: tuple[Path, Path],
+) -> None:
+    main, target = checkouts
+    argv = double_argv(tmp_path)
+    running = Running(PtyChild.spawn(argv, env("found"), str(main)))
+    asked: list[PtyChild] = []
+
+    def confirm(candidate: PtyChild) -> bool:
+        asked.append(candidate)
+        return False  # e.g. no attention registration bound to the target
+
+    with pytest.raises(ReplacementRefused) as caught:
+        hot_replace(running.relay, argv, env("found"), str(target),
+                    Proof(first_output_within=60.0, survives=0.3, confirm=confirm))
+    assert caught.value.why is Why.UNCONFIRMED
+    assert len(asked) == 1 and asked[0] is not running.original
+    assert asked[0].process.poll() is not None  # the unconfirmed one was retired
+    assert running.relay.child is running.original
+    status, output = running.finish()
+    assert status == 0
+    assert f"resumed {SESSION} in {target}".encode() not in output

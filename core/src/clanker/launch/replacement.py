@@ -1,12 +1,13 @@
 """Replace the child a launch relays with another, proven first (hot replacement).
 
 The replacement is started on its own PTY while the original keeps running and
-keeps the user's terminal. It must print something within a deadline and still
-be running after a short observation window (a resume that cannot find its
-conversation prints an error and exits at once); until then its output is held,
-not shown. Only a proven replacement is handed to the relay, which shows the
-held output first; then the original is retired. Anything short of that
-retires the replacement and leaves the original exactly as it was: a failed
+keeps the user's terminal. It must print something within a deadline, still be
+running after a short observation window (a resume that cannot find its
+conversation prints an error and exits at once) and pass the caller's own check
+(:attr:`Proof.confirm`); until then its output is held, not shown. Only a
+proven replacement is handed to the relay, which shows the held output
+first; then the original is retired. Anything short of that retires the
+replacement and leaves the original exactly as it was: a failed
 replacement is never followed by cleanup of anything else.
 """
 
@@ -18,7 +19,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from attrs import frozen
 
@@ -38,6 +39,8 @@ class Why(enum.StrEnum):
     """The replacement ended during the proof."""
     RELAY_ENDED = "relay-ended"
     """The original ended while the replacement was being proven."""
+    UNCONFIRMED = "unconfirmed"
+    """It ran, but the caller's own check (its registration) did not confirm it."""
 
 
 class ReplacementRefused(Exception):
@@ -56,6 +59,9 @@ class Proof:
     survives: float = 1.5
     held_output_limit: int = 256 * 1024
     """Output beyond this is left unread (the child blocks) until it is adopted."""
+    confirm: Callable[[PtyChild], bool] | None = None
+    """Asked once the window has passed: whatever else must be true of the
+    replacement (registered with attention, bound to the target checkout)."""
 
 
 def retire(child: PtyChild) -> int:
@@ -104,6 +110,8 @@ def _prove(candidate: PtyChild, proof: Proof) -> bytes:
             held += data
     if candidate.process.poll() is not None:
         raise ReplacementRefused(Why.EXITED, "the replacement exited while it was proven")
+    if proof.confirm is not None and not proof.confirm(candidate):
+        raise ReplacementRefused(Why.UNCONFIRMED, "the replacement was not confirmed")
     return bytes(held)
 
 
