@@ -181,7 +181,8 @@ def clanker_guidance() -> GuidanceCapability:
 
 @hookspec(firstresult=True)
 def clanker_checkout_rehome() -> CheckoutRehomeCapability:
-    """Return the strategy that moves a live conversation into an isolated worktree.
+    """Return how a live conversation moves to another checkout: the strategy
+    and the resume flags for a target (``clanker.checkouts.capability``).
 
     No service calls this yet. Absent: the harness cannot be proven to
     continue in another directory.

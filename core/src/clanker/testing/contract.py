@@ -20,8 +20,9 @@ One part per capability, each usable alone: :class:`LaunchContract`,
 :class:`ModelsContract`, :class:`UsageContract` (here),
 :class:`~clanker.testing.sessions.SessionsContract`,
 :class:`~clanker.testing.attending.AttentionContract`,
-:class:`~clanker.testing.commit.CommitContract` and
-:class:`~clanker.testing.bridging.BridgingContract`. ``docs/hooks.md`` lists what
+:class:`~clanker.testing.commit.CommitContract`,
+:class:`~clanker.testing.bridging.BridgingContract` and
+:class:`~clanker.testing.rehome.RehomeContract`. ``docs/hooks.md`` lists what
 each one asks a plugin to supply.
 """
 
@@ -61,6 +62,7 @@ from clanker.testing.doubles import (
     ScriptedSessionExecutor,
     probe_usage,
 )
+from clanker.testing.rehome import RehomeContract
 from clanker.testing.sessions import SessionsContract
 from clanker.testing.strategies import (
     documents_with_values_replaced,
@@ -459,5 +461,6 @@ class HarnessProviderContract(
     UsageContract,
     CommitContract,
     BridgingContract,
+    RehomeContract,
 ):
     """Behaviour every provider must have, whatever its harness: every part at once."""

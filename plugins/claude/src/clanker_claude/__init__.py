@@ -38,4 +38,5 @@ plugin = define_harness(
     guidance="clanker_claude.guidance:ClaudeGuidance",
     accounts="clanker_claude.accounts:ClaudeAccounts",
     acp="clanker_claude.acp:ClaudeAcp",
+    checkout_rehome="clanker_claude.rehome:ClaudeRehome",
 )

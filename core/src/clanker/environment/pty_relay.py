@@ -1,0 +1,282 @@
+"""Run a harness on a pseudo-terminal clanker owns, and relay it to the user's.
+
+:mod:`clanker.environment.foreground` hands the child the user's terminal
+itself; that cannot survive a child being replaced, because two TUIs cannot
+share one terminal. Here each child gets its own PTY and a session led by
+itself (so its PTY is its controlling terminal and Ctrl+C typed by the user,
+relayed as a byte, becomes its own SIGINT), and the launcher copies bytes both
+ways. The user's terminal is put in raw mode while relaying, so every key
+(including the signal keys) reaches the child unchanged; its size follows the
+user's (SIGWINCH). SIGTERM and SIGHUP aimed at the launcher are forwarded to
+the child being relayed.
+
+:meth:`PtyRelay.replace` swaps the child being relayed without stopping the
+relay: the caller starts and proves the replacement on its own PTY first,
+then hands it over and retires the one it gets back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import selectors
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import tty
+from collections.abc import Iterator, Mapping
+from types import FrameType
+
+from clanker.environment.foreground import exit_status
+from clanker.execution.process import resolve_executable
+
+__all__ = ["PtyChild", "PtyRelay", "raw_mode", "run_in_pty", "terminal_size"]
+
+_CHUNK = 65536
+_FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+
+
+def terminal_size(fd: int) -> tuple[int, int] | None:
+    """``(rows, columns)`` of the terminal on ``fd``, or ``None`` if it is none."""
+    try:
+        size = os.get_terminal_size(fd)
+    except OSError:
+        return None
+    return size.lines, size.columns
+
+
+# The child is started in a new session (setsid) through this trampoline, which
+# makes its stdin, the PTY's slave end, the session's controlling terminal and
+# then becomes the harness. A preexec_fn would do the same in the forked child,
+# but is unsafe once threads run (a replacement is spawned while the relay's
+# thread is busy). -I -S: no user site, no site import, no PYTHON* variables.
+_CONTROLLING_TERMINAL = (
+    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+class PtyChild:
+    """One process whose stdin, stdout and stderr are the slave end of its own PTY."""
+
+    def __init__(self, process: subprocess.Popen[bytes], master: int) -> None:
+        self.process = process
+        self.master = master
+
+    @classmethod
+    def spawn(cls, argv: tuple[str, ...], env: Mapping[str, str], cwd: str | None,
+              size: tuple[int, int] | None = None) -> PtyChild:
+        """Start ``argv`` on a fresh PTY of ``size`` (rows, columns).
+
+        Raises ``binary-unavailable`` when ``argv[0]`` is not on the child's PATH.
+        """
+        executable = resolve_executable(argv[0], env)
+        master, slave = os.openpty()
+        try:
+            if size is not None:
+                _set_size(master, size)
+            os.set_inheritable(slave, False)
+            process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _CONTROLLING_TERMINAL,
+                 executable, *argv[1:]], env=dict(env), cwd=cwd,
+                stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            # Only the child keeps the slave open: its exit then reads as EOF.
+            os.close(slave)
+        return cls(process, master)
+
+    def resize(self, size: tuple[int, int]) -> None:
+        """Give the PTY ``size``; the kernel tells the child with SIGWINCH."""
+        _set_size(self.master, size)
+
+    def read(self) -> bytes:
+        """What the child wrote (blocks until something is there); ``b""`` at its end."""
+        try:
+            return os.read(self.master, _CHUNK)
+        except OSError as error:
+            if error.errno == errno.EIO:  # Linux: every slave end is closed
+                return b""
+            raise
+
+    def write(self, data: bytes) -> None:
+        """Type ``data`` into the child's terminal."""
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.master, view):]
+
+    def signal(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signum)
+
+    def wait(self) -> int:
+        """Wait for the child to exit; return its shell-style exit status."""
+        return exit_status(self.process.wait())
+
+    def close(self) -> None:
+        """Release the PTY (the child, if still running, then reads EOF/EIO)."""
+        with contextlib.suppress(OSError):
+            os.close(self.master)
+
+
+def _set_size(fd: int, size: tuple[int, int]) -> None:
+    rows, columns = size
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+
+
+@contextlib.contextmanager
+def raw_mode(fd: int) -> Iterator[None]:
+    """Put the terminal on ``fd`` in raw mode for the block (nothing if it is none)."""
+    try:
+        saved = termios.tcgetattr(fd)
+    except termios.error:
+        yield
+        return
+    tty.setraw(fd, termios.TCSANOW)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+class PtyRelay:
+    """Copies the user's input to one child's PTY and its output back, until the
+    child being relayed ends; that child can be swapped while it runs."""
+
+    def __init__(self, child: PtyChild, *, stdin_fd: int, stdout_fd: int) -> None:
+        self._child = child
+        self._stdin = stdin_fd
+        self._stdout = stdout_fd
+        self._lock = threading.Lock()
+        self._pending: PtyChild | None = None
+        self._prefix = b""
+        self._ended = False
+        self._handed_back = threading.Event()
+        self._wake_read, self._wake_write = os.pipe()
+        for fd in (self._wake_read, self._wake_write):
+            os.set_blocking(fd, False)
+
+    @property
+    def child(self) -> PtyChild:
+        return self._child
+
+    def wake(self) -> None:
+        """Make the relay look at its state again (safe from a signal handler)."""
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._wake_write, b"\0")
+
+    def replace(self, replacement: PtyChild, prefix: bytes = b"") -> PtyChild:
+        """Relay ``replacement`` from now on; return the child relayed until now.
+
+        ``prefix`` is output of the replacement already read (while it was being
+        proven) and is shown first. Call from another thread than :meth:`run`;
+        returns once the relay has switched. The caller retires the old child.
+        """
+        with self._lock:
+            if self._ended:
+                raise RuntimeError("the relay has ended")
+            if self._pending is not None:
+                raise RuntimeError("a replacement is already being handed over")
+            previous = self._child
+            self._pending = replacement
+            self._prefix = prefix
+            self._handed_back.clear()
+        self.wake()
+        self._handed_back.wait()
+        with self._lock:
+            if self._child is not replacement:  # the relay ended first
+                self._pending = None
+                raise RuntimeError("the relay has ended")
+        return previous
+
+    def _adopt_pending(self, selector: selectors.BaseSelector) -> None:
+        with self._lock:
+            replacement, self._pending = self._pending, None
+            if replacement is None:
+                return
+            selector.unregister(self._child.master)
+            self._child = replacement
+            selector.register(replacement.master, selectors.EVENT_READ)
+            self._handed_back.set()
+        if self._prefix:
+            self._output(self._prefix)
+
+    def _output(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._stdout, view):]
+
+    def run(self) -> int:
+        """Relay until the child being relayed ends; return its exit status."""
+        try:
+            return self._relay()
+        finally:
+            with self._lock:
+                self._ended = True
+            self._handed_back.set()
+
+    def _relay(self) -> int:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._child.master, selectors.EVENT_READ)
+            selector.register(self._wake_read, selectors.EVENT_READ)
+            with contextlib.suppress(ValueError, OSError):
+                selector.register(self._stdin, selectors.EVENT_READ)
+            while True:
+                for key, _ in selector.select():
+                    if key.fd == self._wake_read:
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(self._wake_read, _CHUNK)
+                        self._adopt_pending(selector)
+                    elif key.fd == self._stdin:
+                        data = os.read(self._stdin, _CHUNK)
+                        if data:
+                            self._child.write(data)
+                        else:  # the user's input ended: nothing more to type
+                            selector.unregister(self._stdin)
+                    elif key.fd == self._child.master:
+                        data = self._child.read()
+                        if not data:
+                            child = self._child
+                            child.close()
+                            return child.wait()
+                        self._output(data)
+
+    def close(self) -> None:
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+
+
+def run_in_pty(relay: PtyRelay, *, tty_fd: int) -> int:
+    """Run ``relay`` with the user's terminal (``tty_fd``) in raw mode, its size
+    following the terminal's and SIGTERM/SIGHUP forwarded to the child relayed.
+
+    Must be called from the main thread (it installs signal handlers).
+    """
+
+    def follow_size(_: int, __: FrameType | None) -> None:
+        size = terminal_size(tty_fd)
+        if size is not None:
+            with contextlib.suppress(OSError):
+                relay.child.resize(size)
+
+    def forward(signum: int, _: FrameType | None) -> None:
+        relay.child.signal(signum)
+
+    previous = {signal.SIGWINCH: signal.signal(signal.SIGWINCH, follow_size)}
+    for sig in _FORWARDED:
+        previous[sig] = signal.signal(sig, forward)
+    try:
+        with raw_mode(tty_fd):
+            return relay.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,138 @@
+"""Replace the child a launch relays with another, proven first (hot replacement).
+
+The replacement is started on its own PTY while the original keeps running and
+keeps the user's terminal. It must print something within a deadline, still be
+running after a short observation window (a resume that cannot find its
+conversation prints an error and exits at once) and pass the caller's own check
+(:attr:`Proof.confirm`); until then its output is held, not shown. Only a
+proven replacement is handed to the relay, which shows the held output
+first; then the original is retired. Anything short of that retires the
+replacement and leaves the original exactly as it was: a failed
+replacement is never followed by cleanup of anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+
+from attrs import frozen
+
+from clanker.environment.pty_relay import PtyChild, PtyRelay, terminal_size
+
+__all__ = ["Proof", "ReplacementRefused", "Why", "hot_replace", "retire"]
+
+_RETIRE_GRACE = 5.0
+
+
+class Why(enum.StrEnum):
+    """Why a replacement was not adopted (stable: it reaches ``--json``)."""
+
+    NO_OUTPUT = "no-output"
+    """Nothing was printed before the deadline."""
+    EXITED = "exited"
+    """The replacement ended during the proof."""
+    RELAY_ENDED = "relay-ended"
+    """The original ended while the replacement was being proven."""
+    UNCONFIRMED = "unconfirmed"
+    """It ran, but the caller's own check (its registration) did not confirm it."""
+
+
+class ReplacementRefused(Exception):
+    """The replacement was not proven; it is retired and the original still runs."""
+
+    def __init__(self, why: Why, message: str) -> None:
+        super().__init__(message)
+        self.why = why
+
+
+@frozen(kw_only=True)
+class Proof:
+    """What a replacement must show before it takes over (seconds, bytes)."""
+
+    first_output_within: float = 15.0
+    survives: float = 1.5
+    held_output_limit: int = 256 * 1024
+    """Output beyond this is left unread (the child blocks) until it is adopted."""
+    confirm: Callable[[PtyChild], bool] | None = None
+    """Asked once the window has passed: whatever else must be true of the
+    replacement (registered with attention, bound to the target checkout)."""
+
+
+def retire(child: PtyChild) -> int:
+    """End ``child`` (SIGTERM, SIGKILL after a grace period), release its PTY and
+    return its exit status; its exit is waited for, never assumed."""
+    child.signal(signal.SIGTERM)
+    try:
+        child.process.wait(timeout=_RETIRE_GRACE)
+    except subprocess.TimeoutExpired:
+        child.signal(signal.SIGKILL)
+    status = child.wait()
+    child.close()
+    return status
+
+
+def _prove(candidate: PtyChild, proof: Proof) -> bytes:
+    """The output ``candidate`` printed while proving itself, or a refusal."""
+    held = bytearray()
+    deadline = time.monotonic() + proof.first_output_within
+    window_end = 0.0  # set by the first output: the observation window starts there
+    with selectors.DefaultSelector() as selector:
+        selector.register(candidate.master, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if held:
+                remaining = window_end - now
+                if remaining <= 0:
+                    break
+            else:
+                remaining = deadline - now
+                if remaining <= 0:
+                    raise ReplacementRefused(Why.NO_OUTPUT,
+                                             "the replacement printed nothing in time")
+            if len(held) >= proof.held_output_limit:
+                # Stop reading: the child waits on its full PTY; only its exit matters now.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    candidate.process.wait(timeout=remaining)
+                break
+            if not selector.select(remaining):
+                continue
+            data = candidate.read()
+            if not data:
+                raise ReplacementRefused(Why.EXITED, "the replacement exited while it was proven")
+            if not held:
+                window_end = time.monotonic() + proof.survives
+            held += data
+    if candidate.process.poll() is not None:
+        raise ReplacementRefused(Why.EXITED, "the replacement exited while it was proven")
+    if proof.confirm is not None and not proof.confirm(candidate):
+        raise ReplacementRefused(Why.UNCONFIRMED, "the replacement was not confirmed")
+    return bytes(held)
+
+
+def hot_replace(relay: PtyRelay, argv: tuple[str, ...], env: Mapping[str, str], cwd: str,
+                proof: Proof | None = None) -> int:
+    """Start ``argv`` in ``cwd`` beside the child ``relay`` shows, prove it, hand
+    it to the relay and retire the original; return the original's exit status.
+
+    Raises :class:`ReplacementRefused` (the replacement retired, the original
+    untouched and still relayed) or ``binary-unavailable``.
+    """
+    proof = proof or Proof()
+    candidate = PtyChild.spawn(argv, env, cwd, terminal_size(relay.child.master))
+    try:
+        held = _prove(candidate, proof)
+        try:
+            original = relay.replace(candidate, prefix=held)
+        except RuntimeError as error:
+            raise ReplacementRefused(Why.RELAY_ENDED,
+                                     "the original ended during the move") from error
+    except BaseException:
+        retire(candidate)
+        raise
+    return retire(original)

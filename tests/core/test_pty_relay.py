@@ -1,0 +1,204 @@
+"""The PTY relay with real processes on real pseudo-terminals: what a child sees
+(a terminal of its own, of the user's size, controlling it), input and output
+relayed, the exit status, and a child swapped while the relay runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import termios
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from clanker.environment.pty_relay import (
+    PtyChild,
+    PtyRelay,
+    raw_mode,
+    run_in_pty,
+    terminal_size,
+)
+from clanker.errors import ErrorKind, HarnessCapabilityError
+
+ENV = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.defpath}
+
+
+def python(code: str, size: tuple[int, int] | None = None) -> PtyChild:
+    return PtyChild.spawn((sys.executable, "-c", code), ENV, None, size)
+
+
+_OPEN: set[int] = set()
+
+
+def close(fd: int) -> None:
+    """Close one of the fixture's ends early (the fixture then leaves it alone,
+    so it never closes a number the system has since reused)."""
+    _OPEN.discard(fd)
+    os.close(fd)
+
+
+@pytest.fixture
+def user() -> Iterator[tuple[int, int, int, int]]:
+    """The user's side: (stdin read end, its write end, stdout read end, its write end)."""
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    _OPEN.update((stdin_r, stdin_w, stdout_r, stdout_w))
+    yield stdin_r, stdin_w, stdout_r, stdout_w
+    for fd in (stdin_r, stdin_w, stdout_r, stdout_w):
+        if fd in _OPEN:
+            close(fd)
+
+
+def relay_all(child: PtyChild, user: tuple[int, int, int, int]) -> tuple[int, bytes]:
+    stdin_r, _, stdout_r, stdout_w = user
+    relay = PtyRelay(child, stdin_fd=stdin_r, stdout_fd=stdout_w)
+    try:
+        status = relay.run()
+    finally:
+        relay.close()
+    close(stdout_w)
+    return status, read_all(stdout_r)
+
+
+def read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_output_and_exit_status_are_relayed(user: tuple[int, int, int, int]) -> None:
+    status, output = relay_all(python("print('hello from the child'); raise SystemExit(3)"), user)
+    assert status == 3
+    assert b"hello from the child" in output
+
+
+def test_the_child_has_a_controlling_terminal_of_the_given_size(
+    user: tuple[int, int, int, int],
+) -> None:
+    code = ("import os; s = os.get_terminal_size(0); "
+            "print('tty', os.isatty(1), os.tcgetpgrp(0) == os.getpgrp(), s.lines, s.columns)")
+    status, output = relay_all(python(code, (33, 101)), user)
+    assert status == 0
+    assert b"tty True True 33 101" in output
+
+
+def test_input_reaches_the_child(user: tuple[int, int, int, int]) -> None:
+    child = python("import sys; print('got', sys.stdin.readline().strip().upper())")
+    os.write(user[1], b"hello\n")
+    close(user[1])
+    status, output = relay_all(child, user)
+    assert status == 0
+    assert b"got HELLO" in output
+
+
+def test_a_resize_reaches_the_child(user: tuple[int, int, int, int]) -> None:
+    child = python("import os, sys; sys.stdin.readline(); s = os.get_terminal_size(0); "
+                   "print('size', s.lines, s.columns)", (24, 80))
+    child.resize((40, 120))
+    os.write(user[1], b"\n")
+    status, output = relay_all(child, user)
+    assert status == 0
+    assert b"size 40 120" in output
+
+
+def test_a_typed_ctrl_c_interrupts_the_child_not_the_launcher(
+    user: tuple[int, int, int, int],
+) -> None:
+    child = python("import sys; print('ready', flush=True); sys.stdin.readline()")
+    seen = b""
+    while b"ready" not in seen:  # by then the trampoline has made the PTY its terminal
+        seen += child.read()
+    os.write(user[1], b"\x03")
+    status, _ = relay_all(child, user)
+    assert status == 128 + signal.SIGINT
+
+
+def test_a_replacement_takes_over_the_same_relay(user: tuple[int, int, int, int]) -> None:
+    stdin_r, stdin_w, stdout_r, stdout_w = user
+    first = python("import sys; sys.stdin.readline(); print('first answered')")
+    relay = PtyRelay(first, stdin_fd=stdin_r, stdout_fd=stdout_w)
+    outcome: list[int] = []
+    runner = threading.Thread(target=lambda: outcome.append(relay.run()))
+    runner.start()
+    second = python("import sys; print('second got', sys.stdin.readline().strip())")
+    try:
+        previous = relay.replace(second, prefix=b"[held output]")
+        assert previous is first
+        assert relay.child is second
+        first.signal(signal.SIGTERM)
+        assert first.wait() == 128 + signal.SIGTERM
+        first.close()
+        os.write(stdin_w, b"typed after the move\n")
+    finally:
+        runner.join()
+        relay.close()
+    close(stdout_w)
+    output = read_all(stdout_r)
+    assert outcome == [0]
+    assert b"[held output]" in output
+    assert b"second got typed after the move" in output
+    assert b"first answered" not in output
+
+
+def test_a_replacement_after_the_relay_ended_is_refused(user: tuple[int, int, int, int]) -> None:
+    stdin_r, _, _, stdout_w = user
+    relay = PtyRelay(python("pass"), stdin_fd=stdin_r, stdout_fd=stdout_w)
+    assert relay.run() == 0
+    late = python("import sys; sys.stdin.readline()")
+    try:
+        with pytest.raises(RuntimeError, match="ended"):
+            relay.replace(late)
+        assert relay.child is not late
+    finally:
+        late.close()
+        late.wait()
+        relay.close()
+
+
+def test_an_unknown_executable_is_a_typed_error() -> None:
+    with pytest.raises(HarnessCapabilityError) as caught:
+        PtyChild.spawn(("clanker-no-such-harness",), ENV, None)
+    assert caught.value.kind is ErrorKind.BINARY_UNAVAILABLE
+
+
+def test_raw_mode_applies_to_a_terminal_and_is_restored() -> None:
+    master, slave = os.openpty()
+    try:
+        before = termios.tcgetattr(slave)
+        assert terminal_size(slave) is not None
+        with raw_mode(slave):
+            assert not termios.tcgetattr(slave)[3] & termios.ICANON
+        assert termios.tcgetattr(slave) == before
+    finally:
+        os.close(slave)
+        os.close(master)
+
+
+def test_raw_mode_and_size_leave_a_pipe_alone() -> None:
+    read_end, write_end = os.pipe()
+    try:
+        with raw_mode(read_end):
+            pass
+        assert terminal_size(read_end) is None
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_run_in_pty_relays_and_restores_the_signal_handlers(
+    user: tuple[int, int, int, int],
+) -> None:
+    stdin_r, _, stdout_r, stdout_w = user
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGWINCH, signal.SIGTERM)}
+    relay = PtyRelay(python("print('via run_in_pty'); raise SystemExit(4)"),
+                     stdin_fd=stdin_r, stdout_fd=stdout_w)
+    try:
+        assert run_in_pty(relay, tty_fd=stdin_r) == 4  # a pipe: no raw mode, no size
+    finally:
+        relay.close()
+    close(stdout_w)
+    assert b"via run_in_pty" in read_all(stdout_r)
+    assert {sig: signal.getsignal(sig) for sig in before} == before
