@@ -195,3 +195,19 @@ def test_a_variable_the_harness_server_sets_cannot_be_a_secret(coder: Coder,
 
     asyncio.run(run())
     assert coder.agent_text() == f"value:{REDACTED}"
+
+
+def test_a_start_that_needs_the_store_where_there_is_none(coder: Coder,
+                                                          store: MemoryKeyring) -> None:
+    coder.clanker.set_coder_secret("python3", "FAKE_TOKEN", SECRET)
+    keyring.set_keyring(fail.Keyring())  # the fixture puts the previous one back
+
+    async def run() -> None:
+        async with coder.session() as client:
+            await client.prompt("env FAKE_TOKEN")
+
+    with pytest.raises(CoderError) as caught:
+        asyncio.run(run())
+    assert caught.value.failure is CoderFailure.NO_KEYRING
+    assert "FAKE_TOKEN=... clanker coder" in caught.value.message
+    assert list((coder.paths.state / "coder").glob("*.jsonl")) == []
