@@ -42,7 +42,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 if TYPE_CHECKING:
     # Deferred imports keep `import clanker.api` cheap: a tool that only asks
     # the grid which agents run never loads a plugin.
+    from datetime import timedelta
+
     from clanker.accounts.service import AccountService
+    from clanker.acp.cleanup import CoderCleanup
     from clanker.acp.client import AcpClient, Ask
     from clanker.acp.service import CoderService
     from clanker.bridge.cmd import BridgeClient
@@ -714,6 +717,37 @@ class Clanker:
         ``in`` or ``clanker``; ``frame``; ``t``), secrets already redacted. Raises
         :class:`~clanker.acp.errors.CoderError` ``no-transcript``."""
         return self._coder_service().records(session_id)
+
+    def clean_coder(self, *, older_than: timedelta | None = None, keep: int | None = None,
+                    dry_run: bool = False) -> CoderCleanup:
+        """Remove coder transcripts and agent stderr logs by a rule: last written more
+        than ``older_than`` ago, and/or beyond the ``keep`` newest of each (both: a
+        file must match each). Only clanker's own coder files are candidates (their
+        names, regular files, no links, in the private coder directory). With
+        ``dry_run`` nothing is removed; the result lists what would be. Raises
+        :class:`ValueError` for no rule, or a directory that is not safe to clean."""
+        return self._coder_service().clean(older_than=older_than, keep=keep, dry_run=dry_run)
+
+    def coder_secrets(self, agent: str) -> list[str]:
+        """The names of the secrets stored for ``agent`` (a harness id, or an
+        ``agent_command``'s executable name); never their values."""
+        return self._coder_service().secrets.names(agent)
+
+    def set_coder_secret(self, agent: str, name: str, value: str) -> None:
+        """Store ``value`` in the OS credential store (``keyring``) as ``agent``'s
+        variable ``name``: :meth:`coder` puts it into that agent's environment only
+        (and redacts it), unless the variable is already set for the run. Raises
+        :class:`ValueError` for a name that cannot be such a variable (``CLANKER_*``,
+        one the launch path sets) and :class:`~clanker.acp.errors.CoderError`
+        ``no-keyring`` where there is no credential store."""
+        service = self._coder_service()
+        provider = self.registry.find_provider(agent)
+        service.secrets.set(agent, name, value, reserved=service.reserved_names(provider))
+
+    def remove_coder_secret(self, agent: str, name: str) -> bool:
+        """Remove ``agent``'s secret ``name`` from the store and the index; whether it
+        was stored."""
+        return self._coder_service().secrets.remove(agent, name)
 
     def _coder_service(self) -> CoderService:
         from clanker.acp.service import CoderService

@@ -25,6 +25,8 @@ class CoderFailure(enum.StrEnum):
     """``--show``: there is no transcript with that id."""
     SILENT = "silent"
     """The agent sent nothing for the turn's idle bound; clanker cancelled the turn."""
+    NO_KEYRING = "no-keyring"
+    """An agent secret is needed but keyring has no usable OS credential store here."""
 
 
 EXIT_CODES: Final[dict[CoderFailure, int]] = {
@@ -35,6 +37,7 @@ EXIT_CODES: Final[dict[CoderFailure, int]] = {
     CoderFailure.REFUSED: 36,
     CoderFailure.NO_TRANSCRIPT: 37,
     CoderFailure.SILENT: 38,
+    CoderFailure.NO_KEYRING: 39,
 }
 
 

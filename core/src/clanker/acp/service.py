@@ -4,7 +4,8 @@ the client, the ladder and the transcript.
 The agent is a harness's ACP server (its ``acp`` capability) or any command
 that speaks ACP (``--agent-command``). Either way its environment is built by
 the launch path (this machine's variables, ``PWD``, the account's home for a
-harness; clanker's own credentials stripped when it starts), and every value
+harness; clanker's own credentials stripped when it starts), then that
+agent's stored secrets (:mod:`clanker.acp.secrets`) are added, and every value
 clanker injected is registered with the transcript's redactor.
 """
 
@@ -16,7 +17,7 @@ import shlex
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from attrs import frozen
 
@@ -31,6 +32,12 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.launch.service import LaunchService
 from clanker.paths import ClankerPaths
 from clanker.registry import HarnessProvider
+
+if TYPE_CHECKING:
+    from datetime import timedelta
+
+    from clanker.acp.cleanup import CoderCleanup
+    from clanker.acp.secrets import AgentSecrets
 
 __all__ = ["CoderOptions", "CoderService", "parse_agent_command"]
 
@@ -121,10 +128,12 @@ class CoderService:
         if self._environment.files.which(argv[0], env.get("PATH")) is None:
             detail = f"{argv[0]}; install it with: {hint}" if hint else argv[0]
             raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, detail, harness=name)
+        secrets = self._agent_secrets(name, injected, on_event)
+        env.update(secrets)
         policy = Policy(workspace=options.cwd, interactive=options.interactive,
                         table=self._table(), approved=options.approve)
         self._prepare_directory()
-        redactor = Redactor(injected.values())
+        redactor = Redactor([*injected.values(), *secrets.values()])
         transcript = Transcript(self.directory, redactor)
         log = self.directory / f"agent-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
         try:
@@ -182,6 +191,49 @@ class CoderService:
         finally:
             if attention is not None:
                 attention.close()
+
+    @property
+    def secrets(self) -> AgentSecrets:
+        """The agent secrets (values in the OS credential store, names in the state)."""
+        from clanker.acp.secrets import AgentSecrets
+
+        return AgentSecrets(self._paths.state / "coder-secrets.json")
+
+    def reserved_names(self, provider: HarnessProvider | None) -> frozenset[str]:
+        """The variables the launch path sets for ``provider``'s server (a secret cannot
+        be one)."""
+        if provider is None or provider.acp is None:
+            return frozenset()
+        return frozenset(self.server(provider).env)
+
+    def _agent_secrets(self, agent: str, injected: dict[str, str],
+                       on_event: EventSink) -> dict[str, str]:
+        """``agent``'s stored secrets, except the variables this run already has (set
+        by the person for the invocation, or by the launch path, which wins)."""
+        from clanker.acp.secrets import check_agent
+
+        try:
+            check_agent(agent)
+        except ValueError:
+            return {}  # no secret can be stored under such a name
+        try:
+            found, missing = self.secrets.values(agent, skip=set(self._environment.environ)
+                                                 | set(injected))
+        except ValueError as exc:  # an unusable index: the session goes on without them
+            on_event({"event": "notice", "text": f"no agent secrets injected: {exc}"})
+            return {}
+        for name in missing:
+            on_event({"event": "notice", "text": f"secret {name} of {agent} is no longer in "
+                      "the credential store (clanker coder secret set to store it again)"})
+        return found
+
+    def clean(self, *, older_than: timedelta | None, keep: int | None,
+              dry_run: bool) -> CoderCleanup:
+        """Remove transcripts and agent logs by the rule (see :mod:`clanker.acp.cleanup`)."""
+        from clanker.acp.cleanup import clean_coder_files
+
+        return clean_coder_files(self.directory, older_than=older_than, keep=keep,
+                                 dry_run=dry_run)
 
     def _table(self) -> dict[str, str]:
         """``[coder.approvals]`` of the configuration (raises ``ConfigError``)."""

@@ -19,12 +19,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["MAX_TRANSCRIPT", "Redactor", "Transcript", "read_transcript", "transcript_path"]
+__all__ = ["MAX_TRANSCRIPT", "SESSION_ID", "Redactor", "Transcript", "read_transcript",
+           "transcript_path"]
 
 MAX_TRANSCRIPT: Final = 64 * 1024 * 1024
 """A transcript stops growing here (a record says so); reading stops here too."""
 _MIN_SECRET: Final = 6  # shorter values (``1``, ``true``) would redact everything
-_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+SESSION_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 REDACTED: Final = "[redacted]"
 _MAX_WAITING: Final = 1000
 
@@ -65,7 +66,7 @@ class Redactor:
 
 def transcript_path(directory: Path, session_id: str) -> Path:
     """``directory/<id>.jsonl``; raises :class:`ValueError` for an id that is not a file name."""
-    if _ID.fullmatch(session_id) is None:
+    if SESSION_ID.fullmatch(session_id) is None:
         raise ValueError("session id: letters, digits, '.', '_' and '-' only")
     return directory / f"{session_id}.jsonl"
 

@@ -253,7 +253,40 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+class _CoderCommand(click.Command):
+    """``clanker coder [PROMPT]``, with subcommands (``clean``, ``secret``) named by
+    the first argument. A prompt that is one of their names goes after ``--``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from clanker.cli.coder_tools import clean, secret
+
+        self.subcommands: dict[str, click.Command] = {"clean": clean, "secret": secret}
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] in self.subcommands:
+            ctx.meta["clanker.coder.subcommand"] = (args[0], args[1:])
+            return []
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        chosen = ctx.meta.pop("clanker.coder.subcommand", None)
+        if chosen is None:
+            return super().invoke(ctx)
+        name, rest = chosen
+        command = self.subcommands[name]
+        # parented above this command: its usage reads ``clanker coder clean``
+        with command.make_context(f"{ctx.info_name} {name}", rest, parent=ctx.parent) as sub:
+            return command.invoke(sub)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, command.get_short_help_str())
+                                for name, command in self.subcommands.items()])
+        super().format_epilog(ctx, formatter)
+
+
+@click.command(cls=_CoderCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("prompt", required=False)  # none, on a terminal: a conversation
 @click.option("--harness", "harness", type=HarnessArgument(),
               help="The harness whose ACP server to drive.")

@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
 import click
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CapabilityFailure",
+    "DurationArgument",
     "Failure",
     "HarnessArgument",
     "capability_errors",
@@ -80,6 +81,30 @@ def capability_errors() -> Iterator[None]:
         yield
     except HarnessCapabilityError as exc:
         raise CapabilityFailure(exc) from exc
+
+
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_MAX_DURATION: Final = timedelta(days=100 * 365)
+
+
+class DurationArgument(click.ParamType):  # type: ignore[type-arg,unused-ignore]
+    """A duration: a whole number and one unit, ``s``, ``m``, ``h``, ``d`` or ``w``
+    (``90m``, ``30d``)."""
+
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        text = str(value).strip().lower()
+        number, unit = text[:-1], text[-1:]
+        if unit not in _UNITS or not (number.isascii() and number.isdigit()) or len(number) > 12:
+            self.fail(f"{value!r} is not a duration (a number and s, m, h, d or w: 30d)",
+                      param, ctx)
+        duration = timedelta(seconds=int(number) * _UNITS[unit])
+        return min(duration, _MAX_DURATION)
 
 
 class HarnessArgument(click.ParamType):  # type: ignore[type-arg,unused-ignore]
