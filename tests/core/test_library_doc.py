@@ -51,7 +51,10 @@ def home(tmp_path: Path) -> dict[str, str]:
     """)
     return {"HOME": str(home), "CLANKER_HOME": str(tmp_path / "clanker"),
             "PATH": f"{bin_dir}:{os.path.dirname(sys.executable)}:/usr/bin:/bin",
-            "LANG": "C.UTF-8"}
+            "LANG": "C.UTF-8",
+            # The examples never reach a real credential store (a macOS Keychain
+            # would answer whatever the environment): keyring's own "none" backend.
+            "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
 
 
 @pytest.mark.parametrize("index", range(len(examples())))
