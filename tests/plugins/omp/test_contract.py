@@ -13,7 +13,7 @@ from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
 from clanker_omp.sessions import HEAD_BYTES, TAIL_BYTES, summarize
-from tests.plugins.omp.test_commit import ANSWER, COMMIT, EVENTS, EXIT_CODES
+from tests.plugins.omp.test_commit import ANSWER, COMMIT, EVENTS, EXIT_CODES, HEADER
 from tests.plugins.omp.test_omp import FORK_FILE, FORK_ID, SOURCE_ID, STORE_PATH
 from tests.plugins.omp.test_sessions import (
     CAPTURED,
@@ -84,6 +84,9 @@ class TestOmpContract(HarnessProviderContract):
 
     # commit
     commit_events = EVENTS
+    commit_stream_header = HEADER
+    commit_reasoning_blocks = ({"type": "thinking", "thinking": "Fix it"},
+                               {"type": "redactedThinking", "data": "opaque"})
     commit_fixtures = COMMIT
     commit_outputs = "*.stdout.jsonl"
     commit_failure_kinds = (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT)

@@ -12,7 +12,7 @@ from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
 from clanker_pi.sessions import HEAD_BYTES, TAIL_BYTES, summarize
-from tests.plugins.pi.test_commit import EVENTS
+from tests.plugins.pi.test_commit import EVENTS, HEADER
 from tests.plugins.pi.test_pi import FORK_ID, SESSION_FILE, SESSION_ID, STORE_PATH
 from tests.plugins.pi.test_sessions import (
     CAPTURED,
@@ -87,6 +87,7 @@ class TestPiContract(HarnessProviderContract):
 
     # commit
     commit_events = EVENTS
+    commit_stream_header = HEADER
     commit_fixtures = COMMIT
     commit_outputs = "*.stdout.jsonl"
     commit_decorated = "stub-decorated.stdout.jsonl"

@@ -61,6 +61,7 @@ from clanker.testing.doubles import (
     ScriptedSessionExecutor,
     probe_usage,
 )
+from clanker.testing.message_stream import MessageStreamContract
 from clanker.testing.sessions import SessionsContract
 from clanker.testing.strategies import (
     documents_with_values_replaced,
@@ -458,6 +459,7 @@ class HarnessProviderContract(
     AttentionContract,
     UsageContract,
     CommitContract,
+    MessageStreamContract,
     BridgingContract,
 ):
     """Behaviour every provider must have, whatever its harness: every part at once."""
