@@ -4,6 +4,7 @@ fixtures."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 
 import clanker_omp
@@ -23,6 +24,7 @@ from tests.plugins.omp.test_sessions import (
     OMPREPO,
     SESSION_FILES,
     copy_store,
+    ms,
 )
 
 
@@ -48,6 +50,8 @@ class TestOmpContract(HarnessProviderContract):
     # sessions
     session_documents = SESSION_FILES
     session_samples = tuple(FIXTURES / row[0] for row in CAPTURED)
+    session_expected = tuple((FIXTURES / n, (i, t, c, ms(u), datetime.fromisoformat(cr), m, k, p))
+                             for n, i, t, c, u, cr, m, k, p in CAPTURED)
     session_cut_everywhere = MAIN
     session_min_bytes = 256  # never without the header after the title slot
     session_read_bounds = (HEAD_BYTES, TAIL_BYTES)

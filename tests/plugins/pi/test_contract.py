@@ -22,6 +22,8 @@ from tests.plugins.pi.test_sessions import (
     PIREPO,
     SESSION_FILES,
     copy_store,
+    iso,
+    ms,
 )
 
 COMMIT = FIXTURES / "commit"
@@ -55,6 +57,8 @@ class TestPiContract(HarnessProviderContract):
     # sessions
     session_documents = SESSION_FILES
     session_samples = tuple(FIXTURES / row[0] for row in CAPTURED)
+    session_expected = tuple((FIXTURES / n, (i, t, c, ms(u), iso(cr), m, k, p))
+                             for n, i, t, c, u, cr, m, k, p in CAPTURED)
     session_cut_everywhere = MAIN
     session_read_bounds = (HEAD_BYTES, TAIL_BYTES)
     huge_session_files = HUGE_SESSION_FILES
