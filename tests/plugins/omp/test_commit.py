@@ -175,23 +175,6 @@ def test_provider_text_and_the_saved_request_path_never_reach_the_message() -> N
     assert "raw-http-request" not in error.message and ".omp" not in error.message
 
 
-@pytest.mark.parametrize("name", ["json-unknown-model.stderr.txt", "json-no-models.stderr.txt",
-                                  "unknown-flag-no-context-files.stderr.txt",
-                                  "open-stdin-waiting.stderr.txt",
-                                  # signed out, clanker's argv (2026-12-01): stdout stays
-                                  # empty, so nothing but stderr could say why
-                                  "final-argv-signed-out.stderr.txt"])
-def test_empty_stdout_with_a_failed_exit_is_command_failed(name: str) -> None:
-    stderr = (COMMIT / name).read_text()
-    for exit_code in (1, 2, 124):
-        result = CommandResult(stdout="", stderr=stderr, exit_code=exit_code)
-        with pytest.raises(HarnessCapabilityError) as caught:
-            OmpCommit().parse_output(result)
-        assert caught.value.kind is ErrorKind.COMMAND_FAILED
-        assert f"exit status {exit_code}" in caught.value.message
-        assert stderr.strip() not in caught.value.message
-
-
 def test_a_complete_answer_from_a_failed_process_is_not_accepted() -> None:
     error = failure(stream("stub-success.stdout.jsonl"), exit_code=1)
     assert error.kind is ErrorKind.COMMAND_FAILED
