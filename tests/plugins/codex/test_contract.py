@@ -111,16 +111,12 @@ class TestCodexContract(HarnessProviderContract):
     commit_fixtures = COMMIT
     commit_outputs = "*.jsonl"
     commit_decorated = "built-decorated.jsonl"
-    commit_start_up_errors = (
-        "exec-no-prompt-devnull.stderr.txt",
-        "exec-no-prompt-whitespace.stderr.txt",
-        "exec-invalid-utf8.stderr.txt",
-        "exec-not-git.stderr.txt",
-        "exec-unknown-feature-flag.stderr.txt",
-        "exec-input-too-large.stderr.txt",
-        "exec-rejected-flag.stderr.txt",
-        "exec-model-twice.stderr.txt",
-    )
+    commit_start_up_errors = ("exec-no-prompt-devnull.stderr.txt",
+                              "exec-no-prompt-whitespace.stderr.txt",
+                              "exec-invalid-utf8.stderr.txt", "exec-not-git.stderr.txt",
+                              "exec-unknown-feature-flag.stderr.txt",
+                              "exec-input-too-large.stderr.txt", "exec-rejected-flag.stderr.txt",
+                              "exec-model-twice.stderr.txt")
     commit_model = "gpt-6.2-sol"
     commit_successes = (("built-success-commentary-then-tool.jsonl", ANSWER),
                         ("built-success.jsonl", ANSWER))

@@ -95,13 +95,9 @@ class TestOmpContract(HarnessProviderContract):
     commit_outputs = "*.stdout.jsonl"
     commit_failure_kinds = (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT)
     commit_decorated = "stub-decorated.stdout.jsonl"
-    commit_start_up_errors = (
-        "json-unknown-model.stderr.txt",
-        "json-no-models.stderr.txt",
-        "unknown-flag-no-context-files.stderr.txt",
-        "open-stdin-waiting.stderr.txt",
-        "final-argv-signed-out.stderr.txt",
-    )
+    commit_start_up_errors = ("json-unknown-model.stderr.txt", "json-no-models.stderr.txt",
+                              "unknown-flag-no-context-files.stderr.txt",
+                              "open-stdin-waiting.stderr.txt", "final-argv-signed-out.stderr.txt")
     commit_model = "loopback/probe-model"
     commit_successes = (("stub-toolcall-then-text.stdout.jsonl", ANSWER),
                         ("stub-success.stdout.jsonl", ANSWER))

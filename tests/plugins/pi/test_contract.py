@@ -95,10 +95,7 @@ class TestPiContract(HarnessProviderContract):
     commit_fixtures = COMMIT
     commit_outputs = "*.stdout.jsonl"
     commit_decorated = "stub-decorated.stdout.jsonl"
-    commit_start_up_errors = (
-        "json-unknown-model.stderr.txt",
-        "json-model-equals-form.stderr.txt",
-    )
+    commit_start_up_errors = ("json-unknown-model.stderr.txt", "json-model-equals-form.stderr.txt")
     commit_model = "loopback/probe-model"
     commit_successes = (("stub-thinking-then-text.stdout.jsonl", MESSAGE),
                         ("stub-success.stdout.jsonl", MESSAGE))
