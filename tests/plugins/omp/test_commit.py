@@ -20,6 +20,8 @@ from clanker.testing.commit import (
     propose,
     repository_state,
 )
+from clanker.testing.message_stream import assistant_message as assistant
+from clanker.testing.message_stream import message_run
 from clanker.testing.strategies import json_values
 from clanker_omp.commit import COMMIT_ARGS, MAX_TIME, OmpCommit, parse_commit_stream
 
@@ -59,22 +61,10 @@ def failure(stdout: str, exit_code: int = 0) -> HarnessCapabilityError:
 HEADER = json.loads(stream("stub-success.stdout.jsonl").split("\n", 1)[0])
 
 
-def assistant(stop: str = "stop", *content: dict[str, object]) -> dict[str, object]:
-    return {"role": "assistant", "content": list(content), "stopReason": stop}
-
-
 def run_of(message: dict[str, object], *, agent_end: bool = True,
            terminal: bool | None = True) -> str:
     """A minimal run around one assistant message, in omp's event order."""
-    tail: list[dict[str, object]] = [{"type": "turn_end", "message": message}]
-    if agent_end:
-        end: dict[str, object] = {"type": "agent_end", "messages": [message]}
-        if terminal is not None:
-            end["isTerminal"] = terminal
-        tail.append(end)
-    return json_lines(HEADER, {"type": "agent_start"}, {"type": "turn_start"},
-                      {"type": "message_start", "message": assistant("stop")},
-                      {"type": "message_end", "message": message}, *tail)
+    return message_run(HEADER, message, agent_end=agent_end, terminal=terminal)
 
 
 # -- the invocation ---------------------------------------------------------------------
@@ -113,7 +103,7 @@ def test_the_model_is_two_tokens_at_the_end_exactly_as_given(model: str) -> None
                                   "stub-thinking-then-text.stdout.jsonl",
                                   "stub-toolcall-then-text.stdout.jsonl",
                                   "stub-5xx-retried-then-success.stdout.jsonl"])
-def test_the_answer_is_the_text_of_the_last_completed_assistant_message(name: str) -> None:
+def test_the_answer_is_the_text_of_the_last_completed_assistant(name: str) -> None:
     assert parse_commit_stream(stream(name)) == ANSWER
     assert OmpCommit().parse_output(captured(name, stderr="ignored")) == ANSWER
 

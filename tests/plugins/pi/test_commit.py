@@ -20,6 +20,8 @@ from clanker.testing.commit import (
     propose,
     repository_state,
 )
+from clanker.testing.message_stream import assistant_message as assistant
+from clanker.testing.message_stream import message_run
 from clanker.testing.strategies import json_values
 from clanker_pi.commit import COMMIT_ARGS, PiCommit, parse_commit_stream
 
@@ -48,18 +50,9 @@ def events(name: str) -> list[dict[str, object]]:
 HEADER = events("stub-success.stdout.jsonl")[0]
 
 
-def assistant(stop: str = "stop", *content: dict[str, object]) -> dict[str, object]:
-    return {"role": "assistant", "content": list(content), "stopReason": stop}
-
-
 def run_of(message: dict[str, object], *, agent_end: bool = True) -> str:
     """A minimal run around one assistant message, in pi's event order."""
-    tail = [{"type": "turn_end", "message": message}]
-    if agent_end:
-        tail.append({"type": "agent_end", "messages": [message]})
-    return json_lines(HEADER, {"type": "agent_start"}, {"type": "turn_start"},
-                      {"type": "message_start", "message": assistant("stop")},
-                      {"type": "message_end", "message": message}, *tail)
+    return message_run(HEADER, message, agent_end=agent_end)
 
 
 # -- the invocation ---------------------------------------------------------------------
@@ -102,7 +95,7 @@ def test_print_is_never_followed_by_a_value_pi_would_take_as_a_prompt() -> None:
                                   "stub-thinking-then-text.stdout.jsonl",
                                   "stub-toolcall-then-text.stdout.jsonl",
                                   "stub-error-retry-then-success.stdout.jsonl"])
-def test_the_answer_is_the_text_of_the_last_completed_assistant_message(name: str) -> None:
+def test_the_answer_is_the_text_of_the_last_completed_assistant(name: str) -> None:
     assert parse_commit_stream(stream(name)) == ANSWER
     result = CommandResult(stdout=stream(name), stderr="ignored", exit_code=0)
     assert PiCommit().parse_output(result) == ANSWER

@@ -20,13 +20,31 @@ from clanker.errors import ErrorKind
 from clanker.testing.base import ContractBase
 from clanker.testing.commit import commit_failure, json_lines
 
-__all__ = ["MessageStreamContract"]
+__all__ = ["MessageStreamContract", "assistant_message", "message_run"]
 
 _TEXT: dict[str, object] = {"type": "text", "text": "Fix the upload race"}
 
 
-def _assistant(stop: object = "stop", *content: Mapping[str, object]) -> dict[str, object]:
+def assistant_message(stop: object = "stop", *content: Mapping[str, object]
+                      ) -> dict[str, object]:
+    """An assistant message with ``content`` blocks, ending with ``stopReason`` ``stop``."""
     return {"role": "assistant", "content": list(content), "stopReason": stop}
+
+
+def message_run(header: Mapping[str, Any], message: Mapping[str, object], *,
+                agent_end: bool = True, terminal: bool | None = None) -> str:
+    """A minimal run around one assistant ``message``, in the format's event order: the
+    ``header``, the message's start and end, ``turn_end`` and (unless not ``agent_end``)
+    an ``agent_end``, with ``isTerminal`` when ``terminal`` is given."""
+    tail: list[dict[str, object]] = [{"type": "turn_end", "message": message}]
+    if agent_end:
+        end: dict[str, object] = {"type": "agent_end", "messages": [message]}
+        if terminal is not None:
+            end["isTerminal"] = terminal
+        tail.append(end)
+    return json_lines(header, {"type": "agent_start"}, {"type": "turn_start"},
+                      {"type": "message_start", "message": assistant_message()},
+                      {"type": "message_end", "message": message}, *tail)
 
 
 def _signed(text: str, signature: str) -> dict[str, object]:
@@ -54,13 +72,7 @@ class MessageStreamContract(ContractBase):
         return self._unless(self.commit_stream_header, "commit_stream_header")
 
     def _run_of(self, message: Mapping[str, object], *, agent_end: bool = True) -> str:
-        """A minimal run around one assistant message, in the format's event order."""
-        tail: list[dict[str, object]] = [{"type": "turn_end", "message": message}]
-        if agent_end:
-            tail.append({"type": "agent_end", "messages": [message]})
-        return json_lines(self._header(), {"type": "agent_start"}, {"type": "turn_start"},
-                          {"type": "message_start", "message": _assistant()},
-                          {"type": "message_end", "message": message}, *tail)
+        return message_run(self._header(), message, agent_end=agent_end)
 
     def _parsed(self, stdout: str) -> str:
         from clanker.execution import CommandResult
@@ -76,20 +88,20 @@ class MessageStreamContract(ContractBase):
         return error.kind, error.detail or ""
 
     def test_stream_text_blocks_are_joined_and_returned_as_given(self) -> None:
-        message = _assistant("stop", *self.commit_reasoning_blocks,
+        message = assistant_message("stop", *self.commit_reasoning_blocks,
                              {"type": "text", "text": "Fix it"},
                              {"type": "text", "text": "\nBecause.\n"})
         assert self._parsed(self._run_of(message)) == "Fix it\n\nBecause.\n"
-        untrimmed = _assistant("stop", {"type": "text", "text": "\n  Fix it  \n"})
+        untrimmed = assistant_message("stop", {"type": "text", "text": "\n  Fix it  \n"})
         assert self._parsed(self._run_of(untrimmed)) == "\n  Fix it  \n"
 
     def test_stream_commentary_phase_text_is_not_the_answer(self) -> None:
         commentary = _phase("Looking at the diff first.", "commentary")
         final = _phase("Fix it", "final_answer")
-        assert self._parsed(self._run_of(_assistant("stop", commentary, final))) == "Fix it"
+        assert self._parsed(self._run_of(assistant_message("stop", commentary, final))) == "Fix it"
         for other in (_signed("Fix it", "msg_3"), _signed("Fix it", "{not json")):
-            assert self._parsed(self._run_of(_assistant("stop", other))) == "Fix it"
-        kind, detail = self._refusal(self._run_of(_assistant("stop", commentary)))
+            assert self._parsed(self._run_of(assistant_message("stop", other))) == "Fix it"
+        kind, detail = self._refusal(self._run_of(assistant_message("stop", commentary)))
         assert kind is ErrorKind.PARSE_FAILURE and "empty" in detail
 
     def test_stream_stop_without_answer_text_fails(self) -> None:
@@ -101,7 +113,7 @@ class MessageStreamContract(ContractBase):
             *(([block], "only reasoning") for block in self.commit_reasoning_blocks),
         ]
         for content, said in cases:
-            kind, detail = self._refusal(self._run_of(_assistant("stop", *content)))
+            kind, detail = self._refusal(self._run_of(assistant_message("stop", *content)))
             assert kind is ErrorKind.PARSE_FAILURE and said in detail, content
 
     @pytest.mark.parametrize(("stop", "kind"), [
@@ -111,26 +123,27 @@ class MessageStreamContract(ContractBase):
         (1, ErrorKind.PARSE_FAILURE),
     ])
     def test_stream_only_stop_is_an_answer(self, stop: object, kind: ErrorKind) -> None:
-        assert self._refusal(self._run_of(_assistant(stop, _TEXT)))[0] is kind
+        assert self._refusal(self._run_of(assistant_message(stop, _TEXT)))[0] is kind
 
     def test_stream_answer_must_be_followed_by_agent_end(self) -> None:
-        kind, detail = self._refusal(self._run_of(_assistant("stop", _TEXT), agent_end=False))
+        cut = self._run_of(assistant_message("stop", _TEXT), agent_end=False)
+        kind, detail = self._refusal(cut)
         assert kind is ErrorKind.PARSE_FAILURE and "did not end" in detail
         early = json_lines(self._header(), {"type": "agent_end", "messages": []},
-                           {"type": "message_start", "message": _assistant()},
-                           {"type": "message_end", "message": _assistant("stop", _TEXT)})
+                           {"type": "message_start", "message": assistant_message()},
+                           {"type": "message_end", "message": assistant_message("stop", _TEXT)})
         assert "did not end" in self._refusal(early)[1]
 
     def test_stream_assistant_message_left_open_is_incomplete(self) -> None:
-        after = self._run_of(_assistant("stop", _TEXT)) + json_lines(
-            {"type": "message_start", "message": _assistant("stop", _TEXT)})
+        after = self._run_of(assistant_message("stop", _TEXT)) + json_lines(
+            {"type": "message_start", "message": assistant_message("stop", _TEXT)})
         assert "inside an answer" in self._refusal(after)[1]
-        only_open = json_lines(self._header(),
-                               {"type": "message_start", "message": _assistant("stop", _TEXT)})
+        start = {"type": "message_start", "message": assistant_message("stop", _TEXT)}
+        only_open = json_lines(self._header(), start)
         assert "inside an answer" in self._refusal(only_open)[1]
 
     def test_stream_other_roles_and_unknown_events_are_not_the_answer(self) -> None:
-        text = self._run_of(_assistant("stop", _TEXT)) + json_lines(
+        text = self._run_of(assistant_message("stop", _TEXT)) + json_lines(
             {"type": "message_start", "message": {"role": "toolResult", "content": []}},
             {"type": "message_end", "message": {"role": "custom", "content": "x"}},
             {"type": "compaction_start", "reason": "threshold"}, {"type": "queue_update"},
@@ -138,7 +151,7 @@ class MessageStreamContract(ContractBase):
         assert self._parsed(text) == "Fix the upload race"
 
     def test_stream_a_line_separator_inside_json_text_does_not_split_the_line(self) -> None:
-        message = _assistant("stop", {"type": "text", "text": "Fix it\u2028 now"})
+        message = assistant_message("stop", {"type": "text", "text": "Fix it\u2028 now"})
         assert self._parsed(self._run_of(message)) == "Fix it\u2028 now"
 
     @pytest.mark.parametrize("text", [
