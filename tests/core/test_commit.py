@@ -366,3 +366,24 @@ def test_typed_events_yield_objects_naming_their_event_and_refuse_anything_else(
         with pytest.raises(HarnessCapabilityError) as caught:
             list(typed_events('{"type":"ok"}\n' + bad, harness="zed"))
         assert caught.value.kind is ErrorKind.PARSE_FAILURE and caught.value.harness == "zed"
+
+
+def test_commit_failures_name_their_harness_once() -> None:
+    from clanker.commit.capability import CommitFailures
+
+    failures = CommitFailures("zed")
+    refused = failures.parse("the answer is empty")
+    assert (refused.kind, refused.harness) == (ErrorKind.PARSE_FAILURE, "zed")
+    failed = failures.fail(ErrorKind.COMMAND_FAILED, "exit status 1")
+    assert (failed.kind, failed.harness) == (ErrorKind.COMMAND_FAILED, "zed")
+    assert "exit status 1" in str(failed)
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (401, 401), (100, 100), (599, 599), (99, None), (600, None), (-401, None),
+    (True, None), (401.0, None), ("401", None), (None, None),
+])
+def test_only_an_http_status_code_is_shown(value: object, shown: int | None) -> None:
+    from clanker.commit.capability import http_status
+
+    assert http_status(value) == shown

@@ -120,6 +120,9 @@ class TestClaudeContract(HarnessProviderContract):
     commit_fixtures = COMMIT
     commit_outputs = "*.stdout.json*"
     commit_decorated = "stub-decorated.stdout.json"
+    commit_start_up_errors = ("empty-stdin.stderr.txt", "whitespace-stdin.stderr.txt",
+                              "stdin-no-data-3s.stderr.txt", "stdin-too-large.stderr.txt",
+                              "unknown-option.stderr.txt")
     commit_model = "haiku"
     commit_successes = (("stub-success.stdout.jsonl", MESSAGE),
                         ("stub-thinking-then-text.stdout.json", MESSAGE))

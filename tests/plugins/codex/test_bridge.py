@@ -217,26 +217,12 @@ def test_no_home_means_the_configuration_cannot_be_told(launch: dict[str, Path])
     assert CodexGuidance(system_config=launch["system"]).prepare(ctx, GUIDANCE) is None
 
 
-@pytest.mark.parametrize("variable", ["", "A-B", "A}B", "${A}", "A B"])
-def test_a_token_variable_that_is_no_name_is_an_operational_failure(
-        launch: dict[str, Path], variable: str) -> None:
-    with pytest.raises(ValueError, match="variable name"):
-        bridge_for(launch).prepare(context(launch), evolve(ENDPOINT, token_variable=variable))
-
-
 def test_a_launch_without_the_token_variable_is_an_operational_failure(
         launch: dict[str, Path]) -> None:
     ctx = attachment_context(argv=("codex",), env={"CODEX_HOME": str(launch["home"])},
                              cwd=str(launch["cwd"]), private_dir=launch["private"])
     with pytest.raises(ValueError, match="token"):
         CodexBridge(system_config=launch["system"]).prepare(ctx, ENDPOINT)
-
-
-def test_an_endpoint_that_is_not_loopback_cannot_even_be_named() -> None:
-    for url in ("http://192.0.2.1:80/mcp", "https://127.0.0.1:1/mcp", "http://127.0.0.1/mcp",
-                "http://127.0.0.1:1/mcp\nX: y", "http://localhost.evil:1/mcp"):
-        with pytest.raises(ValueError, match="loopback"):
-            evolve(ENDPOINT, url=url)
 
 
 # -- the token is never anywhere but the child's environment -----------------------------------

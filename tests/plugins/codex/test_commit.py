@@ -253,31 +253,6 @@ def test_provider_text_and_stderr_never_reach_the_message() -> None:
         assert "Reading prompt" not in text and "WARNING" not in text
 
 
-@pytest.mark.parametrize(
-    "stderr_name",
-    ["exec-no-prompt-devnull.stderr.txt", "exec-no-prompt-whitespace.stderr.txt",
-     "exec-invalid-utf8.stderr.txt", "exec-not-git.stderr.txt",
-     "exec-unknown-feature-flag.stderr.txt", "exec-input-too-large.stderr.txt"],
-)
-def test_start_up_errors_with_empty_stdout_are_command_failed(stderr_name: str) -> None:
-    stderr = (COMMIT / stderr_name).read_text()
-    result = CommandResult(stdout="", stderr=stderr, exit_code=1)
-    with pytest.raises(HarnessCapabilityError) as caught:
-        CodexCommit().parse_output(result)
-    assert caught.value.kind is ErrorKind.COMMAND_FAILED
-    assert caught.value.detail == "exit status 1"
-
-
-@pytest.mark.parametrize("stderr_name", ["exec-rejected-flag.stderr.txt",
-                                         "exec-model-twice.stderr.txt"])
-def test_usage_errors_are_command_failed(stderr_name: str) -> None:
-    result = CommandResult(stdout="", stderr=(COMMIT / stderr_name).read_text(), exit_code=2)
-    with pytest.raises(HarnessCapabilityError) as caught:
-        CodexCommit().parse_output(result)
-    assert caught.value.kind is ErrorKind.COMMAND_FAILED
-    assert caught.value.detail == "exit status 2"
-
-
 def test_nothing_at_all_is_a_parse_failure() -> None:
     assert "no output" in (failure("").detail or "")
     assert "no output" in (failure("\n\n").detail or "")

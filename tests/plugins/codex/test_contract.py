@@ -19,7 +19,7 @@ from clanker_codex.sessions import HEAD_BYTES, TAIL_BYTES, summarize
 from clanker_codex.usage import CodexUsage
 from tests.plugins.codex.test_attention import payloads, states
 from tests.plugins.codex.test_commit import EVENTS
-from tests.plugins.codex.test_sessions import HUGE_ROLLOUTS, ROLLOUTS
+from tests.plugins.codex.test_sessions import CAPTURED, HUGE_ROLLOUTS, ROLLOUTS, iso, rollout
 from tests.plugins.codex.test_usage import misbehaving_double
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "codex"
@@ -52,6 +52,11 @@ class TestCodexContract(HarnessProviderContract):
     # sessions
     session_documents = ROLLOUTS
     session_samples = tuple(sorted(CODEX_HOME.rglob("rollout-*.jsonl")))
+    # A count needs the whole file: a rollout's summary has none.
+    session_expected = tuple((rollout(i), (i, t, c, iso(u), iso(cr), m, p, None))
+                             for i, t, c, u, cr, m, p in CAPTURED)
+    session_expected_fields = ("native_id", "title", "cwd", "updated_at", "created_at",
+                               "model", "parent_id", "message_count")
     session_read_bounds = (HEAD_BYTES, TAIL_BYTES)
     huge_session_files = HUGE_ROLLOUTS
     sessions_remembered = True
@@ -106,6 +111,12 @@ class TestCodexContract(HarnessProviderContract):
     commit_fixtures = COMMIT
     commit_outputs = "*.jsonl"
     commit_decorated = "built-decorated.jsonl"
+    commit_start_up_errors = ("exec-no-prompt-devnull.stderr.txt",
+                              "exec-no-prompt-whitespace.stderr.txt",
+                              "exec-invalid-utf8.stderr.txt", "exec-not-git.stderr.txt",
+                              "exec-unknown-feature-flag.stderr.txt",
+                              "exec-input-too-large.stderr.txt", "exec-rejected-flag.stderr.txt",
+                              "exec-model-twice.stderr.txt")
     commit_model = "gpt-6.2-sol"
     commit_successes = (("built-success-commentary-then-tool.jsonl", ANSWER),
                         ("built-success.jsonl", ANSWER))

@@ -4,6 +4,7 @@ fixtures."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 
 import clanker_omp
@@ -13,7 +14,7 @@ from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
 from clanker_omp.sessions import HEAD_BYTES, TAIL_BYTES, summarize
-from tests.plugins.omp.test_commit import ANSWER, COMMIT, EVENTS, EXIT_CODES
+from tests.plugins.omp.test_commit import ANSWER, COMMIT, EVENTS, EXIT_CODES, HEADER
 from tests.plugins.omp.test_omp import FORK_FILE, FORK_ID, SOURCE_ID, STORE_PATH
 from tests.plugins.omp.test_sessions import (
     CAPTURED,
@@ -23,6 +24,7 @@ from tests.plugins.omp.test_sessions import (
     OMPREPO,
     SESSION_FILES,
     copy_store,
+    ms,
 )
 
 
@@ -48,6 +50,8 @@ class TestOmpContract(HarnessProviderContract):
     # sessions
     session_documents = SESSION_FILES
     session_samples = tuple(FIXTURES / row[0] for row in CAPTURED)
+    session_expected = tuple((FIXTURES / n, (i, t, c, ms(u), datetime.fromisoformat(cr), m, k, p))
+                             for n, i, t, c, u, cr, m, k, p in CAPTURED)
     session_cut_everywhere = MAIN
     session_min_bytes = 256  # never without the header after the title slot
     session_read_bounds = (HEAD_BYTES, TAIL_BYTES)
@@ -84,10 +88,16 @@ class TestOmpContract(HarnessProviderContract):
 
     # commit
     commit_events = EVENTS
+    commit_stream_header = HEADER
+    commit_reasoning_blocks = ({"type": "thinking", "thinking": "Fix it"},
+                               {"type": "redactedThinking", "data": "opaque"})
     commit_fixtures = COMMIT
     commit_outputs = "*.stdout.jsonl"
     commit_failure_kinds = (ErrorKind.PARSE_FAILURE, ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT)
     commit_decorated = "stub-decorated.stdout.jsonl"
+    commit_start_up_errors = ("json-unknown-model.stderr.txt", "json-no-models.stderr.txt",
+                              "unknown-flag-no-context-files.stderr.txt",
+                              "open-stdin-waiting.stderr.txt", "final-argv-signed-out.stderr.txt")
     commit_model = "loopback/probe-model"
     commit_successes = (("stub-toolcall-then-text.stdout.jsonl", ANSWER),
                         ("stub-success.stdout.jsonl", ANSWER))

@@ -186,26 +186,6 @@ CAPTURED = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "native_id", "title", "cwd", "updated", "created", "model", "count", "parent"),
-    CAPTURED, ids=[f"{n}-{row[1][:13]}" for n, row in enumerate(CAPTURED)],
-)
-def test_every_captured_session_file(
-    name: str, native_id: str, title: str | None, cwd: str, updated: int, created: str,
-    model: str | None, count: int, parent: str | None,
-) -> None:
-    found = summarize(sample(FIXTURES / name))
-    assert found is not None
-    assert found.native_id == native_id
-    assert found.title == title
-    assert found.cwd == cwd
-    assert found.updated_at == ms(updated)
-    assert found.created_at == datetime.fromisoformat(created)
-    assert found.model == model
-    assert found.message_count == count
-    assert found.parent_id == parent
-
-
 def test_the_table_covers_every_captured_session_file() -> None:
     covered = {FIXTURES / row[0] for row in CAPTURED}
     # commit/ holds `--print --mode json` streams (test_commit.py) and acp/ ACP frames

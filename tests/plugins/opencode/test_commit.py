@@ -260,20 +260,6 @@ def test_provider_text_and_stderr_never_reach_the_message() -> None:
         assert "err_" not in message and "agent" not in message
 
 
-@pytest.mark.parametrize(
-    "stderr_name",
-    ["run-no-message-devnull.stderr.txt", "run-rejected-flag.stderr.txt",
-     "run-format-invalid.stderr.txt"],
-)
-def test_start_up_errors_with_empty_stdout_are_command_failed(stderr_name: str) -> None:
-    stderr = (COMMIT / stderr_name).read_text()
-    result = CommandResult(stdout="", stderr=stderr, exit_code=1)
-    with pytest.raises(HarnessCapabilityError) as caught:
-        OpenCodeCommit().parse_output(result)
-    assert caught.value.kind is ErrorKind.COMMAND_FAILED
-    assert caught.value.detail == "exit status 1"
-
-
 @pytest.mark.parametrize("exit_code", [1, 2, 124, 143, -9])
 def test_a_non_zero_exit_is_command_failed_even_after_a_complete_answer(exit_code: int) -> None:
     error = failure(stream("built-success.jsonl"), exit_code=exit_code)

@@ -77,6 +77,8 @@ class TestOpenCodeContract(HarnessProviderContract):
     commit_fixtures = COMMIT
     commit_outputs = "*.jsonl"
     commit_decorated = "built-decorated.jsonl"
+    commit_start_up_errors = ("run-no-message-devnull.stderr.txt", "run-rejected-flag.stderr.txt",
+                              "run-format-invalid.stderr.txt")
     commit_model = "loop/m1"
     commit_successes = (("built-success-multi-step.jsonl", ANSWER),
                         ("built-success.jsonl", ANSWER))

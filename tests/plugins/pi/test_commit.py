@@ -20,6 +20,8 @@ from clanker.testing.commit import (
     propose,
     repository_state,
 )
+from clanker.testing.message_stream import assistant_message as assistant
+from clanker.testing.message_stream import message_run
 from clanker.testing.strategies import json_values
 from clanker_pi.commit import COMMIT_ARGS, PiCommit, parse_commit_stream
 
@@ -48,18 +50,9 @@ def events(name: str) -> list[dict[str, object]]:
 HEADER = events("stub-success.stdout.jsonl")[0]
 
 
-def assistant(stop: str = "stop", *content: dict[str, object]) -> dict[str, object]:
-    return {"role": "assistant", "content": list(content), "stopReason": stop}
-
-
 def run_of(message: dict[str, object], *, agent_end: bool = True) -> str:
     """A minimal run around one assistant message, in pi's event order."""
-    tail = [{"type": "turn_end", "message": message}]
-    if agent_end:
-        tail.append({"type": "agent_end", "messages": [message]})
-    return json_lines(HEADER, {"type": "agent_start"}, {"type": "turn_start"},
-                      {"type": "message_start", "message": assistant("stop")},
-                      {"type": "message_end", "message": message}, *tail)
+    return message_run(HEADER, message, agent_end=agent_end)
 
 
 # -- the invocation ---------------------------------------------------------------------
@@ -102,7 +95,7 @@ def test_print_is_never_followed_by_a_value_pi_would_take_as_a_prompt() -> None:
                                   "stub-thinking-then-text.stdout.jsonl",
                                   "stub-toolcall-then-text.stdout.jsonl",
                                   "stub-error-retry-then-success.stdout.jsonl"])
-def test_the_answer_is_the_text_of_the_last_completed_assistant_message(name: str) -> None:
+def test_the_answer_is_the_text_of_the_last_completed_assistant(name: str) -> None:
     assert parse_commit_stream(stream(name)) == ANSWER
     result = CommandResult(stdout=stream(name), stderr="ignored", exit_code=0)
     assert PiCommit().parse_output(result) == ANSWER
@@ -200,93 +193,14 @@ def test_a_non_zero_exit_is_command_failed_and_stderr_stays_out(name: str, exit_
     assert "API key" not in caught.value.message
 
 
-def test_empty_stdout_with_exit_1_is_command_failed() -> None:
-    for name in ("json-unknown-model.stderr.txt", "json-model-equals-form.stderr.txt"):
-        stderr = (COMMIT / name).read_text()
-        result = CommandResult(stdout="", stderr=stderr, exit_code=1)
-        with pytest.raises(HarnessCapabilityError) as caught:
-            PiCommit().parse_output(result)
-        assert caught.value.kind is ErrorKind.COMMAND_FAILED
-        assert stderr.strip() not in caught.value.message
-
-
 def test_nothing_at_all_is_a_parse_failure() -> None:
     assert "no output" in (failure("").detail or "")
     assert "no output" in (failure("\n\n").detail or "")
 
 
-# -- built streams: the rule's edges ----------------------------------------------------
+# -- built streams: pi's own edges (the format's are the contract's) -----------------
 
 TEXT = {"type": "text", "text": "Fix the upload race"}
-
-
-def test_text_blocks_are_joined_as_pi_prints_them() -> None:
-    message = assistant("stop", {"type": "thinking", "thinking": "hmm"},
-                        {"type": "text", "text": "Fix it"}, {"type": "text", "text": "\nBecause."})
-    assert parse_commit_stream(run_of(message)) == "Fix it\n\nBecause."
-
-
-def test_an_answer_is_returned_as_given_not_trimmed() -> None:
-    message = assistant("stop", {"type": "text", "text": "\n  Fix it  \n"})
-    assert parse_commit_stream(run_of(message)) == "\n  Fix it  \n"
-
-
-def test_a_commentary_phase_text_block_is_not_the_answer() -> None:
-    commentary = {"type": "text", "text": "Looking at the diff first.",
-                  "textSignature": json.dumps({"v": 1, "id": "msg_1", "phase": "commentary"})}
-    final = {"type": "text", "text": "Fix it",
-             "textSignature": json.dumps({"v": 1, "id": "msg_2", "phase": "final_answer"})}
-    assert parse_commit_stream(run_of(assistant("stop", commentary, final))) == "Fix it"
-    legacy = {"type": "text", "text": "Fix it", "textSignature": "msg_3"}
-    assert parse_commit_stream(run_of(assistant("stop", legacy))) == "Fix it"
-    broken = {"type": "text", "text": "Fix it", "textSignature": "{not json"}
-    assert parse_commit_stream(run_of(assistant("stop", broken))) == "Fix it"
-    assert "empty" in (failure(run_of(assistant("stop", commentary))).detail or "")
-
-
-@pytest.mark.parametrize(
-    ("content", "detail"),
-    [
-        ([], "empty"),
-        ([{"type": "text", "text": "  \n "}], "empty"),
-        ([{"type": "thinking", "thinking": "Fix it"}], "only reasoning"),
-        ([{"type": "toolCall", "id": "c", "name": "bash", "arguments": {}}], "tool call"),
-        ([{"type": "image", "data": "", "mimeType": "image/png"}], "empty"),
-    ],
-)
-def test_a_stop_without_answer_text_fails(content: list[dict[str, object]], detail: str) -> None:
-    error = failure(run_of(assistant("stop", *content)))
-    assert error.kind is ErrorKind.PARSE_FAILURE
-    assert detail in (error.detail or "")
-
-
-@pytest.mark.parametrize(
-    ("stop", "kind"),
-    [("toolUse", ErrorKind.PARSE_FAILURE), ("length", ErrorKind.PARSE_FAILURE),
-     ("error", ErrorKind.COMMAND_FAILED), ("aborted", ErrorKind.COMMAND_FAILED),
-     ("paused", ErrorKind.PARSE_FAILURE), (None, ErrorKind.PARSE_FAILURE)],
-)
-def test_only_stop_is_an_answer(stop: str | None, kind: ErrorKind) -> None:
-    message = {"role": "assistant", "content": [TEXT], "stopReason": stop}
-    assert failure(run_of(message)).kind is kind
-
-
-def test_an_answer_without_agent_end_is_incomplete() -> None:
-    error = failure(run_of(assistant("stop", TEXT), agent_end=False))
-    assert "did not end" in (error.detail or "")
-
-
-def test_an_assistant_message_left_open_after_the_answer_is_incomplete() -> None:
-    text = run_of(assistant("stop", TEXT)) + json_lines(
-        {"type": "message_start", "message": assistant("stop")})
-    assert "inside an answer" in (failure(text).detail or "")
-
-
-def test_an_agent_end_before_the_answer_does_not_count() -> None:
-    text = json_lines(HEADER, {"type": "agent_end", "messages": []},
-                      {"type": "message_start", "message": assistant("stop")},
-                      {"type": "message_end", "message": assistant("stop", TEXT)})
-    assert "did not end" in (failure(text).detail or "")
 
 
 def test_streamed_partials_are_never_read() -> None:
@@ -299,61 +213,6 @@ def test_streamed_partials_are_never_read() -> None:
     reordered = {"assistantMessageEvent": {}, "type": "message_update", "message": "junk"}
     assert parse_commit_stream(run_of(assistant("stop", TEXT)).replace(
         "\n", "\n" + json.dumps(reordered) + "\n", 3)) == "Fix the upload race"
-
-
-def test_user_tool_result_and_custom_messages_are_not_the_answer() -> None:
-    text = run_of(assistant("stop", TEXT)) + json_lines(
-        {"type": "message_start", "message": {"role": "toolResult", "content": []}},
-        {"type": "message_end", "message": {"role": "custom", "content": "x"}},
-    )
-    assert parse_commit_stream(text) == "Fix the upload race"
-
-
-def test_unknown_events_are_ignored() -> None:
-    text = run_of(assistant("stop", TEXT)) + json_lines(
-        {"type": "compaction_start", "reason": "threshold"}, {"type": "queue_update"})
-    assert parse_commit_stream(text) == "Fix the upload race"
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "not json\n",
-        '{"type":"agent_start"}\n',  # no session header first
-        json_lines([1, 2]),
-        json_lines({"no": "type"}),
-        json_lines({"type": 7}),
-        "[" * 100_000 + "\n",
-        '{"type":"session"' + " " * 2_000_000,
-    ],
-)
-def test_malformed_output_is_a_parse_failure(text: str) -> None:
-    assert failure(text).kind is ErrorKind.PARSE_FAILURE
-
-
-@pytest.mark.parametrize(
-    "message_end",
-    [
-        {"type": "message_end", "message": "text"},
-        {"type": "message_end"},
-        {"type": "message_end", "message": {"role": "assistant", "content": "Fix it",
-                                            "stopReason": "stop"}},
-        {"type": "message_end", "message": {"role": "assistant", "content": [7],
-                                            "stopReason": "stop"}},
-        {"type": "message_end", "message": {"role": "assistant", "stopReason": "stop",
-                                            "content": [{"type": "text", "text": 7}]}},
-        {"type": "message_end", "message": {"role": "assistant", "stopReason": "stop",
-                                            "content": [{"type": "text", "text": "\ud800"}]}},
-    ],
-)
-def test_wrong_types_are_a_parse_failure(message_end: dict[str, object]) -> None:
-    text = json_lines(HEADER, message_end, {"type": "agent_end", "messages": []})
-    assert failure(text).kind is ErrorKind.PARSE_FAILURE
-
-
-def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
-    message = assistant("stop", {"type": "text", "text": "Fix it\u2028 now"})
-    assert parse_commit_stream(run_of(message)) == "Fix it\u2028 now"
 
 
 # -- shapes for the contract's properties (test_contract.py) --------------------------

@@ -12,7 +12,7 @@ from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
 from clanker_pi.sessions import HEAD_BYTES, TAIL_BYTES, summarize
-from tests.plugins.pi.test_commit import EVENTS
+from tests.plugins.pi.test_commit import EVENTS, HEADER
 from tests.plugins.pi.test_pi import FORK_ID, SESSION_FILE, SESSION_ID, STORE_PATH
 from tests.plugins.pi.test_sessions import (
     CAPTURED,
@@ -22,6 +22,8 @@ from tests.plugins.pi.test_sessions import (
     PIREPO,
     SESSION_FILES,
     copy_store,
+    iso,
+    ms,
 )
 
 COMMIT = FIXTURES / "commit"
@@ -55,6 +57,8 @@ class TestPiContract(HarnessProviderContract):
     # sessions
     session_documents = SESSION_FILES
     session_samples = tuple(FIXTURES / row[0] for row in CAPTURED)
+    session_expected = tuple((FIXTURES / n, (i, t, c, ms(u), iso(cr), m, k, p))
+                             for n, i, t, c, u, cr, m, k, p in CAPTURED)
     session_cut_everywhere = MAIN
     session_read_bounds = (HEAD_BYTES, TAIL_BYTES)
     huge_session_files = HUGE_SESSION_FILES
@@ -87,9 +91,11 @@ class TestPiContract(HarnessProviderContract):
 
     # commit
     commit_events = EVENTS
+    commit_stream_header = HEADER
     commit_fixtures = COMMIT
     commit_outputs = "*.stdout.jsonl"
     commit_decorated = "stub-decorated.stdout.jsonl"
+    commit_start_up_errors = ("json-unknown-model.stderr.txt", "json-model-equals-form.stderr.txt")
     commit_model = "loopback/probe-model"
     commit_successes = (("stub-thinking-then-text.stdout.jsonl", MESSAGE),
                         ("stub-success.stdout.jsonl", MESSAGE))

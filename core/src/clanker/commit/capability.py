@@ -10,19 +10,29 @@ from typing import Protocol, runtime_checkable
 
 from clanker.commit.events import typed_events
 from clanker.commit.exits import answer_by_exit
+from clanker.commit.failures import CommitFailures, http_status
 from clanker.commit.invocation import inference_request
 from clanker.commit.message import text_answer
-from clanker.commit.turns import LastTurn, answer_text, events_after_header, last_turn
+from clanker.commit.turns import (
+    LastTurn,
+    answer_text,
+    events_after_header,
+    last_turn,
+    stopped_answer,
+)
 from clanker.execution import CommandRequest, CommandResult
 
 __all__ = [
     "CommitCapability",
+    "CommitFailures",
     "LastTurn",
     "answer_by_exit",
     "answer_text",
     "events_after_header",
+    "http_status",
     "inference_request",
     "last_turn",
+    "stopped_answer",
     "text_answer",
     "typed_events",
 ]

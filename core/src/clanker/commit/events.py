@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.commit.failures import CommitFailures
 
 __all__ = ["typed_events"]
 
@@ -28,9 +28,7 @@ def typed_events(
         try:
             event = json.loads(line)
         except (ValueError, RecursionError):  # RecursionError: absurdly nested input
-            raise HarnessCapabilityError(
-                ErrorKind.PARSE_FAILURE, "a line that is not JSON", harness=harness) from None
+            raise CommitFailures(harness).parse("a line that is not JSON") from None
         if not isinstance(event, dict) or not isinstance(event.get(key), str):
-            raise HarnessCapabilityError(
-                ErrorKind.PARSE_FAILURE, "a line that is not a typed event", harness=harness)
+            raise CommitFailures(harness).parse("a line that is not a typed event")
         yield event

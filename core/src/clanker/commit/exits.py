@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
+from clanker.commit.failures import CommitFailures
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandResult
 
@@ -35,5 +36,4 @@ def answer_by_exit(
     except HarnessCapabilityError as exc:
         if exc.kind in reported:
             raise
-    raise HarnessCapabilityError(
-        ErrorKind.COMMAND_FAILED, f"exit status {result.exit_code}", harness=harness)
+    raise CommitFailures(harness).fail(ErrorKind.COMMAND_FAILED, f"exit status {result.exit_code}")

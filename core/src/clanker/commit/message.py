@@ -14,7 +14,7 @@ from typing import Final
 
 from attrs import frozen
 
-from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.commit.failures import CommitFailures
 
 __all__ = ["SUBJECT_LIMIT", "CommitMessage", "Style", "normalize_message", "text_answer"]
 
@@ -53,10 +53,6 @@ class CommitMessage:
         return self.subject if not self.body else f"{self.subject}\n\n{self.body}"
 
 
-def _refuse(detail: str, harness: str) -> HarnessCapabilityError:
-    return HarnessCapabilityError(ErrorKind.PARSE_FAILURE, detail, harness=harness)
-
-
 def text_answer(answer: str, *, harness: str) -> str:
     """Return a parser's ``answer`` if it is text git and a terminal can hold.
 
@@ -66,33 +62,34 @@ def text_answer(answer: str, *, harness: str) -> str:
     try:
         answer.encode("utf-8")
     except UnicodeEncodeError:
-        raise _refuse("the answer is not valid Unicode text", harness) from None
+        raise CommitFailures(harness).parse("the answer is not valid Unicode text") from None
     return answer
 
 
 def normalize_message(text: str, style: Style, *, harness: str) -> CommitMessage:
     """Check ``text`` against ``style`` and return it as subject plus optional body."""
+    refuse = CommitFailures(harness).parse
     lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
     while lines and not lines[0]:
         lines.pop(0)
     while lines and not lines[-1]:
         lines.pop()
     if not lines:
-        raise _refuse("the answer is empty", harness)
+        raise refuse("the answer is empty")
     if any(line.lstrip().startswith(_DECORATION) for line in lines):
-        raise _refuse("the answer is wrapped in a code block", harness)
+        raise refuse("the answer is wrapped in a code block")
     subject = lines[0].strip()
     if subject.startswith(_QUOTES) or subject.endswith((":", "\"", "'", "`")):
-        raise _refuse("the first line is not a commit subject", harness)
+        raise refuse("the first line is not a commit subject")
     if len(subject) > SUBJECT_LIMIT:
-        raise _refuse(f"the subject is longer than {SUBJECT_LIMIT} characters", harness)
+        raise refuse(f"the subject is longer than {SUBJECT_LIMIT} characters")
     if any(not c.isprintable() for c in subject):
-        raise _refuse("the subject contains control characters", harness)
+        raise refuse("the subject contains control characters")
     if style is Style.CONVENTIONAL and _CONVENTIONAL.fullmatch(subject) is None:
-        raise _refuse("the subject is not a Conventional Commits subject", harness)
+        raise refuse("the subject is not a Conventional Commits subject")
     if len(lines) == 1:
         return CommitMessage(subject=subject)
     if lines[1]:
-        raise _refuse("the subject is not followed by a blank line", harness)
+        raise refuse("the subject is not followed by a blank line")
     body = "\n".join(lines[2:]).strip("\n")
     return CommitMessage(subject=subject, body=body or None)

@@ -19,14 +19,10 @@ from typing import Any
 from attrs import frozen
 
 from clanker.commit.events import typed_events
+from clanker.commit.failures import CommitFailures
 from clanker.commit.message import text_answer
-from clanker.errors import ErrorKind, HarnessCapabilityError
 
-__all__ = ["LastTurn", "answer_text", "events_after_header", "last_turn"]
-
-
-def _parse_failure(harness: str, detail: str) -> HarnessCapabilityError:
-    return HarnessCapabilityError(ErrorKind.PARSE_FAILURE, detail, harness=harness)
+__all__ = ["LastTurn", "answer_text", "events_after_header", "last_turn", "stopped_answer"]
 
 
 @frozen
@@ -39,6 +35,7 @@ class LastTurn:
 
 
 def _after_header(stdout: str, harness: str, skip: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+    refuse = CommitFailures(harness).parse
     header = False
     for event in typed_events(stdout, harness=harness, skip=skip):
         if header:
@@ -46,10 +43,10 @@ def _after_header(stdout: str, harness: str, skip: tuple[str, ...]) -> Iterator[
         elif event["type"] == "session":
             header = True
         else:
-            raise _parse_failure(harness, "the output does not start with a session header")
+            raise refuse("the output does not start with a session header")
     if not header:
-        raise _parse_failure(
-            harness, f"no output (nothing was sent, or {harness} stopped before its header)")
+        raise refuse(
+            f"no output (nothing was sent, or {harness} stopped before its header)")
 
 
 def events_after_header(stdout: str, *, harness: str, skip: tuple[str, ...] = ()
@@ -61,6 +58,7 @@ def events_after_header(stdout: str, *, harness: str, skip: tuple[str, ...] = ()
 def last_turn(stdout: str, *, harness: str, skip: tuple[str, ...] = ()) -> LastTurn:
     """The last assistant ``message_end``'s message, when the run ended after it: an
     ``agent_end`` follows it and no assistant message is left open."""
+    refuse = CommitFailures(harness).parse
     last: Mapping[str, Any] | None = None
     open_message = False  # an assistant message_start without its message_end yet
     ended = False  # an agent_end after the last assistant message_end
@@ -70,23 +68,23 @@ def last_turn(stdout: str, *, harness: str, skip: tuple[str, ...] = ()) -> LastT
         if kind == "agent_end":
             terminal = event.get("isTerminal", True)
             if not isinstance(terminal, bool):
-                raise _parse_failure(harness, "agent_end isTerminal is not a boolean")
+                raise refuse("agent_end isTerminal is not a boolean")
             ended = last is not None
         elif kind in ("message_start", "message_end"):
             message = event.get("message")
             if not isinstance(message, dict):
-                raise _parse_failure(harness, f"{kind} without a message object")
+                raise refuse(f"{kind} without a message object")
             if message.get("role") != "assistant":
                 continue  # the prompt, tool results and the harness's own messages
             open_message = kind == "message_start"
             if kind == "message_end":
                 last, ended = message, False
     if open_message:
-        raise _parse_failure(harness, "incomplete: the output stops inside an answer")
+        raise refuse("incomplete: the output stops inside an answer")
     if last is None:
-        raise _parse_failure(harness, f"no answer: {harness} ended without an assistant message")
+        raise refuse(f"no answer: {harness} ended without an assistant message")
     if not ended:
-        raise _parse_failure(harness, "incomplete: the run did not end after the last answer")
+        raise refuse("incomplete: the run did not end after the last answer")
     return LastTurn(message=last, terminal=terminal)
 
 
@@ -109,27 +107,47 @@ def answer_text(message: Mapping[str, Any], *, harness: str,
     """The text blocks of a completed message (commentary left out), joined with
     newlines, checked as a commit message. Only reasoning (block types in
     ``reasoning``), only a tool call, or nothing at all is a ``parse-failure``."""
+    refuse = CommitFailures(harness).parse
     content = message.get("content")
     if not isinstance(content, list):
-        raise _parse_failure(harness, "the answer has no content list")
+        raise refuse("the answer has no content list")
     texts: list[str] = []
     kinds: set[str] = set()
     for block in content:
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise _parse_failure(harness, "an answer block is not a typed object")
+            raise refuse("an answer block is not a typed object")
         kinds.add(block["type"])
         if block["type"] != "text":
             continue  # reasoning, tool calls, images: never the answer
         text = block.get("text")
         if not isinstance(text, str):
-            raise _parse_failure(harness, "a text block has no text")
+            raise refuse("a text block has no text")
         if not _is_commentary(block):
             texts.append(text)
     answer = "\n".join(texts)
     if not answer.strip():
         if kinds & reasoning:
-            raise _parse_failure(harness, "the answer holds only reasoning, no text")
+            raise refuse("the answer holds only reasoning, no text")
         if "toolCall" in kinds:
-            raise _parse_failure(harness, "the answer is only a tool call")
-        raise _parse_failure(harness, "the answer is empty")
+            raise refuse("the answer is only a tool call")
+        raise refuse("the answer is empty")
     return text_answer(answer, harness=harness)
+
+
+def stopped_answer(message: Mapping[str, Any], *, harness: str,
+                   reasoning: frozenset[str] = frozenset({"thinking"})) -> str:
+    """The answer of a message whose ``stopReason`` is ``stop`` (see ``answer_text``).
+
+    The provider has already raised for the ``stopReason`` values that mean a
+    failed turn; a message cut off at the output limit, one that is only a
+    tool call, and any other reason are a ``parse-failure``.
+    """
+    refuse = CommitFailures(harness).parse
+    stop = message.get("stopReason")
+    if stop == "length":
+        raise refuse("the answer was cut off at the output limit")
+    if stop == "toolUse":
+        raise refuse("the answer is only a tool call")
+    if stop != "stop":
+        raise refuse("the answer has no known stopReason")
+    return answer_text(message, harness=harness, reasoning=reasoning)

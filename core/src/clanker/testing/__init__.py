@@ -5,7 +5,7 @@ A plugin's tests subclass :class:`HarnessProviderContract` and supply fixtures
 (``docs/hooks.md``, "Testing a plugin"); the parts it is made of
 (:class:`LaunchContract`, :class:`ModelsContract`, :class:`SessionsContract`,
 :class:`AttentionContract`, :class:`UsageContract`, :class:`CommitContract`,
-:class:`BridgingContract`) can
+:class:`MessageStreamContract`, :class:`BridgingContract`) can
 also be subclassed one by one.
 
 Needs the ``testing`` extra (pytest and hypothesis): ``pip install clanker[testing]``.
@@ -44,6 +44,7 @@ from clanker.testing.doubles import (
     run_locally,
     write_script,
 )
+from clanker.testing.message_stream import MessageStreamContract
 from clanker.testing.sessions import SessionsContract
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "FailingExecutor",
     "HarnessProviderContract",
     "LaunchContract",
+    "MessageStreamContract",
     "ModelsContract",
     "ReplayDouble",
     "ScriptedExecutor",

@@ -347,6 +347,9 @@ class CommitContract(ContractBase):
     commit_decorated: ClassVar[Path | str | None] = None
     """An output whose answer wraps the message in prose and a code fence: the parser
     passes it through as it is, and the commit service's normalizer refuses it."""
+    commit_start_up_errors: ClassVar[Sequence[Path | str]] = ()
+    """Standard error the harness printed when it failed before writing anything on
+    stdout (captured; a path, or a name in :attr:`commit_fixtures`)."""
     commit_model: ClassVar[str] = "contract-model"
     """The model asked for in the end-to-end run (the harness must accept its syntax)."""
 
@@ -485,6 +488,20 @@ class CommitContract(ContractBase):
         except HarnessCapabilityError:
             return
         assert isinstance(answer, str)
+
+    @pytest.mark.parametrize("exit_code", [1, 2, 124, 143])
+    def test_empty_commit_output_with_a_failed_exit_is_command_failed_and_stderr_stays_out(
+        self, exit_code: int
+    ) -> None:
+        commit = self._commit()
+        names = self._unless(self.commit_start_up_errors or None, "commit_start_up_errors")
+        for name in names:
+            stderr = self._fixture(name).read_text()
+            error = commit_failure(commit, self.harness_id, "", exit_code, stderr)
+            assert error.kind is ErrorKind.COMMAND_FAILED, name
+            assert error.detail == f"exit status {exit_code}", name
+            for line in stderr.splitlines():
+                assert not line.strip() or line.strip() not in error.message, (name, line)
 
     def _replaying(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -62,6 +62,7 @@ from clanker.testing.doubles import (
     ScriptedSessionExecutor,
     probe_usage,
 )
+from clanker.testing.message_stream import MessageStreamContract
 from clanker.testing.rehome import RehomeContract
 from clanker.testing.sessions import SessionsContract
 from clanker.testing.strategies import (
@@ -460,6 +461,7 @@ class HarnessProviderContract(
     AttentionContract,
     UsageContract,
     CommitContract,
+    MessageStreamContract,
     BridgingContract,
     RehomeContract,
 ):

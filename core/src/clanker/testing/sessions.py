@@ -214,6 +214,14 @@ class SessionsContract(ContractBase):
     session_samples: ClassVar[Sequence[Path]] = ()
     """Session files captured from the harness: :meth:`summarize` must make a session of
     each whole one, and a session or a skip of every prefix."""
+    session_expected: ClassVar[Sequence[tuple[Path, Sequence[object]]]] = ()
+    """Captured session files and what :meth:`summarize` must make of each: the values
+    of :attr:`session_expected_fields`, in that order."""
+    session_expected_fields: ClassVar[Sequence[str]] = (
+        "native_id", "title", "cwd", "updated_at", "created_at", "model", "message_count",
+        "parent_id")
+    """The :class:`~clanker.sessions.types.HarnessSession` fields :attr:`session_expected`
+    lists."""
     session_read_bounds: ClassVar[tuple[int, int]] = (DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES)
     """The head and tail bytes the provider reads of each file."""
     session_cut_everywhere: ClassVar[Path | None] = None
@@ -471,6 +479,15 @@ class SessionsContract(ContractBase):
     def test_every_captured_session_file_is_a_session(self) -> None:
         for path, raw in self._session_samples():
             assert self._summarize(raw, path=path) is not None, path.name
+
+    def test_each_captured_session_file_is_summarized_as_expected(self) -> None:
+        self._sessions()
+        rows = self._unless(self.session_expected or None, "session_expected")
+        for path, values in rows:
+            found = self._summarize(path.read_bytes(), path=path)
+            assert found is not None, path.name
+            got = tuple(getattr(found, field) for field in self.session_expected_fields)
+            assert got == tuple(values), path.name
 
     @PROPERTY
     @given(data=st.data())

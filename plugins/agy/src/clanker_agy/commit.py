@@ -28,8 +28,14 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import answer_by_exit, inference_request, text_answer, typed_events
-from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.commit.capability import (
+    CommitFailures,
+    answer_by_exit,
+    inference_request,
+    text_answer,
+    typed_events,
+)
+from clanker.errors import ErrorKind
 from clanker.execution import CommandRequest, CommandResult
 from clanker_agy.usage import _SIGNED_OUT, _error_texts
 
@@ -70,12 +76,9 @@ _SUCCESS: Final = "SUCCESS"
 _FAILED: Final = frozenset({"ERROR", "FAILURE", "CANCELLED", "TIMEOUT"})
 
 
-def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
-    return HarnessCapabilityError(kind, detail, harness="agy")
-
-
-def _parse_failure(detail: str) -> HarnessCapabilityError:
-    return _fail(ErrorKind.PARSE_FAILURE, detail)
+_FAILURES: Final = CommitFailures("agy")
+_fail = _FAILURES.fail
+_parse_failure = _FAILURES.parse
 
 
 def commit_stdin(prompt: str) -> bytes:

@@ -20,7 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import answer_by_exit, inference_request, text_answer, typed_events
+from clanker.commit.capability import (
+    CommitFailures,
+    answer_by_exit,
+    http_status,
+    inference_request,
+    text_answer,
+    typed_events,
+)
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 from clanker_claude.models import ISOLATION_ARGS, ISOLATION_ENV
@@ -78,12 +85,9 @@ _SUBTYPES: Final = frozenset({
 })
 
 
-def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
-    return HarnessCapabilityError(kind, detail, harness="claude")
-
-
-def _parse_failure(detail: str) -> HarnessCapabilityError:
-    return _fail(ErrorKind.PARSE_FAILURE, detail)
+_FAILURES: Final = CommitFailures("claude")
+_fail = _FAILURES.fail
+_parse_failure = _FAILURES.parse
 
 
 def _events(stdout: str) -> Iterator[dict[str, Any]]:
@@ -120,9 +124,9 @@ def _failed_turn(result: Mapping[str, Any], subtype: str) -> HarnessCapabilityEr
                      "the turn hit --max-turns 1: the model asked for a tool instead of answering")
     # `result` (or `errors`) is Claude's or the provider's text: it stays out.
     # An HTTP status is safe to show.
-    status = result.get("api_error_status")
+    status = http_status(result.get("api_error_status"))
     parts = [] if subtype == "success" else [subtype]
-    if isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599:
+    if status is not None:
         parts.append(f"HTTP {status}")
     said = f" ({', '.join(parts)})" if parts else ""
     return _fail(ErrorKind.COMMAND_FAILED, f"the turn ended in an error result{said}")

@@ -14,8 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import answer_by_exit, inference_request, text_answer, typed_events
-from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.commit.capability import (
+    CommitFailures,
+    answer_by_exit,
+    inference_request,
+    text_answer,
+    typed_events,
+)
+from clanker.errors import ErrorKind
 from clanker.execution import CommandRequest, CommandResult
 
 __all__ = ["COMMIT_ARGS", "CodexCommit", "parse_commit_stream"]
@@ -76,12 +82,9 @@ _SIGN_IN: Final = "sign in with `codex login`, or check the API key its provider
 _SET_KEY: Final = "the API key variable its provider names (env_key) is not set"
 
 
-def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
-    return HarnessCapabilityError(kind, detail, harness="codex")
-
-
-def _parse_failure(detail: str) -> HarnessCapabilityError:
-    return _fail(ErrorKind.PARSE_FAILURE, detail)
+_FAILURES: Final = CommitFailures("codex")
+_fail = _FAILURES.fail
+_parse_failure = _FAILURES.parse
 
 
 def _events(stdout: str) -> Iterator[dict[str, Any]]:

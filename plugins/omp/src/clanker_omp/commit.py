@@ -15,7 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from clanker.commit.capability import answer_by_exit, answer_text, inference_request, last_turn
+from clanker.commit.capability import (
+    CommitFailures,
+    answer_by_exit,
+    inference_request,
+    last_turn,
+    stopped_answer,
+)
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
 
@@ -55,14 +61,13 @@ COMMIT_ARGS: Final = (
 )
 # omp's own text for an aborted turn whose --max-time deadline passed.
 _DEADLINE: Final = "Deadline exceeded"
+# The content block types omp gives reasoning.
+_REASONING: Final = frozenset({"thinking", "redactedThinking"})
 
 
-def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
-    return HarnessCapabilityError(kind, detail, harness="omp")
-
-
-def _parse_failure(detail: str) -> HarnessCapabilityError:
-    return _fail(ErrorKind.PARSE_FAILURE, detail)
+_FAILURES: Final = CommitFailures("omp")
+_fail = _FAILURES.fail
+_parse_failure = _FAILURES.parse
 
 
 def _failed_turn(message: Mapping[str, Any], stop: str) -> HarnessCapabilityError:
@@ -91,14 +96,7 @@ def parse_commit_stream(stdout: str) -> str:
     stop = last.get("stopReason")
     if stop in ("error", "aborted"):
         raise _failed_turn(last, stop)
-    if stop == "length":
-        raise _parse_failure("the answer was cut off at the output limit")
-    if stop == "toolUse":
-        raise _parse_failure("the answer is only a tool call")
-    if stop != "stop":
-        raise _parse_failure("the answer has no known stopReason")
-    answer = answer_text(last, harness="omp", reasoning=frozenset({"thinking",
-                                                                  "redactedThinking"}))
+    answer = stopped_answer(last, harness="omp", reasoning=_REASONING)
     if not turn.terminal:
         raise _parse_failure("incomplete: omp says the run is not finished (isTerminal false)")
     return answer

@@ -25,8 +25,15 @@ from typing import Any, Final
 
 from attrs import define, field
 
-from clanker.commit.capability import answer_by_exit, inference_request, text_answer, typed_events
-from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.commit.capability import (
+    CommitFailures,
+    answer_by_exit,
+    http_status,
+    inference_request,
+    text_answer,
+    typed_events,
+)
+from clanker.errors import ErrorKind
 from clanker.execution import CommandRequest, CommandResult
 
 __all__ = ["AGENT", "COMMIT_ARGS", "COMMIT_CONFIG", "COMMIT_ENV", "OpenCodeCommit",
@@ -103,12 +110,9 @@ _SIGN_IN: Final = ("sign in to the model's provider with `opencode auth login`, 
 _FAILED: Final = frozenset({"error"})
 
 
-def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
-    return HarnessCapabilityError(kind, detail, harness="opencode")
-
-
-def _parse_failure(detail: str) -> HarnessCapabilityError:
-    return _fail(ErrorKind.PARSE_FAILURE, detail)
+_FAILURES: Final = CommitFailures("opencode")
+_fail = _FAILURES.fail
+_parse_failure = _FAILURES.parse
 
 
 @define
@@ -137,13 +141,13 @@ def _error_detail(event: Mapping[str, Any]) -> str:
     error = event.get("error")
     name = error.get("name") if isinstance(error, dict) else None
     data = error.get("data") if isinstance(error, dict) else None
-    status = data.get("statusCode") if isinstance(data, dict) else None
+    status = http_status(data.get("statusCode")) if isinstance(data, dict) else None
     # The message and response body are provider text (they can quote the
     # request or a URL): they stay out. The error class names are opencode's.
     text = "opencode reported an error"
     if isinstance(name, str) and name.isascii() and name.isalnum() and len(name) <= 40:
         text += f" ({name}"
-        if isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599:
+        if status is not None:
             text += f", HTTP {status}"
         text += ")"
     return text
@@ -155,11 +159,9 @@ def _credentials_refused(event: Mapping[str, Any]) -> bool:
     if not isinstance(error, dict):
         return False
     data = error.get("data")
-    status = data.get("statusCode") if isinstance(data, dict) else None
+    status = http_status(data.get("statusCode")) if isinstance(data, dict) else None
     name = error.get("name")
-    return name == "ProviderAuthError" or (
-        name == "APIError" and isinstance(status, int) and not isinstance(status, bool)
-        and status == 401)
+    return name == "ProviderAuthError" or (name == "APIError" and status == 401)
 
 
 def _steps(stdout: str) -> tuple[list[_Step], str | None, bool]:

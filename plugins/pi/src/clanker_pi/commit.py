@@ -14,10 +14,11 @@ from __future__ import annotations
 from typing import Final
 
 from clanker.commit.capability import (
-    answer_text,
+    CommitFailures,
     events_after_header,
     inference_request,
     last_turn,
+    stopped_answer,
 )
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
@@ -65,12 +66,9 @@ _SKIP: Final = ('{"type":"message_update"',)
 _SIGN_IN: Final = "sign in with /login in pi, or set an API key for the model's provider"
 
 
-def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
-    return HarnessCapabilityError(kind, detail, harness="pi")
-
-
-def _parse_failure(detail: str) -> HarnessCapabilityError:
-    return _fail(ErrorKind.PARSE_FAILURE, detail)
+_FAILURES: Final = CommitFailures("pi")
+_fail = _FAILURES.fail
+_parse_failure = _FAILURES.parse
 
 
 def _header_only(stdout: str) -> bool:
@@ -100,13 +98,7 @@ def parse_commit_stream(stdout: str) -> str:
     if stop in ("error", "aborted"):
         # errorMessage is provider text (it can quote the request): it stays out.
         raise _fail(ErrorKind.COMMAND_FAILED, f"the turn ended with stopReason {stop}")
-    if stop == "length":
-        raise _parse_failure("the answer was cut off at the output limit")
-    if stop == "toolUse":
-        raise _parse_failure("the answer is only a tool call")
-    if stop != "stop":
-        raise _parse_failure("the answer has no known stopReason")
-    return answer_text(last, harness="pi")
+    return stopped_answer(last, harness="pi")
 
 
 class PiCommit:
