@@ -12,8 +12,17 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from clanker.envvars import is_credential_variable
+
+# Hypothesis times each example (200 ms by default) and calls slow generation a
+# failed health check: on a busy 2-core machine both are verdicts about the load,
+# not the code. The suite's property tests are bounded by their example counts.
+settings.register_profile(
+    "clanker", deadline=None, suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile("clanker")
 
 
 @pytest.fixture
