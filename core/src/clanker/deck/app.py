@@ -128,6 +128,8 @@ class Deck:
         self.app.invalidate()
 
     def _announce(self, kind: str) -> None:
+        if not kind:  # a redraw of the deck's own (seen marks, checkouts): the grid's
+            return    # change it may already show is announced on its own redraw
         now = {r.terminal: r.attention for r in self.rows}
         if kind == "revision" and self._notify is not None:
             for row in self.rows:
