@@ -93,8 +93,8 @@ for number in range(int(sys.argv[3])):
 
 def test_decks_in_separate_processes_marking_at_once_keep_every_mark(tmp_path: Path) -> None:
     path = tmp_path / "deck-seen.json"
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"d{n}", "40"])
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"d{n}", "100"])
                for n in range(4)]
     assert [w.wait(120) for w in writers] == [0, 0, 0, 0]
     assert json.loads(path.read_text()) == {f"d{n}-{i}": i + 1 for n in range(4)
-                                            for i in range(40)}
+                                            for i in range(100)}
