@@ -71,6 +71,45 @@ def test_the_seen_watermark_survives_a_restart_and_never_changes_lifecycle(
         eventually(lambda: again.states() == [(terminal, "done")])  # a new completion
 
 
+def _done(live: LiveGrid, harness: str, turn: str = "u1") -> str:
+    terminal = _register(live, harness)
+    _event(live, terminal, "session_started")
+    _finish(live, terminal, turn)
+    return terminal
+
+
+def _finish(live: LiveGrid, terminal: str, turn: str) -> None:
+    _event(live, terminal, "turn_started", turnId=turn)
+    _event(live, terminal, "turn_completed", turnId=turn)
+
+
+def test_two_decks_over_one_seen_file_agree_and_never_lower_a_mark(
+        live: LiveGrid, tmp_path: Path) -> None:
+    import json
+
+    seen = tmp_path / "deck-seen.json"
+    first = _done(live, "fake-a")
+    with Running(seen, []) as one, Running(seen, []) as two:
+        eventually(lambda: one.states() == two.states() == [(first, "done")])
+        drawn = two.deck.revisions_drawn
+        one.keys("s")
+        # No revision arrives: the other deck notices the file changed on its own.
+        eventually(lambda: two.states() == [(first, "idle")])
+        assert two.deck.revisions_drawn > drawn
+        second = _done(live, "fake-b")
+        eventually(lambda: one.states() == two.states() == [(second, "done"), (first, "idle")])
+        assert two.deck.selected == first
+        two.keys("\x1b[As")  # up to the new agent, and mark it here
+        eventually(lambda: dict(one.states()) == {second: "idle", first: "idle"})
+        _finish(live, first, "u2")  # a newer completion: both show it unseen again
+        eventually(lambda: one.states() == two.states() == [(first, "done"), (second, "idle")])
+        newest = live.on_loop(lambda g: g.entry(first)).revision["revision"]
+        one.keys("s")
+        eventually(lambda: dict(two.states()) == {second: "idle", first: "idle"})
+        revisions = {r.terminal: r.revision for r in two.deck.rows}
+    assert json.loads(seen.read_text()) == {first: newest, second: revisions[second]}
+
+
 def test_jump_without_tmux_is_disabled_with_a_reason(live: LiveGrid, tmp_path: Path) -> None:
     terminal = _register(live, "fake-a")
     _event(live, terminal, "session_started")

@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 __all__ = ["Deck"]
 
 _NOTIFY = frozenset({"needs-input", "done"})
+# How often the deck looks (one stat) for marks another deck made while no
+# revision arrived to redraw it.
+_SEEN_POLL = 1.0
 
 
 def _attach(command: list[str]) -> None:
@@ -93,9 +96,20 @@ class Deck:
         """Draw until the person quits; the feed follows the grid meanwhile."""
         try:
             # Started once the application runs: a change it reports earlier would be lost.
-            await self.app.run_async(pre_run=self.feed.start)
+            await self.app.run_async(pre_run=self._begin)
         finally:
             self.feed.close()
+
+    def _begin(self) -> None:
+        self.feed.start()
+        self.app.create_background_task(self._follow_seen())
+
+    async def _follow_seen(self) -> None:
+        """Redraw when another deck's marks change what this one shows."""
+        while True:
+            await asyncio.sleep(_SEEN_POLL)
+            if self.seen.refresh():
+                self._refresh()
 
     def _changed(self, kind: str) -> None:
         loop = self.app.loop
@@ -103,6 +117,7 @@ class Deck:
             loop.call_soon_threadsafe(self._refresh, kind)
 
     def _refresh(self, kind: str = "") -> None:
+        self.seen.refresh()  # one stat: another deck's marks count in this picture too
         self.rows = build_rows(self.feed.entries(), self.seen.marks, checkouts=self._checkouts,
                                memo=self._memo)
         self._announce(kind)
@@ -113,6 +128,8 @@ class Deck:
         self.app.invalidate()
 
     def _announce(self, kind: str) -> None:
+        if not kind:  # a redraw of the deck's own (seen marks, checkouts): the grid's
+            return    # change it may already show is announced on its own redraw
         now = {r.terminal: r.attention for r in self.rows}
         if kind == "revision" and self._notify is not None:
             for row in self.rows:
