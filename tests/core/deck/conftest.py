@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -36,12 +37,14 @@ class Running:
     """One deck on its own thread and loop, fed keys through a pipe."""
 
     def __init__(self, seen: Path, notified: list[str], *, tmux: Tmux | None = None,
-                 attach: Callable[[list[str]], None] | None = None) -> None:
+                 attach: Callable[[list[str]], None] | None = None,
+                 clock: Callable[[], datetime] | None = None) -> None:
         self._stack = contextlib.ExitStack()
         self._pipe: PipeInput = self._stack.enter_context(create_pipe_input())
         self.deck = Deck(Clanker(), seen=SeenMarks(seen), tmux=tmux or Tmux({"PATH": ""}),
                          workspace="/tmp", notify=notified.append, input=self._pipe,
-                         output=DummyOutput(), **({"attach": attach} if attach else {}))
+                         output=DummyOutput(), **({"attach": attach} if attach else {}),
+                         **({"clock": clock} if clock else {}))
         self._thread = threading.Thread(target=lambda: asyncio.run(self.deck.run()))
 
     def __enter__(self) -> Running:

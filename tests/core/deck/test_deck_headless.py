@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from clanker.attention.envelope import parse_envelope
@@ -180,3 +181,25 @@ def test_x_stops_the_selected_agent_after_asking_and_help_and_launch_say_why(
         running.keys("y")
         assert launcher.wait(60) == -signal.SIGTERM
         eventually(lambda: running.states() == [])  # the grid retired it; the deck followed
+
+
+def test_a_branch_switched_since_shows_once_the_answer_has_aged(
+        live: LiveGrid, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "start"], check=True)
+    now = [datetime(2026, 12, 2, 12, 0, tzinfo=UTC)]
+    terminal = live.on_loop(lambda g: g.register(harness="fake-a", cwd=str(repo),
+                                                 launcher_pid=os.getpid())).terminal
+    _event(live, terminal, "session_started")
+    with Running(tmp_path / "seen.json", [], clock=lambda: now[0]) as running:
+        eventually(lambda: [r.checkout for r in running.deck.rows] == ["main"])
+        subprocess.run([*git, "switch", "-q", "-c", "feature"], check=True)
+        _event(live, terminal, "turn_started", turnId="u1")
+        eventually(lambda: running.states() == [(terminal, "working")])
+        assert [r.checkout for r in running.deck.rows] == ["main"]  # still fresh enough
+        now[0] += timedelta(seconds=11)
+        _event(live, terminal, "turn_completed", turnId="u1")
+        eventually(lambda: [r.checkout for r in running.deck.rows] == ["feature"])

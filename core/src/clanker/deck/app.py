@@ -13,7 +13,7 @@ import asyncio
 import os
 import subprocess
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from prompt_toolkit.application import Application, run_in_terminal
@@ -45,6 +45,9 @@ _NOTIFY = frozenset({"needs-input", "done"})
 # How often the deck looks (one stat) for marks another deck made while no
 # revision arrived to redraw it.
 _SEEN_POLL = 1.0
+# How old a location's branch may be before a redraw looks it up again: a
+# `git worktree list` per location now and then, not per revision.
+_CHECKOUT_AGE = timedelta(seconds=10)
 
 
 def _attach(command: list[str]) -> None:
@@ -82,6 +85,8 @@ class Deck:
         self._confirm: Callable[[], None] | None = None
         self._shown: dict[str, str] = {}
         self._checkouts: dict[str, str] = {}
+        self._checked: dict[str, datetime] = {}
+        self._looking: set[str] = set()
         self.rows: list[Row] = []
         self._memo: dict[tuple[str, int, int], str] = {}
         self.revisions_drawn = 0
@@ -139,24 +144,40 @@ class Deck:
         self._shown = now
 
     def _look_up_checkouts(self) -> None:
-        """Which branch each location is on (the library's worktree listing), once each."""
-        missing = {r.location for r in self.rows} - set(self._checkouts)
-        for location in missing:
-            self._checkouts[location] = "-"
+        """Which branch each location is on (the library's worktree listing): looked
+        up when the location first shows and again once that answer is older than
+        ``_CHECKOUT_AGE``, so a branch switched since shows on a later redraw."""
+        now = self._clock()
+        for location in {r.location for r in self.rows} - self._looking:
+            checked = self._checked.get(location)
+            if checked is not None and now - checked < _CHECKOUT_AGE:
+                continue
+            self._checkouts.setdefault(location, "-")
+            self._checked[location] = now
+            self._looking.add(location)
             self.app.create_background_task(self._checkout(location))
 
     async def _checkout(self, location: str) -> None:
         try:
+            name = await self._branch(location)
+        finally:
+            self._looking.discard(location)
+        if self._checkouts.get(location) != name:
+            self._checkouts[location] = name
+            self._refresh()
+
+    async def _branch(self, location: str) -> str:
+        try:
             listing = await self.clanker.worktrees(location, inspect=False)
         except Exception:  # not a repository, or git failed: no checkout to show
-            return
+            return "-"
         inside = [w for w in listing.worktrees
                   if (location + os.sep).startswith(w.path.rstrip(os.sep) + os.sep)]
-        if inside:
-            home = max(inside, key=lambda w: len(w.path))
-            name = home.branch or (home.head or "")[:12] or "-"
-            self._checkouts[location] = name if home.main else f"{name} (worktree)"
-            self._refresh()
+        if not inside:
+            return "-"
+        home = max(inside, key=lambda w: len(w.path))
+        name = home.branch or (home.head or "")[:12] or "-"
+        return name if home.main else f"{name} (worktree)"
 
     # ---------------------------------------------------------------- drawing
 
