@@ -288,6 +288,12 @@ class LaunchService:
                       if not options.attention else
                       "this harness reports no attention to clanker")
             grants = options.grants or SHIPPED_NAMES
+            if options.grants is None and attention and provider.checkout_rehome is not None:
+                from clanker.bridge.isolated import CHECKOUT_NAMES
+                from clanker.launch.relayed import hot_replaced
+
+                if hot_replaced(provider):
+                    grants = (*grants, *CHECKOUT_NAMES)
             steps.append(BridgeAttachment(
                 provider.id, cwd=request.cwd, grants=grants,
                 handle=handle, without_attention=reason, paths=self._paths, account=account,
