@@ -124,13 +124,20 @@ def checkouts(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tu
 QUICK = Proof(first_output_within=60.0, survives=0.2)
 
 
-def test_a_proven_move_continues_in_the_target_with_new_attachments(
-    checkouts: tuple[Path, Path],
-) -> None:
-    main, target = checkouts
+def fresh(checkouts: tuple[Path, Path]) -> tuple[Clanker, User]:
+    """A relayed fresh launch in the main checkout, drawn."""
+    main, _ = checkouts
     clanker = library()
     user = User(clanker, main)
     user.read_until(f"running fresh in {main}")
+    return clanker, user
+
+
+def test_a_proven_move_continues_in_the_target_with_new_attachments(
+    checkouts: tuple[Path, Path],
+) -> None:
+    _, target = checkouts
+    clanker, user = fresh(checkouts)
     [before] = clanker.agents()
     old_token = user.relayed.launch.env[wire.TOKEN_VARIABLE]
     moved = user.relayed.move(SessionTarget(native_id="abc"), str(target), proof=QUICK)
@@ -153,9 +160,7 @@ def test_a_refused_move_leaves_the_original_running_where_it_was(
     checkouts: tuple[Path, Path],
 ) -> None:
     main, target = checkouts
-    clanker = library()
-    user = User(clanker, main)
-    user.read_until(f"running fresh in {main}")
+    clanker, user = fresh(checkouts)
     [before] = clanker.agents()
     original = user.relayed.launch
     with pytest.raises(ReplacementRefused) as refused:
@@ -173,10 +178,8 @@ def test_a_refused_move_leaves_the_original_running_where_it_was(
 def test_a_second_move_while_one_is_under_way_is_refused(
     checkouts: tuple[Path, Path],
 ) -> None:
-    main, target = checkouts
-    clanker = library()
-    user = User(clanker, main)
-    user.read_until(f"running fresh in {main}")
+    _, target = checkouts
+    clanker, user = fresh(checkouts)
     second: list[BaseException] = []
 
     def confirm(_: object) -> bool:  # asked while the first move holds the launch
