@@ -179,7 +179,7 @@ def test_a_second_move_while_one_is_under_way_is_refused(
     checkouts: tuple[Path, Path],
 ) -> None:
     _, target = checkouts
-    clanker, user = fresh(checkouts)
+    _, user = fresh(checkouts)
     second: list[BaseException] = []
 
     def confirm(_: object) -> bool:  # asked while the first move holds the launch
