@@ -319,3 +319,17 @@ def test_two_creates_at_once_for_one_agent_make_one_checkout(repository: Path) -
     assert git(repository, "worktree", "list", "--porcelain").count("worktree ") == 2
     user.read_until(f"running resume abc in {won['path']}")
     assert user.finish() == 0
+
+
+def test_a_launch_nobody_relays_is_refused_before_anything_is_created(
+    repository: Path,
+) -> None:
+    clanker = library()
+    request = LaunchRequest(operation=LaunchOperation.RESUME,
+                            session=SessionTarget(native_id="abc"), cwd=str(repository))
+    options = LaunchOptions(bridge=True, trusted_session_id="abc")
+    with clanker.prepare_launch("fake-agent", request, options) as launch:  # run elsewhere
+        code, answer = ask(dict(launch.env), "--arg", "branch=feature/x")
+    assert code == wire.EXIT_CAPABILITY_FAILED
+    assert "(not-relayed: " in str(answer["error"]["message"])  # type: ignore[index]
+    assert git(repository, "worktree", "list", "--porcelain").count("worktree ") == 1

@@ -26,6 +26,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
+import attrs
+
 from clanker._logging import get_logger
 from clanker.bridge import wire
 from clanker.checkouts.capability import RehomeStrategy
@@ -70,6 +72,26 @@ def relays(provider: HarnessProvider, launch: Launch) -> bool:
     env = launch.env
     return (hot_replaced(provider) and wire.TOKEN_VARIABLE in env
             and attention.TOKEN_VARIABLE in env)
+
+
+def _bound(proof: Proof, moved: Launch, target: str) -> Proof:
+    """``proof``, also asking the grid that the resume's terminal is live and
+    registered in ``target`` (attention's registration, bound to the checkout)."""
+    from clanker.grid.client import GridClient
+    from clanker.grid.errors import GridError
+
+    env = moved.env
+    asked = proof.confirm
+
+    def confirm(child: PtyChild) -> bool:
+        try:
+            entry = GridClient(env[attention.SOCKET_VARIABLE]).explain(
+                env[attention.TERMINAL_VARIABLE]).entry
+        except GridError:
+            return False
+        return entry.cwd == target and (asked is None or asked(child))
+
+    return attrs.evolve(proof, confirm=confirm)
 
 
 class MoveBusy(Exception):
@@ -205,7 +227,8 @@ class RelayedLaunch:
                 if not relays(self._provider, moved):
                     raise ReplacementRefused(
                         Why.UNCONFIRMED, "the resume could not attach its bridge and attention")
-                hot_replace(self._relay, moved.argv, moved.env, moved.cwd, proof)
+                hot_replace(self._relay, moved.argv, moved.env, moved.cwd,
+                            _bound(proof or Proof(), moved, target))
             except BaseException:
                 moved.dispose()
                 raise
