@@ -96,8 +96,17 @@ class Movers:
                 return parse_reply(line.removesuffix(b"\n"), MoveOutcome, op="await-move")
             except (TimeoutError, ConnectionError, GridError, ValueError,
                     asyncio.LimitOverrunError) as error:
-                channel.done.set()
-                with contextlib.suppress(Exception):
-                    channel.writer.close()
+                self._end(terminal, channel)
                 raise MoveUnavailable("no-answer", "the launcher did not answer the move"
                                       ) from error
+            except asyncio.CancelledError:
+                # The call was cut off: a late answer must never be read as the next one's.
+                self._end(terminal, channel)
+                raise
+
+    def _end(self, terminal: str, channel: _Channel) -> None:
+        if self._channels.get(terminal) is channel:
+            del self._channels[terminal]
+        channel.done.set()
+        with contextlib.suppress(Exception):
+            channel.writer.close()
