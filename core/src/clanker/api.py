@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from clanker.hosts import Host, HostCheck, HostOutcome, HostStore
     from clanker.installation import Installation
     from clanker.launch.attachments import Report
+    from clanker.launch.relayed import RelayedLaunch
     from clanker.launch.request import LaunchRequest
     from clanker.launch.service import LaunchOptions, LaunchService, PreparedLaunch
     from clanker.models.service import ModelService
@@ -569,6 +570,39 @@ class Clanker:
 
         return self._launch_service().prepare(
             self.harness(harness), request, options or LaunchOptions(), report=report)
+
+    def relay_launch(
+        self, harness: HarnessProvider | str, request: LaunchRequest,
+        options: LaunchOptions | None = None, *, stdin_fd: int = 0, stdout_fd: int = 1,
+    ) -> RelayedLaunch:
+        """Start a launch under the PTY relay, relaying ``stdin_fd`` and ``stdout_fd``,
+        so its conversation can be moved to another checkout while it runs
+        (:meth:`~clanker.launch.relayed.RelayedLaunch.move`); :meth:`launch` does this
+        itself for a launch that can be moved.
+
+        Only a launch that :func:`~clanker.launch.relayed.relays` (a hot-replaced
+        harness with its bridge and attention attached); anything else raises
+        ``unsupported`` after releasing what it acquired. Call ``run()`` on the result:
+        it relays until the child ends and releases the attachments.
+        """
+        from clanker.errors import ErrorKind, HarnessCapabilityError
+        from clanker.launch.relayed import relays
+        from clanker.launch.service import LaunchOptions
+
+        provider = self.harness(harness)
+        options = options or LaunchOptions()
+        launch = self.prepare_launch(provider, request, options)
+        try:
+            if not relays(provider, launch):
+                raise HarnessCapabilityError(
+                    ErrorKind.UNSUPPORTED,
+                    "this launch cannot be moved (a hot-replaced harness with its bridge "
+                    "and attention attached)", harness=provider.id)
+            return self._launch_service().relay(provider, options, launch,
+                                                stdin_fd=stdin_fd, stdout_fd=stdout_fd)
+        except BaseException:
+            launch.dispose()
+            raise
 
     @overload
     def launch(

@@ -184,8 +184,10 @@ def clanker_checkout_rehome() -> CheckoutRehomeCapability:
     """Return how a live conversation moves to another checkout: the strategy
     and the resume flags for a target (``clanker.checkouts.capability``).
 
-    No service calls this yet. Absent: the harness cannot be proven to
-    continue in another directory.
+    ``hot-replace`` makes a launch with the bridge and attention run under the
+    PTY relay, movable by ``clanker_create_isolated_checkout``; ``after-turn`` is
+    not used yet. Absent: the harness cannot be proven to continue in another
+    directory.
     """
 
 

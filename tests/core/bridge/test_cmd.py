@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from clanker.bridge import wire
 from clanker.bridge.cmd import main
-from clanker.bridge.shipped import SHIPPED_NAMES
+from clanker.bridge.shipped import OFFERED, SHIPPED_NAMES
 from clanker.cli import cli
 from clanker.grid.client import GridClient
 from tests.core.grid.conftest import LiveGrid
@@ -119,7 +119,7 @@ def test_list_all_is_for_a_person(agent: Agent) -> None:
     person = {wire.SOCKET_VARIABLE: str(agent.live.path)}
     code, out, _ = agent("list", "--all", "--json", env=person)
     entries = json.loads(out)
-    assert code == 0 and [e["name"] for e in entries] == sorted(SHIPPED_NAMES)
+    assert code == 0 and [e["name"] for e in entries] == sorted(c.name for c in OFFERED)
     assert all(e["invokable"] is False for e in entries)
     # Refused where an agent's credential is present, in any spelling of the name.
     for name in (wire.TOKEN_VARIABLE, wire.TOKEN_VARIABLE.lower()):

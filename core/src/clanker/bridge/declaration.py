@@ -163,6 +163,13 @@ class BridgeHost(Protocol):
         """Run one bounded command where the caller's agent runs."""
         ...
 
+    async def create_isolated_checkout(self, branch: str) -> dict[str, Any]:
+        """Create a worktree of the caller's repository on the new ``branch`` and move
+        the caller's conversation into it; the answer (``status``: ``created`` or
+        ``already-isolated``, ``branch``, ``path``). Raises
+        :class:`CapabilityRefused` with a one-line, typed reason."""
+        ...
+
     @property
     def files(self) -> HostFiles:
         """Read-only, bounded access to the files where the caller's agent runs (each

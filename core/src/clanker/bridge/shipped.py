@@ -57,6 +57,7 @@ from clanker.bridge.declaration import (
     define_capability,
 )
 from clanker.bridge.input import Arguments, Input, Text
+from clanker.bridge.isolated import CLANKER_CREATE_ISOLATED_CHECKOUT
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest
 
@@ -71,6 +72,7 @@ __all__ = [
     "MAX_AGENTS",
     "NOTIFY_BURST",
     "NOTIFY_EVERY",
+    "OFFERED",
     "SHIPPED",
     "SHIPPED_NAMES",
 ]
@@ -317,6 +319,10 @@ CLANKER_NOTIFY: Final = define_capability(
 )
 
 SHIPPED: Final[tuple[HostCapability, ...]] = (CLANKER_AGENTS, CLANKER_CONTEXT, CLANKER_NOTIFY)
-"""What a grid offers unless it is given another set."""
+"""What every bridge launch may be granted."""
 SHIPPED_NAMES: Final = tuple(capability.name for capability in SHIPPED)
 """What ``clanker launch --bridge`` grants."""
+OFFERED: Final[tuple[HostCapability, ...]] = (*SHIPPED, CLANKER_CREATE_ISOLATED_CHECKOUT)
+"""What a grid offers unless it is given another set: the shipped capabilities and
+those granted only to launches that can use them
+(:data:`clanker.bridge.isolated.CHECKOUT_NAMES`)."""

@@ -18,6 +18,7 @@ and yields stream events until the grid closes it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -29,6 +30,7 @@ from clanker.grid.errors import GridError, GridUnavailableError
 from clanker.grid.protocol import (
     MAX_LINE,
     MAX_REPLY,
+    AwaitMoveRequest,
     BridgeGrantReply,
     BridgeGrantRequest,
     BridgeRevokeRequest,
@@ -42,6 +44,8 @@ from clanker.grid.protocol import (
     HelloRequest,
     ListReply,
     ListRequest,
+    MoveInstruction,
+    MoveOutcome,
     RegisterRequest,
     Registration,
     Request,
@@ -51,11 +55,12 @@ from clanker.grid.protocol import (
     SubscribeRequest,
     TerminalEntry,
     check_socket_path,
+    encode_reply,
     encode_request,
     parse_reply,
 )
 
-__all__ = ["DEFAULT_TIMEOUT", "GridClient", "Registration"]
+__all__ = ["DEFAULT_TIMEOUT", "GridClient", "MoveChannel", "Registration"]
 
 T = TypeVar("T")
 
@@ -100,6 +105,29 @@ class _Lines:
                     raise GridUnavailableError("the grid closed the connection mid-line")
                 return None
             self._buffer += chunk
+
+
+class MoveChannel:
+    """One ``await-move`` connection: the grid's instructions in, the answers out."""
+
+    def __init__(self, sock: socket.socket, lines: _Lines) -> None:
+        self._sock = sock
+        self._lines = lines
+
+    def next(self) -> MoveInstruction | None:
+        """The next instruction (waits for it); ``None`` once the grid ended the
+        connection (the terminal was retired, or the grid stopped)."""
+        line = self._lines.read(MAX_LINE, None)
+        return None if line is None else parse_reply(line, MoveInstruction, op="await-move")
+
+    def answer(self, outcome: MoveOutcome) -> None:
+        self._sock.sendall(encode_reply(outcome))
+
+    def close(self) -> None:
+        """End the connection (a :meth:`next` blocked in another thread returns)."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
 
 
 class GridClient:
@@ -221,6 +249,23 @@ class GridClient:
                 yield parse_reply(line, StreamEvent, op="subscribe")
         finally:
             sock.close()
+
+    def await_moves(self, terminal: str, token: str) -> MoveChannel:
+        """Offer to move ``terminal``'s conversation (``await-move``): returns once the
+        grid has acknowledged, with the connection its instructions come down."""
+        sock = self._connect()
+        try:
+            sock.sendall(encode_request(AwaitMoveRequest(terminal=terminal, token=token)))
+            lines = _Lines(sock)
+            line = lines.read(MAX_LINE, time.monotonic() + self._timeout)
+            if line is None:
+                raise GridUnavailableError("the grid closed the connection without answering")
+            parse_reply(line, EmptyReply, op="await-move")
+            sock.settimeout(None)
+        except BaseException:
+            sock.close()
+            raise
+        return MoveChannel(sock, lines)
 
     # ------------------------------------------------------------- transport
 

@@ -375,7 +375,8 @@ def _serve(location: GridLocation, ready: _Ready) -> int:
         _raise_descriptor_limit()
 
         async def run() -> None:
-            grid = Grid(location.socket)
+            # The log lives in clanker's state directory, where checkouts keep their records.
+            grid = Grid(location.socket, state_dir=location.log.parent)
             await grid.start()
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

@@ -29,7 +29,16 @@ list        (none)                                           terminals: [entry]
 subscribe   (none)                                           a stream of events (below)
 explain     terminal                                         entry, explanation
 shutdown    (none)                                           (none)
+await-move  terminal, token                                  (none), then instructions
 ========== ================================================ =============================
+
+``await-move`` is a launcher offering to move its terminal's conversation to
+another checkout (a relayed launch, :mod:`clanker.launch.relayed`). The grid
+acknowledges it and keeps the connection; each move it asks for is one line
+``{"v":1,"ok":true,"target":T,"session":S}`` sent down it, answered by the
+launcher with one ``{"v":1,"ok":true,"moved":B,"why":W}`` line (``why`` names
+the refusal, ``null`` when moved). The grid ends the connection when the
+terminal is retired.
 
 The capability plane adds ``bridge-grant``, ``bridge-revoke``, ``cmd-list``,
 ``cmd-describe`` and ``cmd-run``; their one definition is
@@ -79,6 +88,7 @@ __all__ = [
     "MAX_SOCKET_PATH",
     "PROTOCOL_VERSION",
     "TERMINAL_PATTERN",
+    "AwaitMoveRequest",
     "BridgeGrantReply",
     "BridgeGrantRequest",
     "BridgeRevokeRequest",
@@ -98,6 +108,8 @@ __all__ = [
     "HelloRequest",
     "ListReply",
     "ListRequest",
+    "MoveInstruction",
+    "MoveOutcome",
     "Notification",
     "Op",
     "ProtocolError",
@@ -176,6 +188,7 @@ class Op(enum.StrEnum):
     CMD_LIST = "cmd-list"
     CMD_DESCRIBE = "cmd-describe"
     CMD_RUN = "cmd-run"
+    AWAIT_MOVE = "await-move"
 
 
 class StreamKind(enum.StrEnum):
@@ -415,10 +428,18 @@ class CmdRunRequest:
         default=None, validator=_wire("cmd-run", "textArguments"))
 
 
+@frozen(kw_only=True, repr=False)
+class AwaitMoveRequest:
+    op: ClassVar[Op] = Op.AWAIT_MOVE
+    terminal: str = field(validator=_terminal)
+    token: str = field(validator=_token)
+
+
 Request = (
     HelloRequest | RegisterRequest | RetireRequest | DeclineRequest | DeliverRequest
     | ListRequest | SubscribeRequest | ExplainRequest | ShutdownRequest | BridgeGrantRequest
     | BridgeRevokeRequest | CmdListRequest | CmdDescribeRequest | CmdRunRequest
+    | AwaitMoveRequest
 )
 
 _REQUESTS: Final[dict[Op, type[Any]]] = {
@@ -427,6 +448,7 @@ _REQUESTS: Final[dict[Op, type[Any]]] = {
         HelloRequest, RegisterRequest, RetireRequest, DeclineRequest, DeliverRequest, ListRequest,
         SubscribeRequest, ExplainRequest, ShutdownRequest, BridgeGrantRequest,
         BridgeRevokeRequest, CmdListRequest, CmdDescribeRequest, CmdRunRequest,
+        AwaitMoveRequest,
     )
 }
 
@@ -537,6 +559,23 @@ class BridgeGrantReply:
 
 
 @frozen(kw_only=True)
+class MoveInstruction:
+    """What the grid sends down an ``await-move`` connection: continue ``session`` in
+    ``target`` (a checkout the grid created)."""
+
+    target: str = field(validator=_printable("target", absolute=True))
+    session: str = field(validator=_printable("session"))
+
+
+@frozen(kw_only=True)
+class MoveOutcome:
+    """The launcher's answer to one :class:`MoveInstruction`."""
+
+    moved: bool
+    why: str | None = field(default=None, validator=_printable("why"))
+
+
+@frozen(kw_only=True)
 class CmdListReply:
     capabilities: list[dict[str, Any]]
 
@@ -605,7 +644,8 @@ def _converter() -> JsonConverter:
     converter.register_structure_hook(StreamKind, stream_kind)
     for cls in (*_REQUESTS.values(), TerminalEntry, HelloReply, Registration, EmptyReply,
                 DeliverReply, ListReply, ExplainReply, Notification, StreamEvent,
-                BridgeGrantReply, CmdListReply, CmdDescribeReply, CmdRunReply):
+                BridgeGrantReply, CmdListReply, CmdDescribeReply, CmdRunReply,
+                MoveInstruction, MoveOutcome):
         _register(converter, cls)
     return converter
 

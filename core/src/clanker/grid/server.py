@@ -57,7 +57,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from attrs import define, frozen
 
@@ -72,10 +72,13 @@ from clanker.bridge.service import BridgeRefusal, BridgeService
 from clanker.grid.connections import ConnectionCounts, ConnectionTable, RequestReader
 from clanker.grid.credentials import CredentialStore
 from clanker.grid.errors import GridAlreadyRunningError, GridPathError, GridRequestError
+from clanker.grid.isolation import Isolation
+from clanker.grid.moves import Movers
 from clanker.grid.peers import Peer, peer_of, process_alive, vouches_for
 from clanker.grid.protocol import (
     MAX_LINE,
     MAX_SOCKET_PATH,
+    AwaitMoveRequest,
     BridgeGrantReply,
     BridgeGrantRequest,
     BridgeRevokeRequest,
@@ -96,6 +99,7 @@ from clanker.grid.protocol import (
     HelloRequest,
     ListReply,
     ListRequest,
+    MoveOutcome,
     Notification,
     ProtocolError,
     RegisterRequest,
@@ -152,7 +156,8 @@ STOP_GRACE: Final = 1.0
 """How long a stopping grid lets subscribers take what is queued for them."""
 
 
-_HOLDING: Final = (SubscribeRequest, ListRequest, ExplainRequest, CmdRunRequest)
+_HOLDING: Final = (SubscribeRequest, ListRequest, ExplainRequest, CmdRunRequest,
+                   AwaitMoveRequest)
 """The requests that can keep a connection busy: a stream, an answer that may be
 large enough to wait on the reader, or a capability that runs for a while. Only
 these count against the held slots."""
@@ -262,13 +267,16 @@ class Grid:
         monotonic: Callable[[], float] | None = None,
         bridge_instructions: Instructions | None = None,
         mcp_limits: Limits | None = None,
+        state_dir: Path | None = None,
     ) -> None:
         """``capabilities`` is what the capability plane offers (default: the shipped
         ones), ``executor`` where they run commands (default: this machine's),
         ``monotonic`` the clock of their rate limits (default: ``time.monotonic``)
         ``bridge_instructions`` the guidance the MCP endpoint gives a caller (default:
         :func:`~clanker.guidance.text.guidance_text` for its grant) and
-        ``mcp_limits`` its bounds (default: the documented ones)."""
+        ``mcp_limits`` its bounds (default: the documented ones), ``state_dir``
+        clanker's state directory, where the checkouts it creates for callers are
+        recorded (``None``: it creates none)."""
         self._path = check_socket_path(socket_path)
         self._clock = clock
         self._poll_interval = poll_interval
@@ -285,9 +293,9 @@ class Grid:
         self._broker = Broker(listener=self._publish, clock=clock)
         self._credentials = CredentialStore()
         if capabilities is None:
-            from clanker.bridge.shipped import SHIPPED
+            from clanker.bridge.shipped import OFFERED
 
-            capabilities = SHIPPED
+            capabilities = OFFERED
         self._executor = executor
         self._files: HostFiles | None = None
         port = _BridgePort(self)
@@ -300,6 +308,10 @@ class Grid:
         self._terminals: dict[str, _Terminal] = {}
         self._published: dict[str, int] = {}
         self._subscribers: set[_Subscriber] = set()
+        self._movers = Movers()
+        self._isolation = Isolation(state_dir=state_dir, move=self.move,
+                                    session_of=self._session_of,
+                                    listening=self._movers.listening)
         self._handlers: set[asyncio.Task[None]] = set()
         self._server: asyncio.AbstractServer | None = None
         self._identity: tuple[int, int] | None = None
@@ -600,6 +612,7 @@ class Grid:
         record.retiring = True
         self._bridge.revoke(terminal)  # first: no authority outlives the terminal
         self._credentials.revoke(terminal)
+        self._movers.drop(terminal)
         self._unwatch(record)
         try:
             self._broker.retire(terminal)  # the listener publishes the tombstone
@@ -815,12 +828,39 @@ class Grid:
                 await self._reply(writer, encode_error(ErrorWord.CAPACITY))
             elif isinstance(request, SubscribeRequest):
                 await self._stream(reader, writer, notifications=request.notifications)
+            elif isinstance(request, AwaitMoveRequest):
+                await self._await_moves(request, reader, writer)
             elif isinstance(request, CmdRunRequest):
                 answer = await self._run_capability(request, reader)
                 if answer:
                     await self._reply(writer, answer)
             else:
                 await self._reply(writer, self._answer(request, peer))
+
+    async def _await_moves(self, request: AwaitMoveRequest, reader: asyncio.StreamReader,
+                           writer: asyncio.StreamWriter) -> None:
+        if not self._credentials.verify(request.terminal, request.token) \
+                or self._binding(request.terminal) is None:
+            log.warning("refused await-move: unauthorized (not a live credential)")
+            await self._reply(writer, encode_error(ErrorWord.UNAUTHORIZED))
+            return
+        log.info("terminal %s: its launcher can move it", request.terminal)
+        await self._movers.serve(request.terminal, reader, writer)
+
+    def _session_of(self, terminal: str) -> str | None:
+        record = self._terminals.get(terminal)
+        if record is None or record.revision is None or record.revision.snapshot is None:
+            return None
+        return record.revision.snapshot.root_session_id
+
+    async def move(self, terminal: str, target: str, session: str) -> MoveOutcome:
+        """Ask ``terminal``'s launcher to continue ``session`` in ``target``; its answer.
+        Raises :class:`~clanker.grid.moves.MoveUnavailable`."""
+        log.info("terminal %s: asked to move", terminal)
+        outcome = await self._movers.move(terminal, target, session)
+        log.info("terminal %s: %s", terminal,
+                 "moved" if outcome.moved else f"not moved ({outcome.why})")
+        return outcome
 
     async def _reply(self, writer: asyncio.StreamWriter, line: bytes) -> None:
         """Write one answer; a peer that does not take it in time is cut off."""
@@ -1108,6 +1148,9 @@ class _Host:
 
     async def run_command(self, request: CommandRequest) -> CommandResult:
         return await self._grid._run_command(request)
+
+    async def create_isolated_checkout(self, branch: str) -> dict[str, Any]:
+        return await self._grid._isolation.create(self._binding, branch)
 
     @property
     def files(self) -> HostFiles:

@@ -35,10 +35,15 @@ from clanker.paths import ClankerPaths, clanker_paths
 if TYPE_CHECKING:
     from clanker.grid.client import GridClient, Registration
 
-__all__ = ["HOOK_SCRIPT", "LAUNCHER_FILE", "AttentionAttachment", "sweep_orphans",
-           "write_hook_command"]
+__all__ = ["HOOK_SCRIPT", "LAUNCHER_FILE", "SOCKET_VARIABLE", "TERMINAL_VARIABLE",
+           "TOKEN_VARIABLE", "AttentionAttachment", "sweep_orphans", "write_hook_command"]
 
 log = get_logger(__name__)
+
+TOKEN_VARIABLE = "CLANKER_ATTENTION_TOKEN"  # noqa: S105 - a variable's name
+"""Where the child finds its terminal's credential (present only when attention attached)."""
+TERMINAL_VARIABLE = "CLANKER_ATTENTION_TERMINAL"
+SOCKET_VARIABLE = "CLANKER_ATTENTION_SOCKET"
 
 HOOK_SCRIPT = Path(__file__).resolve().parent.parent / "attention" / "hook.py"
 """The hook bridge: standard library only, so it starts as fast as Python can."""
@@ -122,9 +127,9 @@ class AttentionAttachment:
                 self._on_registered(client, registration)
             env = {
                 "CLANKER_ATTENTION_COMMAND": str(write_hook_command(private_dir)),
-                "CLANKER_ATTENTION_SOCKET": str(socket),
-                "CLANKER_ATTENTION_TERMINAL": registration.terminal,
-                "CLANKER_ATTENTION_TOKEN": registration.token,
+                SOCKET_VARIABLE: str(socket),
+                TERMINAL_VARIABLE: registration.terminal,
+                TOKEN_VARIABLE: registration.token,
                 "CLANKER_ATTENTION_STATE": str(state_dir),
             }
             if self._capability.interpreter is not None:

@@ -135,12 +135,12 @@ class GuidanceAttachment:
 
     def prepare(self, state: LaunchState) -> PreparedAttachment | None:
         from clanker.bridge import wire
-        from clanker.bridge.shipped import SHIPPED
+        from clanker.bridge.shipped import OFFERED
         from clanker.guidance.text import guidance_text
 
         if wire.TOKEN_VARIABLE not in state.env:
             return None  # the bridge step did not take place: there is nothing to ask for
-        granted = [capability for capability in SHIPPED if capability.name in self._grants]
+        granted = [capability for capability in OFFERED if capability.name in self._grants]
         text = guidance_text(granted, mcp=self._channel.mcp_attached)
         if text is None:
             return None

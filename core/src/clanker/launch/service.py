@@ -20,6 +20,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import attrs
 from attrs import frozen
 
 from clanker.descriptor import Transport
@@ -40,6 +41,7 @@ from clanker.registry import HarnessProvider
 
 if TYPE_CHECKING:
     from clanker.accounts.service import AccountService
+    from clanker.launch.relayed import RelayedLaunch
 
 __all__ = ["LaunchOptions", "LaunchService", "PreparedLaunch"]
 
@@ -194,7 +196,27 @@ class LaunchService:
             if notify is not None:
                 for notice in launch.notices:
                     notify(notice)
+            if provider.checkout_rehome is not None:
+                from clanker.launch.relayed import relays
+
+                if relays(provider, launch):
+                    return self.relay(provider, options, launch).run(tty_fd=0)
             return self.environment.run_interactive(launch.argv, launch.env, launch.cwd)
+
+    def relay(self, provider: HarnessProvider, options: LaunchOptions,
+              launch: PreparedLaunch, *, stdin_fd: int = 0, stdout_fd: int = 1
+              ) -> RelayedLaunch:
+        """Start ``launch`` under the PTY relay on ``stdin_fd`` and ``stdout_fd``, so it
+        can be moved to another checkout (:meth:`RelayedLaunch.move`); the relayed
+        launch owns ``launch`` from now on (it releases it when it ends)."""
+        from clanker.launch.relayed import RelayedLaunch
+
+        def prepare(request: LaunchRequest) -> PreparedLaunch:
+            session = request.session.native_id if request.session is not None else None
+            return self.prepare(provider, request,
+                                attrs.evolve(options, trusted_session_id=session))
+
+        return RelayedLaunch(provider, launch, prepare, stdin_fd=stdin_fd, stdout_fd=stdout_fd)
 
     def child_environment(self, provider: HarnessProvider, cwd: str,
                           additions: Mapping[str, str], *, account: str | None = None
@@ -266,6 +288,12 @@ class LaunchService:
                       if not options.attention else
                       "this harness reports no attention to clanker")
             grants = options.grants or SHIPPED_NAMES
+            if options.grants is None and attention and provider.checkout_rehome is not None:
+                from clanker.bridge.isolated import CHECKOUT_NAMES
+                from clanker.launch.relayed import hot_replaced
+
+                if hot_replaced(provider):
+                    grants = (*grants, *CHECKOUT_NAMES)
             steps.append(BridgeAttachment(
                 provider.id, cwd=request.cwd, grants=grants,
                 handle=handle, without_attention=reason, paths=self._paths, account=account,
