@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import os
 import shutil
@@ -23,6 +24,11 @@ settings.register_profile(
     "clanker", deadline=None, suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("clanker")
+
+# The importlib_metadata backport (keyring imports it before Python 3.12) deletes
+# the standard PathFinder's distribution lookup and appends a finder of its own.
+# Kept from before any test imports it, for the tests of the direct entry-point read.
+STANDARD_FIND_DISTRIBUTIONS = importlib.machinery.PathFinder.__dict__.get("find_distributions")
 
 
 @pytest.fixture

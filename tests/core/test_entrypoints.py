@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import sys
 from importlib.metadata import entry_points as metadata_entry_points
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from clanker import entrypoints
 from clanker.entrypoints import FoundEntryPoint, entry_points
 from clanker.registry import ENTRY_POINT_GROUP
+from tests.conftest import STANDARD_FIND_DISTRIBUTIONS
 
 
 def expected(group: str) -> list[FoundEntryPoint]:
@@ -25,6 +27,20 @@ def expected(group: str) -> list[FoundEntryPoint]:
 
 def no_fallback(group: str) -> list[FoundEntryPoint]:
     raise AssertionError("the direct read handed this layout to importlib.metadata")
+
+
+@pytest.fixture(autouse=True)
+def standard_finders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The standard finders, as a process that never imported the importlib_metadata
+    backport has them: another test may have (see ``STANDARD_FIND_DISTRIBUTIONS``),
+    and the direct read rightly leaves such a process to importlib.metadata."""
+    finder = importlib.machinery.PathFinder
+    if "find_distributions" not in finder.__dict__ and STANDARD_FIND_DISTRIBUTIONS:
+        monkeypatch.setattr(finder, "find_distributions", STANDARD_FIND_DISTRIBUTIONS,
+                            raising=False)
+    monkeypatch.setattr(sys, "meta_path", [
+        entry for entry in sys.meta_path
+        if getattr(entry, "find_distributions", None) is None or entry is finder])
 
 
 @pytest.fixture
