@@ -39,6 +39,7 @@ def test_usage_shows_a_meter_of_what_remains_with_its_reset_and_failures_as_said
     ]
     lines = usage_lines(entries, NOW)
     assert lines[1] == "claude (work)"
-    assert lines[2] == "  Fake · 5 hour            [#####---------------]  25% left  resets in 2h"
+    assert lines[2] == ("  Fake · 5 hour            [#####---------------]  25% left"
+                        "  resets in 2h 0m")
     assert lines[3].startswith("codex: ") and "signed out" in lines[3]
     assert usage_lines([], NOW)[-1] == "no harness reports usage"

@@ -20,12 +20,13 @@ from clanker.errors import EXIT_CODES, ErrorKind
 from clanker.hosts import HostOutcome
 from clanker.registry import HarnessProvider
 from clanker.usage.service import UsageEntry, UsageStatus
+from clanker.usage.text import reset_text
 from clanker.usage.types import Measurement
 
 if TYPE_CHECKING:
     from clanker.api import Clanker
 
-__all__ = ["format_duration", "usage"]
+__all__ = ["usage"]
 
 _BAR = 20
 _LOW = 10.0  # percent remaining at or below which the bar turns amber
@@ -39,29 +40,6 @@ _FAILURES = {
     ErrorKind.PARSE_FAILURE: "the harness answered in an unexpected format",
     ErrorKind.ABORTED: "no reading yet",
 }
-
-
-def format_duration(seconds: float) -> str:
-    """``42m``, ``1h 42m``, ``3d 6h``."""
-    minutes = max(0, int(seconds // 60))
-    days, minutes = divmod(minutes, 1440)
-    hours, minutes = divmod(minutes, 60)
-    if days:
-        return f"{days}d {hours}h"
-    if hours:
-        return f"{hours}h {minutes}m"
-    return f"{minutes}m"
-
-
-def _resets(moment: datetime | None, now: datetime) -> str:
-    if moment is None:
-        return ""
-    seconds = (moment - now).total_seconds()
-    if seconds <= 0:
-        return "reset due"
-    if seconds > 7 * 86400:
-        return "resets " + moment.astimezone().strftime("%b %d")
-    return "resets in " + format_duration(seconds)
 
 
 def _amount(measurement: Measurement) -> tuple[str, float | None]:
@@ -112,7 +90,7 @@ def _render(provider: HarnessProvider, entry: UsageEntry, now: datetime,
             for m in measurements:
                 amount, percent = _amount(m)
                 click.echo(f"  {m.label:<28} {amount:<16} {_bar(percent)}  "
-                           f"{_resets(m.resets_at, now)}".rstrip())
+                           f"{reset_text(m.resets_at, now)}".rstrip())
         if not entry.snapshot.measurements:
             click.echo("  no active usage limits reported")
     if entry.failure is not None:

@@ -86,7 +86,7 @@ def _meter(percent: float | None) -> str:
 
 def usage_lines(entries: Sequence[UsageEntry], now: datetime) -> list[str]:
     """The usage panel: a meter of remaining quota per measurement, with its reset."""
-    from clanker.deck.rows import duration
+    from clanker.usage.text import reset_text
 
     lines = ["usage (esc to close)"]
     for entry in entries:
@@ -97,8 +97,8 @@ def usage_lines(entries: Sequence[UsageEntry], now: datetime) -> list[str]:
             continue
         lines.append(who)
         for measurement in entry.snapshot.measurements:
-            reset = "" if measurement.resets_at is None else \
-                f"  resets in {duration(now, measurement.resets_at)}"
+            reset = reset_text(measurement.resets_at, now)
+            reset = f"  {reset}" if reset else ""
             lines.append(f"  {measurement.label[:24]:<24} "
                          f"{_meter(measurement.remaining_percent)}{reset}")
     if not entries:
