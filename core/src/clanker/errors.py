@@ -16,6 +16,14 @@ __all__ = [
     "EXIT_BUSY",
     "EXIT_CHECKOUT_DIRTY",
     "EXIT_CHECKOUT_REFUSED",
+    "EXIT_CODER_NO_KEYRING",
+    "EXIT_CODER_NO_TRANSCRIPT",
+    "EXIT_CODER_REFUSED",
+    "EXIT_CODER_RESUME_FAILED",
+    "EXIT_CODER_SILENT",
+    "EXIT_CODER_STOPPED",
+    "EXIT_CODER_TURN_FAILED",
+    "EXIT_CODER_USAGE_LIMIT",
     "EXIT_CODES",
     "EXIT_DECK_UNUSABLE",
     "EXIT_GRID_UNAVAILABLE",
@@ -84,6 +92,14 @@ EXIT_IGNORED_ONLY: Final = 25  # `worktree complete`: only ignored files; --disc
 EXIT_REMOVAL_FAILED: Final = 26  # `worktree`: removal failed or was not verified; it is kept
 EXIT_ACCOUNT: Final = 27  # the account cannot be used or changed as asked
 EXIT_ACCOUNT_STORE: Final = 28  # the account settings could not be read or saved
+EXIT_CODER_STOPPED: Final = 32  # `coder`: the turn stopped short (refusal, max tokens or turns)
+EXIT_CODER_TURN_FAILED: Final = 33  # `coder`: the agent died mid-turn or answered with an error
+EXIT_CODER_USAGE_LIMIT: Final = 34  # `coder`: the agent's provider refused for a usage limit
+EXIT_CODER_RESUME_FAILED: Final = 35  # `coder --resume`: no session/resume or session/load
+EXIT_CODER_REFUSED: Final = 36  # `coder`: a permission request was refused: nobody could be asked
+EXIT_CODER_NO_TRANSCRIPT: Final = 37  # `coder --show`: no transcript with that id
+EXIT_CODER_SILENT: Final = 38  # `coder`: the agent sent nothing for the idle bound
+EXIT_CODER_NO_KEYRING: Final = 39  # `coder`: no OS credential store for an agent secret
 EXIT_HOST: Final = 40  # `hosts`: unknown, malformed or taken host name, or unusable hosts file
 EXIT_HOST_UNREACHABLE: Final = 41  # `hosts check`: the host could not be reached or used
 EXIT_TMUX_UNAVAILABLE: Final = 45  # `--tmux`, `deck`: no tmux executable on PATH

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from typing import Final
 
+from clanker import errors
+
 __all__ = ["CoderError", "CoderFailure"]
 
 
@@ -30,14 +32,14 @@ class CoderFailure(enum.StrEnum):
 
 
 EXIT_CODES: Final[dict[CoderFailure, int]] = {
-    CoderFailure.STOPPED: 32,
-    CoderFailure.TURN_FAILED: 33,
-    CoderFailure.USAGE_LIMIT: 34,
-    CoderFailure.RESUME_FAILED: 35,
-    CoderFailure.REFUSED: 36,
-    CoderFailure.NO_TRANSCRIPT: 37,
-    CoderFailure.SILENT: 38,
-    CoderFailure.NO_KEYRING: 39,
+    CoderFailure.STOPPED: errors.EXIT_CODER_STOPPED,
+    CoderFailure.TURN_FAILED: errors.EXIT_CODER_TURN_FAILED,
+    CoderFailure.USAGE_LIMIT: errors.EXIT_CODER_USAGE_LIMIT,
+    CoderFailure.RESUME_FAILED: errors.EXIT_CODER_RESUME_FAILED,
+    CoderFailure.REFUSED: errors.EXIT_CODER_REFUSED,
+    CoderFailure.NO_TRANSCRIPT: errors.EXIT_CODER_NO_TRANSCRIPT,
+    CoderFailure.SILENT: errors.EXIT_CODER_SILENT,
+    CoderFailure.NO_KEYRING: errors.EXIT_CODER_NO_KEYRING,
 }
 
 
