@@ -116,6 +116,8 @@ def scan_files(
 
 
 _FIELDS: Final = tuple(f.name for f in fields(HarnessSession))
+# A slot copy is the constructor's result only while no field converts and nothing runs
+# after __init__: a change to HarnessSession that breaks either fails here, at import.
 assert not any(f.converter for f in fields(HarnessSession))
 assert not hasattr(HarnessSession, "__attrs_post_init__")
 
