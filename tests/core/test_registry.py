@@ -337,3 +337,34 @@ def test_each_capability_hook_refuses_an_object_without_its_interface(
     setattr(Plugin, CONTRACTS[capability].hook, hookimpl(lambda self: object()))
     registry = Registry.from_plugins({"fake-agent": Plugin()}, environ={})
     assert "lacks the" in only_problem(registry)
+
+
+def test_hooks_on_a_define_harness_subclass_are_found_as_pluggy_finds_them() -> None:
+    """Only a plain define_harness plugin is searched among its own names; a subclass's
+    class-level hooks still count, and a misspelled one is still refused."""
+    from clanker.plugin import HarnessPlugin, define_harness
+
+    descriptor = HarnessDescriptor(id=HarnessId("fake-agent"), display_name="F",
+                                   executable="fake-agent")
+
+    class WithModels(HarnessPlugin):
+        @hookimpl
+        def clanker_models(self) -> object:
+            return FakeModels()
+
+    plugin = WithModels(descriptor, {"launch": FakeLaunch})
+    provider = Registry.from_plugins({"fake-agent": plugin}, environ={}).get_provider(
+        HarnessId("fake-agent"))
+    assert provider.capabilities == {Capability.LAUNCH, Capability.MODELS}
+
+    class Misspelled(HarnessPlugin):
+        @hookimpl
+        def clanker_modles(self) -> object:
+            return FakeModels()
+
+    registry = Registry.from_plugins({"fake-agent": Misspelled(descriptor, {})}, environ={})
+    assert "unknown hooks clanker_modles" in only_problem(registry)
+    plain = define_harness(descriptor, launch=FakeLaunch)
+    provider = Registry.from_plugins({"fake-agent": plain}, environ={}).get_provider(
+        HarnessId("fake-agent"))
+    assert provider.capabilities == {Capability.LAUNCH}

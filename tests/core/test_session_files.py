@@ -8,14 +8,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from attrs import evolve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clanker.environment.files import confined, read_sample
 from clanker.environment.sqlite import open_readonly, require_columns
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.sessions.filestore import find_files
-from clanker.sessions.types import bounded_text, clean_text, parse_timestamp
+from clanker.ids import HarnessId
+from clanker.sessions.filestore import _placed, find_files
+from clanker.sessions.types import HarnessSession, bounded_text, clean_text, parse_timestamp
 
 _files = settings(max_examples=80, deadline=None,
                   suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -318,3 +320,27 @@ def test_an_unreadable_project_directory_is_a_skip_not_a_lost_store(
         PermissionError(13, "Permission denied", os.fspath(path))))
     with pytest.raises(PermissionError):  # the store itself: the provider reports it
         find_files(tmp_path, depth=1, accept_file=lambda n: True)
+
+
+_AWARE = st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2100, 1, 1),
+                      timezones=st.just(UTC))
+
+
+@given(session=st.builds(
+    HarnessSession, harness=st.sampled_from([HarnessId("pi"), HarnessId("claude")]),
+    native_id=st.text(min_size=1, max_size=8), updated_at=_AWARE,
+    title=st.none() | st.text(max_size=8), cwd=st.none() | st.just("/work"),
+    created_at=st.none() | _AWARE, model=st.none() | st.text(max_size=8),
+    message_count=st.none() | st.integers(0, 9), parent_id=st.none() | st.text(max_size=8),
+    store_path=st.none() | st.text(max_size=8), order=st.integers(0, 9), hidden=st.booleans(),
+    account=st.none() | st.text(max_size=8)),
+    order=st.integers(0, 10_000), store_path=st.text(max_size=20))
+def test_a_placed_session_is_the_one_evolve_makes(session: HarnessSession, order: int,
+                                                  store_path: str) -> None:
+    harness = HarnessId("codex")
+    placed = _placed(session, harness, store_path, order)
+    expected = evolve(session, harness=harness, store_path=store_path, order=order)
+    assert placed == expected
+    assert hash(placed) == hash(expected)
+    assert repr(placed) == repr(expected)
+    assert type(placed) is HarnessSession

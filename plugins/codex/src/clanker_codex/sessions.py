@@ -132,14 +132,14 @@ def index_path(environ: Mapping[str, str], files: HostFiles) -> Path | None:
     (resolved against Codex's cwd) means "unknown": no index is read rather
     than possibly the wrong one. A profile's or ``-c`` value is invisible here.
     """
-    import tomllib  # only when an index is looked for: plugin loading stays lean
-
     home = codex_home(environ)
     if home is None:
         return None
     data = files.read_small(home / "config.toml", _CONFIG_BYTES)
     configured: object = None
     if data is not None:
+        import tomllib  # only when there is a config to read: start-up stays lean
+
         try:
             configured = tomllib.loads(data.decode("utf-8")).get("sqlite_home")
         except (ValueError, UnicodeDecodeError):
