@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from clanker.environment.ssh import SshEnvironment
     from clanker.grid.client import GridClient
     from clanker.grid.daemon import GridStatus
-    from clanker.grid.protocol import ExplainReply, StreamEvent, TerminalEntry
+    from clanker.grid.protocol import ExplainReply, SessionsReply, StreamEvent, TerminalEntry
     from clanker.hosts import Host, HostCheck, HostOutcome, HostStore
     from clanker.installation import Installation
     from clanker.launch.attachments import Report
@@ -77,6 +77,8 @@ if TYPE_CHECKING:
     from clanker.registry import HarnessProvider, Registry
     from clanker.sessions.selection import Selection
     from clanker.sessions.service import SessionListing, SessionService
+    from clanker.sessions.types import HarnessSession
+    from clanker.sessions.witness import ScanMemo
     from clanker.tmux.control import Tmux
     from clanker.tmux.handoff import TmuxTerminal, TmuxWindow
     from clanker.usage.service import UsageEntry, UsageService
@@ -106,8 +108,10 @@ class Clanker:
         registry: Registry | None = None,
         paths: ClankerPaths | None = None,
         ssh_config_file: str | os.PathLike[str] | None = None,
+        session_memos: Callable[[], ScanMemo] | None = None,
     ) -> None:
         self._environment = environment
+        self._session_memos = session_memos
         self._registry = registry
         self._paths = paths
         self._ssh_config_file = ssh_config_file
@@ -148,10 +152,12 @@ class Clanker:
     def _session_service(self) -> SessionService:
         if self._sessions is None:
             from clanker.sessions.service import SessionService
+            from clanker.sessions.witness import ScanMemo
 
             self._sessions = SessionService(environment=self.environment,
                                             cache_dir=self.paths.cache,
-                                            homes=self.accounts.homes)
+                                            homes=self.accounts.homes,
+                                            memos=self._session_memos or ScanMemo)
         return self._sessions
 
     def _model_service(self) -> ModelService:
@@ -382,19 +388,54 @@ class Clanker:
         workspace: str | os.PathLike[str] | None,
         harnesses: Iterable[HarnessProvider | str] | None = None,
         limit: int | None = None,
+        grid: bool = True,
     ) -> SessionListing:
         """Past conversations of every harness (or ``harnesses``) for ``workspace``,
         newest first; ``workspace=None`` lists every directory.
 
         ``limit`` bounds the sessions read per harness store (default 512). A
         failing store is reported in ``listing.scans`` beside the others,
-        never instead of them.
+        never instead of them. When a grid already runs (none is started for
+        this) and this object reads this machine as this process sees it (no
+        ``environment`` or ``registry`` given), the grid's watched index answers
+        (the same listing, its scans without their sessions); anything it cannot
+        answer is listed here. ``grid=False`` always lists here.
         """
         from clanker.sessions.capability import DEFAULT_STORE_LIMIT
 
         where = None if workspace is None else os.path.abspath(workspace)
-        return await self._session_service().discover(
-            self._chosen(harnesses), workspace=where, limit=limit or DEFAULT_STORE_LIMIT)
+        chosen = self._chosen(harnesses)
+        bound = limit or DEFAULT_STORE_LIMIT
+        if grid and self._environment is None and self._registry is None:
+            import asyncio
+
+            listing = await asyncio.to_thread(self._grid_sessions, where, chosen, bound)
+            if listing is not None:
+                return listing
+        return await self._session_service().discover(chosen, workspace=where, limit=bound)
+
+    def _grid_sessions(self, workspace: str | None, chosen: list[HarnessProvider],
+                       limit: int) -> SessionListing | None:
+        """The running grid's answer, or ``None`` (no grid, or it could not answer)."""
+        from clanker.envvars import strip_credentials
+        from clanker.grid.errors import GridError
+
+        try:
+            found = self.grid_status()
+            if not found.running:
+                return None
+            from clanker.grid.client import GridClient
+            from clanker.grid.protocol import SessionsRequest
+
+            request = SessionsRequest(environ=dict(strip_credentials(os.environ)),
+                                      workspace=workspace, limit=limit,
+                                      harnesses=[p.id for p in chosen])
+            reply, sessions = GridClient(found.location.socket,
+                                         timeout=GRID_SESSIONS_TIMEOUT).sessions(request)
+        except (GridError, ValueError):
+            # ValueError: an environment the protocol cannot carry. Listed here instead.
+            return None
+        return _listing(reply, sessions)
 
     async def find_session(
         self,
@@ -1009,3 +1050,27 @@ def _deepest(paths: list[str], location: str) -> str | None:
     """The longest of ``paths`` that is ``location`` or contains it."""
     inside = [p for p in paths if (location + os.sep).startswith(p.rstrip(os.sep) + os.sep)]
     return max(inside, key=len, default=None)
+
+
+GRID_SESSIONS_TIMEOUT = 120.0
+"""How long a listing waits for the grid's whole answer (a cold index of tens of
+thousands of sessions takes seconds) before it lists by itself."""
+
+
+def _listing(reply: SessionsReply, sessions: list[HarnessSession]) -> SessionListing:
+    """A ``sessions`` answer of the grid as the listing it stands for."""
+    from clanker.errors import ErrorKind, HarnessCapabilityError
+    from clanker.sessions.service import ProviderScan, SessionListing
+    from clanker.sessions.types import SessionScan
+
+    scans = []
+    for report in reply.scans:
+        error = None
+        if report.error_kind is not None:
+            error = HarnessCapabilityError(ErrorKind(report.error_kind), report.error_detail,
+                                           harness=report.harness)
+        scans.append(ProviderScan(harness=report.harness, account=report.account,
+                                  scan=SessionScan(skipped=report.skipped,
+                                                   truncated=report.truncated,
+                                                   partial=report.partial, error=error)))
+    return SessionListing(sessions=tuple(sessions), scans=tuple(scans))

@@ -128,13 +128,15 @@ class SessionService:
     """
 
     def __init__(self, *, environment: Environment, cache_dir: Path | None,
-                 homes: Homes = _own_home) -> None:
+                 homes: Homes = _own_home, memos: Callable[[], ScanMemo] = ScanMemo) -> None:
         """``homes`` says where each provider's history is (default: the harness's own
         home only); each is read as a store of its own, and its sessions carry its
-        account."""
+        account. ``memos`` makes each store's memo of recent answers (a running grid
+        passes one its watch proves current, :mod:`clanker.sessions.index`)."""
         self.environment = environment
         self._cache_dir = cache_dir
         self._homes = homes
+        self._new_memo = memos
         self._caches: dict[str, SummaryCache] = {}
         self._memos: dict[str, ScanMemo] = {}
         self._answers: dict[str, AnswerCache] = {}
@@ -312,5 +314,5 @@ class SessionService:
         store = self._store(provider, account)
         memo = self._memos.get(store)
         if memo is None:
-            memo = self._memos[store] = ScanMemo()
+            memo = self._memos[store] = self._new_memo()
         return memo

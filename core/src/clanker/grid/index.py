@@ -1,0 +1,133 @@
+"""The grid's session index: listings answered from memory, proven by inotify.
+
+The grid keeps, per asking environment (where the stores are: ``HOME``,
+``CODEX_HOME`` and the like), one :class:`~clanker.api.Clanker` whose session
+memos are :class:`~clanker.sessions.index.WatchedMemo` over one shared
+:class:`~clanker.grid.watch.DirectoryWatch`. Each question first passes the
+watch's barrier (every event queued before it is counted); an unchanged store
+then answers without a ``stat``, a changed one is scanned as without a grid.
+When the barrier does not pass in time, or inotify cannot be had at all, every
+answer is checked by ``stat``: slower, never stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Final
+
+from clanker._logging import get_logger
+
+if TYPE_CHECKING:
+    from clanker.api import Clanker
+    from clanker.grid.protocol import SessionsRequest
+    from clanker.grid.watch import DirectoryWatch
+    from clanker.sessions.service import SessionListing
+
+__all__ = ["ENVIRONMENTS", "SessionIndex"]
+
+log = get_logger(__name__)
+
+ENVIRONMENTS: Final = 4
+"""Asking environments kept at once, least recently asked first out."""
+
+
+class SessionIndex:
+    """Session listings for the grid's clients (see the module notes)."""
+
+    def __init__(self, *, capacity: int = ENVIRONMENTS) -> None:
+        self._capacity = capacity
+        self._clankers: OrderedDict[tuple[tuple[str, str], ...], Clanker] = OrderedDict()
+        self._watch: DirectoryWatch | None = None
+        self._watch_failed = False
+        self._lock = asyncio.Lock()
+
+    @property
+    def watch(self) -> DirectoryWatch | None:
+        """The watch (``None`` until the first question, or when inotify cannot be had)."""
+        return self._watch
+
+    async def listing(self, request: SessionsRequest) -> SessionListing:
+        """Answer ``request`` as ``Clanker.sessions`` would in the asking process."""
+        async with self._lock:  # one scan at a time: they share one worker anyway
+            watch = self._watcher()
+            if watch is not None and not await asyncio.to_thread(watch.barrier):
+                watch.overflowed()  # its events could not be proven read: check by stat
+            clanker = self._clanker(request.environ)
+            return await clanker.sessions(workspace=request.workspace,
+                                          harnesses=request.harnesses, limit=request.limit)
+
+    async def aclose(self) -> None:
+        for clanker in self._clankers.values():
+            await clanker.aclose()
+        self._clankers.clear()
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+    def _watcher(self) -> DirectoryWatch | None:
+        if self._watch is None and not self._watch_failed:
+            try:
+                from clanker.grid.watch import DirectoryWatch
+
+                self._watch = DirectoryWatch()
+            except Exception as exc:  # no inotify here (another OS, no instances left)
+                log.warning("session index: no watch (%s); answers are checked by stat",
+                            type(exc).__name__)
+                self._watch_failed = True
+        return self._watch
+
+    def _clanker(self, environ: dict[str, str]) -> Clanker:
+        key = tuple(sorted(environ.items()))
+        clanker = self._clankers.get(key)
+        if clanker is not None:
+            self._clankers.move_to_end(key)
+            return clanker
+        from clanker.api import Clanker
+        from clanker.environment.local import LocalEnvironment
+        from clanker.paths import clanker_paths
+        from clanker.registry import Registry
+        from clanker.sessions.witness import ScanMemo
+
+        watch = self._watch
+        memos: Callable[[], ScanMemo] = ScanMemo
+        if watch is not None:
+            from clanker.sessions.index import WatchedMemo
+
+            def watched() -> ScanMemo:
+                return WatchedMemo(watch)
+
+            memos = watched
+
+        clanker = self._clankers[key] = Clanker(
+            environment=LocalEnvironment(environ), registry=Registry.from_entry_points(environ),
+            paths=clanker_paths(environ), session_memos=memos)
+        while len(self._clankers) > self._capacity:
+            _, old = self._clankers.popitem(last=False)
+            asyncio.get_running_loop().create_task(old.aclose())
+        return clanker
+
+
+def listing_lines(listing: SessionListing, rows_per_line: int) -> Iterator[bytes]:
+    """``listing`` as the ``sessions`` op's reply lines (see :mod:`clanker.grid.protocol`)."""
+    import json
+
+    from clanker.grid.protocol import PROTOCOL_VERSION, ScanReport, SessionsReply, encode_reply
+    from clanker.sessions.index import session_row
+
+    scans = []
+    for result in listing.scans:
+        scan, error = result.scan, result.scan.error
+        scans.append(ScanReport(
+            harness=result.harness, account=result.account, skipped=scan.skipped,
+            truncated=scan.truncated, partial=scan.partial,
+            error_kind=None if error is None else error.kind.value,
+            error_detail=None if error is None else error.detail))
+    yield encode_reply(SessionsReply(scans=scans, count=len(listing.sessions)))
+    sessions = listing.sessions
+    for start in range(0, len(sessions), rows_per_line):
+        rows = [session_row(s) for s in sessions[start:start + rows_per_line]]
+        yield json.dumps({"v": PROTOCOL_VERSION, "ok": True, "rows": rows},
+                         ensure_ascii=False, separators=(",", ":"), allow_nan=False
+                         ).encode("utf-8", "surrogatepass") + b"\n"

@@ -1,0 +1,113 @@
+"""The session index a running grid keeps: earlier answers proven by inotify, and
+the rows a listing crosses the grid's socket as.
+
+:class:`WatchedMemo` is a :class:`~clanker.sessions.witness.ScanMemo` whose
+answers are proven current by a watch (the grid's
+:class:`~clanker.grid.watch.DirectoryWatch`) instead of one ``stat`` per file:
+an answer is kept with the watch's proof only once its witness held again
+*after* the watches were in place, so a change made while it was scanned shows
+(then it is checked by ``stat`` as without a grid). An answer whose proof
+cannot be made or fails is checked by ``stat`` too; nothing is ever answered
+on the watch's word alone when the watch cannot vouch for it.
+
+The rows (:func:`session_row`, :func:`session_from_row`) are fixed-position
+lists, checked strictly (exact types, exact length) on the way in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from datetime import datetime
+from typing import Any, Final, Protocol
+
+from clanker.environment.witness import Witness
+from clanker.ids import HarnessId, is_harness_id
+from clanker.sessions.types import HarnessSession, SessionScan
+from clanker.sessions.witness import ScanMemo
+
+__all__ = ["StoreWatch", "WatchedMemo", "session_from_row", "session_row"]
+
+
+class StoreWatch(Protocol):
+    """What a :class:`WatchedMemo` asks of a watch (the grid's is the one there is)."""
+
+    def prove(self, listed: Iterable[str], read: Iterable[str]) -> object | None: ...
+
+    def still(self, proof: Any) -> bool: ...
+
+
+class WatchedMemo(ScanMemo):
+    """A :class:`ScanMemo` whose answers a watch proves current (see the module notes)."""
+
+    def __init__(self, watch: StoreWatch, *, capacity: int = 8,
+                 settle_ns: int | None = None) -> None:
+        super().__init__(capacity=capacity, settle_ns=settle_ns)
+        self._watch = watch
+        self._proofs: dict[Hashable, tuple[Witness, object]] = {}
+
+    def recall(self, key: Hashable) -> SessionScan | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            proof = self._proofs.get(key)
+        if entry is not None and proof is not None and proof[0] is entry[0] \
+                and self._watch.still(proof[1]):
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+            return entry[1]
+        return super().recall(key)
+
+    def keep(self, key: Hashable, witness: Witness, scan: SessionScan) -> None:
+        super().keep(key, witness, scan)
+        with self._lock:
+            kept = self._entries.get(key)
+            self._proofs = {k: p for k, p in self._proofs.items()
+                            if k in self._entries and k != key}
+        if kept is None or kept[0] is not witness:
+            return
+        proof = self._watch.prove(*witness.recorded())
+        # Checked after the watches exist: what changed before raised no event.
+        if proof is not None and witness.holds():
+            with self._lock:
+                self._proofs[key] = (witness, proof)
+
+
+_FIELDS: Final = 13
+_TEXT = (str, type(None))
+
+
+def session_row(session: HarnessSession) -> list[Any]:
+    """``session`` as one row (see :func:`session_from_row`)."""
+    created = session.created_at
+    return [session.harness, session.native_id, session.updated_at.isoformat(),
+            session.title, session.cwd, None if created is None else created.isoformat(),
+            session.model, session.message_count, session.parent_id, session.store_path,
+            session.order, session.hidden, session.account]
+
+
+def session_from_row(row: object) -> HarnessSession:
+    """The session of one row; ``ValueError`` (or ``TypeError``) for anything else."""
+    if type(row) is not list or len(row) != _FIELDS:
+        raise ValueError("session row: wrong shape")
+    (harness, native_id, updated, title, cwd, created, model, count, parent, store, order,
+     hidden, account) = row
+    for value in (title, cwd, created, model, parent, store, account):
+        if type(value) not in _TEXT:
+            raise ValueError("session row: a text field is not text")
+    if type(harness) is not str or not is_harness_id(harness) or type(native_id) is not str \
+            or type(updated) is not str or type(order) is not int or type(hidden) is not bool \
+            or type(count) not in (int, type(None)):
+        raise ValueError("session row: wrong types")
+    return HarnessSession(
+        harness=HarnessId(harness), native_id=native_id, updated_at=_aware(updated), title=title,
+        cwd=cwd,
+        created_at=None if created is None else _aware(created), model=model,
+        message_count=count, parent_id=parent, store_path=store, order=order, hidden=hidden,
+        account=account)
+
+
+def _aware(text: str) -> datetime:
+    value = datetime.fromisoformat(text)
+    if value.tzinfo is None:
+        raise ValueError("session row: a time without its zone")
+    return value
