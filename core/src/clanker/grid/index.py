@@ -36,8 +36,14 @@ ENVIRONMENTS: Final = 4
 class SessionIndex:
     """Session listings for the grid's clients (see the module notes)."""
 
-    def __init__(self, *, capacity: int = ENVIRONMENTS) -> None:
+    def __init__(self, *, capacity: int = ENVIRONMENTS, settle_ns: int | None = None,
+                 max_watches: int | None = None) -> None:
+        """``settle_ns`` and ``max_watches``: see
+        :class:`~clanker.environment.witness.Witness` and
+        :class:`~clanker.grid.watch.DirectoryWatch` (default: theirs)."""
         self._capacity = capacity
+        self._settle_ns = settle_ns
+        self._max_watches = max_watches
         self._clankers: OrderedDict[tuple[tuple[str, str], ...], Clanker] = OrderedDict()
         self._watch: DirectoryWatch | None = None
         self._watch_failed = False
@@ -71,7 +77,8 @@ class SessionIndex:
             try:
                 from clanker.grid.watch import DirectoryWatch
 
-                self._watch = DirectoryWatch()
+                self._watch = (DirectoryWatch() if self._max_watches is None
+                               else DirectoryWatch(max_watches=self._max_watches))
             except Exception as exc:  # no inotify here (another OS, no instances left)
                 log.warning("session index: no watch (%s); answers are checked by stat",
                             type(exc).__name__)
@@ -91,12 +98,17 @@ class SessionIndex:
         from clanker.sessions.witness import ScanMemo
 
         watch = self._watch
-        memos: Callable[[], ScanMemo] = ScanMemo
+        settle = self._settle_ns
+
+        def plain() -> ScanMemo:
+            return ScanMemo(settle_ns=settle)
+
+        memos: Callable[[], ScanMemo] = plain
         if watch is not None:
             from clanker.sessions.index import WatchedMemo
 
             def watched() -> ScanMemo:
-                return WatchedMemo(watch)
+                return WatchedMemo(watch, settle_ns=settle)
 
             memos = watched
 

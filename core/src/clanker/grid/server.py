@@ -270,6 +270,7 @@ class Grid:
         bridge_instructions: Instructions | None = None,
         mcp_limits: Limits | None = None,
         state_dir: Path | None = None,
+        sessions: SessionIndex | None = None,
     ) -> None:
         """``capabilities`` is what the capability plane offers (default: the shipped
         ones), ``executor`` where they run commands (default: this machine's),
@@ -278,7 +279,8 @@ class Grid:
         :func:`~clanker.guidance.text.guidance_text` for its grant) and
         ``mcp_limits`` its bounds (default: the documented ones), ``state_dir``
         clanker's state directory, where the checkouts it creates for callers are
-        recorded (``None``: it creates none)."""
+        recorded (``None``: it creates none), ``sessions`` the session index the
+        ``sessions`` op answers from (default: one built on the first question)."""
         self._path = check_socket_path(socket_path)
         self._clock = clock
         self._poll_interval = poll_interval
@@ -315,7 +317,7 @@ class Grid:
                                     session_of=self._session_of,
                                     listening=self._movers.listening)
         self._handlers: set[asyncio.Task[None]] = set()
-        self._sessions: SessionIndex | None = None
+        self._sessions = sessions
         self._server: asyncio.AbstractServer | None = None
         self._identity: tuple[int, int] | None = None
         self._poller: asyncio.Task[None] | None = None

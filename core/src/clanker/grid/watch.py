@@ -117,7 +117,9 @@ class DirectoryWatch:
         self._path_of: dict[int, str] = {}
         self._counts: dict[str, int] = {}
         self._epoch = 0
-        """Moves on an overflow, a lost watch or a failure: every earlier proof is void."""
+        """Moves on an overflow or a failed barrier: every earlier proof is void."""
+        self.held = 0
+        """How many answers a proof vouched for (for tests and benchmarks)."""
         self._mounts = _mounts()
         self._sentinel_dir = tempfile.mkdtemp(prefix="clanker-watch-")
         self._sentinel = os.path.join(self._sentinel_dir, "barrier")
@@ -154,8 +156,10 @@ class DirectoryWatch:
         """Say whether no event touched the directories of ``proof`` since it was made
         (and none was lost); call :meth:`barrier` first, once per question."""
         counts = self._counts
-        return proof.epoch == self._epoch and all(
+        held = proof.epoch == self._epoch and all(
             counts.get(d, 0) == c for d, c in proof.counters.items())
+        self.held += held
+        return held
 
     def barrier(self, timeout: float = BARRIER_TIMEOUT) -> bool:
         """Wait until every event queued before this call has been counted; ``False``
