@@ -1,8 +1,8 @@
 """The grid's session index: listings answered from memory, proven by inotify.
 
 The grid keeps, per asking environment (where the stores are: ``HOME``,
-``CODEX_HOME`` and the like), one :class:`~clanker.api.Clanker` whose session
-memos are :class:`~clanker.sessions.index.WatchedMemo` over one shared
+``CODEX_HOME`` and the like), the session service ``Clanker`` would build there,
+whose memos are :class:`~clanker.sessions.index.WatchedMemo` over one shared
 :class:`~clanker.grid.watch.DirectoryWatch`. Each question first passes the
 watch's barrier (every event queued before it is counted); an unchanged store
 then answers without a ``stat``, a changed one is scanned as without a grid.
@@ -17,13 +17,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Final
 
+from attrs import frozen
+
 from clanker._logging import get_logger
 
 if TYPE_CHECKING:
-    from clanker.api import Clanker
     from clanker.grid.protocol import SessionsRequest
     from clanker.grid.watch import DirectoryWatch
-    from clanker.sessions.service import SessionListing
+    from clanker.registry import HarnessProvider, Registry
+    from clanker.sessions.service import SessionListing, SessionService
 
 __all__ = ["ENVIRONMENTS", "SessionIndex"]
 
@@ -44,7 +46,7 @@ class SessionIndex:
         self._capacity = capacity
         self._settle_ns = settle_ns
         self._max_watches = max_watches
-        self._clankers: OrderedDict[tuple[tuple[str, str], ...], Clanker] = OrderedDict()
+        self._readers: OrderedDict[tuple[tuple[str, str], ...], _Reader] = OrderedDict()
         self._watch: DirectoryWatch | None = None
         self._watch_failed = False
         self._lock = asyncio.Lock()
@@ -60,14 +62,13 @@ class SessionIndex:
             watch = self._watcher()
             if watch is not None and not await asyncio.to_thread(watch.barrier):
                 watch.overflowed()  # its events could not be proven read: check by stat
-            clanker = self._clanker(request.environ)
-            return await clanker.sessions(workspace=request.workspace,
-                                          harnesses=request.harnesses, limit=request.limit)
+            reader = self._service(request.environ)
+            return await reader.service.discover(reader.providers(request.harnesses),
+                                                 workspace=request.workspace,
+                                                 limit=request.limit)
 
     async def aclose(self) -> None:
-        for clanker in self._clankers.values():
-            await clanker.aclose()
-        self._clankers.clear()
+        self._readers.clear()
         if self._watch is not None:
             self._watch.close()
             self._watch = None
@@ -85,20 +86,20 @@ class SessionIndex:
                 self._watch_failed = True
         return self._watch
 
-    def _clanker(self, environ: dict[str, str]) -> Clanker:
+    def _service(self, environ: dict[str, str]) -> _Reader:
         key = tuple(sorted(environ.items()))
-        clanker = self._clankers.get(key)
-        if clanker is not None:
-            self._clankers.move_to_end(key)
-            return clanker
-        from clanker.api import Clanker
+        reader = self._readers.get(key)
+        if reader is not None:
+            self._readers.move_to_end(key)
+            return reader
+        from clanker.accounts.service import AccountService
         from clanker.environment.local import LocalEnvironment
         from clanker.paths import clanker_paths
         from clanker.registry import Registry
+        from clanker.sessions.service import SessionService
         from clanker.sessions.witness import ScanMemo
 
-        watch = self._watch
-        settle = self._settle_ns
+        watch, settle = self._watch, self._settle_ns
 
         def plain() -> ScanMemo:
             return ScanMemo(settle_ns=settle)
@@ -111,14 +112,31 @@ class SessionIndex:
                 return WatchedMemo(watch, settle_ns=settle)
 
             memos = watched
+        # What `Clanker` builds for a process with this environment, and no more.
+        environment = LocalEnvironment(environ)
+        registry = Registry.from_entry_points(environ)
+        paths = clanker_paths(environ)
+        accounts = AccountService(registry=registry, environment=environment, paths=paths)
+        reader = self._readers[key] = _Reader(registry, SessionService(
+            environment=environment, cache_dir=paths.cache, homes=accounts.homes,
+            memos=memos))
+        while len(self._readers) > self._capacity:
+            self._readers.popitem(last=False)
+        return reader
 
-        clanker = self._clankers[key] = Clanker(
-            environment=LocalEnvironment(environ), registry=Registry.from_entry_points(environ),
-            paths=clanker_paths(environ), session_memos=memos)
-        while len(self._clankers) > self._capacity:
-            _, old = self._clankers.popitem(last=False)
-            asyncio.get_running_loop().create_task(old.aclose())
-        return clanker
+
+@frozen
+class _Reader:
+    registry: Registry
+    service: SessionService
+
+    def providers(self, harnesses: list[str] | None) -> list[HarnessProvider]:
+        if harnesses is None:
+            return list(self.registry.providers.values())
+        found = [self.registry.find_provider(h) for h in harnesses]
+        if any(p is None for p in found):
+            raise ValueError("sessions: a harness this environment does not have")
+        return [p for p in found if p is not None]
 
 
 def listing_lines(listing: SessionListing, rows_per_line: int) -> Iterator[bytes]:
