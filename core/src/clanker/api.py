@@ -111,6 +111,8 @@ class Clanker:
         session_memos: Callable[[], ScanMemo] | None = None,
     ) -> None:
         self._environment = environment
+        # Only then can a grid read the same stores: it sees this process's environment.
+        self._as_this_process = environment is None and registry is None
         self._session_memos = session_memos
         self._registry = registry
         self._paths = paths
@@ -406,7 +408,7 @@ class Clanker:
         where = None if workspace is None else os.path.abspath(workspace)
         chosen = self._chosen(harnesses)
         bound = limit or DEFAULT_STORE_LIMIT
-        if grid and self._environment is None and self._registry is None:
+        if grid and self._as_this_process:
             import asyncio
 
             listing = await asyncio.to_thread(self._grid_sessions, where, chosen, bound)
@@ -421,8 +423,13 @@ class Clanker:
         from clanker.grid.errors import GridError
 
         try:
-            found = self.grid_status()
-            if not found.running:
+            from clanker.grid import daemon
+
+            # Asked at once rather than after a `hello`: the socket's checks are the
+            # same, and a grid that is not running refuses the connection.
+            location = daemon.grid_location(self.paths)
+            if not daemon.secure_directory(location.directory, create=False) \
+                    or not daemon.check_socket(location.socket):
                 return None
             from clanker.grid.client import GridClient
             from clanker.grid.protocol import SessionsRequest
@@ -430,7 +437,7 @@ class Clanker:
             request = SessionsRequest(environ=dict(strip_credentials(os.environ)),
                                       workspace=workspace, limit=limit,
                                       harnesses=[p.id for p in chosen])
-            reply, sessions = GridClient(found.location.socket,
+            reply, sessions = GridClient(location.socket,
                                          timeout=GRID_SESSIONS_TIMEOUT).sessions(request)
         except (GridError, ValueError):
             # ValueError: an environment the protocol cannot carry. Listed here instead.

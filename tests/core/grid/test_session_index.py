@@ -246,10 +246,16 @@ def test_the_library_asks_a_running_daemon(home: Path, tmp_path: Path,
     def local() -> SessionListing:
         return asyncio.run(Clanker().sessions(workspace=None, harnesses=["codex"], grid=False))
 
-    socket_path = clanker.grid_status().location.socket
-    same(asked(socket_path, dict(os.environ)), local())
+    status = clanker.grid_status()
+    log = status.location.log
+
+    def answered() -> int:  # the grid's own word that it answered a listing
+        return log.read_text().count("INFO clanker.grid.index: sessions:")
+
+    same(asked(status.location.socket, dict(os.environ)), local())
+    before = answered()
     same(listed(), local())
     path.unlink()
     new_session(day, 10)
-    same(asked(socket_path, dict(os.environ)), local())
     same(listed(), local())
+    assert answered() > before

@@ -13,19 +13,24 @@ answer is checked by ``stat``: slower, never stale.
 from __future__ import annotations
 
 import asyncio
+import json
+import operator
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
 
 from attrs import frozen
 
 from clanker._logging import get_logger
+from clanker.grid.protocol import PROTOCOL_VERSION
 
 if TYPE_CHECKING:
     from clanker.grid.protocol import SessionsRequest
     from clanker.grid.watch import DirectoryWatch
     from clanker.registry import HarnessProvider, Registry
     from clanker.sessions.service import SessionListing, SessionService
+    from clanker.sessions.types import HarnessSession
 
 __all__ = ["ENVIRONMENTS", "SessionIndex"]
 
@@ -50,6 +55,8 @@ class SessionIndex:
         self._watch: DirectoryWatch | None = None
         self._watch_failed = False
         self._lock = asyncio.Lock()
+        self._rows: dict[int, tuple[HarnessSession, list[Any]]] = {}
+        self._encoded: tuple[bytes, tuple[HarnessSession, ...], list[bytes]] | None = None
 
     @property
     def watch(self) -> DirectoryWatch | None:
@@ -59,13 +66,50 @@ class SessionIndex:
     async def listing(self, request: SessionsRequest) -> SessionListing:
         """Answer ``request`` as ``Clanker.sessions`` would in the asking process."""
         async with self._lock:  # one scan at a time: they share one worker anyway
+            started = time.perf_counter()
             watch = self._watcher()
             if watch is not None and not await asyncio.to_thread(watch.barrier):
                 watch.overflowed()  # its events could not be proven read: check by stat
             reader = self._service(request.environ)
-            return await reader.service.discover(reader.providers(request.harnesses),
-                                                 workspace=request.workspace,
-                                                 limit=request.limit)
+            held = 0 if watch is None else watch.held
+            listing = await reader.service.discover(reader.providers(request.harnesses),
+                                                    workspace=request.workspace,
+                                                    limit=request.limit)
+            log.info("sessions: %d sessions from %d stores in %.1f ms, %d proven by the watch",
+                     len(listing.sessions), len(listing.scans),
+                     (time.perf_counter() - started) * 1000,
+                     0 if watch is None else watch.held - held)
+            return listing
+
+    async def answer(self, request: SessionsRequest, rows_per_line: int) -> list[bytes]:
+        """:meth:`listing`, as the ``sessions`` op's reply lines (see
+        :mod:`clanker.grid.protocol`)."""
+        listing = await self.listing(request)
+        header = _header(listing)
+        sessions = listing.sessions
+        kept = self._encoded
+        # The same session objects as last time (an unchanged store's memo hands
+        # back the very same ones): the same bytes, without encoding them again.
+        if kept is not None and kept[0] == header and len(kept[1]) == len(sessions) \
+                and all(map(operator.is_, kept[1], sessions)):
+            return kept[2]
+        from clanker.sessions.index import session_row
+
+        rows = self._rows
+        fresh: dict[int, tuple[HarnessSession, list[Any]]] = {}
+        for session in sessions:
+            known = rows.get(id(session))
+            fresh[id(session)] = known if known is not None and known[0] is session \
+                else (session, session_row(session))
+        self._rows = fresh
+        lines = [header]
+        for start in range(0, len(sessions), rows_per_line):
+            chunk = [fresh[id(s)][1] for s in sessions[start:start + rows_per_line]]
+            lines.append(json.dumps({"v": PROTOCOL_VERSION, "ok": True, "rows": chunk},
+                                    ensure_ascii=False, separators=(",", ":"),
+                                    allow_nan=False).encode("utf-8", "surrogatepass") + b"\n")
+        self._encoded = (header, sessions, lines)
+        return lines
 
     async def aclose(self) -> None:
         self._readers.clear()
@@ -139,12 +183,8 @@ class _Reader:
         return [p for p in found if p is not None]
 
 
-def listing_lines(listing: SessionListing, rows_per_line: int) -> Iterator[bytes]:
-    """``listing`` as the ``sessions`` op's reply lines (see :mod:`clanker.grid.protocol`)."""
-    import json
-
-    from clanker.grid.protocol import PROTOCOL_VERSION, ScanReport, SessionsReply, encode_reply
-    from clanker.sessions.index import session_row
+def _header(listing: SessionListing) -> bytes:
+    from clanker.grid.protocol import ScanReport, SessionsReply, encode_reply
 
     scans = []
     for result in listing.scans:
@@ -154,10 +194,4 @@ def listing_lines(listing: SessionListing, rows_per_line: int) -> Iterator[bytes
             truncated=scan.truncated, partial=scan.partial,
             error_kind=None if error is None else error.kind.value,
             error_detail=None if error is None else error.detail))
-    yield encode_reply(SessionsReply(scans=scans, count=len(listing.sessions)))
-    sessions = listing.sessions
-    for start in range(0, len(sessions), rows_per_line):
-        rows = [session_row(s) for s in sessions[start:start + rows_per_line]]
-        yield json.dumps({"v": PROTOCOL_VERSION, "ok": True, "rows": rows},
-                         ensure_ascii=False, separators=(",", ":"), allow_nan=False
-                         ).encode("utf-8", "surrogatepass") + b"\n"
+    return encode_reply(SessionsReply(scans=scans, count=len(listing.sessions)))

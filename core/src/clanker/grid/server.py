@@ -867,12 +867,10 @@ class Grid:
 
     async def _answer_sessions(self, request: SessionsRequest,
                                writer: asyncio.StreamWriter) -> None:
-        from clanker.grid.index import listing_lines
         from clanker.grid.protocol import MAX_REPLY, SESSION_ROWS
 
         try:
-            listing = await self.sessions.listing(request)
-            lines = list(listing_lines(listing, SESSION_ROWS))
+            lines = await self.sessions.answer(request, SESSION_ROWS)
         except Exception as exc:  # an unknown harness, say: the asker lists by itself
             log.warning("refused sessions: %s", type(exc).__name__)
             await self._reply(writer, encode_error(ErrorWord.BAD_REQUEST))

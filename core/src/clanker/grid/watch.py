@@ -27,11 +27,14 @@ import os
 import tempfile
 import threading
 from collections.abc import Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Final, cast
 
 from attrs import frozen
 
 from clanker._logging import get_logger
+
+if TYPE_CHECKING:
+    from watchdog.observers.inotify_c import WatchDescriptor
 
 __all__ = ["ALL", "MAX_WATCHES", "DirectoryWatch", "Proof", "interests"]
 
@@ -76,6 +79,14 @@ def interests(listed: Iterable[str], read: Iterable[str]) -> Interests:
     return {d: None if names is None else frozenset(names) for d, names in found.items()}
 
 
+def _inode(directory: str) -> tuple[int, int] | None:
+    try:
+        found = os.lstat(directory)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 def _mounts() -> list[tuple[str, str]]:
     """Mount points and their types, longest first (``/proc/self/mounts``)."""
     found = []
@@ -113,7 +124,7 @@ class DirectoryWatch:
         self._max = max_watches
         self._lock = threading.Lock()
         self._wanted: dict[str, frozenset[str] | None] = {}
-        self._wd: dict[str, int] = {}
+        self._wd: dict[str, tuple[int, tuple[int, int] | None]] = {}
         self._path_of: dict[int, str] = {}
         self._counts: dict[str, int] = {}
         self._epoch = 0
@@ -227,11 +238,15 @@ class DirectoryWatch:
         is held. A directory that does not exist needs no watch: its creation shows
         in its parent, which is watched for its name."""
         known = self._wanted.get(directory, frozenset())
-        if directory in self._wd:
-            if known is ALL or (names is not ALL and names <= known):
+        held = self._wd.get(directory)
+        if held is not None:
+            # The watch follows its inode: a directory moved away and another put in
+            # its place is a different one, watched afresh.
+            if _inode(directory) == held[1]:
+                if known is not ALL and (names is ALL or not names <= known):
+                    self._wanted[directory] = ALL if names is ALL else known | names
                 return True
-            self._wanted[directory] = ALL if names is ALL else known | names
-            return True
+            self._drop(held[0])
         if len(self._wd) >= self._max:
             return False
         try:
@@ -241,12 +256,12 @@ class DirectoryWatch:
             return False
         if not self._local(directory):
             return False
+        before = _inode(directory)
+        if before is None:
+            return True  # not there: its parent is watched for its name
         self._wanted[directory] = names
         try:
             wd = self._fd.add_callback(os.fsencode(directory), self._mask, self, self._id)
-        except FileNotFoundError:
-            self._wanted.pop(directory, None)
-            return True
         except OSError as exc:
             self._wanted.pop(directory, None)
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):
@@ -254,12 +269,25 @@ class DirectoryWatch:
             log.info("session index: cannot watch a directory (%s)", errno.errorcode.get(
                 exc.errno or 0, type(exc).__name__))
             return False
-        if wd == -1:  # watchdog passes EACCES over silently
+        # -1: watchdog passes EACCES over silently. A known descriptor: the same
+        # directory under another path (a bind mount), whose events name only one.
+        if wd == -1 or wd in self._path_of or _inode(directory) != before:
             self._wanted.pop(directory, None)
+            if wd != -1 and wd not in self._path_of:
+                self._fd.remove_callbacks([(wd, self._id)])
             return False
-        self._wd[directory] = wd
+        self._wd[directory] = (wd, before)
         self._path_of[wd] = directory
         return True
+
+    def _drop(self, wd: int) -> None:
+        directory = self._path_of.pop(wd, None)
+        if directory is not None:
+            self._wd.pop(directory, None)
+            self._wanted.pop(directory, None)
+            self._counts[directory] = self._counts.get(directory, 0) + 1
+        with contextlib.suppress(Exception):
+            self._fd.remove_callbacks([(cast("WatchDescriptor", wd), self._id)])
 
     def _local(self, directory: str) -> bool:
         for point, kind in self._mounts:
