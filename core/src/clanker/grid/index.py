@@ -85,6 +85,10 @@ class SessionIndex:
         """:meth:`listing`, as the ``sessions`` op's reply lines (see
         :mod:`clanker.grid.protocol`)."""
         listing = await self.listing(request)
+        # Off the loop: tens of thousands of rows would hold up the grid's deliveries.
+        return await asyncio.to_thread(self._lines, listing, rows_per_line)
+
+    def _lines(self, listing: SessionListing, rows_per_line: int) -> list[bytes]:
         header = _header(listing)
         sessions = listing.sessions
         kept = self._encoded

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import select
 import tempfile
 import threading
 from collections.abc import Iterable
@@ -87,16 +88,36 @@ def _inode(directory: str) -> tuple[int, int] | None:
     return found.st_dev, found.st_ino
 
 
-def _mounts() -> list[tuple[str, str]]:
-    """Mount points and their types, longest first (``/proc/self/mounts``)."""
-    found = []
-    with contextlib.suppress(OSError), open("/proc/self/mounts", encoding="utf-8") as mounts:
-        for line in mounts:
+class _Mounts:
+    """Mount points and their types, longest first, read again whenever the kernel
+    says the table changed (``/proc/self/mounts`` polls ``POLLPRI`` then): a file
+    system mounted over a watched directory raises no event in it."""
+
+    def __init__(self) -> None:
+        self._file = open("/proc/self/mounts", encoding="utf-8")  # noqa: SIM115 (kept open)
+        self._poll = select.poll()
+        self._poll.register(self._file, select.POLLPRI | select.POLLERR)
+        self.table = self._read()
+
+    def changed(self) -> bool:
+        """Say whether the table changed since it was last read (and read it again)."""
+        if not self._poll.poll(0):
+            return False
+        self.table = self._read()
+        return True
+
+    def close(self) -> None:
+        self._file.close()
+
+    def _read(self) -> list[tuple[str, str]]:
+        self._file.seek(0)
+        found = []
+        for line in self._file.read().splitlines():
             fields = line.split()
             if len(fields) >= 3:
                 point = fields[1].replace("\\040", " ").replace("\\011", "\t")
                 found.append((point, fields[2]))
-    return sorted(found, key=lambda m: len(m[0]), reverse=True)
+        return sorted(found, key=lambda m: len(m[0]), reverse=True)
 
 
 @frozen
@@ -131,7 +152,7 @@ class DirectoryWatch:
         """Moves on an overflow or a failed barrier: every earlier proof is void."""
         self.held = 0
         """How many answers a proof vouched for (for tests and benchmarks)."""
-        self._mounts = _mounts()
+        self._mounts = _Mounts()
         self._sentinel_dir = tempfile.mkdtemp(prefix="clanker-watch-")
         self._sentinel = os.path.join(self._sentinel_dir, "barrier")
         self._seen_barrier = 0
@@ -177,6 +198,9 @@ class DirectoryWatch:
         when the watch's own event did not come in time (then nothing is proven)."""
         with self._lock:
             target = self._seen_barrier + 1
+            remounted = self._mounts.changed()
+        if remounted:
+            self.overflowed()
         try:
             with open(self._sentinel, "ab"):
                 pass
@@ -189,6 +213,7 @@ class DirectoryWatch:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._fd.stop()
+        self._mounts.close()
         with contextlib.suppress(OSError):
             os.unlink(self._sentinel)
         with contextlib.suppress(OSError):
@@ -198,7 +223,7 @@ class DirectoryWatch:
         """Void every proof (the kernel dropped events, or a watch failed)."""
         with self._lock:
             self._epoch += 1
-        log.warning("session index: events were lost; every store is checked again")
+        log.warning("session index: events may be lost; every store is checked again")
 
     # ---------------------------------------------------- watchdog's callbacks
 
@@ -290,7 +315,7 @@ class DirectoryWatch:
             self._fd.remove_callbacks([(cast("WatchDescriptor", wd), self._id)])
 
     def _local(self, directory: str) -> bool:
-        for point, kind in self._mounts:
+        for point, kind in self._mounts.table:
             if directory == point or directory.startswith(point.rstrip("/") + "/"):
                 return kind in _WATCHED_FILESYSTEMS
         return False
