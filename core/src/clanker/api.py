@@ -434,7 +434,11 @@ class Clanker:
             from clanker.grid.client import GridClient
             from clanker.grid.protocol import SessionsRequest
 
-            request = SessionsRequest(environ=dict(strip_credentials(os.environ)),
+            # Without what each shell sets for itself: the grid keeps one index per
+            # environment, and a listing from another directory is the same question.
+            environ = {name: value for name, value in strip_credentials(os.environ).items()
+                       if name not in _SHELL_VARIABLES}
+            request = SessionsRequest(environ=environ,
                                       workspace=workspace, limit=limit,
                                       harnesses=[p.id for p in chosen])
             reply, sessions = GridClient(location.socket,
@@ -1058,6 +1062,8 @@ def _deepest(paths: list[str], location: str) -> str | None:
     inside = [p for p in paths if (location + os.sep).startswith(p.rstrip(os.sep) + os.sep)]
     return max(inside, key=len, default=None)
 
+
+_SHELL_VARIABLES = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
 
 GRID_SESSIONS_TIMEOUT = 120.0
 """How long a listing waits for the grid's whole answer (a cold index of tens of

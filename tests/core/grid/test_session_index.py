@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -40,12 +41,15 @@ def environ(home: Path) -> dict[str, str]:
             "CLANKER_LOAD_PLUGINS": "codex"}
 
 
-def new_session(day: Path, minute: int) -> Path:
-    """A copy of a captured Codex rollout under a fresh id, in ``day``."""
+def new_session(day: Path, minute: int, cwd: Path | None = None) -> Path:
+    """A copy of a captured Codex rollout under a fresh id, in ``day`` (recorded in
+    ``cwd`` when given)."""
     native = str(uuid.uuid4())
     day.mkdir(parents=True, exist_ok=True)
     path = day / f"rollout-2026-11-30T09-{minute % 60:02d}-00-{native}.jsonl"
-    path.write_text(TEMPLATE.read_text().replace(TEMPLATE_ID, native))
+    text = TEMPLATE.read_text().replace(TEMPLATE_ID, native)
+    # The captured session moved between two directories: both become ``cwd``.
+    path.write_text(text if cwd is None else re.sub(r"/home/dev/src/[a-z]+", str(cwd), text))
     return path
 
 
@@ -162,6 +166,27 @@ def test_workspace_matching_is_the_local_one(live: Any, tmp_path: Path) -> None:
     assert cwd is not None
     for workspace in (cwd, "/nowhere/else"):
         same(asked(grid.path, env, workspace), truth(env, workspace))
+
+
+def test_a_link_put_on_a_sessions_directory_moves_it(live: Any, tmp_path: Path) -> None:
+    """A session's directory is resolved through links: one that appears on the way
+    (here, its parent moved away and replaced by a link elsewhere) changes where
+    it belongs, and the grid's remembered resolution shows it."""
+    grid, _ = live
+    env = environ(tmp_path)
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    (work / "app").mkdir(parents=True)
+    (elsewhere / "app").mkdir(parents=True)
+    new_session(tmp_path / "codex" / "sessions" / "2026" / "11" / "30", 11, cwd=work / "app")
+    for _ in range(2):
+        for workspace in (str(work / "app"), str(elsewhere / "app")):
+            same(asked(grid.path, env, workspace), truth(env, workspace))
+    assert len(asked(grid.path, env, str(work / "app")).sessions) == 1
+    work.rename(tmp_path / "old-work")
+    work.symlink_to(elsewhere)
+    for workspace in (str(work / "app"), str(elsewhere / "app")):
+        same(asked(grid.path, env, workspace), truth(env, workspace))
+    assert len(asked(grid.path, env, str(elsewhere / "app")).sessions) == 1
 
 
 class StoreOperations(RuleBasedStateMachine):

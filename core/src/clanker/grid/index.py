@@ -153,8 +153,11 @@ class SessionIndex:
             return ScanMemo(settle_ns=settle)
 
         memos: Callable[[], ScanMemo] = plain
+        paths_of: dict[str, Any] = {}
         if watch is not None:
-            from clanker.sessions.index import WatchedMemo
+            from clanker.sessions.index import ProvenPaths, WatchedMemo
+
+            paths_of["canonical_path"] = ProvenPaths(watch)
 
             def watched() -> ScanMemo:
                 return WatchedMemo(watch, settle_ns=settle)
@@ -167,7 +170,7 @@ class SessionIndex:
         accounts = AccountService(registry=registry, environment=environment, paths=paths)
         reader = self._readers[key] = _Reader(registry, SessionService(
             environment=environment, cache_dir=paths.cache, homes=accounts.homes,
-            memos=memos))
+            memos=memos, **paths_of))
         while len(self._readers) > self._capacity:
             self._readers.popitem(last=False)
         return reader

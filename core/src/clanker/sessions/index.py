@@ -22,10 +22,11 @@ from typing import Any, Final, Protocol
 
 from clanker.environment.witness import Witness
 from clanker.ids import HarnessId, is_harness_id
+from clanker.sessions.scope import canonical
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.sessions.witness import ScanMemo
 
-__all__ = ["StoreWatch", "WatchedMemo", "session_from_row", "session_row"]
+__all__ = ["ProvenPaths", "StoreWatch", "WatchedMemo", "session_from_row", "session_row"]
 
 
 class StoreWatch(Protocol):
@@ -70,6 +71,33 @@ class WatchedMemo(ScanMemo):
         if proof is not None and witness.holds():
             with self._lock:
                 self._proofs[key] = (witness, proof)
+
+
+class ProvenPaths:
+    """:func:`~clanker.sessions.scope.canonical`, remembering the directories that
+    resolve to themselves (no link on the way, the common case, missing ones
+    included) for as long as a watch proves no component of theirs changed. A
+    directory with a link on the way is resolved every time: its target's own
+    components are not watched. Bounded: past ``capacity`` it starts afresh."""
+
+    def __init__(self, watch: StoreWatch, *, capacity: int = 65_536) -> None:
+        self._watch = watch
+        self._capacity = capacity
+        self._known: dict[str, object] = {}
+
+    def __call__(self, path: str) -> str:
+        proof = self._known.get(path)
+        if proof is not None and self._watch.still(proof):
+            return path
+        resolved = canonical(path)
+        if resolved == path:
+            proof = self._watch.prove((), (path,))
+            # Resolved once more after the watches exist: a change before raised no event.
+            if proof is not None and canonical(path) == path:
+                if len(self._known) >= self._capacity:
+                    self._known = {}
+                self._known[path] = proof
+        return resolved
 
 
 _FIELDS: Final = 13
