@@ -16,6 +16,7 @@ lists, checked strictly (exact types, exact length) on the way in.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable, Iterable
 from datetime import datetime
 from typing import Any, Final, Protocol
@@ -100,8 +101,6 @@ class ProvenPaths:
         return resolved
 
 
-_FIELDS: Final = 13
-_TEXT = (str, type(None))
 
 
 def session_row(session: HarnessSession) -> list[Any]:
@@ -115,23 +114,20 @@ def session_row(session: HarnessSession) -> list[Any]:
 
 def session_from_row(row: object) -> HarnessSession:
     """The session of one row; ``ValueError`` (or ``TypeError``) for anything else."""
-    if type(row) is not list or len(row) != _FIELDS:
-        raise ValueError("session row: wrong shape")
+    # One shape test per row, as the summary cache does: a listing decodes thousands.
+    if type(row) is not list or tuple(map(type, row)) not in _SHAPES:
+        raise ValueError("session row: wrong shape or types")
     (harness, native_id, updated, title, cwd, created, model, count, parent, store, order,
      hidden, account) = row
-    for value in (title, cwd, created, model, parent, store, account):
-        if type(value) not in _TEXT:
-            raise ValueError("session row: a text field is not text")
-    if type(harness) is not str or not is_harness_id(harness) or type(native_id) is not str \
-            or type(updated) is not str or type(order) is not int or type(hidden) is not bool \
-            or type(count) not in (int, type(None)):
-        raise ValueError("session row: wrong types")
+    if harness not in _HARNESSES:
+        if not is_harness_id(harness):
+            raise ValueError("session row: not a harness id")
+        _HARNESSES.add(harness)
     return HarnessSession(
-        harness=HarnessId(harness), native_id=native_id, updated_at=_aware(updated), title=title,
-        cwd=cwd,
-        created_at=None if created is None else _aware(created), model=model,
-        message_count=count, parent_id=parent, store_path=store, order=order, hidden=hidden,
-        account=account)
+        harness=HarnessId(harness), native_id=native_id, updated_at=_aware(updated),
+        title=title, cwd=cwd, created_at=None if created is None else _aware(created),
+        model=model, message_count=count, parent_id=parent, store_path=store, order=order,
+        hidden=hidden, account=account)
 
 
 def _aware(text: str) -> datetime:
@@ -139,3 +135,13 @@ def _aware(text: str) -> datetime:
     if value.tzinfo is None:
         raise ValueError("session row: a time without its zone")
     return value
+
+
+_TEXT: Final = (str, type(None))
+_SHAPES: Final = frozenset(
+    (str, str, str, title, cwd, created, model, count, parent, store, int, bool, account)
+    for title, cwd, created, model, parent, store, account in itertools.product(
+        _TEXT, repeat=7)
+    for count in (int, type(None)))
+_HARNESSES: set[str] = set()
+"""Harness ids already checked (a row's is checked once per process, not per row)."""
