@@ -78,7 +78,6 @@ if TYPE_CHECKING:
     from clanker.sessions.selection import Selection
     from clanker.sessions.service import SessionListing, SessionService
     from clanker.sessions.types import HarnessSession
-    from clanker.sessions.witness import ScanMemo
     from clanker.tmux.control import Tmux
     from clanker.tmux.handoff import TmuxTerminal, TmuxWindow
     from clanker.usage.service import UsageEntry, UsageService
@@ -108,12 +107,10 @@ class Clanker:
         registry: Registry | None = None,
         paths: ClankerPaths | None = None,
         ssh_config_file: str | os.PathLike[str] | None = None,
-        session_memos: Callable[[], ScanMemo] | None = None,
     ) -> None:
         self._environment = environment
         # Only then can a grid read the same stores: it sees this process's environment.
         self._as_this_process = environment is None and registry is None
-        self._session_memos = session_memos
         self._registry = registry
         self._paths = paths
         self._ssh_config_file = ssh_config_file
@@ -154,12 +151,9 @@ class Clanker:
     def _session_service(self) -> SessionService:
         if self._sessions is None:
             from clanker.sessions.service import SessionService
-            from clanker.sessions.witness import ScanMemo
-
             self._sessions = SessionService(environment=self.environment,
                                             cache_dir=self.paths.cache,
-                                            homes=self.accounts.homes,
-                                            memos=self._session_memos or ScanMemo)
+                                            homes=self.accounts.homes)
         return self._sessions
 
     def _model_service(self) -> ModelService:
