@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from clanker.environment.ssh import SshEnvironment
     from clanker.grid.client import GridClient
     from clanker.grid.daemon import GridStatus
-    from clanker.grid.protocol import ExplainReply, StreamEvent, TerminalEntry
+    from clanker.grid.protocol import ExplainReply, SessionsReply, StreamEvent, TerminalEntry
     from clanker.hosts import Host, HostCheck, HostOutcome, HostStore
     from clanker.installation import Installation
     from clanker.launch.attachments import Report
@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     from clanker.registry import HarnessProvider, Registry
     from clanker.sessions.selection import Selection
     from clanker.sessions.service import SessionListing, SessionService
+    from clanker.sessions.types import HarnessSession
     from clanker.tmux.control import Tmux
     from clanker.tmux.handoff import TmuxTerminal, TmuxWindow
     from clanker.usage.service import UsageEntry, UsageService
@@ -108,6 +109,8 @@ class Clanker:
         ssh_config_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self._environment = environment
+        # Only then can a grid read the same stores: it sees this process's environment.
+        self._as_this_process = environment is None and registry is None
         self._registry = registry
         self._paths = paths
         self._ssh_config_file = ssh_config_file
@@ -148,7 +151,6 @@ class Clanker:
     def _session_service(self) -> SessionService:
         if self._sessions is None:
             from clanker.sessions.service import SessionService
-
             self._sessions = SessionService(environment=self.environment,
                                             cache_dir=self.paths.cache,
                                             homes=self.accounts.homes)
@@ -382,19 +384,63 @@ class Clanker:
         workspace: str | os.PathLike[str] | None,
         harnesses: Iterable[HarnessProvider | str] | None = None,
         limit: int | None = None,
+        grid: bool = True,
     ) -> SessionListing:
         """Past conversations of every harness (or ``harnesses``) for ``workspace``,
         newest first; ``workspace=None`` lists every directory.
 
         ``limit`` bounds the sessions read per harness store (default 512). A
         failing store is reported in ``listing.scans`` beside the others,
-        never instead of them.
+        never instead of them. When a grid already runs (none is started for
+        this) and this object reads this machine as this process sees it (no
+        ``environment`` or ``registry`` given), the grid's watched index answers
+        (the same listing, its scans without their sessions); anything it cannot
+        answer is listed here. ``grid=False`` always lists here.
         """
         from clanker.sessions.capability import DEFAULT_STORE_LIMIT
 
         where = None if workspace is None else os.path.abspath(workspace)
-        return await self._session_service().discover(
-            self._chosen(harnesses), workspace=where, limit=limit or DEFAULT_STORE_LIMIT)
+        chosen = self._chosen(harnesses)
+        bound = limit or DEFAULT_STORE_LIMIT
+        if grid and self._as_this_process:
+            import asyncio
+
+            listing = await asyncio.to_thread(self._grid_sessions, where, chosen, bound)
+            if listing is not None:
+                return listing
+        return await self._session_service().discover(chosen, workspace=where, limit=bound)
+
+    def _grid_sessions(self, workspace: str | None, chosen: list[HarnessProvider],
+                       limit: int) -> SessionListing | None:
+        """The running grid's answer, or ``None`` (no grid, or it could not answer)."""
+        from clanker.envvars import strip_credentials
+        from clanker.grid.errors import GridError
+
+        try:
+            from clanker.grid import daemon
+
+            # Asked at once rather than after a `hello`: the socket's checks are the
+            # same, and a grid that is not running refuses the connection.
+            location = daemon.grid_location(self.paths)
+            if not daemon.secure_directory(location.directory, create=False) \
+                    or not daemon.check_socket(location.socket):
+                return None
+            from clanker.grid.client import GridClient
+            from clanker.grid.protocol import SessionsRequest
+
+            # Without what each shell sets for itself: the grid keeps one index per
+            # environment, and a listing from another directory is the same question.
+            environ = {name: value for name, value in strip_credentials(os.environ).items()
+                       if name not in _SHELL_VARIABLES}
+            request = SessionsRequest(environ=environ,
+                                      workspace=workspace, limit=limit,
+                                      harnesses=[p.id for p in chosen])
+            reply, sessions = GridClient(location.socket,
+                                         timeout=GRID_SESSIONS_TIMEOUT).sessions(request)
+        except (GridError, ValueError):
+            # ValueError: an environment the protocol cannot carry. Listed here instead.
+            return None
+        return _listing(reply, sessions)
 
     async def find_session(
         self,
@@ -1009,3 +1055,29 @@ def _deepest(paths: list[str], location: str) -> str | None:
     """The longest of ``paths`` that is ``location`` or contains it."""
     inside = [p for p in paths if (location + os.sep).startswith(p.rstrip(os.sep) + os.sep)]
     return max(inside, key=len, default=None)
+
+
+_SHELL_VARIABLES = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
+
+GRID_SESSIONS_TIMEOUT = 120.0
+"""How long a listing waits for the grid's whole answer (a cold index of tens of
+thousands of sessions takes seconds) before it lists by itself."""
+
+
+def _listing(reply: SessionsReply, sessions: list[HarnessSession]) -> SessionListing:
+    """A ``sessions`` answer of the grid as the listing it stands for."""
+    from clanker.errors import ErrorKind, HarnessCapabilityError
+    from clanker.sessions.service import ProviderScan, SessionListing
+    from clanker.sessions.types import SessionScan
+
+    scans = []
+    for report in reply.scans:
+        error = None
+        if report.error_kind is not None:
+            error = HarnessCapabilityError(ErrorKind(report.error_kind), report.error_detail,
+                                           harness=report.harness)
+        scans.append(ProviderScan(harness=report.harness, account=report.account,
+                                  scan=SessionScan(skipped=report.skipped,
+                                                   truncated=report.truncated,
+                                                   partial=report.partial, error=error)))
+    return SessionListing(sessions=tuple(sessions), scans=tuple(scans))

@@ -90,6 +90,12 @@ class Witness:
         """
         self._files.append((path, _identity(stat)))
 
+    def recorded(self) -> tuple[list[str], list[str]]:
+        """What was recorded: the inputs (directories listed, files read through
+        links), then the files a walk chose and the paths found missing."""
+        return ([path for path, _ in self._inputs],
+                [path for path, _ in self._files] + self._absent)
+
     def seal(self) -> None:
         """Order the checks so a store in use fails fast: files newest first.
 

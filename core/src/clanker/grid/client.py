@@ -24,12 +24,13 @@ import socket
 import time
 from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
-from clanker.grid.errors import GridError, GridUnavailableError
+from clanker.grid.errors import GridError, GridProtocolError, GridUnavailableError
 from clanker.grid.protocol import (
     MAX_LINE,
     MAX_REPLY,
+    PROTOCOL_VERSION,
     AwaitMoveRequest,
     BridgeGrantReply,
     BridgeGrantRequest,
@@ -50,15 +51,21 @@ from clanker.grid.protocol import (
     Registration,
     Request,
     RetireRequest,
+    SessionsReply,
+    SessionsRequest,
     ShutdownRequest,
     StreamEvent,
     SubscribeRequest,
     TerminalEntry,
     check_socket_path,
+    decode_line,
     encode_reply,
     encode_request,
     parse_reply,
 )
+
+if TYPE_CHECKING:
+    from clanker.sessions.types import HarnessSession
 
 __all__ = ["DEFAULT_TIMEOUT", "GridClient", "MoveChannel", "Registration"]
 
@@ -219,6 +226,49 @@ class GridClient:
     def explain(self, terminal: str) -> ExplainReply:
         """Why ``terminal`` is in its state (safe metadata only)."""
         return self._call(ExplainRequest(terminal=terminal), ExplainReply, limit=MAX_REPLY)
+
+    def sessions(self, request: SessionsRequest) -> tuple[SessionsReply, list[HarnessSession]]:
+        """A session listing from the grid's index (the ``sessions`` op): the stores'
+        reports and the sessions, in the grid's order. The whole answer comes within
+        ``timeout``; a row that is not a valid session is a
+        :class:`~clanker.grid.errors.GridProtocolError`."""
+        from clanker.sessions.index import session_from_row
+
+        deadline = time.monotonic() + self._timeout
+        sock = self._connect()
+        try:
+            try:
+                sock.sendall(encode_request(request))
+            except OSError as exc:
+                raise GridUnavailableError(
+                    f"the connection to the grid failed ({type(exc).__name__})") from None
+            lines = _Lines(sock)
+            header = self._line(lines, deadline)
+            reply = parse_reply(header, SessionsReply, op=request.op.value)
+            sessions: list[HarnessSession] = []
+            while len(sessions) < reply.count:
+                try:
+                    data = decode_line(self._line(lines, deadline))
+                except ValueError:
+                    raise GridProtocolError("the grid sent a malformed sessions line") from None
+                rows = data.pop("rows", None)
+                if data != {"v": PROTOCOL_VERSION, "ok": True} or type(rows) is not list \
+                        or not rows or len(sessions) + len(rows) > reply.count:
+                    raise GridProtocolError("the grid sent a malformed sessions line")
+                try:
+                    sessions.extend(map(session_from_row, rows))
+                except (ValueError, TypeError):
+                    raise GridProtocolError("the grid sent a malformed session") from None
+        finally:
+            sock.close()
+        return reply, sessions
+
+    @staticmethod
+    def _line(lines: _Lines, deadline: float) -> bytes:
+        line = lines.read(MAX_REPLY, deadline)
+        if line is None:
+            raise GridUnavailableError("the grid closed the connection mid-answer")
+        return line
 
     def shutdown(self) -> None:
         """Ask the grid to stop (it answers first, then closes every connection)."""

@@ -30,7 +30,16 @@ subscribe   (none)                                           a stream of events 
 explain     terminal                                         entry, explanation
 shutdown    (none)                                           (none)
 await-move  terminal, token                                  (none), then instructions
+sessions    environ, workspace?, harnesses?, limit           scans, count, then rows
 ========== ================================================ =============================
+
+``sessions`` is a session listing answered from the grid's watched index
+(:mod:`clanker.grid.index`): ``environ`` is the asking process's environment
+(where the stores are), the rest what ``Clanker.sessions`` takes. The first
+reply line carries the per-store ``scans`` and the ``count`` of sessions; then
+come ``{"v":1,"ok":true,"rows":[...]}`` lines of at most :data:`SESSION_ROWS`
+rows each (:func:`clanker.sessions.index.session_row`), each line at most
+:data:`MAX_REPLY` bytes, until ``count`` rows were sent.
 
 ``await-move`` is a launcher offering to move its terminal's conversation to
 another checkout (a relayed launch, :mod:`clanker.launch.relayed`). The grid
@@ -87,6 +96,7 @@ __all__ = [
     "MAX_REPLY",
     "MAX_SOCKET_PATH",
     "PROTOCOL_VERSION",
+    "SESSION_ROWS",
     "TERMINAL_PATTERN",
     "AwaitMoveRequest",
     "BridgeGrantReply",
@@ -117,12 +127,16 @@ __all__ = [
     "Registration",
     "Request",
     "RetireRequest",
+    "ScanReport",
+    "SessionsReply",
+    "SessionsRequest",
     "ShutdownRequest",
     "StreamEvent",
     "StreamKind",
     "SubscribeRequest",
     "TerminalEntry",
     "check_socket_path",
+    "decode_line",
     "encode_error",
     "encode_reply",
     "encode_request",
@@ -173,6 +187,13 @@ MAX_ACCOUNT: Final = 64
 """The longest reason a ``decline`` may give (one sentence for a person)."""
 
 
+SESSION_ROWS: Final = 512
+"""Rows per line of a ``sessions`` answer."""
+MAX_SESSION_LIMIT: Final = 100_000
+MAX_ENVIRON: Final = 512
+"""The most variables a ``sessions`` request carries."""
+
+
 class Op(enum.StrEnum):
     HELLO = "hello"
     REGISTER = "register"
@@ -189,6 +210,7 @@ class Op(enum.StrEnum):
     CMD_DESCRIBE = "cmd-describe"
     CMD_RUN = "cmd-run"
     AWAIT_MOVE = "await-move"
+    SESSIONS = "sessions"
 
 
 class StreamKind(enum.StrEnum):
@@ -435,11 +457,61 @@ class AwaitMoveRequest:
     token: str = field(validator=_token)
 
 
+def _environ(_: Any, __: Any, value: dict[str, str]) -> None:
+    if len(value) > MAX_ENVIRON:
+        raise ValueError(f"environ must have at most {MAX_ENVIRON} variables")
+    if any(not name or "=" in name or "\0" in name or "\0" in text
+           for name, text in value.items()):
+        raise ValueError("environ must hold variable names and values")
+
+
+def _harnesses(_: Any, __: Any, value: list[str] | None) -> None:
+    if value is not None and (len(value) > 64 or not all(map(is_harness_id, value))):
+        raise ValueError("harnesses must be at most 64 harness ids")
+
+
+def _limit(_: Any, __: Any, value: int) -> None:
+    if not 1 <= value <= MAX_SESSION_LIMIT:
+        raise ValueError(f"limit must be between 1 and {MAX_SESSION_LIMIT}")
+
+
+@frozen(kw_only=True, repr=False)
+class SessionsRequest:
+    """A session listing, as ``Clanker.sessions`` asks it, for a process whose
+    environment is ``environ``."""
+
+    op: ClassVar[Op] = Op.SESSIONS
+    environ: dict[str, str] = field(validator=_environ)
+    workspace: str | None = field(default=None, validator=_printable("workspace",
+                                                                     absolute=True))
+    harnesses: list[str] | None = field(default=None, validator=_harnesses)
+    limit: int = field(validator=_limit)
+
+
+@frozen(kw_only=True)
+class ScanReport:
+    """One store's part of a ``sessions`` answer (its sessions come as rows)."""
+
+    harness: str = field(validator=_harness)
+    account: str | None = None
+    skipped: int = 0
+    truncated: bool = False
+    partial: str | None = None
+    error_kind: str | None = None
+    error_detail: str | None = None
+
+
+@frozen(kw_only=True)
+class SessionsReply:
+    scans: list[ScanReport]
+    count: int
+
+
 Request = (
     HelloRequest | RegisterRequest | RetireRequest | DeclineRequest | DeliverRequest
     | ListRequest | SubscribeRequest | ExplainRequest | ShutdownRequest | BridgeGrantRequest
     | BridgeRevokeRequest | CmdListRequest | CmdDescribeRequest | CmdRunRequest
-    | AwaitMoveRequest
+    | AwaitMoveRequest | SessionsRequest
 )
 
 _REQUESTS: Final[dict[Op, type[Any]]] = {
@@ -448,7 +520,7 @@ _REQUESTS: Final[dict[Op, type[Any]]] = {
         HelloRequest, RegisterRequest, RetireRequest, DeclineRequest, DeliverRequest, ListRequest,
         SubscribeRequest, ExplainRequest, ShutdownRequest, BridgeGrantRequest,
         BridgeRevokeRequest, CmdListRequest, CmdDescribeRequest, CmdRunRequest,
-        AwaitMoveRequest,
+        AwaitMoveRequest, SessionsRequest,
     )
 }
 
@@ -599,6 +671,7 @@ _OMITTED: Final[dict[type[Any], frozenset[str]]] = {
     RegisterRequest: frozenset({"account", "tmux_pane"}),
     StreamEvent: frozenset({"notification"}),
     SubscribeRequest: frozenset({"notifications"}),
+    SessionsRequest: frozenset({"workspace", "harnesses"}),
     CmdListRequest: frozenset({"token", "all_"}),
     CmdRunRequest: frozenset({"arguments", "text_arguments"}),
     BridgeGrantReply: frozenset({"mcp_url"}),
@@ -645,7 +718,7 @@ def _converter() -> JsonConverter:
     for cls in (*_REQUESTS.values(), TerminalEntry, HelloReply, Registration, EmptyReply,
                 DeliverReply, ListReply, ExplainReply, Notification, StreamEvent,
                 BridgeGrantReply, CmdListReply, CmdDescribeReply, CmdRunReply,
-                MoveInstruction, MoveOutcome):
+                MoveInstruction, MoveOutcome, ScanReport, SessionsReply):
         _register(converter, cls)
     return converter
 
@@ -671,6 +744,11 @@ def _load_object(line: bytes | str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError("the line is not a JSON object")
     return data
+
+
+def decode_line(line: bytes) -> dict[str, Any]:
+    """One line as a JSON object, decoded strictly; ``ValueError`` otherwise."""
+    return _load_object(line)
 
 
 def _shown(keys: list[str]) -> str:

@@ -106,6 +106,7 @@ from clanker.grid.protocol import (
     Registration,
     Request,
     RetireRequest,
+    SessionsRequest,
     ShutdownRequest,
     StreamEvent,
     StreamKind,
@@ -123,6 +124,7 @@ if TYPE_CHECKING:
     from clanker.bridge.mcp_server import Limits, McpListener
     from clanker.environment import HostFiles
     from clanker.execution import CommandExecutor, CommandRequest, CommandResult
+    from clanker.grid.index import SessionIndex
 
 __all__ = [
     "MAX_SOCKET_PATH",
@@ -157,7 +159,7 @@ STOP_GRACE: Final = 1.0
 
 
 _HOLDING: Final = (SubscribeRequest, ListRequest, ExplainRequest, CmdRunRequest,
-                   AwaitMoveRequest)
+                   AwaitMoveRequest, SessionsRequest)
 """The requests that can keep a connection busy: a stream, an answer that may be
 large enough to wait on the reader, or a capability that runs for a while. Only
 these count against the held slots."""
@@ -268,6 +270,7 @@ class Grid:
         bridge_instructions: Instructions | None = None,
         mcp_limits: Limits | None = None,
         state_dir: Path | None = None,
+        sessions: SessionIndex | None = None,
     ) -> None:
         """``capabilities`` is what the capability plane offers (default: the shipped
         ones), ``executor`` where they run commands (default: this machine's),
@@ -276,7 +279,8 @@ class Grid:
         :func:`~clanker.guidance.text.guidance_text` for its grant) and
         ``mcp_limits`` its bounds (default: the documented ones), ``state_dir``
         clanker's state directory, where the checkouts it creates for callers are
-        recorded (``None``: it creates none)."""
+        recorded (``None``: it creates none), ``sessions`` the session index the
+        ``sessions`` op answers from (default: one built on the first question)."""
         self._path = check_socket_path(socket_path)
         self._clock = clock
         self._poll_interval = poll_interval
@@ -313,6 +317,7 @@ class Grid:
                                     session_of=self._session_of,
                                     listening=self._movers.listening)
         self._handlers: set[asyncio.Task[None]] = set()
+        self._sessions = sessions
         self._server: asyncio.AbstractServer | None = None
         self._identity: tuple[int, int] | None = None
         self._poller: asyncio.Task[None] | None = None
@@ -479,6 +484,8 @@ class Grid:
             await asyncio.gather(self._poller, return_exceptions=True)
         for record in self._terminals.values():
             self._unwatch(record)
+        if self._sessions is not None:
+            await self._sessions.aclose()
         self._remove_socket()
         await server.wait_closed()
 
@@ -830,6 +837,8 @@ class Grid:
                 await self._stream(reader, writer, notifications=request.notifications)
             elif isinstance(request, AwaitMoveRequest):
                 await self._await_moves(request, reader, writer)
+            elif isinstance(request, SessionsRequest):
+                await self._answer_sessions(request, writer)
             elif isinstance(request, CmdRunRequest):
                 answer = await self._run_capability(request, reader)
                 if answer:
@@ -846,6 +855,34 @@ class Grid:
             return
         log.info("terminal %s: its launcher can move it", request.terminal)
         await self._movers.serve(request.terminal, reader, writer)
+
+    @property
+    def sessions(self) -> SessionIndex:
+        """The session index (built on the first ``sessions`` question)."""
+        if self._sessions is None:
+            from clanker.grid.index import SessionIndex
+
+            self._sessions = SessionIndex()
+        return self._sessions
+
+    async def _answer_sessions(self, request: SessionsRequest,
+                               writer: asyncio.StreamWriter) -> None:
+        from clanker.grid.protocol import MAX_REPLY, SESSION_ROWS
+
+        try:
+            lines = await self.sessions.answer(request, SESSION_ROWS)
+        except Exception as exc:  # an unknown harness, say: the asker lists by itself
+            log.warning("refused sessions: %s", type(exc).__name__)
+            await self._reply(writer, encode_error(ErrorWord.BAD_REQUEST))
+            return
+        if any(len(line) > MAX_REPLY for line in lines):
+            log.warning("refused sessions: too-large (a line over %d bytes)", MAX_REPLY)
+            await self._reply(writer, encode_error(ErrorWord.TOO_LARGE))
+            return
+        for line in lines:
+            if writer.is_closing():
+                return
+            await self._reply(writer, line)
 
     def _session_of(self, terminal: str) -> str | None:
         record = self._terminals.get(terminal)

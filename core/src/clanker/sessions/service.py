@@ -128,13 +128,20 @@ class SessionService:
     """
 
     def __init__(self, *, environment: Environment, cache_dir: Path | None,
-                 homes: Homes = _own_home) -> None:
+                 homes: Homes = _own_home, memos: Callable[[], ScanMemo] = ScanMemo,
+                 canonical_path: Callable[[str], str] = canonical) -> None:
         """``homes`` says where each provider's history is (default: the harness's own
         home only); each is read as a store of its own, and its sessions carry its
-        account."""
+        account. ``memos`` makes each store's memo of recent answers (a running grid
+        passes one its watch proves current, :mod:`clanker.sessions.index`), and
+        ``canonical_path`` resolves a session's directory (default:
+        :func:`~clanker.sessions.scope.canonical`; the grid's remembers what its
+        watch proves unchanged)."""
         self.environment = environment
         self._cache_dir = cache_dir
         self._homes = homes
+        self._new_memo = memos
+        self._canonical = canonical_path
         self._caches: dict[str, SummaryCache] = {}
         self._memos: dict[str, ScanMemo] = {}
         self._answers: dict[str, AnswerCache] = {}
@@ -204,6 +211,7 @@ class SessionService:
             raise
         rank = {p.id: index for index, p in enumerate(capable)}
         memo: dict[str, str] = {}
+        resolve = self._canonical
         filtering = bool(scopes) and native_id is None
         sessions: list[HarnessSession] = []
         for (provider, account, _), scan in zip(stores, scans, strict=True):
@@ -213,7 +221,7 @@ class SessionService:
                     continue  # a provider that lists without scan_files may still mark some
                 cwd = session.cwd
                 if cwd is not None:
-                    cwd = memo.get(cwd) or memo.setdefault(cwd, canonical(cwd))
+                    cwd = memo.get(cwd) or memo.setdefault(cwd, resolve(cwd))
                 # A session that recorded no directory cannot be excluded: it is
                 # listed everywhere rather than silently lost.
                 if filtering and cwd is not None and not in_scope(cwd, scopes):
@@ -312,5 +320,5 @@ class SessionService:
         store = self._store(provider, account)
         memo = self._memos.get(store)
         if memo is None:
-            memo = self._memos[store] = ScanMemo()
+            memo = self._memos[store] = self._new_memo()
         return memo
