@@ -6,11 +6,16 @@ with the strict rules. Real grid daemon, real PTYs, real git, the agent's own
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,15 +26,27 @@ from clanker.testing.doubles import prepend_to_path
 from tests.core.bridge.test_relayed_launch import AGENT, User, git, library
 from tests.helpers import write_script
 
-# The double of test_relayed_launch, and one more behaviour: while the file
-# $FAKE_REFUSE_IN names a directory, a resume there cannot find its conversation.
+# The double of test_relayed_launch, and two more behaviours for a resume in the
+# directory a file names: while $FAKE_REFUSE_IN names it, the resume cannot find its
+# conversation; while $FAKE_HOLD_IN does, it writes its pid to $FAKE_HOLD_IN.pid and
+# waits (silent) until that file is gone.
 REFUSING_AGENT = """
-    import os, sys
-    refused = os.environ.get("FAKE_REFUSE_IN", "")
-    if os.path.exists(refused) and sys.argv[1:2] == ["resume"]:
-        with open(refused) as named:
-            if named.read() == os.getcwd():
-                sys.argv[1:] = ["resume", "gone"]
+    import os, sys, time
+    def named(variable):
+        path = os.environ.get(variable, "")
+        try:
+            with open(path) as file:
+                return sys.argv[1:2] == ["resume"] and file.read() == os.getcwd()
+        except OSError:
+            return False
+    if named("FAKE_REFUSE_IN"):
+        sys.argv[1:] = ["resume", "gone"]
+    if named("FAKE_HOLD_IN"):
+        held = os.environ["FAKE_HOLD_IN"]
+        with open(held + ".pid", "w") as pid:
+            pid.write(str(os.getpid()))
+        while os.path.exists(held):
+            time.sleep(0.05)
 """ + AGENT
 
 COMPLETE = "clanker_complete_isolated_checkout"
@@ -49,7 +66,8 @@ def repository(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
                         ("GIT_AUTHOR_EMAIL", "fake@example.invalid"),
                         ("GIT_COMMITTER_NAME", "Fake Person"),
                         ("GIT_COMMITTER_EMAIL", "fake@example.invalid"),
-                        ("FAKE_REFUSE_IN", str(tmp_path / "refuse-in"))):
+                        ("FAKE_REFUSE_IN", str(tmp_path / "refuse-in")),
+                        ("FAKE_HOLD_IN", str(tmp_path / "hold-in"))):
         monkeypatch.setenv(name, value)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -275,3 +293,93 @@ def test_the_main_checkout_is_already_complete(repository: Path) -> None:
     code, answer = call(dict(user.relayed.launch.env), COMPLETE)
     assert (code, answer) == (0, {"status": "already-complete"})
     assert user.finish() == 0
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    """Wait for ``condition``; the deadline is generous and only fails on a real hang."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting: {what}"
+        time.sleep(0.05)
+
+
+def test_a_caller_cut_off_mid_move_does_not_cut_the_transaction_off(
+    repository: Path, tmp_path: Path,
+) -> None:
+    isolated = Isolated(repository)
+    hold = tmp_path / "hold-in"
+    hold.write_text(str(repository))
+    caller = subprocess.Popen([sys.executable, "-m", "clanker", "cmd", "run", COMPLETE,
+                               "--json"], env=isolated.env, stdout=subprocess.DEVNULL)
+    wait_for(Path(f"{hold}.pid").exists, "the resume in the main checkout to start")
+    caller.kill()  # the agent's call ends while the move is being proven
+    caller.wait()
+    hold.unlink()
+    isolated.user.read_until(f"running resume abc in {repository}")
+    # The move was proven and adopted: the transaction finishes under the grid's care.
+    wait_for(lambda: not isolated.listed(), "the worktree to be completed")
+    assert not isolated.path.exists() and isolated.branch_exists()
+    assert isolated.user.relayed.listening.wait(60)
+    code, answer = isolated.complete()
+    assert code == 0 and answer["status"] == "already-complete"
+    assert answer["last"]["status"] == "completed"  # type: ignore[index]
+    isolated.finish()
+
+
+LAUNCHER = """
+import json, sys, threading, time
+from pathlib import Path
+from tests.core.bridge.test_relayed_launch import User, library
+
+user = User(library(), Path(sys.argv[1]), session="abc")
+user.read_until("running resume abc in " + sys.argv[1])
+assert user.relayed.listening.wait(60)
+first = user.relayed.launch
+print(json.dumps(dict(first.env)), flush=True)
+user.read_until("-worktrees")  # moved by the agent's create
+deadline = time.monotonic() + 120
+while user.relayed.launch is first:  # it takes over once the original is retired
+    assert time.monotonic() < deadline
+    time.sleep(0.05)
+assert user.relayed.listening.wait(60)
+print(json.dumps(dict(user.relayed.launch.env)), flush=True)
+threading.Event().wait()
+"""
+
+
+def test_a_launcher_that_dies_mid_move_reports_nothing_done(
+    repository: Path, tmp_path: Path,
+) -> None:
+    """The launcher runs in a process of its own here, so that it can be killed."""
+    launcher = subprocess.Popen(  # a launcher that fails ends its output: readline says so
+        [sys.executable, "-c", f"import os\ntry:\n{textwrap.indent(LAUNCHER, '    ')}\n"
+         "finally:\n    os._exit(1)", str(repository)],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[3])
+    assert launcher.stdout is not None
+    hold = tmp_path / "hold-in"
+    try:
+        code, created = call(json.loads(launcher.stdout.readline()),
+                             "clanker_create_isolated_checkout", "--arg", "branch=x")
+        assert code == 0, created
+        worktree = str(created["path"])
+        env = json.loads(launcher.stdout.readline())
+        hold.write_text(str(repository))
+        caller = subprocess.Popen([sys.executable, "-m", "clanker", "cmd", "run", COMPLETE,
+                                   "--json"], env=env, stdout=subprocess.PIPE, text=True)
+        wait_for(Path(f"{hold}.pid").exists, "the resume in the main checkout to start")
+        launcher.kill()  # the launcher dies while the move is being proven
+        launcher.wait()
+        answer = json.loads(caller.communicate(timeout=180)[0])
+        assert caller.returncode == wire.EXIT_CAPABILITY_FAILED
+        assert ("(not-moved (no-answer): you continue where you were; the worktree is "
+                f"kept at {worktree})") in message(answer)
+        listing = git(repository, "worktree", "list", "--porcelain")
+        assert f"worktree {worktree}\n" in listing and "branch refs/heads/x" in listing
+        assert Path(worktree, "README").exists()
+    finally:
+        launcher.kill()
+        launcher.wait()
+        launcher.stdout.close()
+        if Path(f"{hold}.pid").exists():  # the held resume its launcher left behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(Path(f"{hold}.pid").read_text()), signal.SIGKILL)

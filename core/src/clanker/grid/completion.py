@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from clanker._logging import get_logger
 from clanker.bridge.credentials import Binding
 from clanker.bridge.declaration import CapabilityRefused
 from clanker.grid.isolation import Move, _same_place
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from clanker.checkouts.types import CompletionResult, Worktree
 
 __all__ = ["Completion"]
+
+log = get_logger(__name__)
 
 Locations = Callable[[], Iterable[tuple[str, str, str]]]
 """Every live terminal as ``(terminal, launch directory, reported location)``."""
@@ -71,7 +74,7 @@ class Completion:
         self._busy = busy
         self._locations = locations
         self._outcomes: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._tasks: set[asyncio.Task[dict[str, Any]]] = set()
+        self._moving: dict[str, asyncio.Task[dict[str, Any]]] = {}
 
     async def complete(self, binding: Binding, *, delete_branch: bool,
                        discard_ignored: bool) -> dict[str, Any]:
@@ -83,7 +86,8 @@ class Completion:
         try:
             return await self._complete(binding, delete_branch, discard_ignored)
         finally:
-            self._busy.discard(terminal)
+            if terminal not in self._moving:  # else it settles when the move does
+                self._busy.discard(terminal)
 
     async def _complete(self, binding: Binding, delete_branch: bool,
                         discard_ignored: bool) -> dict[str, Any]:
@@ -119,8 +123,17 @@ class Completion:
         task = asyncio.ensure_future(self._move_and_complete(
             service, binding.terminal, session, main, target, worktree,
             delete_branch, discard_ignored))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._moving[binding.terminal] = task
+
+        def settled(done: asyncio.Task[dict[str, Any]]) -> None:
+            # A caller cut off mid-move leaves its terminal busy until the move settles.
+            del self._moving[binding.terminal]
+            self._busy.discard(binding.terminal)
+            if not done.cancelled() and done.exception() is not None:
+                log.info("terminal %s: completion ended: %s", binding.terminal,
+                         done.exception())
+
+        task.add_done_callback(settled)
         return await asyncio.shield(task)
 
     def _service(self, caller: str) -> CheckoutService:
