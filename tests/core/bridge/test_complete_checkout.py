@@ -22,6 +22,8 @@ import pytest
 
 from clanker.api import Clanker
 from clanker.bridge import wire
+from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
+from clanker.launch.service import LaunchOptions
 from clanker.testing.doubles import prepend_to_path
 from tests.core.bridge.test_relayed_launch import AGENT, User, git, library
 from tests.helpers import write_script
@@ -383,3 +385,28 @@ def test_a_launcher_that_dies_mid_move_reports_nothing_done(
         if Path(f"{hold}.pid").exists():  # the held resume its launcher left behind
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(Path(f"{hold}.pid").read_text()), signal.SIGKILL)
+
+
+def test_nothing_moves_while_another_agent_works_in_the_worktree(repository: Path) -> None:
+    isolated = Isolated(repository)
+    other = LaunchRequest(cwd=str(isolated.path / "."))
+    with isolated.clanker.prepare_launch("fake-agent", other, LaunchOptions()):
+        code, answer = isolated.complete()
+    assert code == wire.EXIT_CAPABILITY_FAILED
+    assert "(in-use: another agent (terminal t-" in message(answer)
+    assert isolated.listed() and isolated.runs_in() == str(isolated.path)
+    isolated.finish()
+
+
+def test_a_worktree_clanker_did_not_create_is_not_completed(repository: Path) -> None:
+    theirs = repository.parent / "theirs"
+    git(repository, "worktree", "add", "-q", "-b", "theirs", str(theirs))
+    clanker = library()
+    request = LaunchRequest(operation=LaunchOperation.RESUME,
+                            session=SessionTarget(native_id="abc"), cwd=str(theirs))
+    options = LaunchOptions(bridge=True, trusted_session_id="abc")
+    with clanker.prepare_launch("fake-agent", request, options) as launch:
+        code, answer = call(dict(launch.env), COMPLETE)
+    assert code == wire.EXIT_CAPABILITY_FAILED
+    assert f"(not-owned: {theirs} was not created by clanker" in message(answer)
+    assert theirs.is_dir()

@@ -142,12 +142,17 @@ class Completion:
 
         assert self._state_dir is not None
 
-        async def occupants(path: str) -> list[str]:  # the caller itself does not count
-            return [terminal for terminal, cwd, location in self._locations()
-                    if terminal != caller and (_inside(cwd, path) or _inside(location, path))]
+        async def occupants(path: str) -> list[str]:
+            return self._others(caller, path)
 
         return CheckoutService(environment=LocalEnvironment(), state_dir=self._state_dir,
                                occupants=occupants)
+
+    def _others(self, caller: str, path: str) -> list[str]:
+        """The other live terminals launched in ``path`` or reported working there
+        (the caller itself does not count: it is the one being moved out)."""
+        return [terminal for terminal, cwd, location in self._locations()
+                if terminal != caller and (_inside(cwd, path) or _inside(location, path))]
 
     async def _locate(self, service: CheckoutService, caller: str, here: str
                       ) -> tuple[str, Worktree] | None:
@@ -178,11 +183,10 @@ class Completion:
         if worktree.locked:
             raise CheckoutError(Refusal.LOCKED, f"{top} is locked (git worktree unlock it "
                                 "first); nothing was changed")
-        other = next((t for t, cwd, location in self._locations() if t != caller
-                      and (_inside(cwd, top) or _inside(location, top))), None)
-        if other is not None:
-            raise CheckoutError(Refusal.IN_USE, f"another agent (terminal {other}) works in "
-                                f"{top}; nothing was changed")
+        others = self._others(caller, top)
+        if others:
+            raise CheckoutError(Refusal.IN_USE, f"another agent (terminal {others[0]}) "
+                                f"works in {top}; nothing was changed")
         return main, worktree
 
     async def _move_and_complete(self, service: CheckoutService, terminal: str,
@@ -209,6 +213,13 @@ class Completion:
         except CheckoutError as error:
             answer = moved | {"status": "partial", "reason": error.reason.value,
                               "message": f"{error.message}; you continue in {target}"}
+        except Exception as error:  # never "left where it was": the move is done
+            log.warning("terminal %s: completion failed after the move: %s", terminal,
+                        type(error).__name__)
+            answer = moved | {"status": "partial", "reason": "failed",
+                              "message": f"the worktree could not be completed "
+                                         f"({type(error).__name__}); it is kept at "
+                                         f"{worktree.path}; you continue in {target}"}
         else:
             answer = moved | _completed(result, target)
         self._remember(session, answer)
