@@ -170,6 +170,14 @@ class BridgeHost(Protocol):
         :class:`CapabilityRefused` with a one-line, typed reason."""
         ...
 
+    async def complete_isolated_checkout(self, *, delete_branch: bool,
+                                         discard_ignored: bool) -> dict[str, Any]:
+        """Move the caller's conversation back to the main checkout and remove the
+        worktree it ran in; the answer (``status``: ``completed``, ``already-complete``,
+        ``dirty``, ``ignored-only`` or ``partial``). Raises :class:`CapabilityRefused`
+        with a one-line, typed reason."""
+        ...
+
     @property
     def files(self) -> HostFiles:
         """Read-only, bounded access to the files where the caller's agent runs (each

@@ -45,5 +45,7 @@ CLANKER_CREATE_ISOLATED_CHECKOUT: Final = define_capability(
     run=_create,
 )
 
-CHECKOUT_NAMES: Final = (CLANKER_CREATE_ISOLATED_CHECKOUT.name,)
-"""What a launch whose conversation can be moved is granted beside the shipped names."""
+CHECKOUT_NAMES: Final = (CLANKER_CREATE_ISOLATED_CHECKOUT.name,
+                          "clanker_complete_isolated_checkout")
+"""What a launch whose conversation can be moved is granted beside the shipped names
+(the way in, and the way back: :mod:`clanker.bridge.complete`)."""

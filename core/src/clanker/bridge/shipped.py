@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from attrs import frozen
 
+from clanker.bridge.complete import CLANKER_COMPLETE_ISOLATED_CHECKOUT
 from clanker.bridge.declaration import (
     Annotations,
     Caller,
@@ -322,7 +323,8 @@ SHIPPED: Final[tuple[HostCapability, ...]] = (CLANKER_AGENTS, CLANKER_CONTEXT, C
 """What every bridge launch may be granted."""
 SHIPPED_NAMES: Final = tuple(capability.name for capability in SHIPPED)
 """What ``clanker launch --bridge`` grants."""
-OFFERED: Final[tuple[HostCapability, ...]] = (*SHIPPED, CLANKER_CREATE_ISOLATED_CHECKOUT)
+OFFERED: Final[tuple[HostCapability, ...]] = (*SHIPPED, CLANKER_CREATE_ISOLATED_CHECKOUT,
+                                               CLANKER_COMPLETE_ISOLATED_CHECKOUT)
 """What a grid offers unless it is given another set: the shipped capabilities and
 those granted only to launches that can use them
 (:data:`clanker.bridge.isolated.CHECKOUT_NAMES`)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from attrs import field, frozen
 
@@ -95,6 +95,13 @@ class Changes:
     ignored: ChangeCategory = ChangeCategory()
     repositories: int = 1
     submodules: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """Counts and examples per category, as ``--json`` and the bridge answer them."""
+        return {name: {"count": getattr(self, name).count,
+                       "examples": list(getattr(self, name).examples)}
+                for name in ("staged", "tracked", "untracked", "ignored")} | {
+            "repositories": self.repositories, "submodules": self.submodules}
 
     @property
     def dirtiness(self) -> Dirtiness:

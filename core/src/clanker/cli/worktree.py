@@ -46,12 +46,7 @@ def _where(repository: str | None) -> str:
 
 
 def _changes(changes: Changes | None) -> dict[str, Any] | None:
-    if changes is None:
-        return None
-    return {name: {"count": getattr(changes, name).count,
-                   "examples": list(getattr(changes, name).examples)}
-            for name in ("staged", "tracked", "untracked", "ignored")} | {
-        "repositories": changes.repositories, "submodules": changes.submodules}
+    return None if changes is None else changes.to_json()
 
 
 def _created(result: CreationResult) -> dict[str, Any]:

@@ -42,6 +42,12 @@ class Isolation:
         self._listening = listening
         self._busy: set[str] = set()
 
+    @property
+    def busy(self) -> set[str]:
+        """The terminals a checkout transaction runs for now: completion shares it, so
+        one terminal never has a create and a complete under way at once."""
+        return self._busy
+
     async def create(self, binding: Binding, branch: str) -> dict[str, Any]:
         terminal = binding.terminal
         if terminal in self._busy:

@@ -69,6 +69,7 @@ from clanker.attention.presentation import derive_attention
 from clanker.bridge.credentials import Binding
 from clanker.bridge.declaration import BridgeHost, HostCapability, PeerAgent
 from clanker.bridge.service import BridgeRefusal, BridgeService
+from clanker.grid.completion import Completion
 from clanker.grid.connections import ConnectionCounts, ConnectionTable, RequestReader
 from clanker.grid.credentials import CredentialStore
 from clanker.grid.errors import GridAlreadyRunningError, GridPathError, GridRequestError
@@ -316,6 +317,10 @@ class Grid:
         self._isolation = Isolation(state_dir=state_dir, move=self.move,
                                     session_of=self._session_of,
                                     listening=self._movers.listening)
+        self._completion = Completion(
+            state_dir=state_dir, move=self.move, session_of=self._session_of,
+            listening=self._movers.listening, busy=self._isolation.busy,
+            locations=lambda: [(e.terminal, e.cwd, e.location) for e in self.entries()])
         self._handlers: set[asyncio.Task[None]] = set()
         self._sessions = sessions
         self._server: asyncio.AbstractServer | None = None
@@ -1188,6 +1193,11 @@ class _Host:
 
     async def create_isolated_checkout(self, branch: str) -> dict[str, Any]:
         return await self._grid._isolation.create(self._binding, branch)
+
+    async def complete_isolated_checkout(self, *, delete_branch: bool,
+                                         discard_ignored: bool) -> dict[str, Any]:
+        return await self._grid._completion.complete(
+            self._binding, delete_branch=delete_branch, discard_ignored=discard_ignored)
 
     @property
     def files(self) -> HostFiles:

@@ -233,6 +233,9 @@ class RelayedLaunch:
                 moved.dispose()
                 raise
             # Past the commit point: the old child is retired; its credentials go now.
+            # Whoever sees the new launch must not take the old terminal's channel for
+            # its own: listening is set again once the new terminal listens.
+            self.listening.clear()
             previous, self._launch = self._launch, moved
             if on_adopted is not None:
                 on_adopted()

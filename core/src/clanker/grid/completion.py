@@ -1,0 +1,260 @@
+"""The grid's side of ``clanker_complete_isolated_checkout``: move the caller's
+conversation back to the main checkout, then complete the worktree it ran in.
+
+The worktree is the caller's launch directory (its binding), never anything
+the model names. The order is the one that never strands a conversation:
+
+1. preflight, before anything changes: the caller works in a worktree clanker
+   created (else ``already-complete`` or ``not-owned``), git lists it unlocked
+   or it is already gone, no other agent works there, and nothing in it would
+   block its removal (``dirty``, or ``ignored-only`` without ``discard_ignored``:
+   both are answered without moving anything);
+2. the move back, through the caller's launcher, proven there before it is
+   adopted (:mod:`clanker.grid.moves`); a refused or unanswered move is never
+   followed by cleanup, and the answer says where the worktree is kept;
+3. past that commit point, the strict completion
+   (:meth:`~clanker.checkouts.service.CheckoutService.complete`: inspected
+   again, removal verified, ``git branch -d`` only). Whatever it refuses now
+   leaves the worktree in place and is answered as ``partial``.
+
+Steps 2 and 3 run as one task this object owns: a caller that is cut off (its
+process ended, its call timed out) does not cut the transaction off halfway,
+since the launcher may already have committed the move. The outcome is kept
+per conversation, so asking again from the main checkout answers
+``already-complete`` with what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from clanker._logging import get_logger
+from clanker.bridge.credentials import Binding
+from clanker.bridge.declaration import CapabilityRefused
+from clanker.grid.isolation import Move, _same_place
+from clanker.grid.moves import MoveUnavailable
+
+if TYPE_CHECKING:
+    from clanker.checkouts.service import CheckoutService
+    from clanker.checkouts.types import CompletionResult, Worktree
+
+__all__ = ["Completion"]
+
+log = get_logger(__name__)
+
+Locations = Callable[[], Iterable[tuple[str, str, str]]]
+"""Every live terminal as ``(terminal, launch directory, reported location)``."""
+
+_REMEMBERED: Final = 64
+"""How many conversations' last completion are kept for ``already-complete``."""
+
+
+def _inside(path: str, directory: str) -> bool:
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+class Completion:
+    """Completes isolated checkouts for callers (one transaction per terminal, shared
+    with :class:`~clanker.grid.isolation.Isolation` through ``busy``)."""
+
+    def __init__(self, *, state_dir: Path | None, move: Move,
+                 session_of: Callable[[str], str | None],
+                 listening: Callable[[str], bool], busy: set[str],
+                 locations: Locations) -> None:
+        self._state_dir = state_dir
+        self._move = move
+        self._session_of = session_of
+        self._listening = listening
+        self._busy = busy
+        self._locations = locations
+        self._outcomes: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._moving: dict[str, asyncio.Task[dict[str, Any]]] = {}
+
+    async def complete(self, binding: Binding, *, delete_branch: bool,
+                       discard_ignored: bool) -> dict[str, Any]:
+        terminal = binding.terminal
+        if terminal in self._busy:
+            raise CapabilityRefused("busy: another isolated checkout transaction runs for "
+                                    "you; nothing was changed")
+        self._busy.add(terminal)
+        try:
+            return await self._complete(binding, delete_branch, discard_ignored)
+        finally:
+            if terminal not in self._moving:  # else it settles when the move does
+                self._busy.discard(terminal)
+
+    async def _complete(self, binding: Binding, delete_branch: bool,
+                        discard_ignored: bool) -> dict[str, Any]:
+        from clanker.checkouts.types import CheckoutError, Dirtiness
+
+        if self._state_dir is None:
+            raise CapabilityRefused("unsupported: this grid completes no checkouts")
+        service = self._service(binding.terminal)
+        here = binding.launch_dir
+        try:
+            located = await self._locate(service, binding.terminal, here)
+        except CheckoutError as error:
+            raise CapabilityRefused(f"{error.reason.value}: {error.message}") from None
+        session = self._session_of(binding.terminal)
+        if located is None:
+            answer: dict[str, Any] = {"status": "already-complete"}
+            last = self._outcomes.get(session) if session is not None else None
+            return answer | {"last": last} if last is not None else answer
+        main, worktree = located
+        if worktree.dirtiness in (Dirtiness.DIRTY, Dirtiness.IGNORED_ONLY) and not (
+                worktree.dirtiness is Dirtiness.IGNORED_ONLY and discard_ignored):
+            return _blocked(worktree)
+        if worktree.problem is not None:
+            raise CapabilityRefused(f"git-failed: {worktree.problem}; nothing was changed")
+        if session is None:
+            raise CapabilityRefused("no-session: clanker does not know your conversation "
+                                    "yet, so it cannot be moved; nothing was changed")
+        if not self._listening(binding.terminal):
+            raise CapabilityRefused("not-relayed: your launch cannot be moved to another "
+                                    "checkout; nothing was changed")
+        target = _same_place(main, worktree.path, here) if os.path.isdir(here) else main
+        # Owned here, not by the caller: past the move's commit point it must finish.
+        task = asyncio.ensure_future(self._move_and_complete(
+            service, binding.terminal, session, main, target, worktree,
+            delete_branch, discard_ignored))
+        self._moving[binding.terminal] = task
+
+        def settled(done: asyncio.Task[dict[str, Any]]) -> None:
+            # A caller cut off mid-move leaves its terminal busy until the move settles.
+            del self._moving[binding.terminal]
+            self._busy.discard(binding.terminal)
+            if not done.cancelled() and done.exception() is not None:
+                log.info("terminal %s: completion ended: %s", binding.terminal,
+                         done.exception())
+
+        task.add_done_callback(settled)
+        return await asyncio.shield(task)
+
+    def _service(self, caller: str) -> CheckoutService:
+        from clanker.checkouts.service import CheckoutService
+        from clanker.environment.local import LocalEnvironment
+
+        assert self._state_dir is not None
+
+        async def occupants(path: str) -> list[str]:
+            return self._others(caller, path)
+
+        return CheckoutService(environment=LocalEnvironment(), state_dir=self._state_dir,
+                               occupants=occupants)
+
+    def _others(self, caller: str, path: str) -> list[str]:
+        """The other live terminals launched in ``path`` or reported working there
+        (the caller itself does not count: it is the one being moved out)."""
+        return [terminal for terminal, cwd, location in self._locations()
+                if terminal != caller and (_inside(cwd, path) or _inside(location, path))]
+
+    async def _locate(self, service: CheckoutService, caller: str, here: str
+                      ) -> tuple[str, Worktree] | None:
+        """The main checkout and the worktree ``here`` is in (checked as preflight), or
+        ``None`` when ``here`` is the main checkout. Raises ``CheckoutError``."""
+        from clanker.checkouts.git import Git
+        from clanker.checkouts.types import CheckoutError, Refusal
+        from clanker.environment.local import LocalEnvironment
+
+        git = Git(LocalEnvironment().executor)
+        if os.path.isdir(here):
+            main = await git.main_checkout(here)
+            top = await git.toplevel(here) or here
+            if os.path.realpath(top) == os.path.realpath(main):
+                return None
+        else:  # removed behind clanker's back: only proof attributes it
+            removed = await service.removed_origin(here)
+            if removed is None:
+                raise CheckoutError(Refusal.NOT_FOUND, f"{here} is gone and clanker cannot "
+                                    "tell which worktree it was; nothing was changed")
+            main, top = removed.main_checkout, removed.path
+        listing = await service.list(main)
+        worktree = next((w for w in listing.worktrees
+                         if os.path.realpath(w.path) == os.path.realpath(top)), None)
+        if worktree is None or not worktree.created_by_clanker:
+            raise CheckoutError(Refusal.NOT_OWNED, f"{top} was not created by clanker; "
+                                "nothing was changed (its removal is yours to do)")
+        if worktree.locked:
+            raise CheckoutError(Refusal.LOCKED, f"{top} is locked (git worktree unlock it "
+                                "first); nothing was changed")
+        others = self._others(caller, top)
+        if others:
+            raise CheckoutError(Refusal.IN_USE, f"another agent (terminal {others[0]}) "
+                                f"works in {top}; nothing was changed")
+        return main, worktree
+
+    async def _move_and_complete(self, service: CheckoutService, terminal: str,
+                                 session: str, main: str, target: str, worktree: Worktree,
+                                 delete_branch: bool, discard_ignored: bool
+                                 ) -> dict[str, Any]:
+        from clanker.checkouts.types import CheckoutError
+
+        kept = f"the worktree is kept at {worktree.path}"
+        try:
+            outcome = await self._move(terminal, target, session)
+        except MoveUnavailable as unavailable:
+            raise CapabilityRefused(f"not-moved ({unavailable.word}): you continue where "
+                                    f"you were; {kept}") from None
+        if not outcome.moved:
+            raise CapabilityRefused(f"not-moved ({outcome.why}): you continue where you "
+                                    f"were; {kept}")
+        # Past the commit point: the conversation runs in the main checkout now.
+        moved = {"moved_to": target, "path": worktree.path, "branch": worktree.branch}
+        try:
+            result = await service.complete(main, path=worktree.path,
+                                            delete_branch=delete_branch,
+                                            discard_ignored=discard_ignored)
+        except CheckoutError as error:
+            answer = moved | {"status": "partial", "reason": error.reason.value,
+                              "message": f"{error.message}; you continue in {target}"}
+        except Exception as error:  # never "left where it was": the move is done
+            log.warning("terminal %s: completion failed after the move: %s", terminal,
+                        type(error).__name__)
+            answer = moved | {"status": "partial", "reason": "failed",
+                              "message": f"the worktree could not be completed "
+                                         f"({type(error).__name__}); it is kept at "
+                                         f"{worktree.path}; you continue in {target}"}
+        else:
+            answer = moved | _completed(result, target)
+        self._remember(session, answer)
+        return answer
+
+    def _remember(self, session: str, answer: dict[str, Any]) -> None:
+        self._outcomes[session] = answer
+        self._outcomes.move_to_end(session)
+        while len(self._outcomes) > _REMEMBERED:
+            self._outcomes.popitem(last=False)
+
+
+def _blocked(worktree: Worktree) -> dict[str, Any]:
+    from clanker.checkouts.types import Dirtiness
+
+    assert worktree.changes is not None
+    ignored_only = worktree.dirtiness is Dirtiness.IGNORED_ONLY
+    return {"status": str(worktree.dirtiness), "path": worktree.path,
+            "branch": worktree.branch, "changes": worktree.changes.to_json(),
+            "can_complete_with_discard_ignored": ignored_only,
+            "message": ("only ignored files are left; discardIgnored moves the worktree "
+                        "to the Trash with them" if ignored_only else
+                        "commit, stash or remove the changes first") +
+                       "; nothing was moved or removed"}
+
+
+def _completed(result: CompletionResult, target: str) -> dict[str, Any]:
+    answer: dict[str, Any] = {"status": "completed" if result.done else "partial",
+                              "removal": str(result.status), "trashed": result.trashed,
+                              "branch_deleted": result.branch_deleted}
+    if result.branch_note is not None:
+        answer["branch_note"] = result.branch_note
+    if not result.done:  # changed between the preflight and the removal
+        assert result.changes is not None
+        answer["changes"] = result.changes.to_json()
+        answer["message"] = (f"the worktree is kept ({result.status}); you continue in "
+                             f"{target}")
+    return answer
