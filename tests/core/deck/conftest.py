@@ -45,11 +45,18 @@ class Running:
                          workspace="/tmp", notify=notified.append, input=self._pipe,
                          output=DummyOutput(), **({"attach": attach} if attach else {}),
                          **({"clock": clock} if clock else {}))
-        self._thread = threading.Thread(target=lambda: asyncio.run(self.deck.run()))
+        # A daemon: a deck this fixture failed to stop must not keep pytest from exiting.
+        self._thread = threading.Thread(target=lambda: asyncio.run(self.deck.run()), daemon=True)
 
     def __enter__(self) -> Running:
         self._thread.start()
-        eventually(lambda: self.deck.feed.synced and self.deck.app.is_running)
+        try:
+            eventually(lambda: self.deck.feed.synced and self.deck.app.is_running)
+        except BaseException:
+            # ``with`` skips __exit__ when __enter__ raises: stop the deck here, or it
+            # outlives the test and writes to a closed capture.
+            self._stop()
+            raise
         return self
 
     def keys(self, text: str) -> None:
@@ -61,5 +68,18 @@ class Running:
     def __exit__(self, *_: object) -> None:
         self.keys("q")
         self._thread.join(60)
-        assert not self._thread.is_alive()
+        quit_by_key = not self._thread.is_alive()
+        self._stop()
+        assert quit_by_key, "q did not end the deck"
+
+    def _exit(self) -> None:
+        future = self.deck.app.future
+        if future is not None and not future.done():
+            self.deck.app.exit()
+
+    def _stop(self) -> None:
+        loop = self.deck.app.loop
+        if self._thread.is_alive() and loop is not None:
+            loop.call_soon_threadsafe(self._exit)
+        self._thread.join(60)
         self._stack.close()

@@ -203,3 +203,18 @@ def test_a_branch_switched_since_shows_once_the_answer_has_aged(
         now[0] += timedelta(seconds=11)
         _event(live, terminal, "turn_completed", turnId="u1")
         eventually(lambda: [r.checkout for r in running.deck.rows] == ["feature"])
+
+
+def test_a_failing_background_task_shows_on_the_status_line_and_the_deck_keeps_running(
+        live: LiveGrid, tmp_path: Path) -> None:
+    async def broken() -> None:
+        raise RuntimeError("a task broke\nsecond line")
+
+    with Running(tmp_path / "seen.json", []) as running:
+        loop = running.deck.app.loop
+        assert loop is not None
+        loop.call_soon_threadsafe(running.deck.app.create_background_task, broken())
+        eventually(lambda: running.deck.status == "internal error: RuntimeError: a task broke")
+        assert running.deck.app.is_running
+        assert "internal error: RuntimeError: a task broke" in "\n".join(
+            running.deck.screen_lines())

@@ -22,6 +22,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.layout import Layout, Window
 from prompt_toolkit.layout.controls import FormattedTextControl
 
+from clanker._logging import get_logger
 from clanker.deck.feed import Feed
 from clanker.deck.panels import HELP, Choice, Picker, usage_lines
 from clanker.deck.rows import Row, build_rows, render
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     _Plan = tuple[HarnessProvider | str, LaunchRequest, LaunchOptions | None]
 
 __all__ = ["Deck"]
+
+_log = get_logger(__name__)
 
 _NOTIFY = frozenset({"needs-input", "done"})
 # How often the deck looks (one stat) for marks another deck made while no
@@ -99,11 +102,28 @@ class Deck:
 
     async def run(self) -> None:
         """Draw until the person quits; the feed follows the grid meanwhile."""
+        loop = asyncio.get_running_loop()
+        previous = loop.get_exception_handler()
+        # prompt_toolkit's own handler prints over the screen and waits for Enter in a
+        # fresh prompt on sys.stdout; when that stream is gone the wait itself fails
+        # and the handler calls itself without end. A failure shows on the status line.
+        loop.set_exception_handler(self._failed)
         try:
             # Started once the application runs: a change it reports earlier would be lost.
-            await self.app.run_async(pre_run=self._begin)
+            await self.app.run_async(pre_run=self._begin, set_exception_handler=False)
         finally:
+            loop.set_exception_handler(previous)
             self.feed.close()
+
+    def _failed(self, loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+        error = context.get("exception")
+        if isinstance(error, BaseException):
+            what = f"{type(error).__name__}: {error}"
+        else:
+            what, error = str(context.get("message", "unknown failure")), None
+        _log.error("deck: %s", what, exc_info=error)
+        self.status = "internal error: " + what.partition("\n")[0]
+        self.app.invalidate()
 
     def _begin(self) -> None:
         self.feed.start()
