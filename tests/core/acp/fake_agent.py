@@ -2,6 +2,9 @@
 a dev dependency only), run by the tests as a real subprocess on stdio.
 
 ``python fake_agent.py [--no-resume] [--no-load] [--silent] [--exit-at-once] [--v2]``.
+With ``FAKE_AGENT_STORE`` naming a file, the session ids it creates are kept there
+(one a line) and a later agent process resumes them, as an agent that keeps its
+sessions on disk does.
 What a turn does is chosen by the prompt text (``SCENARIOS`` below), so one
 agent serves several turns; permission outcomes are reported back as agent
 message text (``outcome:<optionId or cancelled>``), which the tests read.
@@ -81,6 +84,9 @@ class FakeAgent:
     async def new_session(self, cwd: str, **_: Any) -> NewSessionResponse:
         session_id = f"fake-{len(self.sessions) + 1}"
         self.sessions[session_id] = []
+        if store := os.environ.get("FAKE_AGENT_STORE"):
+            with open(store, "a") as handle:
+                handle.write(session_id + "\n")
         return NewSessionResponse(session_id=session_id, config_options=self.models())
 
     async def set_config_option(self, config_id: str, session_id: str, value: str | bool,
@@ -90,7 +96,9 @@ class FakeAgent:
         return SetSessionConfigOptionResponse(config_options=self.models())
 
     async def resume_session(self, cwd: str, session_id: str, **_: Any) -> ResumeSessionResponse:
-        if session_id not in ("known", *self.sessions):
+        store = os.environ.get("FAKE_AGENT_STORE")
+        kept = open(store).read().split() if store and os.path.exists(store) else []
+        if session_id not in ("known", *self.sessions, *kept):
             raise RequestError.resource_not_found(session_id)
         self.sessions.setdefault(session_id, [])
         return ResumeSessionResponse()

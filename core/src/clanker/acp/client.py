@@ -93,6 +93,12 @@ class AcpClient:
         self.agent = result
         return result
 
+    @property
+    def agent_exited(self) -> bool:
+        """Whether the agent's output has ended (it exited or closed stdout): no
+        further turn can run on this client."""
+        return self._connection.closed
+
     def capability(self, *path: str) -> bool:
         """Whether the agent advertised ``agentCapabilities.<path>``."""
         node: object = self.agent.get("agentCapabilities")

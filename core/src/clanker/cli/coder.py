@@ -19,6 +19,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+from attrs import frozen
 
 from clanker.cli.common import (
     CapabilityFailure,
@@ -172,33 +173,60 @@ def _exit_code(stop: str, refusals: int) -> int:
     return _REFUSED if code == 0 and refusals else code
 
 
+@frozen
+class _Restart:
+    """The person chose to start the agent again and continue ``session``."""
+
+    session: str
+
+
+async def _offer(question: str) -> bool:
+    """Ask a yes/no question on the terminal; only ``y`` says yes (EOF says no)."""
+    click.echo(f"{question} [y/N] ", err=True, nl=False)
+    return (await _read_line() or "").strip().lower() == "y"
+
+
 async def _conversation(client: AcpClient, printer: _LinePrinter,
-                        idle_timeout: float | None) -> int:
+                        idle_timeout: float | None) -> int | _Restart:
     """Turns typed at ``you>`` until Ctrl+D (exit 0); Ctrl+C interrupts a running
-    turn (``session/cancel``) and, at the prompt, ends the run (exit 130). A turn
-    whose agent died ends it with that turn's code."""
+    turn (``session/cancel``) and, at the prompt, ends the run (exit 130).
+
+    A turn whose agent died offers a restart that continues the session (declined:
+    that turn's code); a usage limit offers to send the same prompt again. Neither
+    happens unless the person answers ``y``."""
     import asyncio
     import signal
 
     from clanker.acp.errors import CoderError, CoderFailure
 
     loop = asyncio.get_running_loop()
+    again: str | None = None
     while True:
-        click.echo("you> ", err=True, nl=False)
-        line = await _read_line()
-        if line is None:
-            click.echo("", err=True)
-            return 0
-        if not line.strip():
-            continue
+        if again is None:
+            click.echo("you> ", err=True, nl=False)
+            line = await _read_line()
+            if line is None:
+                click.echo("", err=True)
+                return 0
+            if not line.strip():
+                continue
+        else:
+            line, again = again, None
         loop.add_signal_handler(signal.SIGINT, lambda: loop.create_task(client.cancel()))
         try:
             stop = await client.prompt(line, idle_timeout=idle_timeout)
         except CoderError as exc:
             printer.end_line()
             click.echo(f"clanker: {exc.message}", err=True)
-            if exc.failure is CoderFailure.TURN_FAILED:
-                return exc.exit_code  # the agent is gone: --resume continues the session
+            if exc.failure is CoderFailure.USAGE_LIMIT:
+                if await _offer("send the same prompt again?"):
+                    again = line
+                continue
+            if client.agent_exited:
+                if client.session_id and await _offer(
+                        f"start the agent again and continue session {client.session_id}?"):
+                    return _Restart(client.session_id)
+                return exc.exit_code
             continue
         finally:
             loop.remove_signal_handler(signal.SIGINT)
@@ -227,24 +255,29 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
     loop.add_signal_handler(signal.SIGTERM, on_term)
     clanker = library()
     try:
-        async with clanker.coder(harness, agent_command=agent_command, cwd=os.getcwd(),
-                                 approve=approve, on_event=printer, resume=resume,
-                                 account=account, attention=attention,
-                                 interactive=interactive,
-                                 ask=_TtyQuestions(os.getcwd()) if interactive else None
-                                 ) as client:
-            if model is not None:
-                try:
-                    await client.choose("model", model)
-                except ValueError as exc:
-                    raise Failure(f"--model: {exc}", EXIT_USAGE) from None
-            if prompt is None:
-                return await _conversation(client, printer, idle_timeout)
-            stop = await client.prompt(prompt, idle_timeout=idle_timeout)
-            printer.end_line()
-            if not printer.as_json and client.session_id:
-                click.echo(f"[{stop}] session {client.session_id}", err=True)
-            return _exit_code(stop, client.refusals)
+        while True:
+            async with clanker.coder(harness, agent_command=agent_command, cwd=os.getcwd(),
+                                     approve=approve, on_event=printer, resume=resume,
+                                     account=account, attention=attention,
+                                     interactive=interactive,
+                                     ask=_TtyQuestions(os.getcwd()) if interactive else None
+                                     ) as client:
+                if model is not None:
+                    try:
+                        await client.choose("model", model)
+                    except ValueError as exc:
+                        raise Failure(f"--model: {exc}", EXIT_USAGE) from None
+                if prompt is None:
+                    ended = await _conversation(client, printer, idle_timeout)
+                    if isinstance(ended, _Restart):
+                        resume = ended.session  # a new agent process, the same session
+                        continue
+                    return ended
+                stop = await client.prompt(prompt, idle_timeout=idle_timeout)
+                printer.end_line()
+                if not printer.as_json and client.session_id:
+                    click.echo(f"[{stop}] session {client.session_id}", err=True)
+                return _exit_code(stop, client.refusals)
     except asyncio.CancelledError:
         if terminated:
             return _STOP_EXIT["cancelled"]
