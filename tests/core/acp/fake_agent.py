@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from acp import PROTOCOL_VERSION, run_agent
@@ -97,7 +98,7 @@ class FakeAgent:
 
     async def resume_session(self, cwd: str, session_id: str, **_: Any) -> ResumeSessionResponse:
         store = os.environ.get("FAKE_AGENT_STORE")
-        kept = open(store).read().split() if store and os.path.exists(store) else []
+        kept = Path(store).read_text().split() if store and os.path.exists(store) else []
         if session_id not in ("known", *self.sessions, *kept):
             raise RequestError.resource_not_found(session_id)
         self.sessions.setdefault(session_id, [])
