@@ -17,7 +17,7 @@ import contextlib
 import signal
 from collections.abc import Awaitable
 from types import TracebackType
-from typing import Final, TypeVar
+from typing import Final, Self, TypeVar
 
 from attrs import frozen
 
@@ -25,7 +25,7 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution.process import Child, release, terminate
 from clanker.execution.request import MAX_SESSION_INPUT, CommandRequest
 
-__all__ = ["CommandSession", "SessionExit"]
+__all__ = ["CommandSession", "DisposedOnExit", "SessionExit"]
 
 _CHUNK: Final = 64 * 1024
 _EOF: Final = object()
@@ -40,7 +40,25 @@ class SessionExit:
     exit_code: int
 
 
-class CommandSession:
+class DisposedOnExit:
+    """``async with session:`` disposes ``session`` when the block ends, however it ends."""
+
+    async def dispose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.dispose()
+
+
+class CommandSession(DisposedOnExit):
     """Write lines to a child's stdin and read lines from its stdout.
 
     Use as ``async with await transport.open(request) as session:``; leaving
@@ -202,14 +220,3 @@ class CommandSession:
             self._expire()
             self._check()
             raise  # unreachable: _check raised
-
-    async def __aenter__(self) -> CommandSession:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.dispose()

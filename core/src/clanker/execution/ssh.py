@@ -36,14 +36,13 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution.local import _decode, _feed, _settle
 from clanker.execution.process import Child, read_capped, release, spawn, terminate
 from clanker.execution.request import MAX_TIMEOUT, CommandRequest, CommandResult
-from clanker.execution.session import CommandSession, SessionExit
+from clanker.execution.session import CommandSession, DisposedOnExit, SessionExit
 
 __all__ = [
     "SSH_TRANSPORT_EXIT",
@@ -432,7 +431,7 @@ class SshTransport:
         return SshSession(self, child, pid, CommandSession(child, request), slots)
 
 
-class SshSession:
+class SshSession(DisposedOnExit):
     """A :class:`CommandSession` whose program runs on an SSH host.
 
     The same API; ``wait`` turns ``ssh``'s 255 (or its death by a signal) into
@@ -478,14 +477,3 @@ class SshSession:
                 if self._slots is not None:
                     self._slots.release()
                     self._slots = None
-
-    async def __aenter__(self) -> SshSession:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.dispose()

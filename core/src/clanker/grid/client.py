@@ -237,11 +237,7 @@ class GridClient:
         deadline = time.monotonic() + self._timeout
         sock = self._connect()
         try:
-            try:
-                sock.sendall(encode_request(request))
-            except OSError as exc:
-                raise GridUnavailableError(
-                    f"the connection to the grid failed ({type(exc).__name__})") from None
+            _send(sock, request)
             lines = _Lines(sock)
             header = self._line(lines, deadline)
             reply = parse_reply(header, SessionsReply, op=request.op.value)
@@ -341,15 +337,18 @@ class GridClient:
         deadline = time.monotonic() + self._timeout
         sock = self._connect()
         try:
-            try:
-                sock.sendall(encode_request(request))
-            except OSError as exc:
-                raise GridUnavailableError(
-                    f"the connection to the grid failed ({type(exc).__name__})"
-                ) from None
+            _send(sock, request)
             line = _Lines(sock).read(limit, deadline)
         finally:
             sock.close()
         if line is None:
             raise GridUnavailableError("the grid closed the connection without answering")
         return parse_reply(line, cls, op=request.op.value)
+
+
+def _send(sock: socket.socket, request: Request) -> None:
+    try:
+        sock.sendall(encode_request(request))
+    except OSError as exc:
+        raise GridUnavailableError(
+            f"the connection to the grid failed ({type(exc).__name__})") from None

@@ -14,7 +14,6 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import cast
 
 import pytest
@@ -31,6 +30,7 @@ from clanker.execution import (
     SessionExecutor,
     SessionExit,
 )
+from clanker.execution.session import DisposedOnExit
 from clanker.usage.capability import UsageCapability, UsageContext, UsageSnapshot
 
 __all__ = [
@@ -63,7 +63,7 @@ class ScriptedExecutor:
         return self.respond(request)
 
 
-class ScriptedSession:
+class ScriptedSession(DisposedOnExit):
     """A stdio session whose stdout is a fixed list of lines.
 
     With ``reply`` given, each written line may produce more stdout lines
@@ -101,17 +101,6 @@ class ScriptedSession:
 
     async def dispose(self) -> None:
         self.disposed = True
-
-    async def __aenter__(self) -> ScriptedSession:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.dispose()
 
 
 class ScriptedSessionExecutor:
