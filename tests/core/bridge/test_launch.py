@@ -256,3 +256,31 @@ def test_nothing_but_the_child_environment_holds_the_credential(
                 assert token[4:] not in path.read_text(errors="replace"), path
         assert os.environ.get(wire.TOKEN_VARIABLE) is None
         assert token not in sys.argv
+
+
+def test_an_agent_whose_path_finds_no_clanker_is_handed_one_for_this_interpreter(
+    home: Path, fake_bin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # fake-agent is found; `clanker` is not (the guidance's `clanker cmd` would fail).
+    monkeypatch.setenv("PATH", f"{fake_bin}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    clanker = library(attention=False)
+    request = LaunchRequest(cwd=str(tmp_path))
+    with clanker.prepare_launch("fake-agent", request, LaunchOptions(bridge=True)) as launch:
+        first, _, rest = launch.env["PATH"].partition(os.pathsep)
+        assert rest == f"{fake_bin}{os.pathsep}/usr/bin{os.pathsep}/bin"
+        assert Path(first).is_relative_to(home)  # clanker's own runtime directory
+        ran = subprocess.run(["clanker", "cmd", "list", "--json"], env=dict(launch.env),
+                             capture_output=True, text=True, timeout=60, check=False)
+        assert ran.returncode == 0, ran.stderr
+        assert sorted(c["name"] for c in json.loads(ran.stdout)) == sorted(SHIPPED_NAMES)
+        assert (Path(first) / "clanker").stat().st_mode & 0o777 == 0o700
+
+
+def test_an_agent_whose_path_finds_a_clanker_keeps_its_path(
+    home: Path, fake_bin: Path, tmp_path: Path
+) -> None:
+    write_script(fake_bin, "clanker", "raise SystemExit(0)")
+    clanker = library(attention=False)
+    request = LaunchRequest(cwd=str(tmp_path))
+    with clanker.prepare_launch("fake-agent", request, LaunchOptions(bridge=True)) as launch:
+        assert launch.env["PATH"] == os.environ["PATH"]

@@ -18,14 +18,25 @@ otherwise (``--no-attention``, a harness without attention, attention that
 failed) this step registers the terminal itself and lists it as running
 without attention, and retires it when the launch ends.
 
+The guidance tells the agent to run ``clanker cmd``. When the child's ``PATH``
+finds no ``clanker`` (clanker run as ``python -m clanker`` or ``uv run``), the
+step puts a two-line ``clanker`` in front of it that runs this interpreter's
+``clanker``, so what the guidance says works as written.
+
 It is an optional step: a grid that cannot start, or refuses, leaves an
 ordinary launch without the bridge.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shlex
+import shutil
+import sys
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clanker._logging import get_logger
@@ -123,7 +134,8 @@ class BridgeAttachment:
                 _release(client, registration, retire=own)
 
         env = {wire.TOKEN_VARIABLE: granted.bridge_token,
-               wire.SOCKET_VARIABLE: str(client.socket_path)}
+               wire.SOCKET_VARIABLE: str(client.socket_path),
+               **_reachable_clanker(state.env, self._paths or clanker_paths())}
         if granted.mcp_url is not None:
             env[wire.URL_VARIABLE] = granted.mcp_url
         return PreparedAttachment(dispose=dispose, env=env)
@@ -139,6 +151,43 @@ def bridge_endpoint(env: Mapping[str, str]) -> BridgeEndpoint | None:
         return None
     return BridgeEndpoint(url=url, server_name=wire.MCP_SERVER_NAME,
                           token_variable=wire.TOKEN_VARIABLE)
+
+
+def _reachable_clanker(env: Mapping[str, str], paths: ClankerPaths) -> dict[str, str]:
+    """``{"PATH": ...}`` with a ``clanker`` for this interpreter first, when ``env``'s
+    ``PATH`` finds none; nothing otherwise (the person's own ``clanker`` is kept)."""
+    search = env.get("PATH", "")
+    if shutil.which("clanker", path=search) is not None:
+        return {}
+    script = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m clanker "$@"\n'
+    # One directory per interpreter: two installations never overwrite each other's.
+    tag = hashlib.sha256(sys.executable.encode()).hexdigest()[:12]
+    directory = paths.runtime / f"bin-{tag}"
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    shim = directory / "clanker"
+    if not _holds(shim, script):
+        _write_executable(directory, shim, script)
+    return {"PATH": f"{directory}{os.pathsep}{search}" if search else str(directory)}
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return not path.is_symlink() and path.read_text() == text
+    except OSError:
+        return False
+
+
+def _write_executable(directory: Path, path: Path, text: str) -> None:
+    """Replace ``path`` at once: a concurrent launch sees the old script or the new."""
+    fd, name = tempfile.mkstemp(dir=directory, prefix=".clanker-")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(name, 0o700)
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
 
 
 def _release(client: GridClient, registration: Registration, *, retire: bool) -> None:
