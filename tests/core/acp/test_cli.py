@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -195,93 +194,90 @@ def _drain(main: int) -> bytes:
         output += chunk
 
 
-def test_on_a_terminal_without_a_prompt_it_is_a_conversation(coder: Coder) -> None:
-    import pty
+class _Conversation:
+    """``clanker coder`` without a prompt on a real terminal (a pty): what is typed
+    goes to its stdin, its stderr is read line by line (and prompt by prompt)."""
 
-    main, child = pty.openpty()
-    environ = coder.environ
-    with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--no-attention",
-                           "--agent-command", AGENT], cwd=coder.workspace, env=environ,
-                          stdin=child, stdout=child, stderr=subprocess.PIPE,
-                          text=True) as process:
+    def __init__(self, coder: Coder, **environ: str) -> None:
+        import pty
+
+        self.main, child = pty.openpty()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "clanker", "coder", "--no-attention", "--agent-command",
+             AGENT], cwd=coder.workspace, env={**coder.environ, **environ}, stdin=child,
+            stdout=child, stderr=subprocess.PIPE, text=True)
         os.close(child)
-        assert process.stderr is not None
+
+    def __enter__(self) -> _Conversation:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        with self.process:
+            if self.process.poll() is None:
+                self.process.kill()
+        os.close(self.main)
+
+    def type(self, text: str) -> None:
+        os.write(self.main, text.encode())
+
+    def until(self, *marks: str) -> list[str]:
+        """stderr's lines up to the first holding one of ``marks`` (a question or
+        ``you>`` ends a line without a newline)."""
+        assert self.process.stderr is not None
+        lines, line = [], ""
+        while True:
+            char = self.process.stderr.read(1)
+            assert char, f"stderr ended before {marks}: {lines}"
+            line += char
+            if char == "\n" or line.endswith(("[y/N] ", "you> ")):
+                lines.append(line)
+                if any(mark in line for mark in marks):
+                    return lines
+                line = ""
+
+
+def test_on_a_terminal_without_a_prompt_it_is_a_conversation(coder: Coder) -> None:
+    with _Conversation(coder) as talk:
         for turn, mark in (("hello", "] session fake-1"), ("usage-limit", "[y/N] "),
                            ("", "you> "),  # no to sending it again
                            ("refuse", "] session fake-1")):
-            os.write(main, f"{turn}\n".encode())
-            _until(process.stderr, mark)
-        os.write(main, b"\x04")  # Ctrl+D on an empty line
-        assert process.wait(timeout=60) == 0  # a usage limit or a refusal ends no conversation
-    assert b"Hello world" in _drain(main)
-    os.close(main)
-
-
-def _until(stream: Any, *marks: str) -> list[str]:
-    """Lines of ``stream`` up to the first holding one of ``marks`` (or a prompt
-    that ends without a newline, read a character at a time)."""
-    lines, line = [], ""
-    while True:
-        char = stream.read(1)
-        assert char, f"the stream ended before {marks}: {lines}"
-        line += char
-        if char == "\n" or line.endswith(("[y/N] ", "you> ")):
-            lines.append(line)
-            if any(mark in line for mark in marks):
-                return lines
-            line = ""
+            talk.type(f"{turn}\n")
+            talk.until(mark)
+        talk.type("\x04")  # Ctrl+D on an empty line
+        assert talk.process.wait(timeout=60) == 0  # a usage limit or a refusal ends nothing
+        assert b"Hello world" in _drain(talk.main)
 
 
 @pytest.mark.parametrize("answer", ["y", "n"])
 def test_after_the_agent_dies_the_person_may_restart_it_on_the_same_session(
         coder: Coder, tmp_path: Path, answer: str) -> None:
-    import pty
-
-    main, child = pty.openpty()
-    environ = {**coder.environ, "FAKE_AGENT_STORE": str(tmp_path / "sessions")}
-    with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--no-attention",
-                           "--agent-command", AGENT], cwd=coder.workspace, env=environ,
-                          stdin=child, stdout=child, stderr=subprocess.PIPE,
-                          text=True) as process:
-        os.close(child)
-        assert process.stderr is not None
-        _until(process.stderr, "you> ")
-        os.write(main, b"die\n")
-        lines = _until(process.stderr, "[y/N] ")
+    with _Conversation(coder, FAKE_AGENT_STORE=str(tmp_path / "sessions")) as talk:
+        talk.until("you> ")
+        talk.type("die\n")
+        lines = talk.until("[y/N] ")
         assert "clanker: the agent exited during the turn" in "".join(lines)
         assert lines[-1].startswith("start the agent again and continue session fake-1?")
-        os.write(main, f"{answer}\n".encode())
+        talk.type(f"{answer}\n")
         if answer == "n":
-            assert process.wait(timeout=60) == 33
-        else:
-            lines = _until(process.stderr, "you> ")
-            assert "[resumed] session/resume" in "".join(lines)
-            os.write(main, b"hello\n")
-            assert "[end_turn] session fake-1" in _until(process.stderr, "] session ")[-1]
-            os.write(main, b"\x04")
-            assert process.wait(timeout=60) == 0
-    os.close(main)
+            assert talk.process.wait(timeout=60) == 33
+            return
+        assert "[resumed] session/resume" in "".join(talk.until("you> "))
+        talk.type("hello\n")
+        assert "[end_turn] session fake-1" in talk.until("] session ")[-1]
+        talk.type("\x04")
+        assert talk.process.wait(timeout=60) == 0
 
 
 def test_after_a_usage_limit_the_same_prompt_goes_again_only_when_asked(coder: Coder) -> None:
-    import pty
-
-    main, child = pty.openpty()
-    with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--no-attention",
-                           "--agent-command", AGENT], cwd=coder.workspace, env=coder.environ,
-                          stdin=child, stdout=child, stderr=subprocess.PIPE,
-                          text=True) as process:
-        os.close(child)
-        assert process.stderr is not None
-        _until(process.stderr, "you> ")
-        os.write(main, b"usage-limit\n")
-        lines = _until(process.stderr, "[y/N] ")
+    with _Conversation(coder) as talk:
+        talk.until("you> ")
+        talk.type("usage-limit\n")
+        lines = talk.until("[y/N] ")
         assert "usage limit, resets 3:10am" in "".join(lines)
         assert lines[-1].startswith("send the same prompt again?")
-        os.write(main, b"y\n")  # the same prompt, so the same limit, and the same offer
-        assert _until(process.stderr, "[y/N] ")[-1].startswith("send the same prompt again?")
-        os.write(main, b"\n")  # declined: back at the prompt, the conversation goes on
-        _until(process.stderr, "you> ")
-        os.write(main, b"\x04")
-        assert process.wait(timeout=60) == 0
-    os.close(main)
+        talk.type("y\n")  # the same prompt, so the same limit, and the same offer
+        assert talk.until("[y/N] ")[-1].startswith("send the same prompt again?")
+        talk.type("\n")  # declined: back at the prompt, the conversation goes on
+        talk.until("you> ")
+        talk.type("\x04")
+        assert talk.process.wait(timeout=60) == 0
