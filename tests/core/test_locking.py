@@ -3,6 +3,7 @@ processes, bounded, and refused on anything but clanker's own regular file."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -53,15 +54,14 @@ def _python(script: str, *args: object, stdin: int | None = None) -> subprocess.
                             stdin=stdin, stdout=subprocess.PIPE)
 
 
-@pytest.fixture
-def holder(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
-    """Another process holding ``tmp_path/locks/a.lock``."""
-    lock = tmp_path / "locks" / "a.lock"
+@contextlib.contextmanager
+def _held(lock: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding ``lock`` for the ``with`` block (until its stdin closes)."""
     process = _python(_HOLD, lock, stdin=subprocess.PIPE)
     try:
         assert process.stdout is not None
         assert process.stdout.readline() == "held\n"
-        yield lock, process
+        yield process
     finally:
         if process.poll() is None:
             process.kill()
@@ -69,6 +69,14 @@ def holder(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
         for stream in (process.stdin, process.stdout):
             if stream is not None:
                 stream.close()
+
+
+@pytest.fixture
+def holder(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+    """Another process holding ``tmp_path/locks/a.lock``."""
+    lock = tmp_path / "locks" / "a.lock"
+    with _held(lock) as process:
+        yield lock, process
 
 
 def test_a_lock_held_by_another_process_times_out_naming_the_file_and_the_wait(
@@ -216,3 +224,66 @@ def test_a_lock_below_a_file_is_refused(tmp_path: Path) -> None:
 def test_a_negative_wait_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="timeout"), exclusive(tmp_path / "a.lock", timeout=-1):
         pytest.fail("a lock was taken with a negative wait")
+
+
+# -- the callers: a held lock is each one's own answer, after its own bounded wait --
+
+
+def test_hosts_held_by_another_process_are_a_host_error_naming_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from clanker import hosts
+
+    monkeypatch.setattr(hosts, "_LOCK_WAIT", 0.2)
+    lock = tmp_path / f".{hosts.HOSTS_FILE}.lock"
+    with _held(lock), pytest.raises(hosts.HostError, match="another clanker") as caught:
+        hosts.HostStore(tmp_path).add("box", "user@box")
+    assert str(lock) in str(caught.value)
+    assert not (tmp_path / hosts.HOSTS_FILE).exists()
+    assert [h.name for h in hosts.HostStore(tmp_path).list()] == []
+
+
+def test_account_settings_held_by_another_process_are_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from clanker.accounts import store
+
+    monkeypatch.setattr(store, "_LOCK_WAIT", 0.2)
+    path = tmp_path / "accounts.json"
+    with _held(path.with_name("accounts.json.lock")), \
+            pytest.raises(store.AccountStoreError, match="busy"):
+        store.AccountStore(path).change(
+            lambda state: state.with_selection("local", "codex", None))
+    assert not path.exists()
+
+
+def test_a_seen_mark_made_while_another_deck_holds_the_lock_is_kept_and_written_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from clanker.deck import seen
+
+    monkeypatch.setattr(seen, "_LOCK_WAIT", 0.2)
+    path = tmp_path / "deck-seen.json"
+    marks = seen.SeenMarks(path)
+    with _held(path.with_name("deck-seen.json.lock")):
+        assert marks.mark("t-1", 3)
+        assert not path.exists()
+    assert marks.marks == {"t-1": 3}
+    assert marks.mark("t-2", 1)
+    assert seen.SeenMarks(path).marks == {"t-1": 3, "t-2": 1}
+
+
+def test_worktree_records_held_by_another_process_are_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from clanker.checkouts import provenance
+    from clanker.checkouts.types import CheckoutError, Refusal
+
+    monkeypatch.setattr(provenance, "_FILE_LOCK_WAIT", 0.2)
+    main = str(tmp_path / "repo")
+    records = provenance.ProvenanceStore(tmp_path, environment="local", main_checkout=main)
+    lock = tmp_path / "locks" / f"checkouts-{provenance._key('local', main)}.lock"
+    with _held(lock), pytest.raises(CheckoutError) as caught:
+        records.update(lambda _: None)
+    assert caught.value.reason is Refusal.BUSY
+    assert not records.path.exists()
