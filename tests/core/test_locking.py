@@ -221,9 +221,12 @@ def test_a_lock_below_a_file_is_refused(tmp_path: Path) -> None:
         pytest.fail("a lock was taken below a file")
 
 
-def test_a_negative_wait_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="timeout"), exclusive(tmp_path / "a.lock", timeout=-1):
-        pytest.fail("a lock was taken with a negative wait")
+@pytest.mark.parametrize("timeout", [-1, float("inf"), float("nan")])
+def test_an_unbounded_or_negative_wait_is_refused(tmp_path: Path, timeout: float) -> None:
+    with pytest.raises(ValueError, match="timeout"), exclusive(tmp_path / "a.lock",
+                                                               timeout=timeout):
+        pytest.fail("a lock was taken without a bounded wait")
+    assert not (tmp_path / "a.lock").exists()
 
 
 # -- the callers: a held lock is each one's own answer, after its own bounded wait --

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -61,6 +62,9 @@ class LockTimeoutError(HarnessCapabilityError):
         return (f"the lock {self.path} was held for the whole "
                 f"{self.timeout:g} s wait")
 
+    def with_harness(self, harness: str) -> HarnessCapabilityError:
+        return self  # a lock is clanker's own, never a harness's
+
     def __repr__(self) -> str:
         return f"LockTimeoutError({str(self.path)!r}, {self.timeout!r})"
 
@@ -95,14 +99,14 @@ def _check_descriptor(path: Path) -> Callable[[int], None]:
 def exclusive(path: Path, *, timeout: float) -> Iterator[None]:
     """Hold an exclusive lock on the file ``path`` for the ``with`` block.
 
-    Waits at most ``timeout`` seconds for another holder (``0``: one try) and
-    then raises :class:`LockTimeoutError`; raises :class:`UnsafeLockError`
+    Waits at most ``timeout`` seconds (finite) for another holder (``0``: one
+    try) and then raises :class:`LockTimeoutError`; raises :class:`UnsafeLockError`
     when the path is a link, not a regular file, another user's, or cannot be
     created or opened. The file is left in place on release (waiters share
     its inode), so a lock path is never reused for anything else.
     """
-    if not timeout >= 0:
-        raise ValueError(f"timeout: a number of seconds, 0 or more (got {timeout!r})")
+    if not (timeout >= 0 and math.isfinite(timeout)):
+        raise ValueError(f"timeout: a finite number of seconds, 0 or more (got {timeout!r})")
     from filelock import FileLock, Timeout
 
     try:
