@@ -12,6 +12,11 @@ The client side is an ``ssh_config`` file with one ``Host`` alias
 against the generated ``known_hosts``: the way a person's own
 ``~/.ssh/config`` would describe a host.
 
+The server dies with the process that started it, however that one ends: on
+Linux it is started through a small launcher that asks the kernel for
+``SIGKILL`` when its parent dies (``prctl(PR_SET_PDEATHSIG)``, kept across
+the ``exec`` of sshd), so a test run that is killed leaves no sshd behind.
+
 When ``CLANKER_TEST_SSHD=required`` (``.ci/run`` sets it, after installing
 ``openssh-server``) a server that cannot start is a failure; otherwise the
 tests that need it are skipped with the reason.
@@ -25,6 +30,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -36,6 +42,18 @@ SSHD = "/usr/sbin/sshd"
 TEST_USER = "clanker-sshd"
 ALIAS = "clanker-test-host"
 REQUIRED_VARIABLE = "CLANKER_TEST_SSHD"
+
+# Asks for SIGKILL when the parent dies (PR_SET_PDEATHSIG is 1), makes sure the
+# parent did not die before that, then becomes sshd (the setting survives exec).
+_LAUNCHER = """
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:
+    sys.exit("prctl(PR_SET_PDEATHSIG): " + os.strerror(ctypes.get_errno()))
+if os.getppid() != int(sys.argv[1]):
+    sys.exit("the process that started sshd is gone")
+os.execv(sys.argv[2], sys.argv[2:])
+"""
 
 
 class SshdUnavailable(Exception):
@@ -53,6 +71,8 @@ class Sshd:
     """The client configuration (``ssh -F``) defining :data:`ALIAS`."""
     host_public_key: str
     directory: Path
+    pid: int
+    """The server's process (it dies with the process that started it)."""
 
     @property
     def alias(self) -> str:
@@ -165,7 +185,10 @@ class _Log:
 
 @contextlib.contextmanager
 def start_sshd() -> Iterator[tuple[Sshd, _Log]]:
-    """Run a server for the duration of the block (raise :class:`SshdUnavailable`)."""
+    """Run a server for the duration of the block (raise :class:`SshdUnavailable`).
+
+    Call it from a thread that outlives the block (the kernel's "parent died"
+    is the starting thread's end), as a pytest fixture is."""
     if not os.access(SSHD, os.X_OK) or shutil.which("ssh") is None:
         raise SshdUnavailable(f"{SSHD} or ssh is not installed (Debian: openssh-server)")
     user, home = _login_user()
@@ -182,7 +205,10 @@ def start_sshd() -> Iterator[tuple[Sshd, _Log]]:
         (directory / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_public}\n")
         server_config = _server_config(directory, port, user)
         client_config = _client_config(directory, port, user)
-        process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(server_config)],
+        argv = [SSHD, "-D", "-e", "-f", str(server_config)]
+        if sys.platform.startswith("linux"):
+            argv = [sys.executable, "-I", "-c", _LAUNCHER, str(os.getpid()), *argv]
+        process = subprocess.Popen(argv,
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE)
         log = _Log(process.stderr)
@@ -190,7 +216,8 @@ def start_sshd() -> Iterator[tuple[Sshd, _Log]]:
             if not log.listening.wait(30) or log.ended.is_set():
                 raise SshdUnavailable("sshd did not start: " + " | ".join(log.lines[-5:]))
             yield Sshd(port=port, user=user, home=home, config_file=client_config,
-                       host_public_key=host_public, directory=directory), log
+                       host_public_key=host_public, directory=directory,
+                       pid=process.pid), log
         finally:
             process.terminate()
             try:

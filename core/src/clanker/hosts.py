@@ -4,15 +4,14 @@ A host is a short name and an OpenSSH destination (``user@box``, or an alias
 of ``~/.ssh/config``): clanker never stores a port, a key or a jump host of
 its own, so the person's OpenSSH configuration stays the one source of truth.
 The file is clanker's alone (``config.toml`` is the person's and is never
-rewritten); every change is a transaction: under an exclusive lock, read,
+rewritten); every change is a transaction: under an exclusive lock
+(:mod:`clanker.locking`, waited for at most 10 s), read,
 change, write a new file and rename it over the old one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Final, Generic, TypeVar
 from attrs import frozen
 
 from clanker.execution.ssh import validate_target
+from clanker.locking import LockTimeoutError, UnsafeLockError, exclusive
 from clanker.storage import UnusableFileError, parse_json, read_own_file, write_json_atomic
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ _MAX_FILE: Final = 256 * 1024
 _VERSION: Final = 1
 _NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 _RESERVED: Final = frozenset({"local"})
+_LOCK_WAIT: Final = 10.0  # seconds another change of the hosts may hold the lock
 
 
 class HostError(ValueError):
@@ -133,14 +134,15 @@ class HostStore:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[dict[str, Host]]:
-        try:
-            self._dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(self._dir / f".{HOSTS_FILE}.lock",
-                         os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise HostError(f"{self._dir}: the hosts cannot be changed ({exc.strerror})") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(exclusive(self._dir / f".{HOSTS_FILE}.lock",
+                                              timeout=_LOCK_WAIT))
+            except UnsafeLockError as exc:
+                raise HostError(f"{self._dir}: the hosts cannot be changed ({exc})") from exc
+            except LockTimeoutError as exc:
+                raise HostError(f"the hosts cannot be changed now: {exc.message} "
+                                "(another clanker is changing them)") from exc
             hosts = self._read()
             yield hosts  # an exception here leaves the file as it was
             try:
@@ -151,8 +153,6 @@ class HostStore:
                 })
             except OSError as exc:
                 raise HostError(f"{self._path}: not saved ({exc.strerror})") from exc
-        finally:
-            os.close(fd)
 
     def _read(self) -> dict[str, Host]:
         try:

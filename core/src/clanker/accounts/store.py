@@ -4,10 +4,11 @@ One JSON document (``<state>/accounts.json``) holds every managed account's
 record (no token, URL or raw harness answer is ever kept) and the selection
 per environment and harness (absent: the default account). A change is a
 function from the current state to the next: :meth:`AccountStore.change`
-takes the file lock (``filelock``), reads the document afresh, builds the next
-state from a copy, writes it atomically, and only then returns it. A failure
-anywhere leaves the file, and every state already handed out, as they were,
-and is reported with one fixed sentence (:class:`AccountStoreError`).
+takes the file lock (:mod:`clanker.locking`, waiting at most 10 s), reads the
+document afresh, builds the next state from a copy, writes it atomically, and
+only then returns it. A failure anywhere leaves the file, and every state
+already handed out, as they were, and is reported with one fixed sentence
+(:class:`AccountStoreError`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from attrs import evolve, field, frozen
 
 from clanker.accounts.homes import is_account_id
 from clanker.ids import HarnessId, is_harness_id
+from clanker.locking import LockTimeoutError, UnsafeLockError, exclusive
 from clanker.storage import UnusableFileError, parse_json, read_own_file, write_json_atomic
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
 _VERSION: Final = 1
 _MAX_FILE: Final = 4 * 1024 * 1024
 _MAX_ACCOUNTS: Final = 256
+_LOCK_WAIT: Final = 10.0  # seconds another change of the registry may hold the lock
 MAX_LABEL: Final = 64
 _T = TypeVar("_T")
 
@@ -234,20 +237,17 @@ class AccountStore:
     def change(self, step: Callable[[AccountState], AccountState]) -> AccountState:
         """Apply ``step`` to the current state under the lock and save the result;
         return it. Nothing is saved when ``step`` raises."""
-        from filelock import FileLock, Timeout
-
-        self._path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
-            with FileLock(self._lock_path, timeout=10, mode=0o600):
+            with exclusive(self._lock_path, timeout=_LOCK_WAIT):
                 current = self.load()
                 following = step(current)
                 if following is not current:
                     write_json_atomic(self._path, following.to_json())
                 return following
-        except Timeout:
+        except LockTimeoutError:
             raise AccountStoreError("the account settings are busy (another clanker is "
                                     "changing them)") from None
-        except OSError:
+        except (UnsafeLockError, OSError):
             raise AccountStoreError() from None
 
 

@@ -15,8 +15,9 @@ a session whose agent has no secret never loads it.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -33,6 +34,7 @@ RESERVED: Final = frozenset({"PATH", "PWD", "HOME"})
 """Set by the launch path for every agent (besides each harness's own variables)."""
 _MAX_NAMES: Final = 64
 _SERVICE: Final = "clanker-coder/"
+_LOCK_WAIT: Final = 30.0  # a change holds the lock across one credential-store call
 _UNAVAILABLE: Final = ("no OS credential store is available to keyring here ({backend}); "
                        "set the variable for this invocation instead: "
                        "{names}=... clanker coder ...")
@@ -160,11 +162,21 @@ class AgentSecrets:
                 missing.append(name)
         return found, missing
 
-    def _locked(self) -> Any:
-        from filelock import FileLock
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the index's lock; a refused or busy lock is a ``ValueError`` naming it."""
+        from clanker.locking import LockTimeoutError, UnsafeLockError, exclusive
 
-        self.index.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return FileLock(str(self.index) + ".lock", timeout=30)
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(exclusive(self.index.with_name(self.index.name + ".lock"),
+                                              timeout=_LOCK_WAIT))
+            except UnsafeLockError as exc:
+                raise ValueError(f"the secrets index lock {exc}") from None
+            except LockTimeoutError as exc:
+                raise ValueError(f"the secrets index is busy: {exc.message} (another "
+                                 "clanker is changing it)") from None
+            yield
 
     def _read(self) -> dict[str, list[str]]:
         """The index; an unusable or corrupt one is refused (names are never guessed)."""

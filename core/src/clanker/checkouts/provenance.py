@@ -7,22 +7,19 @@ refused, never rewritten: it may be a newer clanker's). Records outlive the
 worktree: a removed worktree and its branch can still be attributed to
 clanker from its path alone.
 
-Two kinds of lock, both ``flock`` on clanker's own files (the kernel drops
-them when a process dies, so nothing stale is left to clean): a short,
-blocking one around each read-modify-write of the file, and a non-blocking
-one per checkout held for a whole create or complete, so that of two
-concurrent requests for one checkout one proceeds and the other is told the
-checkout is busy.
+Two kinds of lock, both :mod:`clanker.locking` on clanker's own files (the
+kernel drops them when a process dies, so nothing stale is left to clean): a
+short one around each read-modify-write of the file (waited for at most 30 s,
+then ``busy``), and one taken in a single try per checkout and held for a
+whole create or complete, so that of two concurrent requests for one checkout
+one proceeds and the other is told the checkout is busy.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
-import fcntl
 import hashlib
-import os
-import stat
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +29,7 @@ from attrs import evolve, field, frozen
 
 from clanker.checkouts.types import CheckoutError, Refusal
 from clanker.converters import BoundaryError, make_boundary_converter, structure
+from clanker.locking import LockTimeoutError, UnsafeLockError, exclusive
 from clanker.storage import (
     MAX_STATE_FILE,
     UnusableFileError,
@@ -44,6 +42,7 @@ __all__ = ["MAX_RECORDS", "Phase", "ProvenanceStore", "Record"]
 
 MAX_RECORDS: Final = 512
 _VERSION: Final = 1
+_FILE_LOCK_WAIT: Final = 30.0  # seconds: the lock around a read-modify-write of the file
 
 
 class Phase(enum.StrEnum):
@@ -93,27 +92,18 @@ def _key(environment: str, main_checkout: str) -> str:
 
 
 @contextlib.contextmanager
-def _flock(path: Path, *, wait: bool) -> Iterator[bool]:
-    """Hold an exclusive lock on clanker's own file ``path``; yield whether it was taken."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        # Never through a link, never waiting on a FIFO: the lock is clanker's own file.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-                     | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise CheckoutError(Refusal.STATE_UNUSABLE,
-                            f"the lock file {path} cannot be used ({exc.strerror})") from exc
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CheckoutError(Refusal.STATE_UNUSABLE, f"the lock file {path} is not a file")
+def _flock(path: Path, *, timeout: float) -> Iterator[bool]:
+    """Hold an exclusive lock on clanker's own file ``path``; yield whether it was taken
+    within ``timeout`` seconds (0: one try)."""
+    with contextlib.ExitStack() as stack:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            stack.enter_context(exclusive(path, timeout=timeout))
+        except UnsafeLockError as exc:
+            raise CheckoutError(Refusal.STATE_UNUSABLE, f"the lock file {exc}") from exc
+        except LockTimeoutError:
             yield False
             return
         yield True
-    finally:
-        os.close(fd)
 
 
 class ProvenanceStore:
@@ -135,7 +125,7 @@ class ProvenanceStore:
     def checkout_lock(self, name: str, what: str) -> Iterator[None]:
         """Hold the lock of the checkout named ``name`` or raise ``busy`` at once."""
         lock = self._locks / f"checkout-{_key(self._main, name)}.lock"
-        with _flock(lock, wait=False) as taken:
+        with _flock(lock, timeout=0) as taken:
             if not taken:
                 raise CheckoutError(Refusal.BUSY, f"{what} is busy: another create or "
                                     "complete for it is running; try again when it ends")
@@ -154,7 +144,11 @@ class ProvenanceStore:
 
     def update(self, change: Callable[[list[Record]], None]) -> None:
         """Apply ``change`` to the records under the file lock and write the result."""
-        with _flock(self._file_lock, wait=True):
+        with _flock(self._file_lock, timeout=_FILE_LOCK_WAIT) as taken:
+            if not taken:
+                raise CheckoutError(Refusal.BUSY, "clanker's record of this checkout's "
+                                    "worktrees is busy: another clanker held it for "
+                                    f"{_FILE_LOCK_WAIT:g} s; try again")
             document = self._read()
             records = list(document.records)
             change(records)

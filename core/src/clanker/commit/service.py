@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
-import stat
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,6 +17,7 @@ from clanker.commit.message import CommitMessage, Style, normalize_message
 from clanker.commit.prompt import build_prompt
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, MAX_OUTPUT, CommandExecutor
+from clanker.locking import LockTimeoutError, UnsafeLockError, exclusive
 from clanker.models.types import model_text
 from clanker.registry import HarnessProvider
 
@@ -99,29 +98,19 @@ class CommitService:
 
     @contextlib.contextmanager
     def _exclusive(self, root: str) -> Iterator[None]:
-        """Hold this repository's lock; the kernel drops it if the process dies."""
-        self._lock_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        """Hold this repository's lock (one try); the kernel drops it if the process dies."""
         name = hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:32]
         path = self._lock_dir / f"commit-{name}.lock"
-        try:
-            # Never through a link, never waiting on a FIFO: the lock is clanker's own file.
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-                         | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise RepositoryBusyError(f"the lock file {path} cannot be used ({exc.strerror})") \
-                from exc
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise RepositoryBusyError(f"the lock file {path} is not a regular file")
+        with contextlib.ExitStack() as stack:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+                stack.enter_context(exclusive(path, timeout=0))
+            except UnsafeLockError as exc:
+                raise RepositoryBusyError(f"the lock file {exc}") from exc
+            except LockTimeoutError:
                 raise RepositoryBusyError(
                     f"a commit message for {root} is already being written"
                 ) from None
             yield
-        finally:
-            os.close(fd)
 
 
 def commit_change(root: str, message: str, environ: Mapping[str, str]) -> int:

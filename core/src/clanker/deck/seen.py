@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
+from clanker.locking import LockTimeoutError, UnsafeLockError, exclusive
 from clanker.storage import write_json_atomic
 
 __all__ = ["SeenMarks"]
@@ -121,11 +122,8 @@ class SeenMarks:
         return True
 
     def _save(self, gone: set[str]) -> None:
-        from filelock import FileLock, Timeout
-
         try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            with FileLock(self._lock, timeout=_LOCK_WAIT, mode=0o600):
+            with exclusive(self._lock, timeout=_LOCK_WAIT):
                 self._merge(self._read())
                 for terminal in gone:
                     self._marks.pop(terminal, None)
@@ -133,5 +131,5 @@ class SeenMarks:
                     self._marks = dict(list(self._marks.items())[-_MAX_MARKS:])
                 write_json_atomic(self.path, self._marks, fsync=False)
                 self._read()  # hold what was just written: nothing new to take up
-        except (Timeout, OSError):
+        except (LockTimeoutError, UnsafeLockError, OSError):
             return  # kept in memory; the next mark merges it into the file
