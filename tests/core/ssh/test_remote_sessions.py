@@ -1,0 +1,167 @@
+"""Session history read on an SSH host: the providers unchanged, the host's files
+read in a bounded number of executions of one program sent on stdin."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clanker.api import Clanker
+from clanker.environment.local import LocalEnvironment
+from clanker.environment.ssh import SshEnvironment
+from clanker.environment.ssh_scan import MAX_ROUNDS
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.sessions.service import SessionListing, SessionService
+from tests.sshd import Sshd
+
+_FIXTURES = Path(__file__).parents[2] / "fixtures"
+# Each harness's store as the fixtures hold it, and where it lives in a home.
+_STORES = {
+    ".claude": _FIXTURES / "claude" / "sessions" / "claude-config",
+    ".codex": _FIXTURES / "codex" / "sessions" / "codex-home",
+    ".omp/agent": _FIXTURES / "omp" / "sessions" / "omp-agent",
+}
+
+
+def _chown_tree(top: Path, uid: int, gid: int) -> None:
+    os.chown(top, uid, gid, follow_symlinks=False)
+    for directory, dirs, files in os.walk(top):
+        for name in (*dirs, *files):
+            os.chown(os.path.join(directory, name), uid, gid, follow_symlinks=False)
+
+
+@pytest.fixture
+def remote_home(sshd: Sshd) -> Iterator[Path]:
+    """The test user's home holding the fixture stores; removed afterwards. Only with
+    the dedicated test user (as root), whose home this process can write."""
+    if os.geteuid() != 0:
+        pytest.skip("placing stores in the remote home needs the dedicated test user (root)")
+    entry = pwd.getpwnam(sshd.user)
+    placed = []
+    for where, source in _STORES.items():
+        target = sshd.home / where
+        shutil.copytree(source, target, symlinks=True)
+        placed.append(sshd.home / where.split("/")[0])
+    for top in placed:
+        _chown_tree(top, entry.pw_uid, entry.pw_gid)
+    try:
+        yield sshd.home
+    finally:
+        for top in placed:
+            shutil.rmtree(top, ignore_errors=True)
+        (sshd.home / ".bash_profile").unlink(missing_ok=True)
+        shutil.rmtree(sshd.home / "nopy", ignore_errors=True)
+
+
+def _tree(top: Path) -> dict[str, tuple[int, int]]:
+    found = {}
+    for directory, dirs, files in os.walk(top):
+        for name in (*dirs, *files):
+            info = os.lstat(os.path.join(directory, name))
+            found[os.path.join(directory, name)] = (info.st_size, info.st_mtime_ns)
+    return found
+
+
+async def _remote_listing(sshd: Sshd) -> tuple[SessionListing, int, int]:
+    """The host's listing, the file rounds it took and the executions (``ssh``
+    commands, reading the login environment included) it cost."""
+    clanker = Clanker(ssh_config_file=sshd.config_file)
+    clanker.add_host("box", sshd.alias)
+    environment = await clanker.connect_host("box")
+    try:
+        service = SessionService(environment=environment, cache_dir=None)
+        providers = list(clanker.harnesses())
+        listing = await environment.gather(
+            lambda: service.discover(providers, workspace=None))
+        return listing, environment.files.rounds, environment.session_executor.executions
+    finally:
+        environment.close()
+
+
+def _local_listing(home: Path) -> SessionListing:
+    clanker = Clanker()
+    environment = LocalEnvironment({"HOME": str(home), "PATH": os.defpath})
+    service = SessionService(environment=environment, cache_dir=None)
+    return asyncio.run(service.discover(list(clanker.harnesses()), workspace=None))
+
+
+def test_a_hosts_stores_give_the_sessions_a_local_scan_of_them_gives(
+    sshd: Sshd, remote_home: Path
+) -> None:
+    before = _tree(remote_home)
+    remote, rounds, executions = asyncio.run(_remote_listing(sshd))
+    assert _tree(remote_home) == before, "nothing is written on the host"
+    local = _local_listing(remote_home)
+    assert remote.sessions, "the fixtures hold sessions"
+    assert {s.harness for s in remote.sessions} >= {"claude", "codex", "omp"}
+    assert remote.sessions == local.sessions
+    errors = {scan.harness: scan.scan.error for scan in remote.scans}
+    local_errors = {scan.harness: scan.scan.error for scan in local.scans}
+    assert {h for h, e in errors.items() if e is not None} \
+        == {h for h, e in local_errors.items() if e is not None}
+    # One execution reads the login environment. The scan of every provider is
+    # exactly three: the two rounds of file reads and OpenCode's own listing, run
+    # once however many times the rounds run the providers.
+    assert rounds == MAX_ROUNDS == 2
+    assert executions == 1 + 3
+
+
+def test_a_malicious_store_is_read_as_the_local_scanner_reads_it(
+    sshd: Sshd, remote_home: Path, tmp_path: Path
+) -> None:
+    project = remote_home / ".claude" / "projects" / "-home-dev-src-app"
+    secret = tmp_path / "outside.jsonl"
+    good = next(project.glob("*.jsonl"))
+    secret.write_bytes(good.read_bytes())
+    os.symlink(secret, project / "11111111-1111-4111-8111-111111111111.jsonl")
+    os.mkfifo(project / "22222222-2222-4222-8222-222222222222.jsonl")
+    huge = project / "33333333-3333-4333-8333-333333333333.jsonl"
+    huge.write_bytes(good.read_bytes() + b'{"type":"user","x":"' + b"y" * (4 << 20) + b'"}\n')
+    entry = pwd.getpwnam(sshd.user)
+    _chown_tree(project, entry.pw_uid, entry.pw_gid)
+    remote, _, _ = asyncio.run(_remote_listing(sshd))
+    local = _local_listing(remote_home)
+    assert remote.sessions == local.sessions
+    paths = {s.store_path for s in remote.sessions}
+    assert str(project / "11111111-1111-4111-8111-111111111111.jsonl") not in paths
+    assert str(project / "22222222-2222-4222-8222-222222222222.jsonl") not in paths
+
+
+def test_a_host_without_python3_says_what_is_needed(sshd: Sshd, remote_home: Path) -> None:
+    # A login PATH with a shell and env (which reading the login environment runs).
+    tools = remote_home / "nopy"
+    tools.mkdir()
+    os.symlink("/bin/sh", tools / "sh")
+    os.symlink(shutil.which("env") or "/usr/bin/env", tools / "env")
+    (remote_home / ".bash_profile").write_text(f"PATH={tools}\nexport PATH\n")
+
+    async def scan() -> None:
+        clanker = Clanker(ssh_config_file=sshd.config_file)
+        clanker.add_host("box", sshd.alias)
+        environment = await clanker.connect_host("box")
+        try:
+            service = SessionService(environment=environment, cache_dir=None)
+            await environment.gather(
+                lambda: service.discover(list(clanker.harnesses()), workspace=None))
+        finally:
+            environment.close()
+
+    with pytest.raises(HarnessCapabilityError) as caught:
+        asyncio.run(scan())
+    assert caught.value.kind is ErrorKind.NOT_CONFIGURED
+    assert "needs python3" in str(caught.value)
+
+
+def test_a_hosts_files_are_refused_outside_a_scan(tmp_path: Path) -> None:
+    from clanker.hosts import Host
+
+    environment = SshEnvironment(Host("box", "box.invalid"), control_dir=tmp_path)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        environment.files.stat("/etc/passwd")
+    assert caught.value.kind is ErrorKind.UNSUPPORTED
