@@ -4,6 +4,8 @@ read in a bounded number of executions of one program sent on stdin."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import os
 import pwd
 import shutil
@@ -165,3 +167,68 @@ def test_a_hosts_files_are_refused_outside_a_scan(tmp_path: Path) -> None:
     with pytest.raises(HarnessCapabilityError) as caught:
         environment.files.stat("/etc/passwd")
     assert caught.value.kind is ErrorKind.UNSUPPORTED
+
+
+def test_the_library_lists_a_hosts_sessions_and_keeps_their_summaries_apart(
+    sshd: Sshd, remote_home: Path
+) -> None:
+    local = Clanker(ssh_config_file=sshd.config_file)
+    local.add_host("box", sshd.alias)
+
+    async def on_host() -> SessionListing:
+        async with await local.on_host("box") as remote:
+            return await remote.sessions(workspace=None)
+
+    listing = asyncio.run(on_host())
+    assert listing.sessions == _local_listing(remote_home).sessions
+    again = asyncio.run(on_host())  # a new connection, summaries from the host's cache
+    assert again.sessions == listing.sessions
+    assert (local.paths.cache / "hosts" / "ssh-box" / "sessions").is_dir()
+
+
+def test_sessions_host_option_refuses_unknown_and_unreachable_hosts() -> None:
+    from click.testing import CliRunner
+
+    from clanker.cli import cli
+
+    runner = CliRunner()
+    assert runner.invoke(cli, ["sessions", "--host", "nope", "--json"]).exit_code == 40
+    assert runner.invoke(cli, ["hosts", "add", "box", "ssh://nobody@127.0.0.1:9"]).exit_code == 0
+    unreachable = runner.invoke(cli, ["sessions", "--host", "box"])
+    assert unreachable.exit_code == 13, unreachable.output
+    assert "connection was refused" in unreachable.stderr
+    mixed = runner.invoke(cli, ["sessions", "--host", "box", "--workspace", "."])
+    assert mixed.exit_code != 0 and "--workspace" in mixed.output
+
+
+def test_a_store_larger_than_the_answers_bound_is_listed_in_part_never_past_the_bound(
+    sshd: Sshd, remote_home: Path
+) -> None:
+    # Transcripts whose bounded reads, together, are several times what the rounds'
+    # answers carry (and hardly compress): some are skipped, counted, and the scan
+    # still costs no more than its bound.
+    project = remote_home / ".claude" / "projects" / "-home-dev-src-big"
+    project.mkdir()
+    good = next((remote_home / ".claude" / "projects" / "-home-dev-src-app").glob("*.jsonl"))
+    for index in range(24):
+        noise = base64.b64encode(os.urandom(300 * 1024)).decode("ascii")
+        line = json.dumps({"type": "progress", "data": noise}).encode() + b"\n"
+        name = f"{index:08x}-4444-4444-8444-444444444444.jsonl"
+        # The transcript's own id is its file's name.
+        text = good.read_bytes().replace(good.stem.encode(), name[:-6].encode())
+        (project / name).write_bytes(text + line + text)
+    entry = pwd.getpwnam(sshd.user)
+    _chown_tree(project, entry.pw_uid, entry.pw_gid)
+    remote, rounds, executions = asyncio.run(_remote_listing(sshd))
+    local = _local_listing(remote_home)
+    assert rounds <= MAX_ROUNDS and executions <= 1 + 3
+    claude = next(scan.scan for scan in remote.scans if scan.harness == "claude")
+    assert claude.error is None and claude.skipped > 0
+    assert len(local.sessions) > len(remote.sessions) > 0
+    assert set(remote.sessions) < set(local.sessions)
+    # What could not be read is counted, never guessed: each big transcript is
+    # listed or skipped.
+    big = {s.key for s in local.sessions if s.store_path.startswith(str(project))}
+    assert len(big) == 24
+    listed_big = {s.key for s in remote.sessions if s.key in big}
+    assert len(listed_big) + claude.skipped == 24

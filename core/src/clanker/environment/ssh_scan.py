@@ -130,8 +130,9 @@ def walk(root, depth):
                     else:
                         rows.append([entry.name, "-"])
                 elif entry.is_file(follow_symlinks=False):
-                    rows.append([entry.name, "f", st(entry.stat(follow_symlinks=False))])
-                    files.append(entry.path)
+                    info = entry.stat(follow_symlinks=False)
+                    rows.append([entry.name, "f", st(info)])
+                    files.append((info.st_size, entry.path))
                 else:
                     rows.append([entry.name, "-"])
             except OSError:
@@ -193,6 +194,10 @@ def answer(op, args):
         return walk(args[0], args[1])
     return None
 
+def size(row):
+    value = row[2]
+    return len(value.get("head", "")) + len(value.get("tail", "")) if isinstance(value, dict) else 0
+
 def main(requests):
     answers = []
     walked = []
@@ -202,19 +207,29 @@ def main(requests):
         if op == "walk" and isinstance(value, dict):
             walked.extend(value.get("files", ()))
             value.pop("files", None)
+    # The smallest first: within the budget, as many files as can be.
     spent = 0
     extra = []
-    for path in walked:
+    for _, path in sorted(walked):
         if spent > BUDGET:
             break
         value = sample(path, __HEAD__, __TAIL__)
         spent += len(value.get("head", "")) + len(value.get("tail", ""))
         extra.append(["sample", [path, __HEAD__, __TAIL__], value])
+    # Past the answer's bound, the walk's samples go first, then the asked-for
+    # samples, the largest first (so that most files fit): what is left out is
+    # asked for again next round.
+    plain = [row for row in answers if row[0] != "sample"]
+    asked = sorted((row for row in answers if row[0] == "sample"), key=size)
+    extra.sort(key=size)
     while True:
-        out = b64(zlib.compress(json.dumps(answers + extra).encode("utf-8"), 6))
-        if len(out) < __LIMIT__ or not extra:
+        out = b64(zlib.compress(json.dumps(plain + asked + extra).encode("utf-8"), 6))
+        if len(out) < __LIMIT__ or not (extra or asked):
             break
-        extra = extra[: len(extra) // 2]
+        if extra:
+            extra = extra[: len(extra) // 2]
+        else:
+            asked = asked[: len(asked) // 2]
     sys.stdout.write(out)
 
 main(json.loads(base64.b64decode("__REQUESTS__").decode("utf-8")))
@@ -351,7 +366,10 @@ class RemoteFiles:
                     self._samples[args[0]] = value
                 self._answers[(op, *args)] = value
 
-    def _ask(self, *key: Any) -> Any:
+    def _ask(self, *key: Any, skip: bool = False) -> Any:
+        """The fetched answer for ``key``; else, while gathering, a recorded miss.
+        In the last pass a miss fails the provider, or with ``skip`` (a file's
+        sample: more than the rounds' answers could carry) is a skipped file."""
         with self._lock:
             if key in self._answers:
                 return self._answers[key]
@@ -359,6 +377,8 @@ class RemoteFiles:
                 raise HarnessCapabilityError(
                     ErrorKind.UNSUPPORTED,
                     "a host's files are read only within a scan of its stores")
+            if self._final and skip:
+                raise OSError(errno.EFBIG, "past what one scan reads on a host", key[1])
             if self._final:
                 raise HarnessCapabilityError(
                     ErrorKind.COMMAND_FAILED,
@@ -425,7 +445,7 @@ class RemoteFiles:
         if kept is not None and head_bytes <= kept["h"] and tail_bytes <= kept["t"]:
             return self._slice(where, kept, head_bytes, tail_bytes)
         try:
-            answer = self._ask("sample", where, head_bytes, tail_bytes)
+            answer = self._ask("sample", where, head_bytes, tail_bytes, skip=True)
         except _Miss:
             raise OSError(errno.EAGAIN, "not read yet", where) from None
         if "errno" in answer:
