@@ -18,8 +18,12 @@ filters run here, on the same traversal order, so a walk costs no extra round
 for them. The files a walk finds are sampled in the same round (as far as the
 answer's budget goes), so listing a store is one round, not two.
 
-After :data:`MAX_ROUNDS` rounds a call that still cannot be answered fails
-the provider that made it (``command-failed``), never with a guess.
+An answer is bounded (:data:`_MAX_ANSWER`, compressed): past it the walk's
+samples are left out first, then the largest asked-for ones, to be asked for
+again next round. After :data:`MAX_ROUNDS` rounds a sample still missing is a
+skipped file (:class:`OSError`, as an unreadable file is locally) and any
+other call that cannot be answered fails the provider that made it
+(``command-failed``), never with a guess.
 """
 
 from __future__ import annotations
@@ -349,8 +353,7 @@ class RemoteFiles:
         if result.exit_code == NO_PYTHON_EXIT:
             raise HarnessCapabilityError(
                 ErrorKind.NOT_CONFIGURED,
-                "reading session history on this host needs python3 (3.8 or newer) on "
-                "its PATH")
+                "reading session history on this host needs python3 on its PATH")
         if result.exit_code != 0:
             raise HarnessCapabilityError(ErrorKind.COMMAND_FAILED,
                                          "the host could not read its session stores")
