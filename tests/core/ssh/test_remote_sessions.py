@@ -225,10 +225,28 @@ def test_a_store_larger_than_the_answers_bound_is_listed_in_part_never_past_the_
     claude = next(scan.scan for scan in remote.scans if scan.harness == "claude")
     assert claude.error is None and claude.skipped > 0
     assert len(local.sessions) > len(remote.sessions) > 0
-    assert set(remote.sessions) < set(local.sessions)
+    by_key = {s.key: s for s in local.sessions}
+    for session in remote.sessions:
+        assert session == by_key.get(session.key)
     # What could not be read is counted, never guessed: each big transcript is
     # listed or skipped.
     big = {s.key for s in local.sessions if s.store_path.startswith(str(project))}
     assert len(big) == 24
     listed_big = {s.key for s in remote.sessions if s.key in big}
     assert len(listed_big) + claude.skipped == 24
+
+
+@pytest.mark.parametrize("ns", [0, 1, 999_999_999, 1_764_748_420_091_923_456,
+                                1_764_748_420_999_999_999, 4_102_444_800_123_456_789])
+def test_a_time_read_on_a_host_is_the_float_a_local_stat_gives(tmp_path: Path, ns: int) -> None:
+    from clanker.environment.ssh_scan import _stat_result
+
+    path = tmp_path / "f"
+    path.write_bytes(b"")
+    os.utime(path, ns=(ns, ns))
+    info = os.stat(path)
+    row = [info.st_mode, info.st_ino, info.st_dev, info.st_nlink, info.st_uid, info.st_gid,
+           info.st_size, info.st_atime_ns, info.st_mtime_ns, info.st_ctime_ns]
+    remote = _stat_result(row)
+    assert (remote.st_mtime, remote.st_atime, remote.st_mtime_ns) \
+        == (info.st_mtime, info.st_atime, info.st_mtime_ns)

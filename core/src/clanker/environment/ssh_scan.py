@@ -82,6 +82,11 @@ def st(info):
 def b64(data):
     return base64.b64encode(data).decode("ascii")
 
+def raw(data):
+    # Bytes as the code points 0-255: JSON Lines stay mostly themselves, and
+    # compress as well as they do on disk.
+    return data.decode("latin-1")
+
 def sample(path, head_bytes, tail_bytes):
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
@@ -101,7 +106,7 @@ def sample(path, head_bytes, tail_bytes):
         return {"errno": exc.errno or errno.EIO}
     finally:
         os.close(fd)
-    return {"st": st(info), "head": b64(head), "tail": b64(tail),
+    return {"st": st(info), "head": raw(head), "tail": raw(tail),
             "h": head_bytes, "t": tail_bytes}
 
 def walk(root, depth):
@@ -172,7 +177,7 @@ def read_small(path, limit):
         return None
     finally:
         os.close(fd)
-    return b64(data) if len(data) <= limit else None
+    return raw(data) if len(data) <= limit else None
 
 def which(command, path):
     import shutil
@@ -227,7 +232,8 @@ def main(requests):
     asked = sorted((row for row in answers if row[0] == "sample"), key=size)
     extra.sort(key=size)
     while True:
-        out = b64(zlib.compress(json.dumps(plain + asked + extra).encode("utf-8"), 6))
+        text = json.dumps(plain + asked + extra, ensure_ascii=False)
+        out = b64(zlib.compress(text.encode("utf-8", "surrogatepass"), 6))
         if len(out) < __LIMIT__ or not (extra or asked):
             break
         if extra:
@@ -244,11 +250,19 @@ class _Miss(Exception):
     """A call the fetched answers cannot answer (recorded for the next round)."""
 
 
+def _seconds(ns: int) -> float:
+    # As os.stat computes st_mtime (seconds + nanoseconds * 1e-9), so that a
+    # time read on a host is the very float it is read as locally.
+    seconds, rest = divmod(ns, 10**9)
+    return seconds + rest * 1e-9
+
+
 def _stat_result(row: list[int]) -> os.stat_result:
     mode, ino, dev, nlink, uid, gid, size, atime, mtime, ctime = row
     return os.stat_result((mode, ino, dev, nlink, uid, gid, size,
                            atime // 10**9, mtime // 10**9, ctime // 10**9,
-                           atime / 1e9, mtime / 1e9, ctime / 1e9, atime, mtime, ctime))
+                           _seconds(atime), _seconds(mtime), _seconds(ctime),
+                           atime, mtime, ctime))
 
 
 def _refuse_sqlite() -> NoReturn:
@@ -358,7 +372,8 @@ class RemoteFiles:
             raise HarnessCapabilityError(ErrorKind.COMMAND_FAILED,
                                          "the host could not read its session stores")
         try:
-            answers = json.loads(zlib.decompress(base64.b64decode(result.stdout.strip())))
+            answers = json.loads(zlib.decompress(base64.b64decode(result.stdout.strip()))
+                                 .decode("utf-8"))
         except (ValueError, zlib.error) as exc:
             raise HarnessCapabilityError(ErrorKind.PARSE_FAILURE,
                                          "the host's answer could not be read",
@@ -461,8 +476,8 @@ class RemoteFiles:
                ) -> FileSample:
         info = _stat_result(kept["st"])
         size = info.st_size
-        head_read = base64.b64decode(kept["head"])
-        tail_read = base64.b64decode(kept["tail"])
+        head_read = kept["head"].encode("latin-1")
+        tail_read = kept["tail"].encode("latin-1")
         # The bytes read: [0, len(head_read)) and [size - len(tail_read), size).
         head = head_read[:head_bytes]
         tail = b""
@@ -481,7 +496,7 @@ class RemoteFiles:
             answer = self._ask("read_small", os.fspath(path), limit)
         except _Miss:
             return None
-        return None if answer is None else base64.b64decode(answer)
+        return None if answer is None else str(answer).encode("latin-1")
 
     def stat(self, path: str | os.PathLike[str], *, follow: bool = True) -> os.stat_result | None:
         try:
