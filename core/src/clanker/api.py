@@ -154,10 +154,17 @@ class Clanker:
             # A host's summaries are kept apart from this machine's: the same path
             # names another file there.
             cache = self.paths.cache
-            if self.environment.name != "local":
-                cache = cache / "hosts" / self.environment.name
-            self._sessions = SessionService(environment=self.environment, cache_dir=cache,
-                                            homes=self.accounts.homes)
+            if self.environment.name == "local":
+                self._sessions = SessionService(environment=self.environment, cache_dir=cache,
+                                                homes=self.accounts.homes)
+            else:
+                import posixpath
+
+                # A session's directory is the host's: never resolved through this
+                # machine's links, so taken as written (lexically).
+                self._sessions = SessionService(
+                    environment=self.environment, cache_dir=cache / "hosts" / self.environment.name,
+                    homes=self.accounts.homes, canonical_path=posixpath.normpath)
         return self._sessions
 
     def _model_service(self) -> ModelService:
