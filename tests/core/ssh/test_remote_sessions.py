@@ -250,3 +250,19 @@ def test_a_time_read_on_a_host_is_the_float_a_local_stat_gives(tmp_path: Path, n
     remote = _stat_result(row)
     assert (remote.st_mtime, remote.st_atime, remote.st_mtime_ns) \
         == (info.st_mtime, info.st_atime, info.st_mtime_ns)
+
+
+def test_two_listings_of_one_host_at_once_take_turns(sshd: Sshd, remote_home: Path) -> None:
+    local = Clanker(ssh_config_file=sshd.config_file)
+    local.add_host("box", sshd.alias)
+
+    async def twice() -> tuple[SessionListing, SessionListing, int]:
+        async with await local.on_host("box") as remote:
+            first, second = await asyncio.gather(remote.sessions(workspace=None),
+                                                 remote.sessions(workspace=None))
+            assert isinstance(remote.environment, SshEnvironment)
+            return first, second, remote.environment.session_executor.executions
+
+    first, second, executions = asyncio.run(twice())
+    assert first.sessions == second.sessions == _local_listing(remote_home).sessions
+    assert executions == 1 + 2 * 3

@@ -319,6 +319,7 @@ class RemoteFiles:
         self._lock = threading.Lock()
         self._gathering = False
         self._final = False
+        self._serial = asyncio.Lock()  # one scan's rounds at a time
         self.rounds = 0
         """Executions spent by the last :meth:`gather`."""
 
@@ -335,7 +336,12 @@ class RemoteFiles:
 
         Raises ``not-configured`` when the host has no ``python3``, and the
         transport's errors (``transport-failure``, ``timeout``, ``output-limit``).
+        Scans of the same host wait for each other.
         """
+        async with self._serial:
+            return await self._gather(work)
+
+    async def _gather(self, work: Callable[[], Awaitable[_T]]) -> _T:
         self._answers.clear()
         self._samples.clear()
         self.rounds = 0
