@@ -37,7 +37,7 @@ from collections.abc import (
 )
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 if TYPE_CHECKING:
     # Deferred imports keep `import clanker.api` cheap: a tool that only asks
@@ -151,9 +151,20 @@ class Clanker:
     def _session_service(self) -> SessionService:
         if self._sessions is None:
             from clanker.sessions.service import SessionService
-            self._sessions = SessionService(environment=self.environment,
-                                            cache_dir=self.paths.cache,
-                                            homes=self.accounts.homes)
+            # A host's summaries are kept apart from this machine's: the same path
+            # names another file there.
+            cache = self.paths.cache
+            if self.environment.name == "local":
+                self._sessions = SessionService(environment=self.environment, cache_dir=cache,
+                                                homes=self.accounts.homes)
+            else:
+                import posixpath
+
+                # A session's directory is the host's: never resolved through this
+                # machine's links, so taken as written (lexically).
+                self._sessions = SessionService(
+                    environment=self.environment, cache_dir=cache / "hosts" / self.environment.name,
+                    homes=self.accounts.homes, canonical_path=posixpath.normpath)
         return self._sessions
 
     def _model_service(self) -> ModelService:
@@ -408,7 +419,12 @@ class Clanker:
             listing = await asyncio.to_thread(self._grid_sessions, where, chosen, bound)
             if listing is not None:
                 return listing
-        return await self._session_service().discover(chosen, workspace=where, limit=bound)
+        service = self._session_service()
+        gather = getattr(self.environment, "gather", None)
+        if gather is not None:  # an SSH host: its files are read in bounded rounds
+            return cast("SessionListing", await gather(
+                lambda: service.discover(chosen, workspace=where, limit=bound)))
+        return await service.discover(chosen, workspace=where, limit=bound)
 
     def _grid_sessions(self, workspace: str | None, chosen: list[HarnessProvider],
                        limit: int) -> SessionListing | None:

@@ -116,21 +116,22 @@ def test_all_hosts_in_the_cli_reports_each_place() -> None:
     assert both.exit_code == 2
 
 
-def test_history_on_a_host_is_reported_unavailable_store_by_store(sshd: Sshd) -> None:
+def test_history_on_a_host_without_stores_is_empty_store_by_store(sshd: Sshd) -> None:
     clanker = Clanker(ssh_config_file=sshd.config_file)
     clanker.add_host("box", sshd.alias)
 
-    async def listing() -> list[object]:
+    async def listing() -> dict[str, HarnessCapabilityError | None]:
         async with await clanker.on_host("box") as remote:
             found = await remote.sessions(workspace=None)
             assert list(found.sessions) == []
-            return [scan.scan.error for scan in found.scans]
+            return {scan.harness: scan.scan.error for scan in found.scans}
 
     errors = asyncio.run(listing())
-    assert errors
-    for error in errors:
-        assert isinstance(error, HarnessCapabilityError)
-        assert error.kind is ErrorKind.UNSUPPORTED
+    # Stores read from files are empty there; a harness that lists through its own
+    # command (not installed on the host) says so.
+    assert errors and all(error is None for harness, error in errors.items()
+                          if harness != "opencode")
+    assert errors["opencode"] is not None
 
 
 def test_usage_of_all_hosts_reports_each_place() -> None:

@@ -22,6 +22,7 @@ from clanker.cli.common import (
     relative_time,
     run_async,
 )
+from clanker.cli.hosts import host_option, library_on
 from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
 from clanker.registry import HarnessProvider
 from clanker.sessions.capability import DEFAULT_STORE_LIMIT
@@ -74,6 +75,7 @@ def _report_scans(listing: SessionListing, limit: int) -> list[str]:
               help="Only this harness (repeatable).")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=DEFAULT_STORE_LIMIT,
               show_default=True, help="Sessions read per harness store, newest first.")
+@host_option
 @json_option
 @click.pass_context
 def sessions(
@@ -82,19 +84,33 @@ def sessions(
     everywhere: bool,
     harnesses: tuple[HarnessProvider, ...],
     limit: int,
+    host: str | None,
     as_json: bool,
 ) -> None:
-    """List past conversations of every harness for this workspace, newest first."""
+    """List past conversations of every harness for this workspace, newest first.
+
+    With --host, the conversations on that SSH host, of every directory.
+    """
     if ctx.invoked_subcommand is not None:
         return
     if workspace is not None and everywhere:
         raise click.UsageError("--workspace and --all cannot be combined")
-    directory = None if everywhere else os.path.abspath(workspace or os.getcwd())
+    if workspace is not None and host is not None:
+        raise click.UsageError("--workspace names a directory of this machine: with --host "
+                               "every directory of the host is listed")
+    directory = None if everywhere or host is not None \
+        else os.path.abspath(workspace or os.getcwd())
     interactive = sys.stderr.isatty() and not as_json
     if interactive:
         click.echo("Reading session history…", err=True, nl=False)
-    listing = run_async(library().sessions(
-        workspace=directory, harnesses=harnesses or None, limit=limit))
+
+    async def read() -> SessionListing:
+        async with library_on(host) as clanker:
+            return await clanker.sessions(workspace=directory, harnesses=harnesses or None,
+                                          limit=limit)
+
+    with capability_errors():
+        listing = run_async(read())
     if interactive:
         click.echo("\r\x1b[K", err=True, nl=False)
     notes = _report_scans(listing, limit)

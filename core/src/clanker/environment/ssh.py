@@ -7,8 +7,10 @@ execution, so that providers see the remote ``HOME`` and ``PATH``, never the
 local ones. Nothing ever falls back to this machine: a host that cannot be
 reached is a ``transport-failure``.
 
-Reading a host's files (the :class:`~clanker.environment.HostFiles` seam) is
-not available over SSH yet: every read is refused as ``unsupported``.
+A host's files (the :class:`~clanker.environment.HostFiles` seam) are read
+by :class:`~clanker.environment.ssh_scan.RemoteFiles` within
+:meth:`SshEnvironment.gather`: a whole scan of the host's session stores
+costs at most :data:`~clanker.environment.ssh_scan.MAX_ROUNDS` executions.
 """
 
 from __future__ import annotations
@@ -17,16 +19,19 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Final, TypeVar
 
 from clanker.descriptor import Transport
+from clanker.environment.ssh_scan import RemoteFiles, ScanExecutor
 from clanker.envvars import strip_credentials
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest
 from clanker.execution.ssh import SshTransport
 from clanker.hosts import Host
+
+_T = TypeVar("_T")
 
 __all__ = ["SshEnvironment", "control_directory"]
 
@@ -56,39 +61,6 @@ def control_directory(runtime: Path | None) -> Path:
     return candidate
 
 
-def _refuse() -> NoReturn:
-    raise HarnessCapabilityError(ErrorKind.UNSUPPORTED,
-                                 "reading a harness's files on an SSH host is not available yet")
-
-
-class _NoRemoteFiles:
-    """The :class:`~clanker.environment.HostFiles` of an SSH host: every read refused."""
-
-    def walk(self, *args: object, **kwargs: object) -> NoReturn:
-        _refuse()
-
-    def sample(self, *args: object, **kwargs: object) -> NoReturn:
-        _refuse()
-
-    def read_small(self, *args: object, **kwargs: object) -> NoReturn:
-        _refuse()
-
-    def stat(self, *args: object, **kwargs: object) -> NoReturn:
-        _refuse()
-
-    def realpath(self, *args: object, **kwargs: object) -> NoReturn:
-        _refuse()
-
-    def confined(self, *args: object, **kwargs: object) -> NoReturn:
-        _refuse()
-
-    def sqlite(self, *args: object, **kwargs: object) -> NoReturn:
-        _refuse()
-
-    def which(self, *args: object, **kwargs: object) -> NoReturn:
-        _refuse()
-
-
 class SshEnvironment:
     """Harnesses on an SSH host: remote processes over the system ``ssh`` client.
 
@@ -112,7 +84,7 @@ class SshEnvironment:
         self._transport = SshTransport(host.target, control_dir=control_dir,
                                        config_file=config_file, base_env=local_environ)
         self._environ: dict[str, str] = {}
-        self._files = _NoRemoteFiles()
+        self._files = RemoteFiles(self._transport)
 
     def __repr__(self) -> str:
         return f"SshEnvironment({self.host.name!r})"
@@ -122,16 +94,22 @@ class SshEnvironment:
         return f"ssh-{self.host.name}"
 
     @property
-    def executor(self) -> SshTransport:
-        return self._transport
+    def executor(self) -> ScanExecutor:
+        """The host's executor; within :meth:`gather` a repeated request runs once."""
+        return self._files.executor
 
     @property
     def session_executor(self) -> SshTransport:
         return self._transport
 
     @property
-    def files(self) -> _NoRemoteFiles:
+    def files(self) -> RemoteFiles:
         return self._files
+
+    async def gather(self, work: Callable[[], Awaitable[_T]]) -> _T:
+        """Run ``work``, a scan that reads the host's files, in bounded rounds
+        (see :meth:`~clanker.environment.ssh_scan.RemoteFiles.gather`)."""
+        return await self._files.gather(work)
 
     @property
     def environ(self) -> Mapping[str, str]:
