@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     # Deferred imports keep `import clanker.api` cheap: a tool that only asks
     # the grid which agents run never loads a plugin.
     from datetime import timedelta
+    from pathlib import Path
 
     from clanker.accounts.service import AccountService
     from clanker.acp.cleanup import CoderCleanup
@@ -153,7 +154,7 @@ class Clanker:
             from clanker.sessions.service import SessionService
             self._sessions = SessionService(environment=self.environment,
                                             cache_dir=self.paths.cache,
-                                            homes=self.accounts.homes)
+                                            homes=self._session_homes)
         return self._sessions
 
     def _model_service(self) -> ModelService:
@@ -199,10 +200,27 @@ class Clanker:
         person who never adds one has only each harness's default account."""
         if self._accounts is None:
             from clanker.accounts.service import AccountService
+            from clanker.accounts.store import AccountStore
 
             self._accounts = AccountService(registry=self.registry,
-                                            environment=self.environment, paths=self.paths)
+                                            environment=self.environment, paths=self.paths,
+                                            store=AccountStore(self._accounts_file))
         return self._accounts
+
+    @property
+    def _accounts_file(self) -> Path:
+        return self.paths.state / "accounts.json"
+
+    def _session_homes(self, provider: HarnessProvider
+                       ) -> tuple[tuple[str | None, Mapping[str, str]], ...]:
+        """Where ``provider``'s history is (:meth:`AccountService.homes`). With no
+        accounts file there is no managed account, so only the harness's own home,
+        and the accounts service (``hashlib``, ``secrets``, the store) is not loaded
+        for it: ``clanker sessions`` of a person who never added one stays lean. A
+        file that is there, readable or not, is the service's to judge."""
+        if self._accounts is None and not os.path.lexists(self._accounts_file):
+            return ((None, {}),)
+        return self.accounts.homes(provider)
 
     async def aclose(self) -> None:
         """Cancel usage probes still in flight (each child is reaped); stop the SSH
