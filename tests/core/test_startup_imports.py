@@ -29,10 +29,11 @@ _PROBE = textwrap.dedent("""
 """)
 
 # Loaded only by what needs them: a store that is there (sqlite3, a cache to
-# write), a managed account (hashes, secrets, the accounts service).
+# write), a managed account (hashes, secrets, the accounts service), a grid's
+# socket (the grid's modules).
 _NOT_FOR_EMPTY_STORES = ("sqlite3", "hashlib", "secrets", "tempfile",
                          "clanker.accounts.service", "clanker.accounts.store",
-                         "clanker.accounts.homes")
+                         "clanker.accounts.homes", "clanker.grid.daemon")
 
 
 def _run(argv: list[str], tmp_path: Path) -> tuple[int, set[str], str]:
@@ -78,3 +79,13 @@ def test_commands_without_a_store_load_no_database(argv: list[str], tmp_path: Pa
     code, modules, _ = _run(argv, tmp_path)
     assert code == 0
     assert sorted(modules & {"sqlite3", "hashlib", "clanker.accounts.service"}) == []
+
+
+def test_the_grid_socket_looked_for_is_the_grid_s_own(tmp_path: Path) -> None:
+    from clanker.api import Clanker
+    from clanker.grid.daemon import grid_location
+    from clanker.paths import ClankerPaths
+
+    paths = ClankerPaths(config=tmp_path / "config", cache=tmp_path / "cache",
+                         state=tmp_path / "state", runtime=tmp_path / "run")
+    assert Clanker(paths=paths)._grid_socket() == grid_location(paths).socket

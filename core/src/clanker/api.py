@@ -420,13 +420,31 @@ class Clanker:
         where = None if workspace is None else os.path.abspath(workspace)
         chosen = self._chosen(harnesses)
         bound = limit or DEFAULT_STORE_LIMIT
-        if grid and self._as_this_process:
+        # No socket where the grid puts it: no grid runs, and neither the grid's
+        # modules nor a thread to ask it are needed (`_grid_sessions` says None).
+        if grid and self._as_this_process and self._grid_may_run():
             import asyncio
 
             listing = await asyncio.to_thread(self._grid_sessions, where, chosen, bound)
             if listing is not None:
                 return listing
         return await self._session_service().discover(chosen, workspace=where, limit=bound)
+
+    def _grid_socket(self) -> Path:
+        """Where a running grid's socket is (``grid.daemon.grid_location``'s, which a
+        test holds this to), known without importing the grid."""
+        return self.paths.runtime / "grid" / "grid.sock"
+
+    def _grid_may_run(self) -> bool:
+        """``False`` only when nothing is where the grid's socket would be: then no
+        grid runs and :meth:`_grid_sessions` would answer ``None``. A runtime
+        directory that cannot be used is left for it to judge."""
+        from clanker.grid.errors import GridError
+
+        try:
+            return os.path.lexists(self._grid_socket())
+        except GridError:
+            return True
 
     def _grid_sessions(self, workspace: str | None, chosen: list[HarnessProvider],
                        limit: int) -> SessionListing | None:
