@@ -33,7 +33,8 @@ _PROBE = textwrap.dedent("""
 # socket (the grid's modules).
 _NOT_FOR_EMPTY_STORES = ("sqlite3", "hashlib", "secrets", "tempfile",
                          "clanker.accounts.service", "clanker.accounts.store",
-                         "clanker.accounts.homes", "clanker.grid.daemon")
+                         "clanker.accounts.homes", "clanker.grid.daemon",
+                         "clanker.sessions.selection")
 
 
 def _run(argv: list[str], tmp_path: Path) -> tuple[int, set[str], str]:
