@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     # Deferred imports keep `import clanker.api` cheap: a tool that only asks
     # the grid which agents run never loads a plugin.
     from datetime import timedelta
+    from pathlib import Path
 
     from clanker.accounts.service import AccountService
     from clanker.acp.cleanup import CoderCleanup
@@ -156,7 +157,7 @@ class Clanker:
             cache = self.paths.cache
             if self.environment.name == "local":
                 self._sessions = SessionService(environment=self.environment, cache_dir=cache,
-                                                homes=self.accounts.homes)
+                                                homes=self._session_homes)
             else:
                 import posixpath
 
@@ -164,7 +165,7 @@ class Clanker:
                 # machine's links, so taken as written (lexically).
                 self._sessions = SessionService(
                     environment=self.environment, cache_dir=cache / "hosts" / self.environment.name,
-                    homes=self.accounts.homes, canonical_path=posixpath.normpath)
+                    homes=self._session_homes, canonical_path=posixpath.normpath)
         return self._sessions
 
     def _model_service(self) -> ModelService:
@@ -210,10 +211,27 @@ class Clanker:
         person who never adds one has only each harness's default account."""
         if self._accounts is None:
             from clanker.accounts.service import AccountService
+            from clanker.accounts.store import AccountStore
 
             self._accounts = AccountService(registry=self.registry,
-                                            environment=self.environment, paths=self.paths)
+                                            environment=self.environment, paths=self.paths,
+                                            store=AccountStore(self._accounts_file))
         return self._accounts
+
+    @property
+    def _accounts_file(self) -> Path:
+        return self.paths.state / "accounts.json"
+
+    def _session_homes(self, provider: HarnessProvider
+                       ) -> tuple[tuple[str | None, Mapping[str, str]], ...]:
+        """Where ``provider``'s history is (:meth:`AccountService.homes`). With no
+        accounts file there is no managed account, so only the harness's own home,
+        and the accounts service (``hashlib``, ``secrets``, the store) is not loaded
+        for it: ``clanker sessions`` of a person who never added one stays lean. A
+        file that is there, readable or not, is the service's to judge."""
+        if self._accounts is None and not os.path.lexists(self._accounts_file):
+            return ((None, {}),)
+        return self.accounts.homes(provider)
 
     async def aclose(self) -> None:
         """Cancel usage probes still in flight (each child is reaped); stop the SSH
@@ -413,7 +431,9 @@ class Clanker:
         where = None if workspace is None else os.path.abspath(workspace)
         chosen = self._chosen(harnesses)
         bound = limit or DEFAULT_STORE_LIMIT
-        if grid and self._as_this_process:
+        # No socket where the grid puts it: no grid runs, and neither the grid's
+        # modules nor a thread to ask it are needed (`_grid_sessions` says None).
+        if grid and self._as_this_process and self._grid_may_run():
             import asyncio
 
             listing = await asyncio.to_thread(self._grid_sessions, where, chosen, bound)
@@ -425,6 +445,22 @@ class Clanker:
             return cast("SessionListing", await gather(
                 lambda: service.discover(chosen, workspace=where, limit=bound)))
         return await service.discover(chosen, workspace=where, limit=bound)
+
+    def _grid_socket(self) -> Path:
+        """Where a running grid's socket is (``grid.daemon.grid_location``'s, which a
+        test holds this to), known without importing the grid."""
+        return self.paths.runtime / "grid" / "grid.sock"
+
+    def _grid_may_run(self) -> bool:
+        """``False`` only when nothing is where the grid's socket would be: then no
+        grid runs and :meth:`_grid_sessions` would answer ``None``. A runtime
+        directory that cannot be used is left for it to judge."""
+        from clanker.grid.errors import GridError
+
+        try:
+            return os.path.lexists(self._grid_socket())
+        except GridError:
+            return True
 
     def _grid_sessions(self, workspace: str | None, chosen: list[HarnessProvider],
                        limit: int) -> SessionListing | None:

@@ -21,7 +21,6 @@ import errno
 import json
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Final
 
@@ -70,6 +69,8 @@ def write_json_atomic(path: Path, data: object, *, fsync: bool = True) -> None:
     # `dumps` (not `dump`) so the C encoder writes it: `dump` streams through the
     # pure-Python one, several times slower on a large cache.
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    import tempfile  # on first write: `sessions` over unchanged stores writes nothing
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

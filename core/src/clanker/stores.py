@@ -28,6 +28,7 @@ cached and counted the same way:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from clanker.environment import HostFiles
 from clanker.environment.files import (
@@ -37,7 +38,6 @@ from clanker.environment.files import (
     head_and_tail,
 )
 from clanker.environment.lines import LineRegion, decode_object
-from clanker.environment.sqlite import require_columns
 from clanker.environment.witness import Witness
 from clanker.sessions.answers import Answer, FileState
 from clanker.sessions.filestore import MAX_ENTRIES, Candidate, scan_files
@@ -50,6 +50,9 @@ from clanker.sessions.types import (
     parse_timestamp,
 )
 from clanker.storage import read_regular_file
+
+if TYPE_CHECKING:
+    import sqlite3
 
 __all__ = [
     "DEFAULT_HEAD_BYTES",
@@ -87,3 +90,17 @@ def home_directory(environ: Mapping[str, str]) -> str | None:
     if not home or "\x00" in home or not home.startswith("/"):
         return None
     return home
+
+
+def require_columns(
+    connection: sqlite3.Connection,
+    tables: Mapping[str, frozenset[str]],
+    *,
+    harness: str,
+) -> None:
+    """Raise ``storage-changed`` unless every table has at least these columns
+    (:func:`clanker.environment.sqlite.require_columns`, imported with the first
+    database read: a provider whose store is absent never loads ``sqlite3``)."""
+    from clanker.environment.sqlite import require_columns as check
+
+    check(connection, tables, harness=harness)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
 from typing import Any, Final
 
 import click
@@ -147,6 +146,8 @@ def main(argv: list[str] | None = None) -> Any:
         return cli.main(args=argv, prog_name="clanker", standalone_mode=True)
     except Exception as exc:  # click already handled its own exceptions
         if os.environ.get("CLANKER_DEBUG"):
+            import traceback
+
             traceback.print_exc()
         from clanker.registry import CapabilityLoadError
 

@@ -26,7 +26,6 @@ from clanker.cli.hosts import host_option, library_on
 from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
 from clanker.registry import HarnessProvider
 from clanker.sessions.capability import DEFAULT_STORE_LIMIT
-from clanker.sessions.selection import InvalidSelectionError, SessionNotFoundError
 from clanker.sessions.service import SessionListing
 from clanker.sessions.types import HarnessSession
 
@@ -162,6 +161,8 @@ def sessions(
 @json_option
 def show(selection: str, as_json: bool) -> None:
     """Show one session, re-found in its harness's own history."""
+    from clanker.sessions.selection import InvalidSelectionError, SessionNotFoundError
+
     with capability_errors():
         try:
             found = run_async(library().find_session(selection, workspace=os.getcwd()))

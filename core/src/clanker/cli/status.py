@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -179,6 +178,8 @@ class Notifier:
 
     @staticmethod
     def _find() -> list[str] | None:
+        import shutil  # `watch` only: `status` in a prompt need not load it (bz2, lzma)
+
         send = shutil.which("notify-send")
         if send:
             return [send, "--app-name=clanker", "clanker"]

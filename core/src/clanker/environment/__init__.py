@@ -19,7 +19,6 @@ is this machine. A provider never learns which environment it runs in.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
@@ -31,6 +30,8 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandExecutor, SessionExecutor
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from clanker.environment.files import Candidate, FileSample
     from clanker.environment.witness import Witness
 

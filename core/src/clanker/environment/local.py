@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import sqlite3
 import stat as stat_module
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
@@ -17,6 +16,8 @@ from clanker.envvars import strip_credentials
 from clanker.execution import LocalTransport
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from clanker.environment.files import Candidate, FileSample
     from clanker.environment.witness import Witness
 

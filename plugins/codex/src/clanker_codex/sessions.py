@@ -353,16 +353,16 @@ def read_index(
     was there but could not be read (busy, corrupt, changed). Either way the
     rollouts alone are a complete answer; only a failure may pass.
     """
-    import sqlite3
-
-    from clanker.errors import HarnessCapabilityError
-    from clanker.stores import require_columns
-
     if path is None or not rollouts:
         return {}
     info = files.stat(path)
     if info is None or not stat.S_ISREG(info.st_mode):
         return {}
+    import sqlite3  # once there is an index to read
+
+    from clanker.errors import HarnessCapabilityError
+    from clanker.stores import require_columns
+
     query = ("SELECT rollout_path, name, title, archived FROM threads "
              "WHERE rollout_path IN (SELECT value FROM json_each(?))")
     try:

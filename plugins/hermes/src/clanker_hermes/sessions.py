@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
 import stat
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
@@ -33,6 +32,8 @@ from clanker.sessions.capability import HarnessSession, SessionScan, SessionsCon
 from clanker.stores import HostFiles, clean_text, home_directory, require_columns
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from clanker_hermes.launch import HermesLaunch
 
 __all__ = [

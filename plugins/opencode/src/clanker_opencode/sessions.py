@@ -24,7 +24,6 @@ answer); the variables that select the store; the directory it ran in.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -272,6 +271,8 @@ def _identity(stat: stat_result) -> str:
 def _environment_digest(environ: Mapping[str, str]) -> str:
     chosen = {name: value for name, value in environ.items()
               if name in _STORE_VARIABLES or name.startswith("OPENCODE_")}
+    import hashlib  # here: the module is imported by every `sessions`, opencode's or not
+
     return hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()
 
 

@@ -1,0 +1,92 @@
+"""What a command imports when it has little to do: what it does not need loads on first use.
+
+Each case runs the real CLI in a fresh interpreter and reads ``sys.modules``
+once it has answered: a check of what was imported, never of how long it took.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from clanker.accounts.store import AccountState
+
+_PROBE = textwrap.dedent("""
+    import json, sys
+    from clanker.cli import main
+
+    try:
+        main(sys.argv[1:])
+    except SystemExit as exited:
+        code = exited.code
+    print(json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+""")
+
+# Loaded only by what needs them: a store that is there (sqlite3, a cache to
+# write), a managed account (hashes, secrets, the accounts service), a grid's
+# socket (the grid's modules).
+_NOT_FOR_EMPTY_STORES = ("sqlite3", "hashlib", "secrets", "tempfile",
+                         "clanker.accounts.service", "clanker.accounts.store",
+                         "clanker.accounts.homes", "clanker.grid.daemon",
+                         "clanker.sessions.selection")
+
+
+def _run(argv: list[str], tmp_path: Path) -> tuple[int, set[str], str]:
+    empty = tmp_path / "empty"
+    empty.mkdir(exist_ok=True)
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("CLANKER_", "OPENCODE_", "HERMES_", "PI_", "CODEX_", "CLAUDE_"))}
+    env.update({"CLANKER_HOME": str(tmp_path / "clanker"), "HOME": str(empty),
+                "XDG_DATA_HOME": str(empty), "XDG_CONFIG_HOME": str(empty),
+                "XDG_STATE_HOME": str(empty), "XDG_CACHE_HOME": str(empty),
+                "XDG_RUNTIME_DIR": str(tmp_path / "run"),
+                "CODEX_HOME": str(empty), "CLAUDE_CONFIG_DIR": str(empty),
+                "PI_CODING_AGENT_DIR": str(empty), "PATH": str(tmp_path / "no-bin")})
+    done = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True,
+                          text=True, env=env, check=False, timeout=120)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    return report["exit"], set(report["modules"]), done.stdout
+
+
+def test_sessions_over_empty_stores_loads_no_database_and_no_accounts(tmp_path: Path) -> None:
+    code, modules, out = _run(["sessions", "--json", "--all"], tmp_path)
+    assert code == 0
+    listing = json.loads(out)
+    assert listing["sessions"] == []
+    assert {scan["harness"] for scan in listing["scans"]} >= {"claude", "codex", "pi"}
+    assert "clanker.sessions.service" in modules  # it did list
+    assert sorted(modules & set(_NOT_FOR_EMPTY_STORES)) == []
+
+
+def test_an_accounts_file_brings_the_accounts_service_in(tmp_path: Path) -> None:
+    # The same command with a (here empty) accounts file: the service reads it.
+    state = tmp_path / "clanker" / "state"
+    state.mkdir(parents=True)
+    (state / "accounts.json").write_text(json.dumps(AccountState().to_json()))
+    os.chmod(state / "accounts.json", 0o600)
+    code, modules, _ = _run(["sessions", "--json", "--all"], tmp_path)
+    assert code == 0
+    assert "clanker.accounts.service" in modules
+
+
+@pytest.mark.parametrize("argv", [["harnesses", "--json"], ["status"]])
+def test_commands_without_a_store_load_no_database(argv: list[str], tmp_path: Path) -> None:
+    code, modules, _ = _run(argv, tmp_path)
+    assert code == 0
+    assert sorted(modules & {"sqlite3", "hashlib", "clanker.accounts.service"}) == []
+
+
+def test_the_grid_socket_looked_for_is_the_grid_s_own(tmp_path: Path) -> None:
+    from clanker.api import Clanker
+    from clanker.grid.daemon import grid_location
+    from clanker.paths import ClankerPaths
+
+    paths = ClankerPaths(config=tmp_path / "config", cache=tmp_path / "cache",
+                         state=tmp_path / "state", runtime=tmp_path / "run")
+    assert Clanker(paths=paths)._grid_socket() == grid_location(paths).socket
