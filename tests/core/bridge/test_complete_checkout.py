@@ -137,12 +137,35 @@ class Isolated:
         assert self.user.finish() == 0
 
 
+class Notices:
+    """What a ``watch --notify`` is sent: every notification's message, from a thread."""
+
+    def __init__(self) -> None:
+        from clanker.grid.client import GridClient
+        from clanker.grid.daemon import grid_location
+
+        self.seen: list[str] = []
+        synced = threading.Event()
+
+        def follow() -> None:
+            client = GridClient(grid_location().socket)
+            for event in client.subscribe(notifications=True):
+                if event.kind.value == "synced":
+                    synced.set()
+                if event.notification is not None:
+                    self.seen.append(event.notification.message)
+
+        threading.Thread(target=follow, daemon=True).start()
+        assert synced.wait(60)
+
+
 def test_the_agent_finishes_its_worktree_and_continues_in_the_main_checkout(
     repository: Path,
 ) -> None:
     isolated = Isolated(repository)
     [before] = isolated.clanker.agents()
     assert COMPLETE in before.bridge  # granted where create is
+    notices = Notices()
     moved_env = isolated.env
     code, answer = isolated.complete("--arg", "deleteBranch=true")
     assert code == 0, answer
@@ -153,6 +176,9 @@ def test_the_agent_finishes_its_worktree_and_continues_in_the_main_checkout(
     assert isolated.runs_in() == str(repository)
     assert not isolated.listed() and not isolated.path.exists()
     assert not isolated.branch_exists()
+    wait_for(lambda: bool(notices.seen), "the person's notice")
+    assert notices.seen == [f"isolated checkout completed: {isolated.path} removed, its "
+                            f"branch deleted; the agent continues in {repository}"]
     assert call(moved_env, COMPLETE)[0] == wire.EXIT_NO_AUTHORITY  # rotated with the move
     assert isolated.user.relayed.listening.wait(60)
     code, again = isolated.complete()

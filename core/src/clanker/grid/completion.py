@@ -66,13 +66,15 @@ class Completion:
     def __init__(self, *, state_dir: Path | None, move: Move,
                  session_of: Callable[[str], str | None],
                  listening: Callable[[str], bool], transactions: Transactions,
-                 locations: Locations) -> None:
+                 locations: Locations,
+                 notify: Callable[[Binding, str], object] | None = None) -> None:
         self._state_dir = state_dir
         self._move = move
         self._session_of = session_of
         self._listening = listening
         self._transactions = transactions
         self._locations = locations
+        self._notify = notify
         self._outcomes: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._moving: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
@@ -118,7 +120,7 @@ class Completion:
         target = _same_place(main, worktree.path, here) if os.path.isdir(here) else main
         # Owned here, not by the caller: past the move's commit point it must finish.
         task = self._transactions.own(self._move_and_complete(
-            service, binding.terminal, session, main, target, worktree,
+            service, binding, session, main, target, worktree,
             delete_branch, discard_ignored))
         self._moving[binding.terminal] = task
 
@@ -186,12 +188,13 @@ class Completion:
                                 f"works in {top}; nothing was changed")
         return main, worktree
 
-    async def _move_and_complete(self, service: CheckoutService, terminal: str,
+    async def _move_and_complete(self, service: CheckoutService, binding: Binding,
                                  session: str, main: str, target: str, worktree: Worktree,
                                  delete_branch: bool, discard_ignored: bool
                                  ) -> dict[str, Any]:
         from clanker.checkouts.types import CheckoutError
 
+        terminal = binding.terminal
         kept = f"the worktree is kept at {worktree.path}"
         try:
             outcome = await self._move(terminal, target, session)
@@ -226,6 +229,8 @@ class Completion:
         else:
             answer = moved | _completed(result, target)
         self._remember(session, answer)
+        if self._notify is not None:  # the person sees it, whoever else the agent tells
+            self._notify(binding, _notice(answer))
         return answer
 
     def _remember(self, session: str, answer: dict[str, Any]) -> None:
@@ -233,6 +238,18 @@ class Completion:
         self._outcomes.move_to_end(session)
         while len(self._outcomes) > _REMEMBERED:
             self._outcomes.popitem(last=False)
+
+
+def _notice(answer: dict[str, Any]) -> str:
+    """One line for the person: what completing the agent's checkout did."""
+    if answer["status"] == "completed":
+        branch = ("its branch deleted" if answer["branch_deleted"]
+                  else f"branch {answer['branch']} kept")
+        return (f"isolated checkout completed: {answer['path']} removed, {branch}; "
+                f"the agent continues in {answer['moved_to']}")
+    why = answer.get("reason") or answer.get("removal")
+    return (f"isolated checkout only partly completed ({why}): {answer['path']} is kept; "
+            f"the agent continues in {answer['moved_to']}")
 
 
 def _blocked(worktree: Worktree) -> dict[str, Any]:

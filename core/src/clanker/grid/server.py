@@ -321,7 +321,8 @@ class Grid:
         self._completion = Completion(
             state_dir=state_dir, move=self.move, session_of=self._session_of,
             listening=self._movers.listening, transactions=self._isolation.transactions,
-            locations=lambda: [(e.terminal, e.cwd, e.location) for e in self.entries()])
+            locations=lambda: [(e.terminal, e.cwd, e.location) for e in self.entries()],
+            notify=self._notify)
         self._handlers: set[asyncio.Task[None]] = set()
         self._sessions = sessions
         self._server: asyncio.AbstractServer | None = None
