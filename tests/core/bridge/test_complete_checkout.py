@@ -441,7 +441,7 @@ def test_a_worktree_clanker_did_not_create_is_not_completed(repository: Path) ->
     assert theirs.is_dir()
 
 
-def test_both_checkout_transactions_declare_the_specs_bound() -> None:
+def test_both_checkout_transactions_declare_the_specs_bound_and_hints() -> None:
     from clanker.bridge.complete import CLANKER_COMPLETE_ISOLATED_CHECKOUT
     from clanker.bridge.isolated import CLANKER_CREATE_ISOLATED_CHECKOUT
     from clanker.checkouts.types import TRANSACTION_TIMEOUT
@@ -450,6 +450,11 @@ def test_both_checkout_transactions_declare_the_specs_bound() -> None:
     assert TRANSACTION_TIMEOUT == 30.0
     for capability in (CLANKER_CREATE_ISOLATED_CHECKOUT, CLANKER_COMPLETE_ISOLATED_CHECKOUT):
         assert capability.timeout == TRANSACTION_TIMEOUT, capability.name
+        # The spec's hints: both mutate, completion may destroy, neither is idempotent.
+        assert not capability.annotations.read_only
+        assert not capability.annotations.idempotent, capability.name
+    assert CLANKER_COMPLETE_ISOLATED_CHECKOUT.annotations.destructive
+    assert not CLANKER_CREATE_ISOLATED_CHECKOUT.annotations.destructive
     assert STOP_TIMEOUT > TRANSACTION_TIMEOUT  # `grid stop` outwaits a transaction
 
 

@@ -44,7 +44,7 @@ CLANKER_COMPLETE_ISOLATED_CHECKOUT: Final = define_capability(
         discardIgnored=Flag("Remove it although ignored files are left (they go to the "
                              "Trash with it).", required=False, default=False),
     ),
-    annotations=Annotations(read_only=False, destructive=True, idempotent=True),
+    annotations=Annotations(read_only=False, destructive=True, idempotent=False),
     timeout=TRANSACTION_TIMEOUT,
     guidance=("When your work in a clanker worktree is done (committed, merged), finish it "
               "with clanker_complete_isolated_checkout instead of `git worktree remove`, "

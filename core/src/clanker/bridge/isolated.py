@@ -37,7 +37,7 @@ CLANKER_CREATE_ISOLATED_CHECKOUT: Final = define_capability(
     ),
     input=Input(branch=Text("The new branch, as git names branches (feature/x).",
                             max_length=MAX_BRANCH)),
-    annotations=Annotations(read_only=False, destructive=False, idempotent=True),
+    annotations=Annotations(read_only=False, destructive=False, idempotent=False),
     timeout=TRANSACTION_TIMEOUT,
     guidance=("To work apart from other agents in this repository, ask "
               "clanker_create_isolated_checkout for a worktree instead of running "
