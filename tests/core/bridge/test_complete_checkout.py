@@ -11,9 +11,11 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +24,7 @@ import pytest
 
 from clanker.api import Clanker
 from clanker.bridge import wire
+from clanker.grid import daemon
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.launch.service import LaunchOptions
 from clanker.testing.doubles import prepend_to_path
@@ -134,12 +137,35 @@ class Isolated:
         assert self.user.finish() == 0
 
 
+class Notices:
+    """What a ``watch --notify`` is sent: every notification's message, from a thread."""
+
+    def __init__(self) -> None:
+        from clanker.grid.client import GridClient
+        from clanker.grid.daemon import grid_location
+
+        self.seen: list[str] = []
+        synced = threading.Event()
+
+        def follow() -> None:
+            client = GridClient(grid_location().socket)
+            for event in client.subscribe(notifications=True):
+                if event.kind.value == "synced":
+                    synced.set()
+                if event.notification is not None:
+                    self.seen.append(event.notification.message)
+
+        threading.Thread(target=follow, daemon=True).start()
+        assert synced.wait(60)
+
+
 def test_the_agent_finishes_its_worktree_and_continues_in_the_main_checkout(
     repository: Path,
 ) -> None:
     isolated = Isolated(repository)
     [before] = isolated.clanker.agents()
     assert COMPLETE in before.bridge  # granted where create is
+    notices = Notices()
     moved_env = isolated.env
     code, answer = isolated.complete("--arg", "deleteBranch=true")
     assert code == 0, answer
@@ -150,6 +176,9 @@ def test_the_agent_finishes_its_worktree_and_continues_in_the_main_checkout(
     assert isolated.runs_in() == str(repository)
     assert not isolated.listed() and not isolated.path.exists()
     assert not isolated.branch_exists()
+    wait_for(lambda: bool(notices.seen), "the person's notice")
+    assert notices.seen == [f"isolated checkout completed: {isolated.path} removed, its "
+                            f"branch deleted; the agent continues in {repository}"]
     assert call(moved_env, COMPLETE)[0] == wire.EXIT_NO_AUTHORITY  # rotated with the move
     assert isolated.user.relayed.listening.wait(60)
     code, again = isolated.complete()
@@ -410,3 +439,116 @@ def test_a_worktree_clanker_did_not_create_is_not_completed(repository: Path) ->
     assert code == wire.EXIT_CAPABILITY_FAILED
     assert f"(not-owned: {theirs} was not created by clanker" in message(answer)
     assert theirs.is_dir()
+
+
+def test_both_checkout_transactions_declare_the_specs_bound_and_hints() -> None:
+    from clanker.bridge.complete import CLANKER_COMPLETE_ISOLATED_CHECKOUT
+    from clanker.bridge.isolated import CLANKER_CREATE_ISOLATED_CHECKOUT
+    from clanker.checkouts.types import TRANSACTION_TIMEOUT
+    from clanker.grid.daemon import STOP_TIMEOUT
+
+    assert TRANSACTION_TIMEOUT == 30.0
+    for capability in (CLANKER_CREATE_ISOLATED_CHECKOUT, CLANKER_COMPLETE_ISOLATED_CHECKOUT):
+        assert capability.timeout == TRANSACTION_TIMEOUT, capability.name
+        # The spec's hints: both mutate, completion may destroy, neither is idempotent.
+        assert not capability.annotations.read_only
+        assert not capability.annotations.idempotent, capability.name
+    assert CLANKER_COMPLETE_ISOLATED_CHECKOUT.annotations.destructive
+    assert not CLANKER_CREATE_ISOLATED_CHECKOUT.annotations.destructive
+    assert STOP_TIMEOUT > TRANSACTION_TIMEOUT  # `grid stop` outwaits a transaction
+
+
+def accepting() -> bool:
+    """Whether the grid still takes connections on its socket."""
+    from clanker.grid.daemon import grid_location
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(grid_location().socket))
+        except OSError:
+            return False
+        return True
+
+
+class Stopping:
+    """``daemon.stop`` (a shutdown request, then waiting for the grid to be gone) in a
+    thread, so the test can act while the grid shuts down."""
+
+    def __init__(self) -> None:
+        self.outcome: list[object] = []
+        self.thread = threading.Thread(target=self._stop)
+        self.thread.start()
+        wait_for(lambda: not accepting() or bool(self.outcome), "the grid to start stopping")
+
+    def _stop(self) -> None:
+        try:
+            self.outcome.append(daemon.stop())
+        except Exception as error:  # reported by result()
+            self.outcome.append(error)
+
+    def result(self) -> object:
+        self.thread.join()
+        return self.outcome[0]
+
+
+def test_a_shutdown_waits_for_a_completion_whose_git_step_is_held(
+    repository: Path,
+) -> None:
+    isolated = Isolated(repository)
+    # git waits for a ref lock it finds held (up to this many ms), so the test holds
+    # the lock on the branch `git branch -d` must delete.
+    git(repository, "config", "core.filesRefLockTimeout", "25000")
+    lock = repository / ".git" / "refs" / "heads" / "feature" / "x.lock"
+    lock.write_text("")
+    caller = subprocess.Popen([sys.executable, "-m", "clanker", "cmd", "run", COMPLETE,
+                               "--arg", "deleteBranch=true", "--json"], env=isolated.env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        isolated.user.read_until(f"running resume abc in {repository}")
+        wait_for(lambda: not isolated.listed(), "the worktree to be removed")
+        assert caller.poll() is None  # deleting the branch waits for the lock
+        stopping = Stopping()
+        assert stopping.thread.is_alive() and isolated.branch_exists()
+        lock.unlink()  # only now can the transaction finish: the grid waited for it
+        assert stopping.result() is True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+        out = caller.communicate(timeout=180)[0]
+    assert caller.returncode == 0, out
+    answer = json.loads(out)
+    assert answer["status"] == "completed" and answer["branch_deleted"] is True
+    assert not isolated.branch_exists() and not isolated.path.exists()
+    isolated.finish()
+
+
+def test_a_shutdown_during_a_held_move_is_bounded_and_reports_nothing_done(
+    repository: Path, tmp_path: Path,
+) -> None:
+    isolated = Isolated(repository)
+    hold = tmp_path / "hold-in"
+    hold.write_text(str(repository))  # the resume in the main checkout never answers
+    caller = subprocess.Popen([sys.executable, "-m", "clanker", "cmd", "run", COMPLETE,
+                               "--arg", "deleteBranch=true", "--json"], env=isolated.env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for(Path(f"{hold}.pid").exists, "the resume in the main checkout to start")
+        stopping = Stopping()
+        assert stopping.result() is True  # bounded: it did not wait for the move forever
+        out = caller.communicate(timeout=180)[0]
+    finally:
+        hold.unlink()
+        caller.kill()
+        caller.wait()
+    # The launcher gave up on the resume, or the call reached its own bound, or the
+    # grid cut the move off at the transaction's: never a "completed".
+    assert caller.returncode != 0, out
+    if out:
+        said = message(json.loads(out))
+        assert "did not finish within 30 s" in said or (
+            f"(not-moved (no-output): you continue where you were; the worktree is kept "
+            f"at {isolated.path})") in said, out
+    assert isolated.listed() and isolated.path.is_dir() and isolated.branch_exists()
+    assert Path(isolated.path, "README").exists()
+    isolated.user.thread.join(0)  # the relay may still adopt the late resume: let it
+    isolated.finish()

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from clanker.bridge.declaration import Annotations, Caller, Signal, define_capability
 from clanker.bridge.input import Arguments, Flag, Input
+from clanker.checkouts.types import TRANSACTION_TIMEOUT
 
 __all__ = ["CLANKER_COMPLETE_ISOLATED_CHECKOUT"]
 
@@ -43,8 +44,8 @@ CLANKER_COMPLETE_ISOLATED_CHECKOUT: Final = define_capability(
         discardIgnored=Flag("Remove it although ignored files are left (they go to the "
                              "Trash with it).", required=False, default=False),
     ),
-    annotations=Annotations(read_only=False, destructive=True, idempotent=True),
-    timeout=60.0,
+    annotations=Annotations(read_only=False, destructive=True, idempotent=False),
+    timeout=TRANSACTION_TIMEOUT,
     guidance=("When your work in a clanker worktree is done (committed, merged), finish it "
               "with clanker_complete_isolated_checkout instead of `git worktree remove`, "
               "ExitWorktree or cd: it moves this conversation back and removes the "

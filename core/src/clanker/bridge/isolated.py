@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from clanker.bridge.declaration import Annotations, Caller, Signal, define_capability
 from clanker.bridge.input import Arguments, Input, Text
+from clanker.checkouts.types import TRANSACTION_TIMEOUT
 
 __all__ = ["CHECKOUT_NAMES", "CLANKER_CREATE_ISOLATED_CHECKOUT"]
 
@@ -36,8 +37,8 @@ CLANKER_CREATE_ISOLATED_CHECKOUT: Final = define_capability(
     ),
     input=Input(branch=Text("The new branch, as git names branches (feature/x).",
                             max_length=MAX_BRANCH)),
-    annotations=Annotations(read_only=False, destructive=False, idempotent=True),
-    timeout=60.0,
+    annotations=Annotations(read_only=False, destructive=False, idempotent=False),
+    timeout=TRANSACTION_TIMEOUT,
     guidance=("To work apart from other agents in this repository, ask "
               "clanker_create_isolated_checkout for a worktree instead of running "
               "`git worktree` or EnterWorktree yourself: clanker records it, moves this "

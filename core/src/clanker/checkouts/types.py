@@ -10,6 +10,7 @@ from attrs import field, frozen
 
 __all__ = [
     "MAX_EXAMPLES",
+    "TRANSACTION_TIMEOUT",
     "ChangeCategory",
     "Changes",
     "CheckoutError",
@@ -29,6 +30,11 @@ __all__ = [
 
 MAX_EXAMPLES: Final = 20
 """At most this many relative paths are named per category of change."""
+
+TRANSACTION_TIMEOUT: Final = 30.0
+"""The bound, in seconds, an isolated-checkout transaction (create or complete) declares:
+the bridge cuts the caller's call off there, and a grid that shuts down waits that long
+at most for one that is under way."""
 
 
 class Refusal(enum.StrEnum):

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Final
 from clanker._logging import get_logger
 from clanker.bridge.credentials import Binding
 from clanker.bridge.declaration import CapabilityRefused
-from clanker.grid.isolation import Move, _same_place
+from clanker.grid.isolation import Move, Transactions, _same_place
 from clanker.grid.moves import MoveUnavailable
 
 if TYPE_CHECKING:
@@ -61,33 +61,32 @@ def _inside(path: str, directory: str) -> bool:
 
 class Completion:
     """Completes isolated checkouts for callers (one transaction per terminal, shared
-    with :class:`~clanker.grid.isolation.Isolation` through ``busy``)."""
+    with :class:`~clanker.grid.isolation.Isolation` through ``transactions``)."""
 
     def __init__(self, *, state_dir: Path | None, move: Move,
                  session_of: Callable[[str], str | None],
-                 listening: Callable[[str], bool], busy: set[str],
-                 locations: Locations) -> None:
+                 listening: Callable[[str], bool], transactions: Transactions,
+                 locations: Locations,
+                 notify: Callable[[Binding, str], object] | None = None) -> None:
         self._state_dir = state_dir
         self._move = move
         self._session_of = session_of
         self._listening = listening
-        self._busy = busy
+        self._transactions = transactions
         self._locations = locations
+        self._notify = notify
         self._outcomes: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._moving: dict[str, asyncio.Task[dict[str, Any]]] = {}
+        self._moving: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     async def complete(self, binding: Binding, *, delete_branch: bool,
                        discard_ignored: bool) -> dict[str, Any]:
         terminal = binding.terminal
-        if terminal in self._busy:
-            raise CapabilityRefused("busy: another isolated checkout transaction runs for "
-                                    "you; nothing was changed")
-        self._busy.add(terminal)
+        self._transactions.begin(terminal)
         try:
             return await self._complete(binding, delete_branch, discard_ignored)
         finally:
             if terminal not in self._moving:  # else it settles when the move does
-                self._busy.discard(terminal)
+                self._transactions.busy.discard(terminal)
 
     async def _complete(self, binding: Binding, delete_branch: bool,
                         discard_ignored: bool) -> dict[str, Any]:
@@ -120,15 +119,15 @@ class Completion:
                                     "checkout; nothing was changed")
         target = _same_place(main, worktree.path, here) if os.path.isdir(here) else main
         # Owned here, not by the caller: past the move's commit point it must finish.
-        task = asyncio.ensure_future(self._move_and_complete(
-            service, binding.terminal, session, main, target, worktree,
+        task = self._transactions.own(self._move_and_complete(
+            service, binding, session, main, target, worktree,
             delete_branch, discard_ignored))
         self._moving[binding.terminal] = task
 
-        def settled(done: asyncio.Task[dict[str, Any]]) -> None:
+        def settled(done: asyncio.Future[dict[str, Any]]) -> None:
             # A caller cut off mid-move leaves its terminal busy until the move settles.
             del self._moving[binding.terminal]
-            self._busy.discard(binding.terminal)
+            self._transactions.busy.discard(binding.terminal)
             if not done.cancelled() and done.exception() is not None:
                 log.info("terminal %s: completion ended: %s", binding.terminal,
                          done.exception())
@@ -189,12 +188,13 @@ class Completion:
                                 f"works in {top}; nothing was changed")
         return main, worktree
 
-    async def _move_and_complete(self, service: CheckoutService, terminal: str,
+    async def _move_and_complete(self, service: CheckoutService, binding: Binding,
                                  session: str, main: str, target: str, worktree: Worktree,
                                  delete_branch: bool, discard_ignored: bool
                                  ) -> dict[str, Any]:
         from clanker.checkouts.types import CheckoutError
 
+        terminal = binding.terminal
         kept = f"the worktree is kept at {worktree.path}"
         try:
             outcome = await self._move(terminal, target, session)
@@ -210,6 +210,12 @@ class Completion:
             result = await service.complete(main, path=worktree.path,
                                             delete_branch=delete_branch,
                                             discard_ignored=discard_ignored)
+        except asyncio.CancelledError:  # the grid stopped at the transaction's bound
+            self._remember(session, moved | {
+                "status": "partial", "reason": "stopped",
+                "message": f"the grid stopped before the worktree was completed; it is "
+                           f"kept at {worktree.path}; you continue in {target}"})
+            raise
         except CheckoutError as error:
             answer = moved | {"status": "partial", "reason": error.reason.value,
                               "message": f"{error.message}; you continue in {target}"}
@@ -223,6 +229,8 @@ class Completion:
         else:
             answer = moved | _completed(result, target)
         self._remember(session, answer)
+        if self._notify is not None:  # the person sees it, whoever else the agent tells
+            self._notify(binding, _notice(answer))
         return answer
 
     def _remember(self, session: str, answer: dict[str, Any]) -> None:
@@ -230,6 +238,18 @@ class Completion:
         self._outcomes.move_to_end(session)
         while len(self._outcomes) > _REMEMBERED:
             self._outcomes.popitem(last=False)
+
+
+def _notice(answer: dict[str, Any]) -> str:
+    """One line for the person: what completing the agent's checkout did."""
+    if answer["status"] == "completed":
+        branch = ("its branch deleted" if answer["branch_deleted"]
+                  else f"branch {answer['branch']} kept")
+        return (f"isolated checkout completed: {answer['path']} removed, {branch}; "
+                f"the agent continues in {answer['moved_to']}")
+    why = answer.get("reason") or answer.get("removal")
+    return (f"isolated checkout only partly completed ({why}): {answer['path']} is kept; "
+            f"the agent continues in {answer['moved_to']}")
 
 
 def _blocked(worktree: Worktree) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Final
 
 from attrs import frozen
 
+from clanker.checkouts.types import TRANSACTION_TIMEOUT
 from clanker.envvars import strip_credentials
 from clanker.grid.errors import (
     GridError,
@@ -75,7 +76,9 @@ __all__ = [
 ]
 
 START_TIMEOUT: Final = 3.0
-STOP_TIMEOUT: Final = 3.0
+STOP_TIMEOUT: Final = TRANSACTION_TIMEOUT + 3.0
+"""A grid that stops lets a checkout transaction under way finish first, for at most
+its bound; ``stop`` waits that long and then the usual few seconds."""
 HELLO_TIMEOUT: Final = 1.0
 DESCRIPTORS: Final = 8192
 """The open-file limit the daemon asks for (within the hard limit): one per terminal

@@ -7,23 +7,85 @@ the conversation (the root session attention bound) and the launcher that moves
 it (:mod:`clanker.grid.moves`). What can be checked before anything is created
 is checked first; once the worktree exists it is never removed here: a move
 that is refused leaves it in place and the answer says where.
+
+The move is the commit point, so it runs as a task :class:`Transactions` owns:
+a caller cut off while the launcher is at work (its call reached its bound, its
+process ended) does not cut the move off, and a grid that shuts down waits for
+it, for at most the transaction's bound.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+from clanker._logging import get_logger
 from clanker.bridge.credentials import Binding
 from clanker.bridge.declaration import CapabilityRefused
 from clanker.grid.moves import MoveUnavailable
 from clanker.grid.protocol import MoveOutcome
 
-__all__ = ["Isolation"]
+__all__ = ["Isolation", "Transactions"]
+
+log = get_logger(__name__)
 
 Move = Callable[[str, str, str], Awaitable[MoveOutcome]]
+
+STOPPING: Final = ("stopping: the grid is shutting down and starts no checkout "
+                   "transaction; nothing was changed")
+
+
+class Transactions:
+    """The checkout transactions of one grid: which terminals one runs for (one at a
+    time per terminal, create or complete), the calls under way, and the moves they
+    own past the caller; :meth:`close` refuses new ones and :meth:`settle` waits."""
+
+    def __init__(self) -> None:
+        self.busy: set[str] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._closed = False
+
+    def begin(self, terminal: str) -> None:
+        """Mark ``terminal`` busy; raises ``CapabilityRefused`` (``stopping``, ``busy``)."""
+        if self._closed:
+            raise CapabilityRefused(STOPPING)
+        if terminal in self.busy:
+            raise CapabilityRefused("busy: another isolated checkout transaction runs for "
+                                    "you; nothing was changed")
+        self.busy.add(terminal)
+        call = asyncio.current_task()
+        if call is not None:  # the call itself: settled once its answer is made
+            self._track(call)
+
+    def own(self, work: Awaitable[Any]) -> asyncio.Future[Any]:
+        """Run ``work`` as a task no caller can cancel (await it through a shield)."""
+        task = asyncio.ensure_future(work)
+        self._track(task)
+        return task
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def close(self) -> None:
+        """Refuse every transaction from now on (the grid is shutting down)."""
+        self._closed = True
+
+    async def settle(self, timeout: float) -> bool:
+        """Wait until the transactions under way have finished, for at most ``timeout``
+        seconds; those still running then are cancelled. Say whether any ran."""
+        if not self._tasks:
+            return False
+        _, late = await asyncio.wait(set(self._tasks), timeout=timeout)
+        for task in late:
+            log.warning("a checkout transaction was still running at the bound; cut off")
+            task.cancel()
+        if late:
+            await asyncio.gather(*late, return_exceptions=True)
+        return True
 
 
 class Isolation:
@@ -31,7 +93,8 @@ class Isolation:
 
     def __init__(self, *, state_dir: Path | None, move: Move,
                  session_of: Callable[[str], str | None],
-                 listening: Callable[[str], bool]) -> None:
+                 listening: Callable[[str], bool],
+                 transactions: Transactions | None = None) -> None:
         """``state_dir`` is clanker's state directory (``None``: this grid creates no
         checkouts); ``move(terminal, target, session)`` asks the terminal's launcher,
         ``session_of`` is the root session attention bound, ``listening`` whether a
@@ -40,23 +103,23 @@ class Isolation:
         self._move = move
         self._session_of = session_of
         self._listening = listening
-        self._busy: set[str] = set()
+        self._transactions = transactions if transactions is not None else Transactions()
+        self._moving: dict[str, asyncio.Future[MoveOutcome]] = {}
 
     @property
-    def busy(self) -> set[str]:
-        """The terminals a checkout transaction runs for now: completion shares it, so
-        one terminal never has a create and a complete under way at once."""
-        return self._busy
+    def transactions(self) -> Transactions:
+        """What completion shares, so one terminal never has a create and a complete
+        under way at once, and what shutdown settles."""
+        return self._transactions
 
     async def create(self, binding: Binding, branch: str) -> dict[str, Any]:
         terminal = binding.terminal
-        if terminal in self._busy:
-            raise CapabilityRefused("busy: another isolated checkout is being made for you")
-        self._busy.add(terminal)
+        self._transactions.begin(terminal)
         try:
             return await self._create(binding, branch)
         finally:
-            self._busy.discard(terminal)
+            if terminal not in self._moving:  # else it settles when the move does
+                self._transactions.busy.discard(terminal)
 
     async def _create(self, binding: Binding, branch: str) -> dict[str, Any]:
         from clanker.checkouts.git import Git
@@ -94,7 +157,7 @@ class Isolation:
         target = _same_place(created.path, main, here)
         kept = f"the worktree is kept at {created.path} (branch {created.branch})"
         try:
-            outcome = await self._move(binding.terminal, target, session)
+            outcome = await self._owned_move(binding.terminal, target, session)
         except MoveUnavailable as unavailable:
             raise CapabilityRefused(f"not-moved ({unavailable.word}): you continue where "
                                     f"you were; {kept}") from None
@@ -102,6 +165,17 @@ class Isolation:
             raise CapabilityRefused(f"not-moved ({outcome.why}): you continue where you "
                                     f"were; {kept}")
         return {"status": "created", "branch": created.branch, "path": created.path}
+
+    async def _owned_move(self, terminal: str, target: str, session: str) -> MoveOutcome:
+        task = self._transactions.own(self._move(terminal, target, session))
+        self._moving[terminal] = task
+
+        def settled(_: asyncio.Future[MoveOutcome]) -> None:
+            del self._moving[terminal]
+            self._transactions.busy.discard(terminal)
+
+        task.add_done_callback(settled)
+        return await asyncio.shield(task)
 
 
 def _same_place(worktree: str, main: str, here: str) -> str:

@@ -69,6 +69,7 @@ from clanker.attention.presentation import derive_attention
 from clanker.bridge.credentials import Binding
 from clanker.bridge.declaration import BridgeHost, HostCapability, PeerAgent
 from clanker.bridge.service import BridgeRefusal, BridgeService
+from clanker.checkouts.types import TRANSACTION_TIMEOUT
 from clanker.grid.completion import Completion
 from clanker.grid.connections import ConnectionCounts, ConnectionTable, RequestReader
 from clanker.grid.credentials import CredentialStore
@@ -319,8 +320,9 @@ class Grid:
                                     listening=self._movers.listening)
         self._completion = Completion(
             state_dir=state_dir, move=self.move, session_of=self._session_of,
-            listening=self._movers.listening, busy=self._isolation.busy,
-            locations=lambda: [(e.terminal, e.cwd, e.location) for e in self.entries()])
+            listening=self._movers.listening, transactions=self._isolation.transactions,
+            locations=lambda: [(e.terminal, e.cwd, e.location) for e in self.entries()],
+            notify=self._notify)
         self._handlers: set[asyncio.Task[None]] = set()
         self._sessions = sessions
         self._server: asyncio.AbstractServer | None = None
@@ -464,6 +466,16 @@ class Grid:
 
     async def _shut_down(self, server: asyncio.AbstractServer) -> None:
         server.close()
+        # A checkout transaction under way (a move, then git) is let finish first, for
+        # at most its bound: a move cut off halfway is never answered as done, and the
+        # launcher it waits on keeps its connection until then. New ones are refused.
+        transactions = self._isolation.transactions
+        transactions.close()
+        if await transactions.settle(TRANSACTION_TIMEOUT):
+            # Their callers' answers are on their way out: give those a moment.
+            pending = [task for task in self._handlers if task is not asyncio.current_task()]
+            if pending:
+                await asyncio.wait(pending, timeout=STOP_GRACE)
         if self._mcp_starting is not None:
             await asyncio.gather(self._mcp_starting, return_exceptions=True)
         mcp, self._mcp = self._mcp, None
