@@ -13,7 +13,10 @@ from __future__ import annotations
 import enum
 from typing import Protocol, runtime_checkable
 
-__all__ = ["CheckoutRehomeCapability", "RehomeStrategy"]
+from attrs import field, frozen
+
+__all__ = ["NO_RETRY", "CheckoutRehomeCapability", "ContentionRetry", "RehomeStrategy",
+           "contention_retry_of"]
 
 
 class RehomeStrategy(enum.StrEnum):
@@ -25,6 +28,39 @@ class RehomeStrategy(enum.StrEnum):
     AFTER_TURN = "after-turn"
     """The move waits for the current root turn to end, the first process is
     retired, then the conversation is resumed in the target."""
+
+
+def _positive(instance: object, attribute: object, value: int) -> None:
+    if value < 1:
+        raise ValueError("attempts: must be at least 1")
+
+
+def _not_negative(instance: object, attribute: object, value: float) -> None:
+    if not 0 <= value <= 10:
+        raise ValueError("interval: must be between 0 and 10 seconds")
+
+
+@frozen(kw_only=True)
+class ContentionRetry:
+    """How often a resume that failed with a transient contention
+    (:meth:`CheckoutRehomeCapability.is_transient_contention`) is tried in all."""
+
+    attempts: int = field(validator=_positive)
+    """Attempts in all, the first included (1: never retried)."""
+    interval: float = field(validator=_not_negative)
+    """Seconds between two attempts."""
+
+
+NO_RETRY = ContentionRetry(attempts=1, interval=0.0)
+
+
+def contention_retry_of(rehome: CheckoutRehomeCapability) -> ContentionRetry:
+    """The retry ``rehome`` declares in its optional ``contention_retry`` attribute
+    (a :class:`ContentionRetry`); :data:`NO_RETRY` when it declares none."""
+    declared = getattr(rehome, "contention_retry", NO_RETRY)
+    if not isinstance(declared, ContentionRetry):
+        raise TypeError("contention_retry: must be a ContentionRetry")
+    return declared
 
 
 @runtime_checkable
@@ -46,5 +82,6 @@ class CheckoutRehomeCapability(Protocol):
     def is_transient_contention(self, output: str) -> bool:
         """Say whether a failed resume's ``output`` is a brief writer-lock
         contention worth retrying (a bounded, provider-named set of messages);
-        ``False`` for everything else."""
+        ``False`` for everything else. How often and how far apart is the
+        capability's optional ``contention_retry`` (:func:`contention_retry_of`)."""
         ...
