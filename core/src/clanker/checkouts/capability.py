@@ -11,12 +11,13 @@ target directory, and never asks which harness it is talking to.
 from __future__ import annotations
 
 import enum
-from typing import Protocol, runtime_checkable
+import json
+from typing import Any, Protocol, runtime_checkable
 
 from attrs import field, frozen
 
 __all__ = ["NO_RETRY", "CheckoutRehomeCapability", "ContentionRetry", "RehomeStrategy",
-           "contention_retry_of"]
+           "RelocationRequest", "contention_retry_of", "relocation_of"]
 
 
 class RehomeStrategy(enum.StrEnum):
@@ -61,6 +62,68 @@ def contention_retry_of(rehome: CheckoutRehomeCapability) -> ContentionRetry:
     if not isinstance(declared, ContentionRetry):
         raise TypeError("contention_retry: must be a ContentionRetry")
     return declared
+
+
+def _argv(instance: object, attribute: object, value: tuple[str, ...]) -> None:
+    if not value or not all(isinstance(a, str) and a for a in value):
+        raise ValueError("argv: must be non-empty strings, the executable first")
+
+
+def _path(instance: object, attribute: Any, value: str) -> None:
+    if not value.startswith("/") or any(c in value for c in "\r\n "):
+        raise ValueError(f"{attribute.name}: must be an absolute request path")
+
+
+def _body(instance: object, attribute: object, value: str) -> None:
+    try:
+        json.loads(value)
+    except ValueError as error:
+        raise ValueError("body: must be JSON text") from error
+
+
+def _statuses(instance: object, attribute: object, value: frozenset[int]) -> None:
+    if not value or not all(200 <= s < 300 for s in value):
+        raise ValueError("success: must be 2xx statuses")
+
+
+@frozen(kw_only=True)
+class RelocationRequest:
+    """What a harness's native relocation needs: a transient local server that
+    clanker starts, asks once and stops (:func:`clanker.checkouts.relocation.relocate`).
+
+    clanker adds the loopback host and a free port (``host_flag 127.0.0.1
+    port_flag <port>``) and a fresh random password in ``password_variable``,
+    answered with HTTP Basic as ``username``; it waits until ``GET ready_path``
+    answers 2xx, sends ``POST path`` with ``body`` (JSON) once, and counts a
+    status in ``success`` as moved.
+    """
+
+    argv: tuple[str, ...] = field(validator=_argv)
+    host_flag: str
+    port_flag: str
+    password_variable: str
+    username: str
+    env: tuple[tuple[str, str], ...] = ()
+    """Variables the server gets besides the inherited ones (each a pair)."""
+    ready_path: str = field(validator=_path)
+    path: str = field(validator=_path)
+    body: str = field(validator=_body)
+    success: frozenset[int] = field(default=frozenset({200, 204}),
+                                    validator=_statuses)
+
+
+def relocation_of(rehome: CheckoutRehomeCapability, native_id: str,
+                  target: str) -> RelocationRequest | None:
+    """The native relocation of conversation ``native_id`` to ``target`` that
+    ``rehome`` declares through its optional ``relocation(native_id, target)``
+    method; ``None`` when it declares none (its resume alone runs in the target)."""
+    relocation = getattr(rehome, "relocation", None)
+    if relocation is None:
+        return None
+    request = relocation(native_id, target)
+    if not isinstance(request, RelocationRequest):
+        raise TypeError("relocation: must return a RelocationRequest")
+    return request
 
 
 @runtime_checkable
