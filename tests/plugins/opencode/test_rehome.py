@@ -31,8 +31,8 @@ from clanker.checkouts.capability import (
     contention_retry_of,
     relocation_of,
 )
-from clanker.checkouts.relocation import RelocationRefused, relocate
 from clanker.checkouts.rehome import rehome_request
+from clanker.checkouts.relocation import RelocationRefused, relocate
 from clanker.launch.planning import plan_launch
 from clanker.launch.relayed import hot_replaced
 from clanker.launch.request import SessionTarget
