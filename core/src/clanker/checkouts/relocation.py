@@ -206,7 +206,7 @@ def _serving(request: RelocationRequest, cwd: str, environ: Mapping[str, str],
 
 
 def relocate(request: RelocationRequest, *, cwd: str, environ: Mapping[str, str] | None = None,
-             ready_timeout: float = 30.0, request_timeout: float = 30.0,
+             ready_timeout: float = 60.0, request_timeout: float = 30.0,
              stop_timeout: float = 5.0) -> None:
     """Run the relocation ``request`` declares: start its server in ``cwd`` (with
     ``environ``, default this process's, minus clanker's own variables), wait for
