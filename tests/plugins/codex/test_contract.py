@@ -36,7 +36,8 @@ class TestCodexContract(HarnessProviderContract):
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
                               Capability.ATTENTION, Capability.USAGE, Capability.COMMIT,
                               Capability.AGENT_BRIDGE, Capability.GUIDANCE,
-                              Capability.ACCOUNTS, Capability.ACP})
+                              Capability.ACCOUNTS, Capability.ACP,
+                              Capability.CHECKOUT_REHOME})
 
     # launch
     valid_session_ids = (SESSION, SESSION.upper())

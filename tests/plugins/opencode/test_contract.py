@@ -33,7 +33,8 @@ class TestOpenCodeContract(HarnessProviderContract):
     harness_id = "opencode"
     capabilities = frozenset({Capability.LAUNCH, Capability.MODELS, Capability.SESSIONS,
                               Capability.ATTENTION, Capability.COMMIT,
-                              Capability.AGENT_BRIDGE, Capability.GUIDANCE, Capability.ACP})
+                              Capability.AGENT_BRIDGE, Capability.GUIDANCE, Capability.ACP,
+                              Capability.CHECKOUT_REHOME})
 
     # launch
     valid_session_ids = (*SESSION_IDS, "ses_dd492bd1fffecAWp6ORPt8WKIi")

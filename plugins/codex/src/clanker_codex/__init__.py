@@ -38,4 +38,5 @@ plugin = define_harness(
     guidance="clanker_codex.guidance:CodexGuidance",
     accounts="clanker_codex.accounts:CodexAccounts",
     acp="clanker_codex.acp:CodexAcp",
+    checkout_rehome="clanker_codex.rehome:CodexRehome",
 )

@@ -37,4 +37,5 @@ plugin = define_harness(
     agent_bridge="clanker_opencode.bridge:OpenCodeAgentBridge",
     guidance="clanker_opencode.guidance:OpenCodeGuidance",
     acp="clanker_opencode.acp:OpenCodeAcp",
+    checkout_rehome="clanker_opencode.rehome:OpenCodeRehome",
 )

@@ -1,0 +1,169 @@
+"""Codex's rehome declaration: after the turn, ``resume <id> --cd <target>`` with the
+person's own ``-C``/``--cd`` replaced, and exactly the binary's writer-lock
+contentions retried (at most 3 attempts, 250 ms apart). A launch is not granted the
+checkout tools until after-turn moves exist."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+import clanker_codex
+from clanker import hookimpl
+from clanker.bridge.isolated import CHECKOUT_NAMES
+from clanker.checkouts.capability import (
+    NO_RETRY,
+    CheckoutRehomeCapability,
+    ContentionRetry,
+    RehomeStrategy,
+    contention_retry_of,
+)
+from clanker.checkouts.rehome import rehome_request
+from clanker.cli import cli
+from clanker.launch.planning import plan_launch
+from clanker.launch.relayed import hot_replaced
+from clanker.launch.request import SessionTarget
+from clanker.registry import Registry, override_registry
+from clanker.testing.base import PROPERTY
+from clanker.testing.strategies import user_flags
+from clanker_codex.rehome import CONTENTION_MESSAGES, CodexRehome
+from tests.core.bridge.conftest import home  # noqa: F401  (the fixture)
+from tests.core.bridge.test_launch import Accepting, fake_bin  # noqa: F401  (the fixture)
+from tests.helpers import make_plugin
+
+TARGET = "/srv/my repo-worktrees/feature-0a1b2c3d"
+SESSION = "01a22b86-c7d0-79e0-b3c0-03c56f3ce14a"
+
+
+def test_codex_declares_an_after_turn_move() -> None:
+    rehome = CodexRehome()
+    assert isinstance(rehome, CheckoutRehomeCapability)
+    assert rehome.strategy is RehomeStrategy.AFTER_TURN
+
+
+@pytest.mark.parametrize("given_flags", [
+    ("-C", "/elsewhere"), ("-C=/elsewhere",), ("-C/elsewhere",), ("--cd", "/elsewhere"),
+    ("--cd=/elsewhere",), ("-C", "/a", "--cd=/b", "--cd", "/c"), ("-C",), ("--cd",),
+])
+def test_the_persons_target_option_is_replaced_in_every_spelling(
+    given_flags: tuple[str, ...]
+) -> None:
+    flags = ("-m", "gpt-6", *given_flags, "--search")
+    assert CodexRehome().resume_flags(TARGET, flags) == ("-m", "gpt-6", "--search",
+                                                          "--cd", TARGET)
+
+
+def test_flags_after_a_double_dash_are_the_prompt_and_kept() -> None:
+    flags = ("-C", "/a", "--", "-C", "/b")
+    assert CodexRehome().resume_flags(TARGET, flags) == ("--cd", TARGET, "--", "-C", "/b")
+
+
+def test_a_lower_case_config_override_is_not_a_target() -> None:
+    flags = ("-c", 'model="o3"', "--config", "x=1")
+    assert CodexRehome().resume_flags(TARGET, flags) == (*flags, "--cd", TARGET)
+
+
+@PROPERTY
+@given(flags=user_flags(), extra=st.lists(st.sampled_from(
+    [("-C", "/x"), ("--cd", "/y"), ("-C=/z",), ("--cd=/w",)]), max_size=3))
+def test_the_resume_names_the_target_once_and_keeps_everything_else(
+    flags: tuple[str, ...], extra: list[tuple[str, ...]]
+) -> None:
+    given_flags = tuple(flags) + tuple(f for pair in extra for f in pair)
+    resumed = CodexRehome().resume_flags(TARGET, given_flags)
+    assert resumed[-2:] == ("--cd", TARGET) or "--" in resumed
+    head = resumed[:resumed.index("--")] if "--" in resumed else resumed
+    assert [i for i, f in enumerate(head) if f in ("-C", "--cd") or f.startswith(
+        ("-C", "--cd="))] == [len(head) - 2]
+
+
+def test_the_resume_runs_through_codex_resume_with_the_target() -> None:
+    provider = Registry.from_plugins({"codex": clanker_codex.plugin},
+                                     environ={}).get_provider("codex")
+    assert provider.checkout_rehome is not None
+    request = rehome_request(provider.checkout_rehome, SessionTarget(native_id=SESSION),
+                             TARGET, ("--cd", "/old", "--search"))
+    argv = plan_launch(provider, request).argv
+    assert argv[argv.index("resume"):] == ("resume", SESSION, "--search", "--cd", TARGET)
+    assert request.cwd == TARGET
+
+
+@pytest.mark.parametrize("output", [
+    "Error: failed to acquire thread writer lock",
+    "thread 019a-b is already running with a different rollout path /x/rollout.jsonl\n",
+    "\x1b[31mfailed to acquire thread writer lock\x1b[0m: busy",
+])
+def test_the_binarys_writer_lock_contentions_are_transient(output: str) -> None:
+    assert CodexRehome().is_transient_contention(output)
+
+
+@pytest.mark.parametrize("output", [
+    "", "No saved session found with ID 01a22b86", "failed to open thread writer lock",
+    "failed to remove thread writer lock", "failed to clean up stale thread writer locks",
+    "thread writer lock", "already running",
+])
+def test_nothing_else_is_retried(output: str) -> None:
+    assert not CodexRehome().is_transient_contention(output)
+
+
+def test_exactly_the_spec_strings_are_named() -> None:
+    assert CONTENTION_MESSAGES == ("failed to acquire thread writer lock",
+                                   "is already running with a different rollout path")
+
+
+def test_the_retry_is_three_attempts_250_ms_apart() -> None:
+    assert contention_retry_of(CodexRehome()) == ContentionRetry(attempts=3, interval=0.25)
+
+
+def test_a_declaration_without_a_retry_retries_nothing() -> None:
+    from clanker_claude.rehome import ClaudeRehome
+
+    assert contention_retry_of(ClaudeRehome()) is NO_RETRY
+    assert NO_RETRY.attempts == 1
+
+
+@pytest.mark.parametrize(("attempts", "interval"), [(0, 0.25), (3, -1.0), (3, 11.0)])
+def test_a_retry_out_of_bounds_is_refused(attempts: int, interval: float) -> None:
+    with pytest.raises(ValueError, match=r"attempts|interval"):
+        ContentionRetry(attempts=attempts, interval=interval)
+
+
+def after_turn_plugin(rehome: CheckoutRehomeCapability) -> object:
+    made = make_plugin()
+    type(made).clanker_attention = hookimpl(lambda self: Accepting())  # type: ignore[attr-defined]
+    type(made).clanker_checkout_rehome = hookimpl(  # type: ignore[attr-defined]
+        lambda self: rehome)
+    return made
+
+
+def launched_capabilities(rehome: CheckoutRehomeCapability, tmp_path: Path) -> list[str]:
+    """What an agent whose harness declares ``rehome`` is granted by a bridge launch
+    with attention attached (the agent asks ``clanker_context`` itself)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(project)], check=True)
+    registry = Registry.from_plugins({"fake-agent": after_turn_plugin(rehome)}, environ={})
+    assert registry.get_provider("fake-agent").checkout_rehome is rehome
+    with override_registry(registry):
+        result = CliRunner().invoke(cli, ["launch", "fake-agent", "--bridge", "--cwd",
+                                          str(project)])
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert record["code"] == 0, record["stderr"]
+    return list(json.loads(record["context"])["capabilities"])
+
+
+@pytest.mark.usefixtures("home", "fake_bin")
+def test_an_after_turn_harness_is_not_granted_the_checkout_tools_yet(tmp_path: Path) -> None:
+    rehome = CodexRehome()
+    assert not hot_replaced(Registry.from_plugins(
+        {"fake-agent": after_turn_plugin(rehome)}, environ={}).get_provider("fake-agent"))
+    granted = launched_capabilities(rehome, tmp_path)
+    assert "clanker_context" in granted
+    assert not set(CHECKOUT_NAMES) & set(granted)
