@@ -81,12 +81,3 @@ def test_commands_without_a_store_load_no_database(argv: list[str], tmp_path: Pa
     assert code == 0
     assert sorted(modules & {"sqlite3", "hashlib", "clanker.accounts.service"}) == []
 
-
-def test_the_grid_socket_looked_for_is_the_grid_s_own(tmp_path: Path) -> None:
-    from clanker.api import Clanker
-    from clanker.grid.daemon import grid_location
-    from clanker.paths import ClankerPaths
-
-    paths = ClankerPaths(config=tmp_path / "config", cache=tmp_path / "cache",
-                         state=tmp_path / "state", runtime=tmp_path / "run")
-    assert Clanker(paths=paths)._grid_socket() == grid_location(paths).socket

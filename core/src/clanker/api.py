@@ -37,7 +37,7 @@ from collections.abc import (
 )
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
     # Deferred imports keep `import clanker.api` cheap: a tool that only asks
@@ -440,16 +440,8 @@ class Clanker:
             if listing is not None:
                 return listing
         service = self._session_service()
-        gather = getattr(self.environment, "gather", None)
-        if gather is not None:  # an SSH host: its files are read in bounded rounds
-            return cast("SessionListing", await gather(
-                lambda: service.discover(chosen, workspace=where, limit=bound)))
-        return await service.discover(chosen, workspace=where, limit=bound)
-
-    def _grid_socket(self) -> Path:
-        """Where a running grid's socket is (``grid.daemon.grid_location``'s, which a
-        test holds this to), known without importing the grid."""
-        return self.paths.runtime / "grid" / "grid.sock"
+        return await self.environment.gather(
+            lambda: service.discover(chosen, workspace=where, limit=bound))
 
     def _grid_may_run(self) -> bool:
         """``False`` only when nothing is where the grid's socket would be: then no
@@ -458,7 +450,7 @@ class Clanker:
         from clanker.grid.errors import GridError
 
         try:
-            return os.path.lexists(self._grid_socket())
+            return os.path.lexists(self.paths.grid_socket)
         except GridError:
             return True
 

@@ -60,6 +60,12 @@ class ClankerPaths:
         """
         return runtime_directory(self, create=False)
 
+    @property
+    def grid_socket(self) -> Path:
+        """Where a running grid listens (``<runtime>/grid/grid.sock``): known here, so
+        asking whether a grid may run imports nothing of the grid."""
+        return self.runtime / "grid" / "grid.sock"
+
 
 def clanker_paths(environ: Mapping[str, str] | None = None) -> ClankerPaths:
     """Resolve the directory roots for ``environ`` (default: this process's)."""

@@ -19,9 +19,9 @@ is this machine. A provider never learns which environment it runs in.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar, runtime_checkable
 
 from attrs import field, frozen
 
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from clanker.environment.witness import Witness
 
 __all__ = ["TRANSPORTS", "Environment", "HostContext", "HostFiles"]
+
+_T = TypeVar("_T")
 
 TRANSPORTS: Final = frozenset({Transport.LOCAL})
 """The transports clanker has an environment for. A descriptor may declare
@@ -133,6 +135,12 @@ class Environment(Protocol):
 
     async def locate(self, commands: Iterable[str]) -> Mapping[str, str | None]:
         """Find each command on the host's ``PATH`` (one batched lookup)."""
+        ...
+
+    async def gather(self, work: Callable[[], Awaitable[_T]]) -> _T:
+        """Run ``work``, which reads this environment's files through :attr:`files`, and
+        return its result: here at once; an SSH host answers the reads in bounded
+        rounds (:meth:`clanker.environment.ssh_scan.RemoteFiles.gather`)."""
         ...
 
     def run_interactive(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: str) -> int:

@@ -6,10 +6,10 @@ import os
 import pwd
 import shutil
 import stat as stat_module
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from clanker.descriptor import Transport
 from clanker.envvars import strip_credentials
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from clanker.environment.witness import Witness
 
 __all__ = ["LocalEnvironment", "LocalFiles", "host_environ"]
+
+_T = TypeVar("_T")
 
 
 def host_environ(environ: Mapping[str, str]) -> dict[str, str]:
@@ -152,6 +154,9 @@ class LocalEnvironment:
     async def locate(self, commands: Iterable[str]) -> dict[str, str | None]:
         search = self._environ.get("PATH", os.defpath)
         return {command: self._files.which(command, search) for command in commands}
+
+    async def gather(self, work: Callable[[], Awaitable[_T]]) -> _T:
+        return await work()  # this machine's files are read as they are asked for
 
     def run_interactive(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: str) -> int:
         from clanker.environment.foreground import run_foreground

@@ -114,9 +114,9 @@ class GridStatus:
 def grid_location(paths: ClankerPaths | None = None) -> GridLocation:
     """Return the grid's paths (nothing is created or checked)."""
     paths = paths or clanker_paths()
-    directory = paths.runtime / "grid"
-    return GridLocation(directory=directory, socket=directory / "grid.sock",
-                        lock=directory / "grid.lock", log=paths.state / "grid.log")
+    socket = paths.grid_socket
+    return GridLocation(directory=socket.parent, socket=socket,
+                        lock=socket.parent / "grid.lock", log=paths.state / "grid.log")
 
 
 def secure_directory(directory: Path, *, create: bool = True) -> bool:

@@ -12,9 +12,9 @@ import os
 import stat
 import sys
 import textwrap
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import cast
+from typing import TypeVar, cast
 
 import pytest
 
@@ -45,6 +45,8 @@ __all__ = [
     "run_locally",
     "write_script",
 ]
+
+_T = TypeVar("_T")
 
 
 class ScriptedExecutor:
@@ -173,6 +175,9 @@ class EnvironmentDouble:
 
     async def locate(self, commands: Iterable[str]) -> dict[str, str | None]:
         return {c: self.files.which(c, self.environ.get("PATH", "")) for c in commands}
+
+    async def gather(self, work: Callable[[], Awaitable[_T]]) -> _T:
+        return await work()  # this machine's files are read as they are asked for
 
     def run_interactive(self, argv: tuple[str, ...], env: object, cwd: str) -> int:
         raise AssertionError("a test environment has no terminal to run a harness in")
