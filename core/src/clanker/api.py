@@ -152,20 +152,11 @@ class Clanker:
     def _session_service(self) -> SessionService:
         if self._sessions is None:
             from clanker.sessions.service import SessionService
-            # A host's summaries are kept apart from this machine's: the same path
-            # names another file there.
-            cache = self.paths.cache
-            if self.environment.name == "local":
-                self._sessions = SessionService(environment=self.environment, cache_dir=cache,
-                                                homes=self._session_homes)
-            else:
-                import posixpath
 
-                # A session's directory is the host's: never resolved through this
-                # machine's links, so taken as written (lexically).
-                self._sessions = SessionService(
-                    environment=self.environment, cache_dir=cache / "hosts" / self.environment.name,
-                    homes=self._session_homes, canonical_path=posixpath.normpath)
+            self._sessions = SessionService(
+                environment=self.environment,
+                cache_dir=self.environment.cache_dir(self.paths.cache),
+                homes=self._session_homes)
         return self._sessions
 
     def _model_service(self) -> ModelService:

@@ -169,6 +169,21 @@ def test_a_hosts_files_are_refused_outside_a_scan(tmp_path: Path) -> None:
     assert caught.value.kind is ErrorKind.UNSUPPORTED
 
 
+def test_a_hosts_directories_are_its_own_never_resolved_through_this_machine(
+    tmp_path: Path,
+) -> None:
+    from clanker.hosts import Host
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    host = SshEnvironment(Host("box", "box.invalid"), control_dir=tmp_path)
+    here = LocalEnvironment()
+    assert host.canonical_path(f"{tmp_path}/link/x/../y") == f"{tmp_path}/link/y"
+    assert here.canonical_path(f"{tmp_path}/link/x/../y") == f"{tmp_path.resolve()}/real/y"
+    assert host.cache_dir(tmp_path) == tmp_path / "hosts" / "ssh-box"
+    assert here.cache_dir(tmp_path) == tmp_path
+
+
 def test_the_library_lists_a_hosts_sessions_and_keeps_their_summaries_apart(
     sshd: Sshd, remote_home: Path
 ) -> None:

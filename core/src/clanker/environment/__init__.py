@@ -31,6 +31,7 @@ from clanker.execution import CommandExecutor, SessionExecutor
 
 if TYPE_CHECKING:
     import sqlite3
+    from pathlib import Path
 
     from clanker.environment.files import Candidate, FileSample
     from clanker.environment.witness import Witness
@@ -109,7 +110,7 @@ class HostFiles(Protocol):
 
 @runtime_checkable
 class Environment(Protocol):
-    """One place harnesses live: this machine, or (later) an SSH host."""
+    """One place harnesses live: this machine or an SSH host."""
 
     @property
     def name(self) -> str:
@@ -119,6 +120,17 @@ class Environment(Protocol):
     @property
     def transport(self) -> Transport:
         """The transport a launch over this environment declares to the provider."""
+        ...
+
+    def cache_dir(self, root: Path) -> Path:
+        """Where this environment's rebuildable readings live under clanker's cache
+        ``root``: a host's apart from this machine's, since the same path names
+        another file there."""
+        ...
+
+    def canonical_path(self, path: str) -> str:
+        """A directory of this host (absolute) in the one spelling sessions are
+        matched by."""
         ...
 
     @property

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 from clanker.descriptor import Transport
 from clanker.envvars import strip_credentials
 from clanker.execution import LocalTransport
+from clanker.sessions.scope import canonical
 
 if TYPE_CHECKING:
     import sqlite3
@@ -157,6 +158,12 @@ class LocalEnvironment:
 
     async def gather(self, work: Callable[[], Awaitable[_T]]) -> _T:
         return await work()  # this machine's files are read as they are asked for
+
+    def cache_dir(self, root: Path) -> Path:
+        return root
+
+    def canonical_path(self, path: str) -> str:
+        return canonical(path)
 
     def run_interactive(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: str) -> int:
         from clanker.environment.foreground import run_foreground

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import re
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -110,6 +111,13 @@ class SshEnvironment:
         """Run ``work``, a scan that reads the host's files, in bounded rounds
         (see :meth:`~clanker.environment.ssh_scan.RemoteFiles.gather`)."""
         return await self._files.gather(work)
+
+    def cache_dir(self, root: Path) -> Path:
+        return root / "hosts" / self.name
+
+    def canonical_path(self, path: str) -> str:
+        # The host's links are not this machine's to resolve: taken as written.
+        return posixpath.normpath(path)
 
     @property
     def environ(self) -> Mapping[str, str]:

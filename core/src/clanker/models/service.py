@@ -58,9 +58,7 @@ class ModelService:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._environment = environment
-        # Catalogs of different hosts never mix (the local one keeps its old place).
-        where = "" if environment.name == "local" else f"-{environment.name}"
-        self._dir = cache_dir / f"models{where}"
+        self._dir = environment.cache_dir(cache_dir) / "models"  # hosts never mix
         self._clock = clock
         self._inflight: dict[tuple[str, bool], asyncio.Task[ModelCatalog]] = {}
         self._generation: dict[str, int] = {}

@@ -23,7 +23,7 @@ from clanker.registry import HarnessProvider
 from clanker.sessions.answers import AnswerCache
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import DEFAULT_STORE_LIMIT, SessionsContext
-from clanker.sessions.scope import canonical, in_scope, workspace_scopes
+from clanker.sessions.scope import in_scope, workspace_scopes
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.sessions.witness import ScanMemo
 
@@ -129,19 +129,19 @@ class SessionService:
 
     def __init__(self, *, environment: Environment, cache_dir: Path | None,
                  homes: Homes = _own_home, memos: Callable[[], ScanMemo] = ScanMemo,
-                 canonical_path: Callable[[str], str] = canonical) -> None:
+                 canonical_path: Callable[[str], str] | None = None) -> None:
         """``homes`` says where each provider's history is (default: the harness's own
         home only); each is read as a store of its own, and its sessions carry its
         account. ``memos`` makes each store's memo of recent answers (a running grid
         passes one its watch proves current, :mod:`clanker.sessions.index`), and
-        ``canonical_path`` resolves a session's directory (default:
-        :func:`~clanker.sessions.scope.canonical`; the grid's remembers what its
-        watch proves unchanged)."""
+        ``canonical_path`` resolves a session's directory (default: the
+        environment's :meth:`~clanker.environment.Environment.canonical_path`; the
+        grid's remembers what its watch proves unchanged)."""
         self.environment = environment
         self._cache_dir = cache_dir
         self._homes = homes
         self._new_memo = memos
-        self._canonical = canonical_path
+        self._canonical = canonical_path or environment.canonical_path
         self._caches: dict[str, SummaryCache] = {}
         self._memos: dict[str, ScanMemo] = {}
         self._answers: dict[str, AnswerCache] = {}

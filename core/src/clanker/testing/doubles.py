@@ -31,6 +31,7 @@ from clanker.execution import (
     SessionExit,
 )
 from clanker.execution.session import DisposedOnExit
+from clanker.sessions.scope import canonical
 from clanker.usage.capability import UsageCapability, UsageContext, UsageSnapshot
 
 __all__ = [
@@ -178,6 +179,12 @@ class EnvironmentDouble:
 
     async def gather(self, work: Callable[[], Awaitable[_T]]) -> _T:
         return await work()  # this machine's files are read as they are asked for
+
+    def cache_dir(self, root: Path) -> Path:
+        return root
+
+    def canonical_path(self, path: str) -> str:
+        return canonical(path)
 
     def run_interactive(self, argv: tuple[str, ...], env: object, cwd: str) -> int:
         raise AssertionError("a test environment has no terminal to run a harness in")
