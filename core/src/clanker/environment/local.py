@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, TypeVar
 from clanker.descriptor import Transport
 from clanker.envvars import strip_credentials
 from clanker.execution import LocalTransport
-from clanker.sessions.scope import canonical
 
 if TYPE_CHECKING:
     import sqlite3
@@ -163,7 +162,7 @@ class LocalEnvironment:
         return root
 
     def canonical_path(self, path: str) -> str:
-        return canonical(path)
+        return self._files.realpath(path)
 
     def run_interactive(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: str) -> int:
         from clanker.environment.foreground import run_foreground

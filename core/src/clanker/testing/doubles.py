@@ -31,7 +31,6 @@ from clanker.execution import (
     SessionExit,
 )
 from clanker.execution.session import DisposedOnExit
-from clanker.sessions.scope import canonical
 from clanker.usage.capability import UsageCapability, UsageContext, UsageSnapshot
 
 __all__ = [
@@ -184,7 +183,7 @@ class EnvironmentDouble:
         return root
 
     def canonical_path(self, path: str) -> str:
-        return canonical(path)
+        return self.files.realpath(path)
 
     def run_interactive(self, argv: tuple[str, ...], env: object, cwd: str) -> int:
         raise AssertionError("a test environment has no terminal to run a harness in")
