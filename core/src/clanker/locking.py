@@ -21,27 +21,16 @@ and a lock with other semantics).
 from __future__ import annotations
 
 import contextlib
-import errno
 import math
 import os
-import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.storage import UnusableFileError
+from clanker.storage import UnusableFileError, not_regular, open_failure
 
 __all__ = ["LockTimeoutError", "UnsafeLockError", "exclusive"]
 
-_KINDS: Final = (
-    (stat.S_ISLNK, "is a symbolic link, which clanker does not follow for its own files"),
-    (stat.S_ISDIR, "is a directory, not a regular file"),
-    (stat.S_ISFIFO, "is a FIFO, not a regular file"),
-    (stat.S_ISSOCK, "is a socket, not a regular file"),
-    (stat.S_ISCHR, "is a character device, not a regular file"),
-    (stat.S_ISBLK, "is a block device, not a regular file"),
-)
 
 
 class LockTimeoutError(HarnessCapabilityError):
@@ -76,11 +65,8 @@ class UnsafeLockError(UnusableFileError):
 
 def _refusal(info: os.stat_result) -> str | None:
     """Why a file with ``info`` is not a lock file clanker may use, or ``None``."""
-    for test, reason in _KINDS:
-        if test(info.st_mode):
-            return reason
-    if not stat.S_ISREG(info.st_mode):
-        return "is not a regular file"
+    if (reason := not_regular(info.st_mode)) is not None:
+        return reason
     if info.st_uid != os.geteuid():
         return f"belongs to uid {info.st_uid}, not to this user ({os.geteuid()})"
     return None
@@ -114,8 +100,10 @@ def exclusive(path: Path, *, timeout: float) -> Iterator[None]:
         info: os.stat_result | None = os.lstat(path)
     except FileNotFoundError:
         info = None
+    except FileExistsError as exc:  # from mkdir: a parent is there, and not a directory
+        raise UnsafeLockError(path, "is below something that is not a directory") from exc
     except OSError as exc:
-        raise UnsafeLockError(path, _open_failure(exc)) from exc
+        raise UnsafeLockError(path, open_failure(exc)) from exc
     if info is not None and (reason := _refusal(info)) is not None:
         raise UnsafeLockError(path, reason)
     lock = FileLock(
@@ -128,16 +116,9 @@ def exclusive(path: Path, *, timeout: float) -> Iterator[None]:
     except Timeout:
         raise LockTimeoutError(path, timeout) from None
     except OSError as exc:
-        raise UnsafeLockError(path, _open_failure(exc)) from exc
+        raise UnsafeLockError(path, open_failure(exc)) from exc
     try:
         yield
     finally:
         lock.release()
 
-
-def _open_failure(error: OSError) -> str:
-    if error.errno in (errno.ELOOP, errno.EMLINK):  # EMLINK: FreeBSD's answer to O_NOFOLLOW
-        return _KINDS[0][1]
-    if error.errno == errno.ENOTDIR:
-        return "is below something that is not a directory"
-    return f"cannot be used ({error.strerror})"

@@ -27,6 +27,9 @@ from typing import Final
 __all__ = [
     "MAX_STATE_FILE",
     "UnusableFileError",
+    "file_kind",
+    "not_regular",
+    "open_failure",
     "parse_json",
     "read_json",
     "read_own_file",
@@ -39,12 +42,15 @@ _OWN_FLAGS: Final = (
     os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
 )
 _KINDS: Final = (
+    (stat.S_ISLNK, "a symbolic link"),
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO"),
     (stat.S_ISSOCK, "a socket"),
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
+    (stat.S_ISREG, "a regular file"),
 )
+LINK_REFUSED: Final = "is a symbolic link, which clanker does not follow for its own files"
 
 
 class UnusableFileError(ValueError):
@@ -85,9 +91,11 @@ def write_json_atomic(path: Path, data: object, *, fsync: bool = True) -> None:
         raise
 
 
-def _open_failure(error: OSError) -> str:
+def open_failure(error: OSError) -> str:
+    """Why one of clanker's own files could not be opened without following a link
+    (``O_NOFOLLOW``, ``O_NONBLOCK``), for a message that names the file first."""
     if error.errno in (errno.ELOOP, errno.EMLINK):  # EMLINK: FreeBSD's answer to O_NOFOLLOW
-        return "is a symbolic link, which clanker does not follow for its own files"
+        return LINK_REFUSED
     if error.errno == errno.ENXIO:
         return "is a socket or a device, not a regular file"
     if error.errno == errno.ENOTDIR:
@@ -95,8 +103,20 @@ def _open_failure(error: OSError) -> str:
     return f"cannot be opened ({error.strerror})"
 
 
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` is, for a message: ``a FIFO``, ``a regular file``..."""
+    return next((name for test, name in _KINDS if test(mode)), "not a file")
+
+
+def not_regular(mode: int) -> str | None:
+    """Why a file of ``mode`` is not one clanker may use as its own regular file,
+    or ``None`` when it is one."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return LINK_REFUSED
+    kind = file_kind(mode)
+    return "is not a regular file" if kind == "not a file" else f"is {kind}, not a regular file"
 
 
 def read_own_file(path: Path, *, max_bytes: int) -> bytes | None:
@@ -111,11 +131,11 @@ def read_own_file(path: Path, *, max_bytes: int) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise UnusableFileError(path, _open_failure(exc)) from exc
+        raise UnusableFileError(path, open_failure(exc)) from exc
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnusableFileError(path, f"is {_kind(info.st_mode)}, not a regular file")
+        if (reason := not_regular(info.st_mode)) is not None:
+            raise UnusableFileError(path, reason)
         if info.st_size > max_bytes:
             raise UnusableFileError(path, f"is larger than {max_bytes} bytes")
         chunks: list[bytes] = []

@@ -14,31 +14,18 @@ import fcntl
 import os
 import stat
 from pathlib import Path
-from typing import Final
 
 from clanker.grid.errors import GridPathError
+from clanker.storage import file_kind
 
 __all__ = ["describe", "ensure_directory", "open_regular"]
 
-_KINDS: Final = (
-    (stat.S_ISLNK, "a symbolic link"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISREG, "a regular file"),
-)
-
-
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a file")
 
 
 def describe(path: Path) -> str:
     """What is at ``path`` itself (a link is not followed), for a message."""
     try:
-        return _kind(os.lstat(path).st_mode)
+        return file_kind(os.lstat(path).st_mode)
     except FileNotFoundError:
         return "missing"
     except OSError as exc:
@@ -79,7 +66,7 @@ def _check_opened(path: Path, fd: int) -> None:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         raise GridPathError(
-            f"{path} is {_kind(info.st_mode)}; the grid needs a regular file there")
+            f"{path} is {file_kind(info.st_mode)}; the grid needs a regular file there")
     if info.st_uid != os.geteuid():
         raise GridPathError(f"{path} belongs to another user")
 
