@@ -166,6 +166,15 @@ def test_the_file_is_0600_in_a_0700_directory_whatever_the_umask(tmp_path: Path)
     assert lock.parent.stat().st_mode & 0o7777 == 0o700
 
 
+def test_a_lock_file_left_readable_by_others_is_made_private(tmp_path: Path) -> None:
+    lock = tmp_path / "a.lock"
+    lock.write_text("")
+    lock.chmod(0o666)
+    with exclusive(lock, timeout=0):
+        pass
+    assert lock.stat().st_mode & 0o7777 == 0o600
+
+
 @pytest.mark.parametrize("kind", ["link-elsewhere", "dangling-link", "link-to-itself",
                                   "fifo", "directory", "socket"])
 def test_anything_but_a_regular_file_is_refused_without_blocking_or_touching_it(

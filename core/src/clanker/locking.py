@@ -5,7 +5,8 @@ kernel drops it when the holding process dies, so nothing stale is left to
 clean) for at most a bounded wait: ``timeout=0`` is a single try. On top of
 what ``filelock`` does, the lock file is clanker's own and nothing else:
 
-- its directory is created private (0700) and the file 0600;
+- its directory is created private (0700) and the file 0600 (an older, wider
+  one is made 0600 once it is held);
 - a symbolic link at the lock path is never followed, and a FIFO, socket,
   device or directory there never blocks: each is refused, as is a file
   another user owns, with :class:`UnsafeLockError` (checked before the lock
@@ -75,8 +76,11 @@ def _refusal(info: os.stat_result) -> str | None:
 def _check_descriptor(path: Path) -> Callable[[int], None]:
     def check(fd: int) -> None:
         # The path was checked before the open; this catches a swap in between.
-        if (reason := _refusal(os.fstat(fd))) is not None:
+        info = os.fstat(fd)
+        if (reason := _refusal(info)) is not None:
             raise UnsafeLockError(path, reason)
+        if info.st_mode & 0o077:  # a lock file left by an older clanker, or a wide umask
+            os.fchmod(fd, 0o600)
 
     return check
 
