@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +15,7 @@ from clanker.capabilities import CONTRACTS, Capability
 from clanker.cli import main
 from clanker.descriptor import HarnessDescriptor
 from clanker.ids import HarnessId
-from clanker.plugin import define_harness
+from clanker.plugin import EXPORT, MODULES, define_harness
 from clanker.registry import CapabilityLoadError, Registry, override_registry
 from tests.helpers import FakeLaunch, FakeModels
 
@@ -121,3 +123,74 @@ def test_bundled_plugins_declare_their_capabilities_without_importing_them() -> 
     assert all(found["declared"].values())
     assert {row.module for row in CONTRACTS.values()} == {
         row.protocol.__module__ for row in CONTRACTS.values()}
+
+
+def _package(root: Path, name: str, modules: dict[str, str]) -> str:
+    folder = root / name
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    for module, text in modules.items():
+        (folder / f"{module}.py").write_text(text)
+    return name
+
+
+def test_a_package_gets_each_capability_whose_module_it_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = _package(tmp_path, "conventional_fake", {
+        "launch": "from tests.helpers import FakeLaunch\nimplementation = FakeLaunch\n",
+        # The module is there but does not export the name: declared, and an error on use.
+        "models": "from tests.helpers import FakeModels\n",
+        "layers": "raise AssertionError('not a capability module')\n",
+    })
+    plugin = define_harness(_descriptor(), package=name)
+    assert plugin.references == {"clanker_launch": f"{name}.launch:{EXPORT}",
+                                 "clanker_models": f"{name}.models:{EXPORT}"}
+    registry = Registry.from_plugins({"fake-agent": plugin}, environ={})
+    provider = registry.get_provider(FAKE)
+    assert registry.problems == ()
+    assert provider.capabilities == {Capability.LAUNCH, Capability.MODELS}
+    assert f"{name}.launch" not in sys.modules  # known without importing it
+    assert isinstance(provider.launch, FakeLaunch)
+    with pytest.raises(CapabilityLoadError) as raised:
+        _ = provider.models
+    assert raised.value.capability is Capability.MODELS
+    assert f"has no attribute '{EXPORT}'" in raised.value.reason
+    assert f"{name}.layers" not in sys.modules
+
+
+def test_a_keyword_wins_over_the_convention(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = _package(tmp_path, "conventional_keyword", {"launch": "", "models": ""})
+    plugin = define_harness(_descriptor(), package=name, models=FakeModels,
+                            launch="tests.helpers:FakeLaunch")
+    assert plugin.references == {"clanker_launch": "tests.helpers:FakeLaunch"}
+    provider = Registry.from_plugins({"fake-agent": plugin}, environ={}).get_provider(FAKE)
+    assert isinstance(provider.models, FakeModels)
+    assert isinstance(provider.launch, FakeLaunch)
+
+
+@pytest.mark.parametrize("package", ["tests.helpers", "no_such_package_here"])
+def test_a_package_that_is_not_one_is_refused_where_the_plugin_is_defined(package: str) -> None:
+    with pytest.raises(TypeError, match=r"define_harness\(fake-agent\): package .* is not an "
+                                        r"importable package"):
+        define_harness(_descriptor(), package=package)
+
+
+def test_every_capability_has_a_conventional_module() -> None:
+    assert set(MODULES) == {row.attribute for row in CONTRACTS.values()}
+    assert len(set(MODULES.values())) == len(MODULES)
+
+
+def test_the_guide_shows_codexs_declaration_as_it_is() -> None:
+    root = Path(__file__).resolve().parents[2]
+    guide = (root / "docs" / "hooks.md").read_text()
+    shown = re.search(r"```python\n(plugin = define_harness\(\n    HarnessDescriptor\(\n"
+                      r"        id=HarnessId\(\"codex\"\).*?\n\))\n```", guide, re.DOTALL)
+    assert shown is not None
+    source = (root / "plugins" / "codex" / "src" / "clanker_codex" / "__init__.py").read_text()
+    code = "\n".join(line for line in source.splitlines() if not line.strip().startswith("#"))
+    assert shown[1] in code

@@ -16,8 +16,11 @@ with ``[project.entry-points."clanker.harnesses"] zed = "clanker_zed:plugin"``.
 A capability may also be named by a ``"module:attribute"`` reference
 (``launch="clanker_zed.launch:ZedLaunch"``): its module is then imported the
 first time the capability is used, not when the registry loads, so commands
-that never use it do not pay for it. Module-level ``@hookimpl`` functions
-work the same way. Beside this module a plugin imports only from the
+that never use it do not pay for it. A plugin package can leave the naming to
+the convention instead: ``define_harness(descriptor, package=__name__)`` gives
+the package every capability whose module (:data:`MODULES`) it has, each made
+from the module's :data:`EXPORT` on first use. Module-level ``@hookimpl``
+functions work the same way. Beside this module a plugin imports only from the
 documented surface: :mod:`clanker.execution`, :mod:`clanker.stores`, each
 capability's ``clanker.<capability>.capability`` module and, in its tests,
 :mod:`clanker.testing` (``docs/hooks.md``).
@@ -26,8 +29,10 @@ capability's ``clanker.<capability>.capability`` module and, in its tests,
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
 from clanker.capabilities import CONTRACTS
@@ -43,6 +48,8 @@ from clanker.hookspecs import hookimpl
 from clanker.ids import HarnessId
 
 __all__ = [
+    "EXPORT",
+    "MODULES",
     "SURFACE",
     "ErrorKind",
     "HarnessCapabilityError",
@@ -76,6 +83,26 @@ A plugin's tests may import :mod:`clanker.testing` as well. Anything else
 (services, the registry, the CLI, private helpers) may change without notice;
 a meta-test holds the bundled plugins to this list.
 """
+
+MODULES: Final[Mapping[str, str]] = MappingProxyType({
+    "launch": "launch",
+    "models": "models",
+    "sessions": "sessions",
+    "attention": "attention",
+    "usage": "usage",
+    "accounts": "accounts",
+    "agent_bridge": "bridge",
+    "guidance": "guidance",
+    "checkout_rehome": "rehome",
+    "commit": "commit",
+    "acp": "acp",
+})
+"""Capability (its provider field) -> the module of a plugin package that implements it,
+by convention (``define_harness(..., package=__name__)``)."""
+
+EXPORT: Final = "implementation"
+"""The name a conventional capability module exports: the class (or any callable taking
+no arguments) that makes the capability's object, e.g. ``implementation = ZedLaunch``."""
 
 _ATTRIBUTES = {row.attribute: row.hook for row in CONTRACTS.values()}
 _REFERENCE: Final = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
@@ -124,8 +151,21 @@ def _referenced(reference: str) -> Callable[[], object]:
     return build
 
 
+def _conventional(descriptor: HarnessDescriptor, package: str) -> dict[str, str]:
+    """The references to every capability module ``package`` has, found without
+    importing any of them."""
+    try:
+        importlib.import_module(package)
+        return {attribute: f"{package}.{module}:{EXPORT}" for attribute, module in MODULES.items()
+                if importlib.util.find_spec(f"{package}.{module}") is not None}
+    except (ImportError, ValueError) as exc:
+        raise TypeError(f"define_harness({descriptor.id}): package {package!r} is not an "
+                        f"importable package ({type(exc).__name__})") from exc
+
+
 def define_harness(
-    descriptor: HarnessDescriptor, **capabilities: Callable[[], Any] | str
+    descriptor: HarnessDescriptor, package: str | None = None,
+    **capabilities: Callable[[], Any] | str,
 ) -> HarnessPlugin:
     """Return a plugin for ``descriptor`` with one hook per capability given.
 
@@ -133,8 +173,12 @@ def define_harness(
     ``sessions``, ``attention``, ``usage``, ``commit``, ...) and its value
     builds the implementation object (a class, usually), or is a
     ``"module:attribute"`` reference to it, imported on the capability's
-    first use. A capability not given is one the harness does not have. An
-    unknown keyword, or a reference that is not of that form, is a
+    first use. With ``package`` (a plugin package's ``__name__``), each
+    capability whose module :data:`MODULES` names exists in the package is
+    given as well, by the reference ``"<package>.<module>:implementation"``
+    (a keyword given for the same capability wins). A capability not given is
+    one the harness does not have. An unknown keyword, a reference that is not
+    of that form or a ``package`` that is not a package is a
     :class:`TypeError` here, not a plugin that silently lacks a capability.
     """
     unknown = sorted(set(capabilities) - set(_ATTRIBUTES))
@@ -146,4 +190,5 @@ def define_harness(
     if malformed:
         raise TypeError(f"define_harness({descriptor.id}): {', '.join(malformed)} must be "
                         "a class or a 'module:attribute' reference")
-    return HarnessPlugin(descriptor, dict(capabilities))
+    found = _conventional(descriptor, package) if package is not None else {}
+    return HarnessPlugin(descriptor, {**found, **capabilities})

@@ -31,10 +31,6 @@ plugin = define_harness(
         install_hint="curl -fsSL https://antigravity.google/cli/install.sh | bash",
         homepage="https://antigravity.google",
     ),
-    launch="clanker_agy.launch:AgyLaunch",
-    models="clanker_agy.models:AgyModels",
+    package=__name__,
     sessions="clanker_agy.sessions:AgySessions",
-    attention="clanker_agy.attention:AgyAttention",
-    usage="clanker_agy.usage:AgyUsage",
-    commit="clanker_agy.commit:AgyCommit",
 )

@@ -281,3 +281,5 @@ class AgyAttention:
         # Nothing to add: the attachment's CLANKER_ATTENTION_* variables are in
         # agy's environment, and agy passes them to its hook commands.
         return AttachmentPlan()
+
+implementation = AgyAttention

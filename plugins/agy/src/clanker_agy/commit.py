@@ -195,3 +195,5 @@ class AgyCommit:
         # 2: a flag error; 3: quota. The stream says what failed when it can;
         # stderr (`AGY_ERROR: ...`) is diagnostics only, never read.
         return answer_by_exit(result, parse_commit_stream, harness="agy")
+
+implementation = AgyCommit

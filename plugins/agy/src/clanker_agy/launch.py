@@ -55,3 +55,5 @@ class AgyLaunch:
 
     def parse_version(self, result: CommandResult) -> str:
         return parse_version_output(result, _VERSION, harness="agy")
+
+implementation = AgyLaunch

@@ -65,3 +65,5 @@ class AgyModels:
         result = await context.executor.run(request)
         result.require_success("agy")
         return parse_models_listing(result.stdout)
+
+implementation = AgyModels

@@ -325,3 +325,5 @@ class AgyUsage:
         check_version(await context.executor.run(version_request()))
         result = await context.executor.run(usage_request(self._timeout))
         return interpret_result(result, completed_at=datetime.now(UTC))
+
+implementation = AgyUsage

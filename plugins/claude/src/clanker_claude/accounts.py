@@ -142,3 +142,5 @@ class ClaudeAccounts:
         if (await context.executor.run(logout)).exit_code != 0:
             raise _fail(ErrorKind.COMMAND_FAILED, "auth logout failed")
         return await self._status(context)
+
+implementation = ClaudeAccounts

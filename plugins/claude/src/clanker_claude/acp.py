@@ -15,3 +15,5 @@ class ClaudeAcp:
     def server(self) -> AcpServer:
         return AcpServer(argv=("claude-agent-acp",),
                          install_hint="npm install -g @zed-industries/claude-agent-acp")
+
+implementation = ClaudeAcp

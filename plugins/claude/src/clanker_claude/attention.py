@@ -229,3 +229,5 @@ def _read_settings(path: Path) -> dict[str, object] | None:
     if not isinstance(settings, dict):
         raise _Conflict(unreadable)
     return settings
+
+implementation = ClaudeAttention

@@ -224,3 +224,5 @@ def _read_object(files: HostFiles, path: Path, limit: int) -> dict[str, object] 
     if not isinstance(document, dict):
         raise _Owned
     return document
+
+implementation = ClaudeBridge

@@ -218,3 +218,5 @@ class ClaudeCommit:
         # signal. An error result says what failed (signed out included);
         # otherwise the status does.
         return answer_by_exit(result, parse_commit_result, harness="claude")
+
+implementation = ClaudeCommit

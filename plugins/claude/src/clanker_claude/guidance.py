@@ -43,3 +43,5 @@ class ClaudeGuidance:
                 return None
         executable, *rest = context.argv
         return AttachmentPlan(argv=(executable, f"{APPEND_FLAG}={text}", *rest))
+
+implementation = ClaudeGuidance

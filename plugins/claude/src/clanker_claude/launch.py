@@ -65,3 +65,5 @@ class ClaudeLaunch:
 
     def parse_version(self, result: CommandResult) -> str:
         return parse_version_output(result, _VERSION, harness="claude")
+
+implementation = ClaudeLaunch

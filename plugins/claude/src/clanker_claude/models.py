@@ -160,3 +160,5 @@ class ClaudeModels:
         if ended.exit_code != 0:
             raise _fail(ErrorKind.COMMAND_FAILED, f"claude exited {ended.exit_code}")
         return models
+
+implementation = ClaudeModels

@@ -23,3 +23,5 @@ class ClaudeRehome:
 
     def is_transient_contention(self, output: str) -> bool:
         return False
+
+implementation = ClaudeRehome

@@ -344,3 +344,5 @@ class ClaudeUsage:
         if ended.exit_code != 0:
             raise _fail(ErrorKind.COMMAND_FAILED, f"claude exited {ended.exit_code}")
         return evolve(snapshot, observed_at=datetime.now(UTC))
+
+implementation = ClaudeUsage

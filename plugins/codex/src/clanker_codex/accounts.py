@@ -202,3 +202,5 @@ class CodexAccounts:
             check = account_check(await connection.request("account/read", _READ_PARAMS))
             await _finish(session)
         return check
+
+implementation = CodexAccounts

@@ -14,3 +14,5 @@ class CodexAcp:
     def server(self) -> AcpServer:
         return AcpServer(argv=("codex-acp",),
                          install_hint="npm install -g @zed-industries/codex-acp")
+
+implementation = CodexAcp

@@ -264,3 +264,5 @@ def _read_toml(path: Path) -> dict[str, object] | None:
         return tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
         raise _Conflict(unreadable) from None
+
+implementation = CodexAttention

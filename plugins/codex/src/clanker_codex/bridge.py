@@ -93,3 +93,5 @@ def _names_server(config: dict[str, object] | None, name: str) -> bool:
         return False
     # Something other than a table cannot be told apart from the user's own server.
     return not isinstance(servers, dict) or name in servers
+
+implementation = CodexBridge

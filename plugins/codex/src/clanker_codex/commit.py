@@ -218,3 +218,5 @@ class CodexCommit:
         # 130/143: a signal. The stream says whether a turn failed, and why
         # when the credentials were refused; stderr is never read.
         return answer_by_exit(result, parse_commit_stream, harness="codex")
+
+implementation = CodexCommit

@@ -62,3 +62,5 @@ class CodexGuidance:
             return None
         return AttachmentPlan(argv=insert_top_level(
             context.argv, ("-c", f"{KEY}={toml_string(text)}")))
+
+implementation = CodexGuidance

@@ -60,3 +60,5 @@ class CodexLaunch:
 
     def parse_version(self, result: CommandResult) -> str:
         return parse_version_output(result, _VERSION, harness="codex")
+
+implementation = CodexLaunch

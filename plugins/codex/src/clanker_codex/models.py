@@ -98,3 +98,5 @@ class CodexModels:
                 return models
             params = {"cursor": cursor}
         raise fail(ErrorKind.PARSE_FAILURE, f"model/list went on past {MAX_PAGES} pages")
+
+implementation = CodexModels

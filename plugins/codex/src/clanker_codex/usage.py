@@ -446,3 +446,5 @@ class CodexUsage:
         if retried is None:  # pragma: no cover - limits_result never retries twice
             raise fail(ErrorKind.COMMAND_FAILED, "account/rateLimits/read was refused")
         return retried
+
+implementation = CodexUsage

@@ -28,10 +28,6 @@ plugin = define_harness(
         install_hint="pip install hermes-agent (its TUI also needs node on PATH)",
         homepage="https://pypi.org/project/hermes-agent/",
     ),
-    launch="clanker_hermes.launch:HermesLaunch",
-    models="clanker_hermes.models:HermesModels",
+    package=__name__,
     sessions="clanker_hermes.sessions:HermesSessions",
-    attention="clanker_hermes.attention:HermesAttention",
-    usage="clanker_hermes.usage:HermesUsage",
-    acp="clanker_hermes.acp:HermesAcp",
 )

@@ -13,3 +13,5 @@ class HermesAcp:
 
     def server(self) -> AcpServer:
         return AcpServer(argv=("hermes", "acp"), install_hint="pip install 'hermes-agent[acp]'")
+
+implementation = HermesAcp

@@ -156,3 +156,5 @@ def _check(user_flags: tuple[str, ...], env: dict[str, str]) -> None:
     if env.get("HERMES_SAFE_MODE", "").strip().lower() in _TRUTHY:
         raise _Conflict("HERMES_SAFE_MODE is set, so Hermes loads no plugins; unset it to see "
                         "this agent's state")
+
+implementation = HermesAttention

@@ -61,3 +61,5 @@ class HermesLaunch:
 
     def parse_version(self, result: CommandResult) -> str:
         return parse_version_output(result, _VERSION, harness="hermes")
+
+implementation = HermesLaunch

@@ -152,3 +152,5 @@ class HermesModels:
             await session.close_input()
             await session.wait()
         return parse_model_options(response)
+
+implementation = HermesModels

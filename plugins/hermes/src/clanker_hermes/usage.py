@@ -179,3 +179,5 @@ class HermesUsage:
     async def probe(self, context: UsageContext) -> UsageSnapshot:
         result = await context.executor.run(usage_request())
         return interpret_result(result, completed_at=datetime.now(UTC))
+
+implementation = HermesUsage

@@ -29,12 +29,6 @@ plugin = define_harness(
         install_hint="npm install -g @oh-my-pi/pi-coding-agent (it runs on bun >= 1.3.14)",
         homepage="https://omp.sh",
     ),
-    launch="clanker_omp.launch:OmpLaunch",
-    models="clanker_omp.models:OmpModels",
+    package=__name__,
     sessions="clanker_omp.sessions:OmpSessions",
-    attention="clanker_omp.attention:OmpAttention",
-    usage="clanker_omp.usage:OmpUsage",
-    commit="clanker_omp.commit:OmpCommit",
-    guidance="clanker_omp.guidance:OmpGuidance",
-    acp="clanker_omp.acp:OmpAcp",
 )

@@ -13,3 +13,5 @@ class OmpAcp:
     def server(self) -> AcpServer:
         return AcpServer(argv=("omp", "acp"),
                          install_hint="npm install -g @oh-my-pi/pi-coding-agent")
+
+implementation = OmpAcp

@@ -71,3 +71,5 @@ class OmpAttention:
         argv = context.argv
         at = 2 if len(argv) > 1 and argv[1] == _SUBCOMMAND else 1
         return AttachmentPlan(argv=(*argv[:at], "--extension", str(target), *argv[at:]))
+
+implementation = OmpAttention

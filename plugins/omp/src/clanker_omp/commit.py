@@ -120,3 +120,5 @@ class OmpCommit:
         # 130/143/129: a signal. The stream says which turn failed, if any.
         return answer_by_exit(result, parse_commit_stream, harness="omp",
                               reported=(ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT))
+
+implementation = OmpCommit

@@ -65,3 +65,5 @@ def _user_files(context: AttachmentContext) -> Iterator[str]:
             homes.append(context.env[name])
     for directory in homes:
         yield posixpath.join(directory, _APPEND_FILE)
+
+implementation = OmpGuidance

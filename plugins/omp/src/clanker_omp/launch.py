@@ -63,3 +63,5 @@ class OmpLaunch:
 
     def parse_version(self, result: CommandResult) -> str:
         return parse_version_output(result, _VERSION, harness="omp")
+
+implementation = OmpLaunch

@@ -79,3 +79,5 @@ class OmpModels:
         result = await context.executor.run(request)
         result.require_success("omp")
         return parse_models_json(result.stdout)
+
+implementation = OmpModels

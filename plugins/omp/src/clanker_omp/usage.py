@@ -262,3 +262,5 @@ class OmpUsage:
         # minified source). Neither stream is read.
         result.require_success(_HARNESS)
         return parse_omp_usage(result.stdout, completed_at=datetime.now(UTC))
+
+implementation = OmpUsage

@@ -12,3 +12,5 @@ class OpenCodeAcp:
 
     def server(self) -> AcpServer:
         return AcpServer(argv=("opencode", "acp"), install_hint="npm install -g opencode-ai")
+
+implementation = OpenCodeAcp

@@ -97,3 +97,5 @@ def _pure_flag(flags: Iterable[str]) -> bool:
                 and word[len(_PURE_FLAG) + 1:].strip().lower() not in _FALSE):
             return True
     return False
+
+implementation = OpenCodeAttention

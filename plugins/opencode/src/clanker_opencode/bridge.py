@@ -77,3 +77,5 @@ def _defines(layer: Any, name: str) -> bool:
         return False
     servers = layer["mcp"]
     return not isinstance(servers, dict) or name in servers
+
+implementation = OpenCodeAgentBridge

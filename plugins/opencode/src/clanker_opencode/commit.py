@@ -264,3 +264,5 @@ class OpenCodeCommit:
         # signal (SIGINT is ignored). The stream says whether a turn failed;
         # stderr is never read.
         return answer_by_exit(result, parse_commit_stream, harness="opencode")
+
+implementation = OpenCodeCommit

@@ -41,3 +41,5 @@ class OpenCodeGuidance:
             file.write(text)
         merged = {**document, "instructions": [*listed, str(target)]}
         return AttachmentPlan(env={CONFIG_VARIABLE: encode(merged)})
+
+implementation = OpenCodeGuidance

@@ -58,3 +58,5 @@ class OpenCodeLaunch:
 
     def parse_version(self, result: CommandResult) -> str:
         return parse_version_output(result, _VERSION, harness="opencode")
+
+implementation = OpenCodeLaunch

@@ -93,3 +93,5 @@ class OpenCodeModels:
         result = await context.executor.run(request)
         result.require_success("opencode")
         return parse_models_listing(result.stdout)
+
+implementation = OpenCodeModels

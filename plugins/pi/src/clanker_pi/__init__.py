@@ -28,10 +28,6 @@ plugin = define_harness(
         install_hint="npm install -g @mariozechner/pi-coding-agent",
         homepage="https://www.npmjs.com/package/@mariozechner/pi-coding-agent",
     ),
-    launch="clanker_pi.launch:PiLaunch",
-    models="clanker_pi.models:PiModels",
+    package=__name__,
     sessions="clanker_pi.sessions:PiSessions",
-    attention="clanker_pi.attention:PiAttention",
-    commit="clanker_pi.commit:PiCommit",
-    guidance="clanker_pi.guidance:PiGuidance",
 )

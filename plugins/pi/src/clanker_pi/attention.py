@@ -71,3 +71,5 @@ class PiAttention:
         # First, so a subcommand word never follows an option of ours, and the
         # model, session and user flags that come after keep their order.
         return AttachmentPlan(argv=(executable, "--extension", str(target), *arguments))
+
+implementation = PiAttention

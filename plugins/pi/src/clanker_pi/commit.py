@@ -122,3 +122,5 @@ class PiCommit:
                 raise _fail(ErrorKind.UNAUTHENTICATED, _SIGN_IN)
             raise _fail(ErrorKind.COMMAND_FAILED, f"exit status {result.exit_code}")
         return parse_commit_stream(result.stdout)
+
+implementation = PiCommit

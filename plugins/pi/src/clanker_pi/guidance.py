@@ -73,3 +73,5 @@ def _discovered(context: AttachmentContext) -> str | None:
         if context.files.stat(path) is not None:  # Pi's existsSync follows links
             return path
     return None
+
+implementation = PiGuidance

@@ -63,3 +63,5 @@ class PiLaunch:
 
     def parse_version(self, result: CommandResult) -> str:
         return parse_version_output(result, _VERSION, harness="pi", include_stderr=True)
+
+implementation = PiLaunch

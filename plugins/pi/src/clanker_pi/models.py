@@ -96,3 +96,5 @@ class PiModels:
                 ErrorKind.COMMAND_FAILED, f"exit status {finished.exit_code}", harness="pi"
             )
         return parse_available_models(response)
+
+implementation = PiModels
