@@ -21,9 +21,9 @@ the convention instead: ``define_harness(descriptor, package=__name__)`` gives
 the package every capability whose module (:data:`MODULES`) it has, each made
 from the module's :data:`EXPORT` on first use. Module-level ``@hookimpl``
 functions work the same way. Beside this module a plugin imports only from the
-documented surface: :mod:`clanker.execution`, :mod:`clanker.stores`, each
-capability's ``clanker.<capability>.capability`` module and, in its tests,
-:mod:`clanker.testing` (``docs/hooks.md``).
+documented surface: :mod:`clanker.execution`, :mod:`clanker.stores`,
+:mod:`clanker.launch.harness`, each capability's ``clanker.<capability>.capability``
+module and, in its tests, :mod:`clanker.testing` (``docs/hooks.md``).
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ SURFACE: Final = frozenset({
     "clanker.ids",
     "clanker.execution",
     "clanker.execution.jsonlines",
+    "clanker.launch.harness",
     "clanker.stores",
     "clanker.pistore",
     # Each capability's contract module: where its protocol is defined.

@@ -5,14 +5,13 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.capability import (
     LOWERCASE_UUID,
     LaunchPlan,
     LaunchRequest,
     checked_session_id,
-    parse_version_output,
 )
+from clanker.launch.harness import HarnessLaunch
 
 __all__ = ["AgyLaunch"]
 
@@ -22,8 +21,12 @@ __all__ = ["AgyLaunch"]
 _VERSION: Final = re.compile(r"\Av?(\d+\.\d+\.\d+)\n?\Z")
 
 
-class AgyLaunch:
+class AgyLaunch(HarnessLaunch):
     """agy's TUI in the working directory; conversations are scoped to it."""
+
+    # `-v` is not a version flag in every build ("flag needs an argument").
+    executable = "agy"
+    version = _VERSION
 
     def build(self, request: LaunchRequest) -> LaunchPlan:
         # agy parses flags like Go's `flag` package: a value-taking flag given as
@@ -49,11 +52,5 @@ class AgyLaunch:
             "d6b9f466-8d4d-4b93-adbe-9bdb0b6df587",
         )
 
-    def version_request(self) -> CommandRequest:
-        # `-v` is not a version flag in every build ("flag needs an argument").
-        return CommandRequest(command="agy", args=("--version",))
-
-    def parse_version(self, result: CommandResult) -> str:
-        return parse_version_output(result, _VERSION, harness="agy")
 
 implementation = AgyLaunch

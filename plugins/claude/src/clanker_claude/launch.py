@@ -6,15 +6,13 @@ import posixpath
 import re
 from typing import Final
 
-from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.capability import (
     LOWERCASE_UUID,
     LaunchOperation,
     LaunchPlan,
     LaunchRequest,
-    checked_session_id,
-    parse_version_output,
 )
+from clanker.launch.harness import HarnessLaunch
 
 __all__ = ["ClaudeLaunch"]
 
@@ -25,8 +23,16 @@ _SESSION_ID: Final = LOWERCASE_UUID
 _VERSION: Final = re.compile(r"^(\d+\.\d+\.\d+\S*) \(Claude Code\)$", re.MULTILINE)
 
 
-class ClaudeLaunch:
+class ClaudeLaunch(HarnessLaunch):
     """Claude Code's interactive session; resume and fork are top-level options."""
+
+    executable = "claude"
+    session_id = _SESSION_ID
+    session_id_problem = (
+        "a Claude Code session id is a lowercase UUID such as "
+        "2bd84788-1866-4763-ad83-f2741628502f"
+    )
+    version = _VERSION
 
     def build(self, request: LaunchRequest) -> LaunchPlan:
         # clanker's options go first: user options such as `--add-dir <dirs...>`
@@ -53,17 +59,5 @@ class ClaudeLaunch:
             return path
         return request.session.native_id
 
-    def validate_session_id(self, raw: str) -> str:
-        return checked_session_id(
-            raw, _SESSION_ID,
-            "a Claude Code session id is a lowercase UUID such as "
-            "2bd84788-1866-4763-ad83-f2741628502f"
-        )
-
-    def version_request(self) -> CommandRequest:
-        return CommandRequest(command="claude", args=("--version",))
-
-    def parse_version(self, result: CommandResult) -> str:
-        return parse_version_output(result, _VERSION, harness="claude")
 
 implementation = ClaudeLaunch

@@ -5,14 +5,12 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.capability import (
     LaunchOperation,
     LaunchPlan,
     LaunchRequest,
-    checked_session_id,
-    parse_version_output,
 )
+from clanker.launch.harness import HarnessLaunch
 
 __all__ = ["CodexLaunch"]
 
@@ -27,8 +25,13 @@ _SESSION_ID: Final = re.compile(
 _VERSION: Final = re.compile(r"^codex-cli (\d+\.\d+\.\d+\S*)$", re.MULTILINE)
 
 
-class CodexLaunch:
+class CodexLaunch(HarnessLaunch):
     """Codex's TUI, fresh or through its ``resume`` / ``fork`` subcommands."""
+
+    executable = "codex"
+    session_id = _SESSION_ID
+    session_id_problem = "a Codex session id is a UUID such as 01a22b86-c7d0-79e0-b3c0-03c56f3ce14a"
+    version = _VERSION
 
     def build(self, request: LaunchRequest) -> LaunchPlan:
         argv = ["codex"]
@@ -49,16 +52,5 @@ class CodexLaunch:
         argv += request.user_flags
         return LaunchPlan(argv=tuple(argv))
 
-    def validate_session_id(self, raw: str) -> str:
-        return checked_session_id(
-            raw, _SESSION_ID,
-            "a Codex session id is a UUID such as 01a22b86-c7d0-79e0-b3c0-03c56f3ce14a",
-        )
-
-    def version_request(self) -> CommandRequest:
-        return CommandRequest(command="codex", args=("--version",))
-
-    def parse_version(self, result: CommandResult) -> str:
-        return parse_version_output(result, _VERSION, harness="codex")
 
 implementation = CodexLaunch

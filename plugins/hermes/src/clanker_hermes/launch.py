@@ -5,13 +5,11 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.capability import (
     LaunchPlan,
     LaunchRequest,
-    checked_session_id,
-    parse_version_output,
 )
+from clanker.launch.harness import HarnessLaunch
 
 __all__ = ["PROVIDER_SEPARATOR", "HermesLaunch", "split_model"]
 
@@ -32,8 +30,15 @@ def split_model(model: str) -> tuple[str | None, str]:
     return None, model
 
 
-class HermesLaunch:
+class HermesLaunch(HarnessLaunch):
     """Hermes's launch: the modern TUI (the bare command starts the classic REPL)."""
+
+    executable = "hermes"
+    # Hermes also resumes by title; clanker resumes by id only, so a
+    # session can never be picked by a lookalike title.
+    session_id = _SESSION_ID
+    session_id_problem = "a Hermes session id looks like 20261130_081830_cec5d8"
+    version = _VERSION
 
     def build(self, request: LaunchRequest) -> LaunchPlan:
         argv = ["hermes"]
@@ -48,18 +53,5 @@ class HermesLaunch:
         argv += request.user_flags
         return LaunchPlan(argv=tuple(argv))
 
-    def validate_session_id(self, raw: str) -> str:
-        # Hermes also resumes by title; clanker resumes by id only, so a
-        # session can never be picked by a lookalike title.
-        return checked_session_id(
-            raw, _SESSION_ID,
-            "a Hermes session id looks like 20261130_081830_cec5d8",
-        )
-
-    def version_request(self) -> CommandRequest:
-        return CommandRequest(command="hermes", args=("--version",))
-
-    def parse_version(self, result: CommandResult) -> str:
-        return parse_version_output(result, _VERSION, harness="hermes")
 
 implementation = HermesLaunch

@@ -5,16 +5,14 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.capability import (
     LOWERCASE_UUID,
     LaunchOperation,
     LaunchPlan,
     LaunchRequest,
     SessionTarget,
-    checked_session_id,
-    parse_version_output,
 )
+from clanker.launch.harness import HarnessLaunch
 
 __all__ = ["OmpLaunch", "session_argument"]
 
@@ -35,8 +33,17 @@ def session_argument(session: SessionTarget) -> str:
     return session.store_path or session.native_id
 
 
-class OmpLaunch:
+class OmpLaunch(HarnessLaunch):
     """omp's launch: ``omp launch`` is the interactive TUI in the current directory."""
+
+    executable = "omp"
+    session_id = _SESSION_ID
+    session_id_problem = (
+        "an Oh My Pi session id is a lowercase UUID such as "
+        "01a22b8c-ca4c-72fc-ac3b-8d1148698ba1"
+    )
+    version = _VERSION
+    version_timeout = _VERSION_TIMEOUT
 
     def build(self, request: LaunchRequest) -> LaunchPlan:
         # `launch` is what bare `omp` runs. Naming it keeps the command a launch:
@@ -51,17 +58,5 @@ class OmpLaunch:
         argv += request.user_flags
         return LaunchPlan(argv=tuple(argv))
 
-    def validate_session_id(self, raw: str) -> str:
-        return checked_session_id(
-            raw, _SESSION_ID,
-            "an Oh My Pi session id is a lowercase UUID such as "
-            "01a22b8c-ca4c-72fc-ac3b-8d1148698ba1"
-        )
-
-    def version_request(self) -> CommandRequest:
-        return CommandRequest(command="omp", args=("--version",), timeout=_VERSION_TIMEOUT)
-
-    def parse_version(self, result: CommandResult) -> str:
-        return parse_version_output(result, _VERSION, harness="omp")
 
 implementation = OmpLaunch

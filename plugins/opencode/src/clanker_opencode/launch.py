@@ -5,14 +5,12 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.capability import (
     LaunchOperation,
     LaunchPlan,
     LaunchRequest,
-    checked_session_id,
-    parse_version_output,
 )
+from clanker.launch.harness import HarnessLaunch
 
 __all__ = ["OpenCodeLaunch"]
 
@@ -27,8 +25,14 @@ _VERSION: Final = re.compile(r"\A\s*(\d+\.\d+\.\d+[0-9A-Za-z.+-]*)\s*\Z")
 _VERSION_TIMEOUT: Final = 15.0
 
 
-class OpenCodeLaunch:
+class OpenCodeLaunch(HarnessLaunch):
     """OpenCode's TUI: the default command, in the working directory clanker starts it in."""
+
+    executable = "opencode"
+    session_id = _SESSION_ID
+    session_id_problem = "an OpenCode session id looks like ses_dd477e2caffeRx4w8c0S7Feig0"
+    version = _VERSION
+    version_timeout = _VERSION_TIMEOUT
 
     def build(self, request: LaunchRequest) -> LaunchPlan:
         # No positional project: opencode resolves a relative one against $PWD,
@@ -47,16 +51,5 @@ class OpenCodeLaunch:
         argv += request.user_flags
         return LaunchPlan(argv=tuple(argv))
 
-    def validate_session_id(self, raw: str) -> str:
-        return checked_session_id(
-            raw, _SESSION_ID,
-            "an OpenCode session id looks like ses_dd477e2caffeRx4w8c0S7Feig0",
-        )
-
-    def version_request(self) -> CommandRequest:
-        return CommandRequest(command="opencode", args=("--version",), timeout=_VERSION_TIMEOUT)
-
-    def parse_version(self, result: CommandResult) -> str:
-        return parse_version_output(result, _VERSION, harness="opencode")
 
 implementation = OpenCodeLaunch

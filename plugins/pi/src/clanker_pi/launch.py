@@ -5,16 +5,14 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.capability import (
     LOWERCASE_UUID,
     LaunchOperation,
     LaunchPlan,
     LaunchRequest,
     SessionTarget,
-    checked_session_id,
-    parse_version_output,
 )
+from clanker.launch.harness import HarnessLaunch
 
 __all__ = ["PiLaunch", "session_argument"]
 
@@ -37,8 +35,16 @@ def session_argument(session: SessionTarget) -> str:
     return session.store_path or session.native_id
 
 
-class PiLaunch:
+class PiLaunch(HarnessLaunch):
     """Pi's launch: the bare command is the interactive TUI in the current directory."""
+
+    executable = "pi"
+    session_id = _SESSION_ID
+    session_id_problem = ("a Pi session id is a lowercase UUID such as "
+                          "01a22b88-3feb-75b8-aeec-e180f9f7f187")
+    version = _VERSION
+    version_timeout = _VERSION_TIMEOUT
+    version_on_stderr = True
 
     def build(self, request: LaunchRequest) -> LaunchPlan:
         argv = ["pi"]
@@ -52,16 +58,5 @@ class PiLaunch:
         argv += request.user_flags
         return LaunchPlan(argv=tuple(argv))
 
-    def validate_session_id(self, raw: str) -> str:
-        return checked_session_id(
-            raw, _SESSION_ID,
-            "a Pi session id is a lowercase UUID such as 01a22b88-3feb-75b8-aeec-e180f9f7f187",
-        )
-
-    def version_request(self) -> CommandRequest:
-        return CommandRequest(command="pi", args=("--version",), timeout=_VERSION_TIMEOUT)
-
-    def parse_version(self, result: CommandResult) -> str:
-        return parse_version_output(result, _VERSION, harness="pi", include_stderr=True)
 
 implementation = PiLaunch

@@ -1,0 +1,57 @@
+"""The part of a launch capability that is a harness's facts, not its logic.
+
+Every harness checks session ids against one pattern, asks its binary for
+``--version`` and reads the version out of one line; only the pattern, the
+wording and the binary differ. A provider subclasses :class:`HarnessLaunch`,
+states those facts as class attributes and writes ``build`` (the one part
+that is each harness's own)::
+
+    class ZedLaunch(HarnessLaunch):
+        executable = "zed"
+        session_id = LOWERCASE_UUID
+        session_id_problem = "a Zed session id is a lowercase UUID"
+        version = re.compile(r"^zed (\\d+\\.\\d+\\.\\d+)$", re.MULTILINE)
+
+        def build(self, request: LaunchRequest) -> LaunchPlan: ...
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from clanker.execution import CommandRequest, CommandResult
+from clanker.launch.session_ids import checked_session_id
+from clanker.launch.version import parse_version_output
+
+__all__ = ["HarnessLaunch"]
+
+
+class HarnessLaunch:
+    """A launch capability's session-id check and version probe, from class attributes."""
+
+    executable: ClassVar[str]
+    """The bare command (``--version`` runs it, and the provider's argv starts with it)."""
+    session_id: ClassVar[re.Pattern[str]]
+    """What all of a resumable session id matches."""
+    session_id_problem: ClassVar[str]
+    """The message of a refused id (it says what an id looks like)."""
+    version: ClassVar[re.Pattern[str]]
+    """Group 1 of its first match in ``--version``'s output is the version."""
+    version_timeout: ClassVar[float | None] = None
+    """Seconds ``--version`` may take, where the default is too short for the harness."""
+    version_on_stderr: ClassVar[bool] = False
+    """Whether the version may be printed on stderr (stdout is searched first)."""
+
+    def validate_session_id(self, raw: str) -> str:
+        return checked_session_id(raw, self.session_id, self.session_id_problem)
+
+    def version_request(self) -> CommandRequest:
+        if self.version_timeout is None:
+            return CommandRequest(command=self.executable, args=("--version",))
+        return CommandRequest(command=self.executable, args=("--version",),
+                              timeout=self.version_timeout)
+
+    def parse_version(self, result: CommandResult) -> str:
+        return parse_version_output(result, self.version, harness=self.executable,
+                                    include_stderr=self.version_on_stderr)
