@@ -28,8 +28,8 @@ from clanker.execution import (
     SessionExecutor,
 )
 from clanker.testing import FailingExecutor, ScriptedExecutor
+from clanker.testing.doubles import script_double
 from clanker_claude.accounts import ClaudeAccounts, parse_status
-from tests.helpers import path_with, write_script
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "claude" / "accounts"
 VERSIONS = ("v2.1.197", "v2.1.332")
@@ -266,15 +266,8 @@ while True:
 
 
 def real_double(tmp_path: Path, **settings: str) -> tuple[LocalTransport, Path]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    write_script(bin_dir, "claude", DOUBLE)
-    log = tmp_path / "calls.log"
-    log.touch()
-    env = {**path_with(bin_dir), "FAKE_CLAUDE_DIR": str(FIXTURES),
-           "FAKE_CLAUDE_STATE": str(tmp_path / "state"), "FAKE_CLAUDE_LOG": str(log)}
-    env.update({f"FAKE_CLAUDE_{key.upper()}": value for key, value in settings.items()})
-    return LocalTransport(env), log
+    return script_double(tmp_path, "claude", DOUBLE, dir=str(FIXTURES),
+                         state=str(tmp_path / "state"), **settings)
 
 
 def ended_by_sigterm(log: Path) -> bool:

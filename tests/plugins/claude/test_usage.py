@@ -26,7 +26,7 @@ from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, LocalTransport
 from clanker.testing import FailingExecutor, ScriptedSession, ScriptedSessionExecutor
-from clanker.testing.doubles import probe_usage
+from clanker.testing.doubles import probe_usage, script_double
 from clanker.usage.capability import UsageContext
 from clanker.usage.types import Measurement, UsageSnapshot
 from clanker_claude.models import PROBE_ARGS, PROBE_ENV, probe_request
@@ -37,7 +37,6 @@ from clanker_claude.usage import (
     parse_get_usage,
     read_account,
 )
-from tests.helpers import path_with, write_script
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "claude" / "usage"
 DONE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -471,14 +470,7 @@ sys.exit(int(os.environ.get("FAKE_CLAUDE_EXIT", "0")))
 
 
 def real_double(tmp_path: Path, capture: str, **settings: str) -> tuple[LocalTransport, Path]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    write_script(bin_dir, "claude", DOUBLE)
-    log = tmp_path / "stdin.log"
-    env = {**path_with(bin_dir), "FAKE_CLAUDE_CAPTURE": str(FIXTURES / capture),
-           "FAKE_CLAUDE_LOG": str(log)}
-    env.update({f"FAKE_CLAUDE_{key.upper()}": value for key, value in settings.items()})
-    return LocalTransport(env), log
+    return script_double(tmp_path, "claude", DOUBLE, capture=str(FIXTURES / capture), **settings)
 
 
 def misbehaving_double(directory: Path, behaviour: str) -> LocalTransport:

@@ -35,13 +35,13 @@ from clanker.execution import (
     SessionExit,
 )
 from clanker.testing import FailingExecutor
+from clanker.testing.doubles import script_double
 from clanker_codex.accounts import (
     CodexAccounts,
     account_check,
     is_web_url,
 )
 from clanker_codex.appserver import Connection
-from tests.helpers import path_with, write_script
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "codex" / "accounts"
 USAGE = FIXTURES.parent / "usage"
@@ -575,14 +575,7 @@ sys.exit(int(os.environ.get("FAKE_CODEX_EXIT", "0")))
 
 
 def real_double(tmp_path: Path, capture: str, **settings: str) -> tuple[LocalTransport, Path]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    write_script(bin_dir, "codex", DOUBLE)
-    log = tmp_path / "stdin.log"
-    env = {**path_with(bin_dir), "FAKE_CODEX_CAPTURE": str(FIXTURES / capture),
-           "FAKE_CODEX_LOG": str(log)}
-    env.update({f"FAKE_CODEX_{key.upper()}": value for key, value in settings.items()})
-    return LocalTransport(env), log
+    return script_double(tmp_path, "codex", DOUBLE, capture=str(FIXTURES / capture), **settings)
 
 
 def logged(log: Path) -> list[dict[str, Any]]:

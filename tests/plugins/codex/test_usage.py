@@ -25,7 +25,7 @@ from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, LocalTransport
 from clanker.testing import FailingExecutor, ScriptedSession, ScriptedSessionExecutor
-from clanker.testing.doubles import probe_usage
+from clanker.testing.doubles import probe_usage, script_double
 from clanker.testing.strategies import (
     documents_with_values_replaced,
     json_values,
@@ -41,7 +41,6 @@ from clanker_codex.usage import (
     read_account,
     usage_request,
 )
-from tests.helpers import path_with, write_script
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "codex" / "usage"
 DONE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -570,14 +569,7 @@ sys.exit(int(os.environ.get("FAKE_CODEX_EXIT", "0")))
 
 
 def real_double(tmp_path: Path, capture: str, **settings: str) -> tuple[LocalTransport, Path]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    write_script(bin_dir, "codex", DOUBLE)
-    log = tmp_path / "stdin.log"
-    env = {**path_with(bin_dir), "FAKE_CODEX_CAPTURE": str(FIXTURES / capture),
-           "FAKE_CODEX_LOG": str(log)}
-    env.update({f"FAKE_CODEX_{key.upper()}": value for key, value in settings.items()})
-    return LocalTransport(env), log
+    return script_double(tmp_path, "codex", DOUBLE, capture=str(FIXTURES / capture), **settings)
 
 
 def misbehaving_double(directory: Path, behaviour: str) -> LocalTransport:

@@ -43,6 +43,7 @@ __all__ = [
     "prepend_to_path",
     "probe_usage",
     "run_locally",
+    "script_double",
     "write_script",
 ]
 
@@ -140,6 +141,27 @@ def write_script(directory: Path, name: str, body: str) -> Path:
     path.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
+
+
+def script_double(directory: Path, command: str, script: str,
+                  **settings: str) -> tuple[LocalTransport, Path]:
+    """Install ``script`` as ``command`` in ``directory/bin`` and return a transport whose
+    ``PATH`` finds it first, with the log file the script is told to write.
+
+    The script reads its settings from the environment: ``FAKE_<COMMAND>_LOG`` (the
+    log, made empty here) and ``FAKE_<COMMAND>_<KEY>`` for each keyword given.
+    """
+    bin_dir = directory / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    write_script(bin_dir, command, script)
+    log = directory / f"{command}.log"
+    log.write_text("")
+    prefix = f"FAKE_{command.upper()}_"
+    env = dict(os.environ)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    env[prefix + "LOG"] = str(log)
+    env.update({prefix + key.upper(): value for key, value in settings.items()})
+    return LocalTransport(env), log
 
 
 def prepend_to_path(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:
