@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -37,7 +37,12 @@ from clanker.attention.capability import (
 )
 from clanker.launch.attention import write_hook_command
 from clanker.testing.attending import run_interpreter
-from clanker.testing.attention import load_interpreter
+from clanker.testing.attention import (
+    Envelopes,
+    fixture_payload,
+    interpret_function,
+    load_interpreter,
+)
 from clanker.testing.doubles import attachment_context
 from clanker_agy.attention import (
     ASK_MATCHER,
@@ -60,26 +65,18 @@ ROOT = "d6b9f466-8d4d-4b93-adbe-9bdb0b6df587"
 OTHER = "0b7e2c51-3f9a-4c1e-9d2b-6a8f4e1c7d30"
 CWD = "/home/u/src/repo"
 
-Envelopes = list[dict[str, object]]
-Interpret = Callable[[object, dict[str, object]], tuple[Envelopes, dict[str, object]]]
 
 _EVENTS_BY_PREFIX = {"pre-invocation": "PreInvocation", "pre-tool-use": "PreToolUse",
                      "post-tool-use": "PostToolUse", "stop": "Stop"}
 
 
 INTERPRETER_MODULE = load_interpreter(INTERPRETER)
-interpret = cast(Interpret, INTERPRETER_MODULE.interpret)
+interpret = interpret_function(INTERPRETER_MODULE)
 
 
 def native(name: str, **changes: object) -> dict[str, Any]:
     """agy's own payload from a fixture, with ``changes`` (``None`` removes a key)."""
-    loaded: dict[str, Any] = json.loads((FIXTURES / f"{name}.json").read_text())
-    for key, value in changes.items():
-        if value is None:
-            loaded.pop(key, None)
-        else:
-            loaded[key] = value
-    return loaded
+    return fixture_payload(FIXTURES, name, **changes)
 
 
 def event_of(name: str) -> str:

@@ -9,7 +9,6 @@ import os
 import shutil
 import stat
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -19,7 +18,12 @@ from hypothesis import strategies as st
 
 from clanker.attention.capability import AttachmentPlan, Declined
 from clanker.testing.attending import run_interpreter
-from clanker.testing.attention import load_interpreter
+from clanker.testing.attention import (
+    Envelopes,
+    fixture_payload,
+    interpret_function,
+    load_interpreter,
+)
 from clanker.testing.doubles import attachment_context
 from clanker_claude.attention import (
     HOOK_EVENTS,
@@ -36,22 +40,14 @@ PROMPT = "5f0c9a3e-7d21-4b8e-9c46-0e1f2a3b4c5d"
 NEXT_PROMPT = "0c1d2e3f-4a5b-4c6d-8e7f-901a2b3c4d5e"
 CWD = "/home/u/src/repo"
 
-Envelopes = list[dict[str, object]]
-Interpret = Callable[[object, dict[str, object]], tuple[Envelopes, dict[str, object]]]
 
 
 INTERPRETER_MODULE = load_interpreter(INTERPRETER)
-interpret = cast(Interpret, INTERPRETER_MODULE.interpret)
+interpret = interpret_function(INTERPRETER_MODULE)
 
 
 def payload(name: str, **changes: object) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((FIXTURES / f"{name}.json").read_text())
-    for key, value in changes.items():
-        if value is None:
-            loaded.pop(key, None)
-        else:
-            loaded[key] = value
-    return loaded
+    return fixture_payload(FIXTURES, name, **changes)
 
 
 def run(items: list[str | dict[str, Any]], state: dict[str, object] | None = None

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import clanker_omp
-from clanker.testing.doubles import attachment_context
+from clanker.testing.doubles import home_attachment_context
 from clanker_omp.guidance import APPEND_FLAG, GUIDANCE_FILE_NAME, OmpGuidance
 
 FIXTURES = Path(__file__).with_name("fixtures")
@@ -19,12 +19,7 @@ FIXTURES = Path(__file__).with_name("fixtures")
 
 def launch(root: Path, argv: tuple[str, ...] = ("omp", "launch"),
            env: dict[str, str] | None = None) -> Any:
-    home = root / "home"
-    (home / "project").mkdir(parents=True, exist_ok=True)
-    private = root / "private"
-    private.mkdir(mode=0o700, exist_ok=True)
-    return attachment_context(argv=argv, env={"HOME": str(home), **(env or {})},
-                              cwd=str(home / "project"), private_dir=private)
+    return home_attachment_context(root, argv, env)
 
 
 def test_omp_has_guidance_and_no_bridge() -> None:

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_pi
-from clanker.testing.doubles import attachment_context
+from clanker.testing.doubles import home_attachment_context
 from clanker_pi.guidance import APPEND_FLAG, GUIDANCE_FILE_NAME, PiGuidance
 
 FIXTURES = Path(__file__).with_name("fixtures")
@@ -22,12 +22,7 @@ FORK = ("pi", "--fork", "/home/u/.pi/agent/sessions/--p--/s.jsonl")
 
 
 def launch(root: Path, argv: tuple[str, ...] = ("pi",), env: dict[str, str] | None = None) -> Any:
-    home = root / "home"
-    (home / "project").mkdir(parents=True, exist_ok=True)
-    private = root / "private"
-    private.mkdir(mode=0o700, exist_ok=True)
-    return attachment_context(argv=argv, env={"HOME": str(home), **(env or {})},
-                              cwd=str(home / "project"), private_dir=private)
+    return home_attachment_context(root, argv, env)
 
 
 def test_pi_has_guidance_and_no_bridge() -> None:

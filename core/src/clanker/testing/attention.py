@@ -30,17 +30,31 @@ import importlib.util
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from clanker.attention.envelope import parse_envelope
 from clanker.grid.client import GridClient
 from clanker.grid.protocol import MAX_LINE
 from clanker.grid.server import Grid
 
-__all__ = ["GridDouble", "check_interpretation", "load_interpreter", "running_grid"]
+__all__ = [
+    "Envelopes",
+    "GridDouble",
+    "Interpret",
+    "check_interpretation",
+    "fixture_payload",
+    "interpret_function",
+    "load_interpreter",
+    "running_grid",
+]
+
+Envelopes = list[dict[str, object]]
+"""What an interpreter returns beside its state: the canonical envelopes."""
+Interpret = Callable[[object, dict[str, object]], tuple[Envelopes, dict[str, object]]]
+"""An interpreter's ``interpret(payload, state) -> (envelopes, state)``."""
 
 
 class GridDouble:
@@ -133,6 +147,23 @@ def load_interpreter(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def interpret_function(module: ModuleType) -> Interpret:
+    """The ``interpret`` function of an interpreter loaded by :func:`load_interpreter`."""
+    return cast(Interpret, module.interpret)
+
+
+def fixture_payload(directory: Path, name: str, **changes: object) -> dict[str, Any]:
+    """A harness's captured hook payload ``directory/<name>.json``, with ``changes``
+    applied to its top level (a ``None`` value removes the key)."""
+    loaded: dict[str, Any] = json.loads((directory / f"{name}.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            loaded.pop(key, None)
+        else:
+            loaded[key] = value
+    return loaded
 
 
 @contextlib.contextmanager

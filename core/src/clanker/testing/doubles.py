@@ -40,6 +40,7 @@ __all__ = [
     "ScriptedSession",
     "ScriptedSessionExecutor",
     "attachment_context",
+    "home_attachment_context",
     "prepend_to_path",
     "probe_usage",
     "run_locally",
@@ -240,3 +241,15 @@ def attachment_context(
     builds: this machine's files and commands."""
     return AttachmentContext(argv=tuple(argv), env=env, cwd=cwd, private_dir=private_dir,
                              user_flags=tuple(user_flags), files=LocalFiles(), run=run_locally)
+
+
+def home_attachment_context(root: Path, argv: Sequence[str],
+                            env: Mapping[str, str] | None = None) -> AttachmentContext:
+    """:func:`attachment_context` for a launch in ``root/home/project`` with ``root/home``
+    as ``HOME`` (beside ``env``) and ``root/private`` (mode 0700) as its private directory."""
+    home = root / "home"
+    (home / "project").mkdir(parents=True, exist_ok=True)
+    private = root / "private"
+    private.mkdir(mode=0o700, exist_ok=True)
+    return attachment_context(argv=argv, env={"HOME": str(home), **(env or {})},
+                              cwd=str(home / "project"), private_dir=private)
