@@ -113,7 +113,8 @@ class HarnessPlugin:
     """A plugin object whose hook implementations were made by :func:`define_harness`."""
 
     def __init__(self, descriptor: HarnessDescriptor,
-                 factories: dict[str, Callable[[], object] | str]) -> None:
+                 factories: dict[str, Callable[[], object] | str],
+                 found: frozenset[str] = frozenset()) -> None:
         self.descriptor = descriptor
         self.clanker_descriptor = hookimpl(lambda: descriptor)
         references = {}
@@ -125,6 +126,10 @@ class HarnessPlugin:
         self.references: dict[str, str] = references
         """Hook name -> the ``"module:attribute"`` reference its object is made from,
         on first use."""
+        self.found: frozenset[str] = frozenset(
+            hook for hook, reference in references.items() if reference in found)
+        """The hooks whose reference's module is already known to exist (found by the
+        package convention), so the registry need not look for it again."""
 
     def __repr__(self) -> str:
         return f"HarnessPlugin({self.descriptor.id!r})"
@@ -192,4 +197,4 @@ def define_harness(
         raise TypeError(f"define_harness({descriptor.id}): {', '.join(malformed)} must be "
                         "a class or a 'module:attribute' reference")
     found = _conventional(descriptor, package) if package is not None else {}
-    return HarnessPlugin(descriptor, {**found, **capabilities})
+    return HarnessPlugin(descriptor, {**found, **capabilities}, frozenset(found.values()))

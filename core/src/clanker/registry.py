@@ -475,9 +475,12 @@ def _assemble_provider(manager: pluggy.PluginManager, candidate: _Candidate) -> 
         raise PluginError("resume/fork support is declared but clanker_launch is not implemented")
     plugin = candidate.plugin
     deferred = plugin.references if isinstance(plugin, HarnessPlugin) else {}
+    located = plugin.found if isinstance(plugin, HarnessPlugin) else frozenset()
     objects: dict[str, Any] = {}
     for row in rows:
-        if row.hook in deferred:
+        if row.hook in located:
+            objects[row.attribute] = _Deferred(manager, candidate, row)
+        elif row.hook in deferred:
             # Proved to exist without running it: a mistyped module refuses the
             # plugin now, as a broken eager one is; the rest is checked on first use.
             module = deferred[row.hook].partition(":")[0]
