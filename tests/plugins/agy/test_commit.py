@@ -331,12 +331,6 @@ def test_an_absent_or_blank_response_is_a_parse_failure(response: object) -> Non
     assert "response" in (error.detail or "") or "empty" in (error.detail or "")
 
 
-def test_the_answer_is_returned_as_given_not_trimmed() -> None:
-    # 1.1.12 answered "ok\n"; the shared normalizer drops what surrounds the message.
-    assert parse_commit_stream(json_lines(init(), result(response="\n  Fix it  \n"))) == (
-        "\n  Fix it  \n")
-
-
 def test_a_result_that_is_not_the_last_event_is_a_parse_failure() -> None:
     for after in (delta("more"), {"event": "future_event"}, init()):
         error = failure(json_lines(init(), result(), after))

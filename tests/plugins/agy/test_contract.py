@@ -23,7 +23,11 @@ from clanker.execution import (
 from clanker.sessions.types import HarnessSession
 from clanker.testing import HarnessProviderContract, ReplayDouble, ScriptedExecutor
 from clanker.testing.base import PROPERTY
-from clanker.testing.commit import check_prompt_shows_the_change, install_replay_double
+from clanker.testing.commit import (
+    check_prompt_shows_the_change,
+    install_replay_double,
+    json_lines,
+)
 from clanker.testing.strategies import model_ids
 from clanker_agy.commit import AgyCommit
 from tests.plugins.agy.test_agy import CONVERSATION
@@ -32,7 +36,9 @@ from tests.plugins.agy.test_commit import (
     AGY_REFUSES_A_LINE_WITHOUT_AN_EVENT,
     COMMIT,
     EVENTS,
+    init,
     quoted_repository,
+    result,
 )
 from tests.plugins.agy.test_sessions import build, check_types
 
@@ -120,6 +126,10 @@ class TestAgyContract(HarnessProviderContract):
         ("synthetic-interrupted.stdout.jsonl", 1, ErrorKind.COMMAND_FAILED),
         ("synthetic-success.stdout.jsonl", 2, ErrorKind.COMMAND_FAILED),
     )
+
+    def commit_output_answering(self, answer: str) -> str:
+        # agy 1.1.12 answered "ok\n": the single result's response, as it is.
+        return json_lines(init(), result(response=answer))
 
     def commit_double(self, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
         # Like agy, it refuses a stdin line without a top-level `event`.

@@ -301,10 +301,6 @@ def test_a_clean_answer_with_a_non_zero_exit_is_command_failed() -> None:
 # -- built results: the rule's edges ----------------------------------------------------
 
 
-def test_an_answer_is_returned_as_given_not_trimmed() -> None:
-    assert parse_commit_result(result_line(result="\n  Fix it  \n")) == "\n  Fix it  \n"
-
-
 def test_terminal_reason_may_be_absent() -> None:
     assert parse_commit_result(result_line(terminal_reason=None)) == ANSWER
 

@@ -23,7 +23,7 @@ from clanker.testing.sessions import check_session_types
 from clanker_claude.sessions import HEAD_BYTES, TAIL_BYTES, parse, summarize
 from clanker_claude.usage import ClaudeUsage
 from tests.plugins.claude.test_attention import PRIVATE_TEXTS, RUN, near_payloads, states
-from tests.plugins.claude.test_commit import ENV
+from tests.plugins.claude.test_commit import ENV, result_line
 from tests.plugins.claude.test_sessions import (
     HUGE_TRANSCRIPTS,
     PROJECTS,
@@ -137,6 +137,9 @@ class TestClaudeContract(HarnessProviderContract):
         ("final-argv-stub-401-retries-off.stdout.jsonl", 1, ErrorKind.UNAUTHENTICATED),
         ("stub-max-tokens.stdout.json", 1, ErrorKind.COMMAND_FAILED),
     )
+
+    def commit_output_answering(self, answer: str) -> str:
+        return result_line(result=answer)
 
     def commit_double(self, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
         # It records the variables clanker sets for the run.

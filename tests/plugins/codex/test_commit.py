@@ -267,10 +267,6 @@ def test_the_last_of_several_messages_is_the_answer() -> None:
     assert parse_commit_stream(text) == "Fix it"
 
 
-def test_an_answer_is_returned_as_given_not_trimmed() -> None:
-    assert parse_commit_stream(turn_of(message("\n  Fix it  \n"))) == "\n  Fix it  \n"
-
-
 @pytest.mark.parametrize("kind", ["reasoning", "plan", "todo_list", "error"])
 def test_harmless_items_may_follow_the_answer(kind: str) -> None:
     text = turn_of(message("Fix it"), item(kind, n=1, text="t", items=[], message="m"))

@@ -18,7 +18,7 @@ from clanker.testing import HarnessProviderContract, ReplayDouble, install_repla
 from clanker_codex.sessions import HEAD_BYTES, TAIL_BYTES, summarize
 from clanker_codex.usage import CodexUsage
 from tests.plugins.codex.test_attention import payloads, states
-from tests.plugins.codex.test_commit import EVENTS
+from tests.plugins.codex.test_commit import EVENTS, message, turn_of
 from tests.plugins.codex.test_sessions import CAPTURED, HUGE_ROLLOUTS, ROLLOUTS, iso, rollout
 from tests.plugins.codex.test_usage import misbehaving_double
 
@@ -130,6 +130,9 @@ class TestCodexContract(HarnessProviderContract):
         ("exec-missing-env-key.jsonl", 1, ErrorKind.UNAUTHENTICATED),
         ("exec-sigterm.jsonl", 143, ErrorKind.COMMAND_FAILED),
     )
+
+    def commit_output_answering(self, answer: str) -> str:
+        return turn_of(message(answer))
 
     def commit_double(self, bin_dir: Path, monkeypatch: object) -> ReplayDouble:
         # Codex says on stderr that it reads the prompt from stdin.

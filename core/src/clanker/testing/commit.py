@@ -371,6 +371,11 @@ class CommitContract(ContractBase):
         """Assert more of how the double was run (:meth:`ReplayDouble.call`: its argv,
         cwd and the variables it recorded). Nothing by default."""
 
+    def commit_output_answering(self, answer: str) -> str | None:
+        """The stdout of a run (exit 0) whose answer is exactly ``answer``, built in the
+        harness's format; ``None`` (the default) skips the tests that need one."""
+        return None
+
     def _commit(self) -> CommitCapability:
         found = self._require(Capability.COMMIT).commit
         assert found is not None
@@ -409,6 +414,13 @@ class CommitContract(ContractBase):
             whole = self._answer(full)
             assert whole is None or answer == whole
         assert self._answer(cut, exit_code=1) is None, "a failed run gave an answer"
+
+    def test_an_answer_is_returned_as_given_not_trimmed(self) -> None:
+        # The commit service's normalizer owns what surrounds the message.
+        answer = "\n  Fix it  \n"
+        stdout = self._unless(self.commit_output_answering(answer), "commit_output_answering")
+        result = CommandResult(stdout=stdout, stderr="", exit_code=0)
+        assert self._commit().parse_output(result) == answer
 
     def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer(
         self,
