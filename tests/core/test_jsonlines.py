@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution.jsonlines import read_matching, send
+from clanker.execution.jsonlines import end_cleanly, read_matching, send
 from clanker.testing import ScriptedSession
 
 
@@ -44,3 +44,20 @@ def test_send_writes_one_compact_line() -> None:
     session = ScriptedSession()
     asyncio.run(send(session, {"id": 1, "params": {"text": "ü\nx"}}))
     assert session.written == ['{"id":1,"params":{"text":"ü\\nx"}}']
+
+
+def test_a_session_that_exits_0_ends_cleanly() -> None:
+    session = ScriptedSession(exit_code=0)
+    asyncio.run(end_cleanly(session, harness="h", process="server"))
+    assert session.input_closed
+
+
+@pytest.mark.parametrize("exit_code", [1, 143, -9])
+def test_any_other_exit_is_command_failed(exit_code: int) -> None:
+    session = ScriptedSession(exit_code=exit_code, stderr="vendor text")
+    with pytest.raises(HarnessCapabilityError) as raised:
+        asyncio.run(end_cleanly(session, harness="h", process="server"))
+    assert raised.value.kind is ErrorKind.COMMAND_FAILED
+    assert raised.value.harness == "h"
+    assert raised.value.detail == f"server exited {exit_code}"
+    assert session.input_closed

@@ -4,7 +4,8 @@ Several harnesses speak a JSON-RPC-like protocol over stdio (app servers,
 control protocols, gateways). The provider owns the protocol: what to send,
 which message answers it. This module only frames: it encodes one object per
 line, and reads lines until one matches, skipping unrelated messages up to a
-bound so a chatty server cannot keep us reading forever.
+bound so a chatty server cannot keep us reading forever; :func:`end_cleanly`
+ends the exchange, so that an answer counts only from a process that exited 0.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Final
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LineSession
 
-__all__ = ["DEFAULT_MAX_SKIPPED", "read_matching", "send"]
+__all__ = ["DEFAULT_MAX_SKIPPED", "end_cleanly", "read_matching", "send"]
 
 DEFAULT_MAX_SKIPPED: Final = 256
 
@@ -68,3 +69,14 @@ async def read_matching(
                 f"no answer within {max_skipped} unrelated messages",
                 harness=harness,
             )
+
+
+async def end_cleanly(session: LineSession, *, harness: str, process: str) -> None:
+    """Close the session's stdin and wait for it to exit; any exit but 0 is
+    ``command-failed`` ("<process> exited <status>"), so what was read before counts
+    only once the process has also ended cleanly."""
+    await session.close_input()
+    ended = await session.wait()
+    if ended.exit_code != 0:
+        raise HarnessCapabilityError(ErrorKind.COMMAND_FAILED,
+                                     f"{process} exited {ended.exit_code}", harness=harness)

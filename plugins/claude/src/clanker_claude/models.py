@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest
-from clanker.execution.jsonlines import read_matching, send
+from clanker.execution.jsonlines import end_cleanly, read_matching, send
 from clanker.models.capability import Model, ModelsContext, model_text
 
 __all__ = [
@@ -154,11 +154,7 @@ class ClaudeModels:
                 session, answers(_REQUEST_ID, "listing"), harness="claude"
             )
             models = parse_initialize_response(response)
-            await session.close_input()
-            ended = await session.wait()
-        # A listing counts only once Claude Code has also exited cleanly.
-        if ended.exit_code != 0:
-            raise _fail(ErrorKind.COMMAND_FAILED, f"claude exited {ended.exit_code}")
+            await end_cleanly(session, harness="claude", process="claude")
         return models
 
 implementation = ClaudeModels

@@ -52,7 +52,7 @@ from typing import Any, Final
 from attrs import evolve, frozen
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution.jsonlines import read_matching, send
+from clanker.execution.jsonlines import end_cleanly, read_matching, send
 from clanker.usage.capability import (
     Measurement,
     MeasurementKind,
@@ -338,11 +338,7 @@ class ClaudeUsage:
                 account,
                 completed_at=datetime.now(UTC),
             )
-            await session.close_input()
-            ended = await session.wait()
-        # A reading counts only once Claude Code has also exited cleanly.
-        if ended.exit_code != 0:
-            raise _fail(ErrorKind.COMMAND_FAILED, f"claude exited {ended.exit_code}")
+            await end_cleanly(session, harness="claude", process="claude")
         return evolve(snapshot, observed_at=datetime.now(UTC))
 
 implementation = ClaudeUsage

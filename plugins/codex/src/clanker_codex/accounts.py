@@ -46,6 +46,7 @@ from typing import Any, Final
 from clanker.accounts.capability import AccountCheck, AccountContext, AccountIdentity, SignedIn
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import ATTENDED_TIMEOUT, MAX_TIMEOUT, CommandRequest, LineSession
+from clanker.execution.jsonlines import end_cleanly
 from clanker_codex.appserver import Connection, app_server_request, fail, result_of
 
 __all__ = [
@@ -133,10 +134,7 @@ async def _cancel(connection: Connection, login_id: str) -> None:
 
 
 async def _finish(session: LineSession) -> None:
-    await session.close_input()
-    ended = await session.wait()
-    if ended.exit_code != 0:
-        raise fail(ErrorKind.COMMAND_FAILED, f"app-server exited {ended.exit_code}")
+    await end_cleanly(session, harness="codex", process="app-server")
 
 
 class CodexAccounts:

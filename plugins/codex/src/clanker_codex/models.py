@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from clanker.errors import ErrorKind
 from clanker.execution import LineSession
-from clanker.execution.jsonlines import send
+from clanker.execution.jsonlines import end_cleanly, send
 from clanker.models.capability import Model, ModelsContext, model_text
 from clanker_codex.appserver import (
     answer,
@@ -76,11 +76,7 @@ class CodexModels:
         async with await context.require_sessions("codex").open(app_server_request()) as session:
             await start(session)
             models = await self._pages(session)
-            await session.close_input()
-            ended = await session.wait()
-        # A listing counts only once the server has also exited cleanly.
-        if ended.exit_code != 0:
-            raise fail(ErrorKind.COMMAND_FAILED, f"app-server exited {ended.exit_code}")
+            await end_cleanly(session, harness="codex", process="app-server")
         unique: dict[str, Model] = {}
         for model in models:
             unique.setdefault(model.id, model)

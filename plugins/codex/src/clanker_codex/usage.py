@@ -48,7 +48,7 @@ from attrs import evolve, frozen
 
 from clanker.errors import ErrorKind
 from clanker.execution import CommandRequest, LineSession
-from clanker.execution.jsonlines import send
+from clanker.execution.jsonlines import end_cleanly, send
 from clanker.usage.capability import (
     Measurement,
     MeasurementKind,
@@ -425,11 +425,7 @@ class CodexUsage:
             account = read_account(await answer(session, ACCOUNT_ID))
             result = await self._limits(session, account)
             snapshot = parse_rate_limits(result, account, completed_at=datetime.now(UTC))
-            await session.close_input()
-            ended = await session.wait()
-        # A reading counts only once the server has also exited cleanly.
-        if ended.exit_code != 0:
-            raise fail(ErrorKind.COMMAND_FAILED, f"app-server exited {ended.exit_code}")
+            await end_cleanly(session, harness="codex", process="app-server")
         return evolve(snapshot, observed_at=datetime.now(UTC))
 
     @staticmethod
