@@ -185,6 +185,7 @@ class AcpClient:
         while nobody is being asked (the turn is cancelled first)."""
         if self.session_id is None:
             raise RuntimeError("prompt: no session yet")
+        self.state.new_turn()
         self._event({"event": "turn-started"})
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
         try:
