@@ -46,6 +46,7 @@ MAX_MARKDOWN: Final = 64 * 1024
 PANE_LINES: Final = 30
 """Lines of a command or patch shown in the approval pane."""
 _ANSI: Final = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]")
+_PADDING: Final = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
 _GLYPH: Final = {"read": "▸", "search": "⌕", "edit": "✎", "delete": "✗", "move": "⇄",
                  "execute": "$", "think": "…", "fetch": "⇣", "switch_mode": "⇆"}
 _DONE: Final = {"completed": "done", "failed": "failed"}
@@ -126,9 +127,13 @@ def _output(fields: Mapping[str, Any]) -> str | None:
     if isinstance(raw, str):
         return raw
     if isinstance(raw, dict):
-        for key in ("output", "stdout", "content", "text"):
+        for key in ("output", "stdout", "content", "text", "error"):
             if isinstance(raw.get(key), str):
                 return str(raw[key])
+        parts = [p["text"] for p in raw.get("content") or [] if isinstance(p, dict)
+                 and p.get("type") == "text" and isinstance(p.get("text"), str)]
+        if parts:
+            return "\n".join(parts)
     return None
 
 
@@ -382,4 +387,6 @@ def to_ansi(renderable: RenderableType, width: int, *, color: bool = True) -> st
                       color_system="256" if color else None, no_color=not color,
                       highlight=False, soft_wrap=False, legacy_windows=False)
     console.print(renderable)
-    return buffer.getvalue()
+    # rich pads every line to the width: trailing blanks would rewrap when the
+    # terminal is narrowed later, so they go (the styles' resets stay).
+    return _PADDING.sub(r"\1", buffer.getvalue())
