@@ -166,8 +166,9 @@ class Screen:
         self._pane_window = Window(FormattedTextControl(self._pane_text, focusable=True),
                                    wrap_lines=False, dont_extend_height=True)
         layout = HSplit([
-            Window(FormattedTextControl(self._live_text), wrap_lines=False,
-                   dont_extend_height=True),
+            ConditionalContainer(Window(FormattedTextControl(self._live_text),
+                                        wrap_lines=False, dont_extend_height=True),
+                                 filter=Condition(lambda: bool(self._open))),
             Window(FormattedTextControl(self._status_text), height=1, style="reverse"),
             ConditionalContainer(composer, filter=~pane_shown),
             ConditionalContainer(self._pane_window, filter=pane_shown),
@@ -413,7 +414,8 @@ class Screen:
         self._ended = loop.create_future()
         app = loop.create_task(self.app.run_async(handle_sigint=False))
         try:
-            while not self.app.is_running and not app.done():
+            # Until the footer is drawn: a block printed before that would not erase it.
+            while self.app.renderer.last_rendered_screen is None and not app.done():
                 await asyncio.sleep(0.01)
             if app.done():
                 app.result()  # its failure, raised here
