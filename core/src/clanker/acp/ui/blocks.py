@@ -10,6 +10,7 @@ figures (shown and whole); the whole of it is always in the transcript.
 from __future__ import annotations
 
 import difflib
+import functools
 import io
 import os
 import re
@@ -163,6 +164,22 @@ def tool_header(fields: Mapping[str, Any], cwd: str) -> Text:
     return header
 
 
+def _lexer(path: str) -> str:
+    """The highlighting for ``path``, from its extension (or its name: ``Makefile``)."""
+    name = os.path.basename(path)
+    suffix = os.path.splitext(name)[1]
+    return _lexer_named("file" + suffix if suffix else name)
+
+
+@functools.lru_cache(maxsize=256)
+def _lexer_named(name: str) -> str:
+    # pygments walks every lexer it has for a name: once per extension, not per block.
+    from pygments.lexers import find_lexer_class_for_filename  # type: ignore[import-untyped]
+
+    found = find_lexer_class_for_filename(name)
+    return found.aliases[0] if found is not None and found.aliases else "text"
+
+
 def _marker(text: str) -> Text:
     return Text(text, style="dim italic")
 
@@ -184,7 +201,7 @@ def tool_body(fields: Mapping[str, Any], cwd: str) -> list[RenderableType]:
         paths = [loc["path"] for loc in fields.get("locations") or []
                  if isinstance(loc, dict) and isinstance(loc.get("path"), str)]
         shown, cut = _bounded_lines(output, MAX_LINES)
-        lexer = Syntax.guess_lexer(paths[0], shown) if paths else "text"
+        lexer = _lexer(paths[0]) if paths else "text"
         body.append(Syntax(shown, lexer, theme="ansi_dark", line_numbers=True, word_wrap=True))
     else:
         shown, cut = _bounded_lines(_ANSI.sub("", output), MAX_LINES)
