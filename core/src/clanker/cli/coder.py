@@ -437,14 +437,16 @@ class _CoderCommand(click.Command):
 @click.option("--attention/--no-attention", default=True, show_default=True,
               help="List the session in `clanker status` (it starts the grid if needed).")
 @click.option("--plain", is_flag=True,
-              help="Never ask: refuse what the ladder would ask about (unless --approve).")
+              help="Line mode, and never ask: refuse what the ladder would ask about "
+                   "(unless --approve).")
 @json_option
 def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: str | None,
           approve: tuple[str, ...], resume: str | None, show: str | None, list_sessions: bool,
           account: str | None, model: str | None, idle_timeout: float, attention: bool,
           plain: bool, as_json: bool) -> None:
     """Drive an ACP agent with clanker's approval ladder: one turn of PROMPT, or
-    (on a terminal, without PROMPT) a conversation until Ctrl+D."""
+    (on a terminal, without PROMPT) a conversation in the full-screen interface
+    until Ctrl+D."""
     if show is not None:
         _show(show, as_json)
         return
