@@ -21,13 +21,14 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 
 class Pane:
-    def __init__(self, server: str, coder: Coder, exit_file: Path) -> None:
+    def __init__(self, server: str, coder: Coder, exit_file: Path, **extra: str) -> None:
         self.server = server
         self.exit_file = exit_file
         run = shlex.join([sys.executable, "-m", "clanker", "coder", "--no-attention",
                           "--agent-command", f"python3 {FAKE_AGENT}"])
         script = f"cd {shlex.quote(str(coder.workspace))} && {run}; echo $? > {exit_file}"
-        environ = {k: v for k, v in coder.environ.items() if not k.startswith("TMUX")}
+        environ = {k: v for k, v in {**coder.environ, **extra}.items()
+                   if not k.startswith("TMUX")}
         # tmux moves a screen cleared whole into its history (scroll-on-clear): the
         # footer, erased from the top row, would be kept there as no terminal keeps it.
         subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "start-server", ";",
@@ -64,7 +65,8 @@ class Pane:
 def pane(coder: Coder, tmp_path: Path) -> Iterator[Pane]:
     name = "clanker-coder-" + secrets.token_hex(4)
     try:
-        yield Pane(name, coder, tmp_path / "exit")
+        yield Pane(name, coder, tmp_path / "exit", FAKE_AGENT_STORE=str(tmp_path / "sessions"),
+                   FAKE_AGENT_PIDFILE=str(tmp_path / "agent.pid"))
     finally:
         socket = subprocess.run(["tmux", "-L", name, "display-message", "-p",
                                  "#{socket_path}"], capture_output=True, text=True,
@@ -106,3 +108,36 @@ def test_ctrl_c_at_rest_exits_130(pane: Pane) -> None:
     pane.until("[end_turn] session fake-1")
     pane.keys("C-c")
     assert pane.exit_code() == 130
+
+
+def test_a_dead_agent_is_restarted_on_the_same_session_from_the_pane(pane: Pane) -> None:
+    pane.until("Enter sends")
+    pane.keys("die", "Enter")
+    pane.until("start the agent again and continue session fake-1?")
+    pane.keys("y")
+    pane.until("resumed with session/resume")
+    pane.keys("hello", "Enter")
+    shown = pane.until("Hello world")
+    assert "clanker: the agent exited during the turn" in shown
+    pane.keys("C-d")
+    assert pane.exit_code() == 0
+
+
+def test_sigterm_exits_130_and_stops_the_agent(pane: Pane, tmp_path: Path) -> None:
+    import os
+    import signal
+
+    pane.until("Enter sends")
+    pane.keys("silent", "Enter")
+    pane.until("working")
+    shell = subprocess.run(["tmux", "-L", pane.server, "display-message", "-p",
+                            "#{pane_pid}"], capture_output=True, text=True, check=True,
+                           timeout=30).stdout.strip()
+    children = subprocess.run(["pgrep", "-P", shell], capture_output=True, text=True,
+                              check=True, timeout=30).stdout.split()
+    assert len(children) == 1
+    os.kill(int(children[0]), signal.SIGTERM)
+    assert pane.exit_code() == 130
+    agent = int((tmp_path / "agent.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(agent, 0)

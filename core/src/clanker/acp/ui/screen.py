@@ -364,7 +364,9 @@ class Screen:
         self._client = client
         self.state = client.state
         self._current = None
-        self._open = [key for key in self.state.blocks if key not in self._shown]
+        # A new agent process is a new state: its keys start again (run:1...).
+        self._shown = set()
+        self._open = list(self.state.blocks)
         pending, self._pending_events = self._pending_events, []
         for event in pending:
             self.on_event(event)
