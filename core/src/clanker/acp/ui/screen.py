@@ -142,6 +142,7 @@ class Screen:
         self._running_turn: asyncio.Task[str] | None = None
         self.composer = Buffer(multiline=True)
         self._write_raw = write
+        self._queued: list[str] = []
         self.app: Application[None] = self._application(input, output)
         # Every key the terminal sends passes here first: any key but Esc disarms
         # the interrupt (the bindings alone cannot tell: Alt+Enter is Esc, Enter).
@@ -298,10 +299,18 @@ class Screen:
     def print(self, renderable: RenderableType) -> None:
         """Put ``renderable`` into the scrollback, above the footer."""
         text = blocks.to_ansi(renderable, self._width(), color=self._color)
-        if self.app.is_running and self._write_raw is None:
-            run_in_terminal(lambda: self._write(text))
-        else:
+        if not (self.app.is_running and self._write_raw is None):
             self._write(text)
+            return
+        # Blocks finished together go up together: the footer is erased and drawn
+        # again once for them, not once each.
+        self._queued.append(text)
+        if len(self._queued) == 1:
+            run_in_terminal(self._drain)
+
+    def _drain(self) -> None:
+        queued, self._queued = self._queued, []
+        self._write("".join(queued))
 
     def _finished(self, block: Block, final: bool) -> bool:
         if final or block.kind in ("unsupported", "approval", "note"):
@@ -426,6 +435,8 @@ class Screen:
             if self.app.is_running:
                 self.app.exit()
             await asyncio.gather(app, return_exceptions=True)
+            if self._queued:  # printed as the footer went: nothing is lost
+                self._drain()
 
     async def _next(self) -> str | int:
         """The next prompt submitted, or the exit code when the run is ended."""
