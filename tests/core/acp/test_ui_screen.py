@@ -49,7 +49,8 @@ class Driver:
 Script = Callable[[Driver], Awaitable[None]]
 
 
-def _converse(coder: Coder, script: Script) -> tuple[int | Restart, str]:
+def _converse(coder: Coder, script: Script, *,
+              early: str | None = None) -> tuple[int | Restart, str]:
     async def run() -> tuple[int | Restart, str]:
         written: list[str] = []
         now = [1000.0]
@@ -61,8 +62,11 @@ def _converse(coder: Coder, script: Script) -> tuple[int | Restart, str]:
                                             cwd=coder.workspace, interactive=True,
                                             on_event=screen.on_event, ask=screen.ask) as client,
                         screen.running()):
-                talk = asyncio.get_running_loop().create_task(screen.converse(client, 60))
                 driver = Driver(pipe, screen, written, now)
+                if early is not None:  # typed once the footer is up, before the first turn
+                    driver.type(early)
+                    await driver.until(lambda: bool(screen._early), "sent early")
+                talk = asyncio.get_running_loop().create_task(screen.converse(client, 60))
                 scripted = asyncio.get_running_loop().create_task(script(driver))
                 await asyncio.wait({talk, scripted}, return_when=asyncio.FIRST_EXCEPTION)
                 await scripted  # its failure first
@@ -83,6 +87,18 @@ def test_enter_sends_the_composer_and_ctrl_d_on_an_empty_one_exits(coder: Coder)
     assert code == 0
     assert shown.splitlines()[1:4] == ["you  hello", "Hello world",
                                        "[end_turn] session fake-1"]
+
+
+def test_a_prompt_sent_before_the_conversation_is_ready_is_its_first_turn(
+        coder: Coder) -> None:
+    async def script(talk: Driver) -> None:
+        await talk.printed("[end_turn] session fake-1")
+        talk.type("\x04")
+
+    code, shown = _converse(coder, script, early="hello\r")
+    assert code == 0
+    assert "you  hello\nHello world\n" in shown
+    assert "a turn is running" not in shown
 
 
 @pytest.mark.parametrize("newline", ["\x1b\r", "\x1b[13;2u", "\n"])

@@ -137,6 +137,7 @@ class Screen:
         self._pane: _Pane | None = None
         self._one_pane = asyncio.Lock()
         self._submitted: asyncio.Future[str | None] | None = None
+        self._early: list[str] = []
         self._ended: asyncio.Future[int] | None = None
         self._armed_at: float | None = None
         self._running_turn: asyncio.Task[str] | None = None
@@ -229,12 +230,15 @@ class Screen:
             text = self.composer.text
             if not text.strip():
                 return
-            if self._submitted is None or self._submitted.done():
+            if self.working:
                 self.note = "a turn is running: Esc Esc interrupts it"
                 return
             self.note = None
             self.composer.reset()
-            self._submitted.set_result(text)
+            if self._submitted is not None and not self._submitted.done():
+                self._submitted.set_result(text)
+            else:  # sent before the session was ready (or between turns): the next turn
+                self._early.append(text)
 
         @keys.add("escape", "enter", filter=composing)
         @keys.add("c-j", filter=composing)
@@ -441,6 +445,8 @@ class Screen:
     async def _next(self) -> str | int:
         """The next prompt submitted, or the exit code when the run is ended."""
         assert self._ended is not None
+        if self._early:
+            return self._early.pop(0)
         submitted: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._submitted = submitted
         self.app.invalidate()
