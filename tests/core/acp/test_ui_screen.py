@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import keyring
 import pytest
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
@@ -15,6 +16,9 @@ from prompt_toolkit.output import DummyOutput
 from clanker.acp.ui.screen import Restart, Screen
 
 from .conftest import FAKE_AGENT, Coder
+from .keyrings import MemoryKeyring
+
+SECRET = "sk-test-0123456789abcdef"
 
 
 class Driver:
@@ -215,3 +219,29 @@ def test_a_dead_agent_offers_a_restart(coder: Coder, answer: str, ended: Any) ->
     code, shown = _converse(coder, script)
     assert code == ended
     assert "clanker: the agent exited during the turn" in shown
+
+
+def test_what_the_screen_shows_is_redacted(coder: Coder) -> None:
+    before = keyring.get_keyring()
+    keyring.set_keyring(MemoryKeyring())
+    try:
+        coder.clanker.set_coder_secret("python3", "FAKE_TOKEN", SECRET)
+
+        async def script(talk: Driver) -> None:
+            talk.type("ask-env FAKE_TOKEN\r")
+            pane = await talk.pane()
+            assert "echo [redacted]" in pane
+            assert SECRET not in pane
+            assert SECRET not in "".join(t for _, t, *_ in
+                                         talk.screen._live_text().__pt_formatted_text__())
+            talk.type("y")
+            await talk.printed("[end_turn] session fake-1")
+            talk.type("\x04")
+
+        code, shown = _converse(coder, script)
+    finally:
+        keyring.set_keyring(before)
+    assert code == 0
+    assert "show [redacted]" in shown
+    assert "outcome:selected value:[redacted]" in shown
+    assert SECRET not in shown

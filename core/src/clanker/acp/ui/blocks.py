@@ -14,7 +14,7 @@ import functools
 import io
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from attrs import frozen
@@ -377,16 +377,22 @@ def offer_pane(question: str) -> RenderableType:
                  border_style="yellow")
 
 
-def live_lines(blocks: Iterable[Block], cwd: str, *, tail: int = 6,
-               width: int = 80) -> list[Text]:
+def unchanged(text: str) -> str:
+    """No redaction (there is no secret to hide)."""
+    return text
+
+
+def live_lines(blocks: Iterable[Block], cwd: str, *, tail: int = 6, width: int = 80,
+               redact: Callable[[str], str] = unchanged) -> list[Text]:
     """The blocks not yet in the scrollback, as a few lines for the footer: a
-    header per tool call, the last lines of the answer being written."""
+    header per tool call, the last lines of the answer being written (redacted
+    with a margin before they are cut, so no secret shows in part)."""
     lines: list[Text] = []
     for block in blocks:
         if block.kind == "tool":
             lines.append(tool_header(block.fields, cwd))
         elif block.kind in ("agent", "thought", "user"):
-            text = block.tail(tail * max(width, 20))
+            text = redact(block.tail(tail * max(width, 20) + 1024))[-tail * max(width, 20):]
             rows = text.splitlines()[-tail:] if text else []
             style = "dim italic" if block.kind == "thought" else ""
             lines.extend(Text(row[:max(width, 20)], style=style) for row in rows)

@@ -185,8 +185,11 @@ class Screen:
         return max(self.app.output.get_size().columns, 20)
 
     def _live_text(self) -> ANSI:
-        pending = [b for b in (self._block(k) for k in self._open) if b is not None]
-        lines = blocks.live_lines(pending, self.cwd, width=self._width())
+        found = [b for b in (self._block(k) for k in self._open) if b is not None]
+        pending = [self._view(b) if b.kind == "tool" else b for b in found]
+        redact = self._client.redact if self._client is not None else None
+        lines = blocks.live_lines(pending, self.cwd, width=self._width(),
+                                  redact=redact if redact else blocks.unchanged)
         if not lines:
             return ANSI("")
         text = Text("\n").join(lines)
@@ -293,6 +296,18 @@ class Screen:
     def _block(self, key: str) -> Block | None:
         return self._own.get(key) or self.state.blocks.get(key)
 
+    def _view(self, block: Block) -> Block:
+        """``block`` as it may be shown: every value clanker injected into the agent
+        replaced (the state holds what the agent sent)."""
+        redact = self._client.redact if self._client is not None else None
+        if not redact:
+            return block
+        fields = redact.value(block.fields)
+        assert isinstance(fields, dict)
+        shown = Block(block.key, block.kind, fields=fields)
+        shown.text = redact(block.text)
+        return shown
+
     def _write(self, text: str) -> None:
         if self._write_raw is not None:
             self._write_raw(text)
@@ -335,7 +350,7 @@ class Screen:
                 return
             self._open.pop(0)
             self._shown.add(block.key)
-            self.print(blocks.block_renderable(block, self.cwd))
+            self.print(blocks.block_renderable(self._view(block), self.cwd))
 
     def _note(self, kind: str, fields: dict[str, Any]) -> None:
         self._notes += 1
@@ -407,7 +422,8 @@ class Screen:
         fields = dict(request.tool_call)
         known = self.state.blocks.get(f"tool:{fields.get('toolCallId')}")
         if known is not None:  # what the agent said of the call before asking
-            fields = {**known.fields, **{k: v for k, v in fields.items() if v is not None}}
+            fields = {**self._view(known).fields,
+                      **{k: v for k, v in fields.items() if v is not None}}
         fields.setdefault("kind", request.tool_kind)
         fields.setdefault("title", request.title)
         pane = blocks.approval_pane(fields, cwd=self.cwd, warning=decision.warning,
