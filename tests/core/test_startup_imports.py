@@ -81,3 +81,19 @@ def test_commands_without_a_store_load_no_database(argv: list[str], tmp_path: Pa
     assert code == 0
     assert sorted(modules & {"sqlite3", "hashlib", "clanker.accounts.service"}) == []
 
+
+
+_INTERFACE = ("rich", "prompt_toolkit", "clanker.acp.ui", "clanker.acp.ui.blocks",
+              "clanker.acp.ui.screen")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["harnesses", "--json"], ["status"],
+                                  ["coder", "--help"], ["coder", "--show", "no-such-session"]])
+def test_only_the_coder_conversation_loads_the_terminal_interface(argv: list[str],
+                                                                  tmp_path: Path) -> None:
+    # rich and prompt_toolkit come in when a conversation's screen starts, never before.
+    code, modules, _ = _run(argv, tmp_path)
+    assert code in (0, 37)  # 37: no such coder transcript
+    assert sorted(m for m in modules if m.split(".")[0] in ("rich", "prompt_toolkit")
+                  or m.startswith("clanker.acp.ui")) == []
+    assert not set(_INTERFACE) & modules

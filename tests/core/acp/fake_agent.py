@@ -20,7 +20,7 @@ from typing import Any
 
 from acp import PROTOCOL_VERSION, run_agent
 from acp.exceptions import RequestError
-from acp.helpers import update_agent_message_text
+from acp.helpers import start_tool_call, update_agent_message_text
 from acp.schema import (
     AgentCapabilities,
     InitializeResponse,
@@ -186,6 +186,17 @@ class FakeAgent:
             value = os.environ.get(rest, "")
             os.write(2, f"debug: token is {value}\n".encode())
             await self.say(session_id, f"value:{value}")
+        elif verb == "ask-env":  # ask-env NAME: the value in a tool call and its permission
+            value = os.environ.get(rest, "")
+            await self.conn.session_update(session_id, start_tool_call(
+                "shown", f"show {value}", kind="read", status="completed"))
+            tool = ToolCallUpdate(tool_call_id="env-1", title=f"echo {value}", kind="execute",
+                                  raw_input={"command": f"echo {value}"})
+            answer = await self.conn.request_permission(
+                session_id=session_id, tool_call=tool,
+                options=[PermissionOption(option_id=i, name=n, kind=k)
+                         for i, n, k in OPTION_SETS["standard"]])
+            await self.say(session_id, f"outcome:{answer.outcome.outcome} value:{value}")
         elif verb == "model":
             await self.say(session_id, f"model:{self.model}")
         elif verb == "refuse":

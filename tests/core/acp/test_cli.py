@@ -195,16 +195,19 @@ def _drain(main: int) -> bytes:
 
 
 class _Conversation:
-    """``clanker coder`` without a prompt on a real terminal (a pty): what is typed
-    goes to its stdin, its stderr is read line by line (and prompt by prompt)."""
+    """``clanker coder`` without a prompt on a real terminal (a pty) where the
+    full-screen interface cannot start (``TERM=dumb``), so the conversation is in
+    line mode: what is typed goes to its stdin, its stderr is read line by line
+    (and prompt by prompt)."""
 
-    def __init__(self, coder: Coder, **environ: str) -> None:
+    def __init__(self, coder: Coder, *flags: str, **environ: str) -> None:
         import pty
 
         self.main, child = pty.openpty()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "clanker", "coder", "--no-attention", "--agent-command",
-             AGENT], cwd=coder.workspace, env={**coder.environ, **environ}, stdin=child,
+            [sys.executable, "-m", "clanker", "coder", "--no-attention", *flags,
+             "--agent-command", AGENT], cwd=coder.workspace,
+            env={**coder.environ, "TERM": "dumb", **environ}, stdin=child,
             stdout=child, stderr=subprocess.PIPE, text=True)
         os.close(child)
 
@@ -238,6 +241,9 @@ class _Conversation:
 
 def test_on_a_terminal_without_a_prompt_it_is_a_conversation(coder: Coder) -> None:
     with _Conversation(coder) as talk:
+        notice = talk.until("you> ")
+        assert notice[0] == ("clanker: the full-screen interface cannot start (TERM is dumb: no "
+                             "cursor control); continuing in line mode\n")
         for turn, mark in (("hello", "] session fake-1"), ("usage-limit", "[y/N] "),
                            ("", "you> "),  # no to sending it again
                            ("refuse", "] session fake-1")):
@@ -279,5 +285,16 @@ def test_after_a_usage_limit_the_same_prompt_goes_again_only_when_asked(coder: C
         assert talk.until("[y/N] ")[-1].startswith("send the same prompt again?")
         talk.type("\n")  # declined: back at the prompt, the conversation goes on
         talk.until("you> ")
+        talk.type("\x04")
+        assert talk.process.wait(timeout=60) == 0
+
+
+def test_plain_on_a_terminal_is_a_line_mode_conversation_that_asks_nobody(coder: Coder) -> None:
+    with _Conversation(coder, "--plain", TERM="xterm") as talk:
+        assert talk.until("you> ") == ["you> "]  # no interface, so no notice either
+        talk.type("permission edit standard\n")
+        lines = talk.until("] session fake-1")
+        assert any("[reject] edit something (edit): refuse: ask-once (edit) and nobody to ask"
+                   in line for line in lines)
         talk.type("\x04")
         assert talk.process.wait(timeout=60) == 0

@@ -23,7 +23,7 @@ from clanker.acp.connection import METHOD_NOT_FOUND, AgentExited, Connection, Re
 from clanker.acp.errors import CoderError, CoderFailure
 from clanker.acp.policy import Answer, Decision, PermissionRequest, Policy
 from clanker.acp.state import SessionState
-from clanker.acp.transcript import Transcript
+from clanker.acp.transcript import Redactor, Transcript
 from clanker.acp.transport import AgentProcess
 from clanker.errors import ErrorKind, HarnessCapabilityError
 
@@ -185,6 +185,7 @@ class AcpClient:
         while nobody is being asked (the turn is cancelled first)."""
         if self.session_id is None:
             raise RuntimeError("prompt: no session yet")
+        self.state.new_turn()
         self._event({"event": "turn-started"})
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
         try:
@@ -295,13 +296,14 @@ class AcpClient:
             self._inputs += 1
             event["input"] = f"input-{self._inputs}"
             self._event({**event, "event": "asking"})
-            decision = await self._asked(request, decision)
+            decision = await self._asked(request, decision, params)
         elif decision.verdict != "allow" and not self.policy.interactive:
             self.refusals += 1
         self._event({**event, "verdict": decision.verdict, "rule": decision.rule})
         return {"outcome": decision.outcome()}
 
-    async def _asked(self, request: PermissionRequest, decision: Decision) -> Decision:
+    async def _asked(self, request: PermissionRequest, decision: Decision,
+                     params: object) -> Decision:
         """Ask the person; a cancel, or a session approval of the same kind, may
         answer first."""
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
@@ -310,8 +312,12 @@ class AcpClient:
         if self._ask is not None:
             ask = self._ask
 
+            # What the person is shown is redacted like everything else rendered; the
+            # ladder keeps deciding on the request as sent.
+            shown = PermissionRequest.from_params(self.redact.value(params))
+
             async def person() -> None:
-                choice = await ask(request, decision)
+                choice = await ask(shown, decision)
                 if not future.done():
                     answered, self.policy = self.policy.answer(request, choice)
                     future.set_result(answered)
@@ -377,6 +383,11 @@ class AcpClient:
         except ValueError:  # an id that is no file name: the transcript gets a name of its own
             self._transcript.bind(f"session-{abs(hash(session_id)):x}")
         self._event({"event": "session", "sessionId": session_id})
+
+    @property
+    def redact(self) -> Redactor:
+        """The redactor of this session: every value clanker injected into the agent."""
+        return self._transcript.redact
 
     @property
     def transcript_path(self) -> str | None:

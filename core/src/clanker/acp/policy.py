@@ -97,6 +97,9 @@ class PermissionRequest:
     title: str
     paths: tuple[str, ...] = ()
     options: tuple[Option, ...] = ()
+    tool_call: dict[str, Any] = field(factory=dict, eq=False, repr=False)
+    """The request's ``toolCall`` as sent, for showing the exact command or patch
+    (never read by the ladder)."""
 
     @classmethod
     def from_params(cls, params: object) -> PermissionRequest:
@@ -113,7 +116,8 @@ class PermissionRequest:
             for o in _dicts(params.get("options")) if isinstance(o.get("optionId"), str))
         title = call.get("title")
         return cls(tool_kind=kind if isinstance(kind, str) else None,
-                   title=title if isinstance(title, str) else "", paths=paths, options=options)
+                   title=title if isinstance(title, str) else "", paths=paths, options=options,
+                   tool_call=call)
 
 
 def _usable(options: Iterable[Option]) -> list[Option]:

@@ -63,7 +63,9 @@ def replay(records: Iterable[dict[str, Any]]) -> SessionState:
         frame = record.get("frame")
         if not isinstance(frame, dict):
             continue
-        if record.get("dir") == "in" and frame.get("method") == "session/update":
+        if record.get("dir") == "out" and frame.get("method") == "session/prompt":
+            state.new_turn()
+        elif record.get("dir") == "in" and frame.get("method") == "session/update":
             params = frame.get("params")
             if isinstance(params, dict):
                 state.apply(params.get("update"))

@@ -44,6 +44,23 @@ class Block:
     def append(self, text: str) -> None:
         self._parts.append(text)
 
+    def tail(self, count: int) -> str:
+        """The last ``count`` characters, without joining the whole text (a live
+        view of a long answer reads it many times a second)."""
+        taken: list[str] = []
+        size = 0
+        for part in reversed(self._parts):
+            taken.append(part)
+            size += len(part)
+            if size >= count:
+                break
+        return "".join(reversed(taken))[-count:] if count > 0 else ""
+
+    @property
+    def size(self) -> int:
+        """The text's length in characters."""
+        return sum(map(len, self._parts))
+
 
 def _text(content: object) -> str:
     if isinstance(content, dict):
@@ -92,6 +109,11 @@ class SessionState:
         else:
             return self._unsupported(update)
         return None
+
+    def new_turn(self) -> None:
+        """A prompt was sent: chunks from here on start new blocks (a message
+        without an id never continues the previous turn's)."""
+        self._last = None
 
     def note(self, kind: str, fields: dict[str, Any]) -> Block:
         """Add a block of clanker's own (an approval decision) after the others."""

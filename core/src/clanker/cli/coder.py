@@ -1,12 +1,16 @@
 """``clanker coder``: drive an ACP agent from this terminal: one turn of PROMPT,
 or a conversation on a terminal without one.
 
-Line mode (the full-screen interface is not built yet): the answer streams to stdout,
-tool calls and approval decisions go to stderr one line each; ``--json``
-prints every event as one JSON object per line instead. On a terminal (and
-without ``--plain`` or ``--json``) a permission the ladder asks about is
-asked on stderr and answered with one line (``y``, ``a``, ``n``); otherwise
-it is refused unless ``--approve KIND`` names its tool kind. The exit code
+A conversation on a terminal (without ``--plain`` or ``--json``) runs in the
+full-screen interface (:mod:`clanker.acp.ui.screen`): finished blocks in the
+terminal's scrollback, a live footer with the status line, the composer and
+the approval pane. Everything else is line mode: the answer streams to
+stdout, tool calls and approval decisions go to stderr one line each;
+``--json`` prints every event as one JSON object per line instead. When the
+interface cannot start, one notice goes to stderr and the conversation runs
+in line mode, each question asked on stderr and answered with one line
+(``y``, ``a``, ``n``). Without a person to ask, a permission the ladder asks
+about is refused unless ``--approve KIND`` names its tool kind. The exit code
 comes from the stop reason (``docs/exit-codes.md``).
 """
 
@@ -16,6 +20,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Coroutine
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -33,8 +38,9 @@ from clanker.errors import EXIT_USAGE, HarnessCapabilityError
 from clanker.registry import HarnessProvider
 
 if TYPE_CHECKING:
-    from clanker.acp.client import AcpClient
+    from clanker.acp.client import AcpClient, Ask, EventSink
     from clanker.acp.policy import Answer, Decision, PermissionRequest
+    from clanker.acp.ui.screen import Screen
 
 __all__ = ["coder"]
 
@@ -234,10 +240,64 @@ async def _conversation(client: AcpClient, printer: _LinePrinter,
         click.echo(f"[{stop}] session {client.session_id}", err=True)
 
 
+class _Router:
+    """The event sink and ``ask`` handed to the client before it is known where they
+    go (the screen starts once the session is open): events wait until then."""
+
+    def __init__(self) -> None:
+        self._sink: EventSink | None = None
+        self._ask: Ask | None = None
+        self._waiting: list[dict[str, Any]] = []
+
+    def use(self, sink: EventSink, ask: Ask | None) -> None:
+        self._sink, self._ask = sink, ask
+        waiting, self._waiting = self._waiting, []
+        for event in waiting:
+            sink(event)
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self._sink is None:
+            self._waiting.append(event)
+        else:
+            self._sink(event)
+
+    async def ask(self, request: PermissionRequest, decision: Decision) -> Answer:
+        from clanker.acp.policy import Answer
+
+        if self._ask is None:
+            return Answer.REJECT
+        return await self._ask(request, decision)
+
+
+async def _open_screen(agent: str) -> Screen | None:
+    """The full-screen interface, or ``None`` after one notice on stderr when it
+    cannot start here (the conversation then runs in line mode)."""
+    import asyncio
+    import importlib
+
+    try:
+        # Imported once the agent runs: its start is not delayed by rich and prompt_toolkit.
+        module = await asyncio.to_thread(importlib.import_module, "clanker.acp.ui.screen")
+        screen: Screen = module.Screen(cwd=os.getcwd(), agent=agent)
+    except Exception as exc:  # any reason at all: the agent is not the interface's to stop
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        click.echo(f"clanker: the full-screen interface cannot start ({reason}); "
+                   "continuing in line mode", err=True)
+        return None
+    return screen
+
+
+def _agent_name(client: AcpClient, fallback: str) -> str:
+    info = client.agent.get("agentInfo")
+    name = info.get("title") or info.get("name") if isinstance(info, dict) else None
+    return str(name) if isinstance(name, str) and name else fallback
+
+
 async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] | None,
                 prompt: str | None, approve: tuple[str, ...], resume: str | None,
                 account: str | None, idle_timeout: float | None, attention: bool,
-                printer: _LinePrinter, interactive: bool, model: str | None) -> int:
+                printer: _LinePrinter, interactive: bool, model: str | None,
+                full_screen: bool = False) -> int:
     import asyncio
     import signal
 
@@ -254,36 +314,73 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, on_term)
     clanker = library()
+    router = _Router()
+    questions = _TtyQuestions(os.getcwd()) if interactive else None
+    if not full_screen:
+        router.use(printer, questions)
+    screen: Screen | None = None
+    fallback = str(harness.id) if harness is not None else os.path.basename(
+        (agent_command or ("agent",))[0])
     try:
-        while True:
-            async with clanker.coder(harness, agent_command=agent_command, cwd=os.getcwd(),
-                                     approve=approve, on_event=printer, resume=resume,
-                                     account=account, attention=attention,
-                                     interactive=interactive,
-                                     ask=_TtyQuestions(os.getcwd()) if interactive else None
-                                     ) as client:
-                if model is not None:
-                    try:
-                        await client.choose("model", model)
-                    except ValueError as exc:
-                        raise Failure(f"--model: {exc}", EXIT_USAGE) from None
-                if prompt is None:
-                    ended = await _conversation(client, printer, idle_timeout)
-                    if isinstance(ended, _Restart):
-                        resume = ended.session  # a new agent process, the same session
-                        continue
-                    return ended
-                stop = await client.prompt(prompt, idle_timeout=idle_timeout)
-                printer.end_line()
-                if not printer.as_json and client.session_id:
-                    click.echo(f"[{stop}] session {client.session_id}", err=True)
-                return _exit_code(stop, client.refusals)
+        async with AsyncExitStack() as stack:
+            while True:
+                async with clanker.coder(harness, agent_command=agent_command, cwd=os.getcwd(),
+                                         approve=approve, on_event=router, resume=resume,
+                                         account=account, attention=attention,
+                                         interactive=interactive,
+                                         ask=router.ask if interactive else None) as client:
+                    if model is not None:
+                        try:
+                            await client.choose("model", model)
+                        except ValueError as exc:
+                            raise Failure(f"--model: {exc}", EXIT_USAGE) from None
+                    if prompt is None:
+                        if full_screen and screen is None:
+                            screen = await _started(stack, _agent_name(client, fallback),
+                                                    on_term)
+                            full_screen = screen is not None
+                            router.use(*((screen.on_event, screen.ask) if screen is not None
+                                         else (printer, questions)))
+                        ended = (await screen.converse(client, idle_timeout)
+                                 if screen is not None
+                                 else await _conversation(client, printer, idle_timeout))
+                        if not isinstance(ended, int):
+                            resume = ended.session  # a new agent process, the same session
+                            continue
+                        return ended
+                    stop = await client.prompt(prompt, idle_timeout=idle_timeout)
+                    printer.end_line()
+                    if not printer.as_json and client.session_id:
+                        click.echo(f"[{stop}] session {client.session_id}", err=True)
+                    return _exit_code(stop, client.refusals)
     except asyncio.CancelledError:
         if terminated:
             return _STOP_EXIT["cancelled"]
         raise
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
+
+
+async def _started(stack: AsyncExitStack, agent: str,
+                   on_signal: Callable[[], None]) -> Screen | None:
+    """Open the screen and run its footer until ``stack`` closes; in raw mode
+    Ctrl+C is a key, so a SIGINT from elsewhere ends the run as SIGTERM does."""
+    import asyncio
+    import signal
+
+    screen = await _open_screen(agent)
+    if screen is None:
+        return None
+    try:
+        await stack.enter_async_context(screen.running())
+    except Exception as exc:
+        click.echo(f"clanker: the full-screen interface cannot start ({exc}); "
+                   "continuing in line mode", err=True)
+        return None
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, on_signal)
+    stack.callback(loop.remove_signal_handler, signal.SIGINT)
+    return screen
 
 
 class _CoderCommand(click.Command):
@@ -340,14 +437,16 @@ class _CoderCommand(click.Command):
 @click.option("--attention/--no-attention", default=True, show_default=True,
               help="List the session in `clanker status` (it starts the grid if needed).")
 @click.option("--plain", is_flag=True,
-              help="Never ask: refuse what the ladder would ask about (unless --approve).")
+              help="Line mode, and never ask: refuse what the ladder would ask about "
+                   "(unless --approve).")
 @json_option
 def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: str | None,
           approve: tuple[str, ...], resume: str | None, show: str | None, list_sessions: bool,
           account: str | None, model: str | None, idle_timeout: float, attention: bool,
           plain: bool, as_json: bool) -> None:
     """Drive an ACP agent with clanker's approval ladder: one turn of PROMPT, or
-    (on a terminal, without PROMPT) a conversation until Ctrl+D."""
+    (on a terminal, without PROMPT) a conversation in the full-screen interface
+    until Ctrl+D."""
     if show is not None:
         _show(show, as_json)
         return
@@ -358,10 +457,11 @@ def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: st
         _print_sessions(_agent(harness, agent_command, account, None), as_json)
         return
     # A person can answer only on a terminal, and not when a program reads the output.
-    interactive = not (plain or as_json) and sys.stdin.isatty() and sys.stdout.isatty()
+    terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    interactive = not (plain or as_json) and terminal
     if prompt is not None and not prompt.strip():
         raise Failure("the PROMPT is empty", EXIT_USAGE)
-    if prompt is None and not interactive:
+    if prompt is None and not (interactive or (plain and terminal and not as_json)):
         raise Failure("give the PROMPT to run (without one, clanker coder needs a terminal)",
                       EXIT_USAGE)
     from clanker.acp.policy import TOOL_KINDS
@@ -373,7 +473,8 @@ def coder(prompt: str | None, harness: HarnessProvider | None, agent_command: st
     printer = _LinePrinter(as_json)
     code = _agent(harness, agent_command, account,
                   lambda argv: _turn(harness, argv, prompt, approve, resume, account,
-                                     idle_timeout, attention, printer, interactive, model),
+                                     idle_timeout, attention, printer, interactive, model,
+                                     full_screen=interactive and prompt is None),
                   printer)
     raise click.exceptions.Exit(code)
 

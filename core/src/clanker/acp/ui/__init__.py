@@ -1,0 +1,1 @@
+"""The coder's full-screen interface (imported only when it starts)."""
