@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,25 @@ def test_a_listing_through_the_pool_is_the_listing_of_one_process(
     monkeypatch.setattr(pool, "CHUNK", 1)
     assert _listing(tmp_path) == alone
     assert len(alone) > 20
+
+
+@pytest.mark.usefixtures("through_the_pool")
+def test_an_idle_worker_stops_and_the_next_scan_starts_another(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pool, "IDLE_SECONDS", 0.01)
+    jobs = _pi_jobs()
+    alone = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+    assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+                                tail_bytes=128 * 1024, local_files=True) == alone
+    stopped = threading.Event()
+    # Waits for the stop however slow the machine; never a bound on how long it takes.
+    for _ in range(6000):
+        if pool._WORKER._process is None:
+            stopped.set()
+            break
+        stopped.wait(0.01)
+    assert stopped.is_set()
+    assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+                                tail_bytes=128 * 1024, local_files=True) == alone
+    assert not pool._WORKER._failed

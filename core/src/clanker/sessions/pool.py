@@ -38,7 +38,7 @@ from clanker._logging import get_logger
 from clanker.environment.files import FileSample, read_sample
 from clanker.sessions.types import HarnessSession, NoSession
 
-__all__ = ["CHUNK", "MIN_FILES", "Job", "Outcome", "summarize_files"]
+__all__ = ["CHUNK", "IDLE_SECONDS", "MIN_FILES", "Job", "Outcome", "summarize_files"]
 
 log = get_logger(__name__)
 
@@ -49,6 +49,9 @@ outweigh its share."""
 CHUNK: Final = 64
 """Files per piece of work: small enough that the last pieces leave neither side
 waiting long, large enough that sending them costs little."""
+
+IDLE_SECONDS: Final = 30.0
+"""The worker stops when no scan has used it for this long."""
 
 Job = tuple[str, os.stat_result]
 """One file to summarize: its path and the stat the walk took of it."""
@@ -64,9 +67,15 @@ class _Worker:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._failed = False
+        self._idle: threading.Timer | None = None
+        self._retired: set[int] = set()  # workers stopped on purpose (idle, exit)
+        self._at_exit = False
 
     def start(self) -> subprocess.Popen[bytes] | None:
         with self._lock:
+            if self._idle is not None:
+                self._idle.cancel()
+                self._idle = None
             if self._process is None and not self._failed:
                 try:
                     process = subprocess.Popen(
@@ -79,18 +88,37 @@ class _Worker:
                     self._failed = True
                 else:
                     self._process = process
-                    atexit.register(self.stop)
+                    if not self._at_exit:
+                        atexit.register(self.stop)
+                        self._at_exit = True
             return self._process
 
-    def fail(self) -> None:
-        """The worker broke mid-answer: stop it, and summarize here from now on."""
+    def rest(self) -> None:
+        """Stop the worker if no scan asks for it within :data:`IDLE_SECONDS` (a grid
+        runs for days; its worker need not)."""
         with self._lock:
+            if self._process is None:
+                return
+            if self._idle is not None:
+                self._idle.cancel()
+            self._idle = threading.Timer(IDLE_SECONDS, self.stop)
+            self._idle.daemon = True
+            self._idle.start()
+
+    def fail(self, process: subprocess.Popen[bytes]) -> None:
+        """``process`` broke mid-answer: unless it was stopped on purpose (idle) as it
+        was asked, stop it and summarize here from now on."""
+        with self._lock:
+            if process.pid in self._retired:
+                return
             self._failed = True
         self.stop()
 
     def stop(self) -> None:
         with self._lock:
             process, self._process = self._process, None
+            if process is not None and not self._failed:
+                self._retired.add(process.pid)
         if process is None:
             return
         assert process.stdin is not None
@@ -215,7 +243,7 @@ def summarize_files(summarize: Summarize, jobs: Sequence[Job], *, head_bytes: in
                 answer = _receive(process.stdout)
             except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
                 log.debug("summary worker failed: %s", type(exc).__name__)
-                _WORKER.fail()
+                _WORKER.fail(process)
                 return  # what it held is done below
             done[index] = answer
 
@@ -230,6 +258,7 @@ def summarize_files(summarize: Summarize, jobs: Sequence[Job], *, head_bytes: in
             index = ends[1]
         done[index] = _chunk(summarize, pieces[index], head_bytes, tail_bytes)
     feeder.join()
+    _WORKER.rest()
     results: list[Outcome] = []
     for index, piece in enumerate(pieces):
         found = done[index]
