@@ -25,8 +25,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import pickle
-import struct
 import subprocess
 import sys
 import threading
@@ -135,20 +133,24 @@ class _Worker:
 
 _WORKER: Final = _Worker()
 _SERVE: Final = "from clanker.sessions.pool import serve; serve()"
-_LENGTH: Final = struct.Struct("<Q")
+_LENGTH: Final = 8  # bytes of little-endian length before each pickle
 
 
 def _send(stream: IO[bytes], value: object) -> None:
+    import pickle  # loaded by the first large scan only
+
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_LENGTH.pack(len(data)) + data)
+    stream.write(len(data).to_bytes(_LENGTH, "little") + data)
     stream.flush()
 
 
 def _receive(stream: IO[bytes]) -> Any:
-    header = stream.read(_LENGTH.size)
-    if len(header) < _LENGTH.size:
+    import pickle
+
+    header = stream.read(_LENGTH)
+    if len(header) < _LENGTH:
         raise EOFError("the other side closed")
-    (size,) = _LENGTH.unpack(header)
+    size = int.from_bytes(header, "little")
     data = stream.read(size)
     if len(data) < size:
         raise EOFError("the other side closed")
@@ -206,6 +208,8 @@ def _processors() -> int:
 
 
 def _sendable(summarize: Summarize) -> bool:
+    import pickle
+
     try:
         pickle.dumps(summarize)
     except (pickle.PicklingError, AttributeError, TypeError):
@@ -241,7 +245,7 @@ def summarize_files(summarize: Summarize, jobs: Sequence[Job], *, head_bytes: in
             try:
                 _send(process.stdin, (summarize, pieces[index], head_bytes, tail_bytes))
                 answer = _receive(process.stdout)
-            except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
+            except Exception as exc:  # a broken pipe or answer: this thread redoes it
                 log.debug("summary worker failed: %s", type(exc).__name__)
                 _WORKER.fail(process)
                 return  # what it held is done below
