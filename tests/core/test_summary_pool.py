@@ -10,15 +10,19 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import tempfile
 import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from clanker.registry import Registry
 from clanker.sessions import pool
 from clanker.sessions.types import HarnessSession
 from clanker.testing.sessions import session_service
+from clanker.testing.strategies import awkward_values, json_line_records
 from clanker_pi.sessions import summarize as pi_summarize
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -125,3 +129,41 @@ def test_an_idle_worker_stops_and_the_next_scan_starts_another(
     assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
                                 tail_bytes=128 * 1024, local_files=True) == alone
     assert not pool._WORKER._failed
+    monkeypatch.setattr(pool, "IDLE_SECONDS", 30.0)
+    pool._WORKER.rest()  # the short timer is replaced: it cannot stop the next test's worker
+
+
+_HEADER = b'{"type":"session","id":"a","cwd":"/x","timestamp":"2026-01-01T00:00:00Z"}\n'
+_FILES = json_line_records(
+    ["session", "message", "session_info", "model_change", "x"],
+    ["id", "cwd", "timestamp", "name", "provider", "modelId", "message", "parentSession"],
+    awkward_values(),
+    body=("message", ("message",), ("role", "content", "timestamp", "provider", "model")))
+_STORES = st.lists(st.one_of(_FILES, _FILES.map(lambda body: _HEADER + body)),
+                   min_size=1, max_size=6)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(_STORES)
+def test_any_file_the_worker_summarizes_comes_back_as_this_process_makes_it(
+    through_the_pool: None, contents: list[bytes]
+) -> None:
+    """Whatever a file holds (lone surrogates, NUL, huge numbers, odd shapes), its
+    summary survives the trip from the worker unchanged."""
+    with tempfile.TemporaryDirectory() as folder:
+        jobs: list[pool.Job] = []
+        for number, data in enumerate(contents):
+            path = Path(folder) / f"{number}.jsonl"
+            path.write_bytes(data)
+            jobs.append((str(path), path.stat()))
+        alone = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+        # Straight to the worker: every file goes through it, whichever side is faster.
+        process = pool._WORKER.start()
+        assert process is not None
+        assert process.stdin is not None
+        assert process.stdout is not None
+        pool._send(process.stdin, (pi_summarize, jobs, 64 * 1024, 128 * 1024))
+        assert pool._receive(process.stdout) == alone
+        assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+                                    tail_bytes=128 * 1024, local_files=True) == alone
