@@ -143,7 +143,7 @@ _STORES = st.lists(st.one_of(_FILES, _FILES.map(lambda body: _HEADER + body)),
                    min_size=1, max_size=6)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(_STORES)
 def test_any_file_the_worker_summarizes_comes_back_as_this_process_makes_it(
@@ -167,3 +167,22 @@ def test_any_file_the_worker_summarizes_comes_back_as_this_process_makes_it(
         assert pool._receive(process.stdout) == alone
         assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
                                     tail_bytes=128 * 1024, local_files=True) == alone
+
+
+@pytest.mark.usefixtures("through_the_pool")
+def test_two_scans_at_once_share_the_worker_without_mixing_their_answers() -> None:
+    jobs = _pi_jobs() * 8
+    alone = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+    answers: list[list[pool.Outcome]] = []
+
+    def scan() -> None:
+        answers.append(pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+                                            tail_bytes=128 * 1024, local_files=True))
+
+    threads = [threading.Thread(target=scan) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == [alone, alone, alone]
+    assert not pool._WORKER._failed

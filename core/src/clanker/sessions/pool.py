@@ -63,6 +63,9 @@ class _Worker:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        # One request and its answer at a time on the pipes, whichever scan asks
+        # (two services in one process may scan at once).
+        self.exchange = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._failed = False
         self._idle: threading.Timer | None = None
@@ -243,8 +246,9 @@ def summarize_files(summarize: Summarize, jobs: Sequence[Job], *, head_bytes: in
                 index = ends[0]
                 ends[0] += 1
             try:
-                _send(process.stdin, (summarize, pieces[index], head_bytes, tail_bytes))
-                answer = _receive(process.stdout)
+                with _WORKER.exchange:
+                    _send(process.stdin, (summarize, pieces[index], head_bytes, tail_bytes))
+                    answer = _receive(process.stdout)
             except Exception as exc:  # a broken pipe or answer: this thread redoes it
                 log.debug("summary worker failed: %s", type(exc).__name__)
                 _WORKER.fail(process)
