@@ -51,8 +51,11 @@ def test_the_worker_answers_what_this_process_answers() -> None:
     assert process is not None
     assert process.stdin is not None
     assert process.stdout is not None
-    pool._send(process.stdin, (pi_summarize, jobs, 64 * 1024, 128 * 1024))
-    there = pool._receive(process.stdout)
+    try:
+        pool._send(process.stdin, (pi_summarize, jobs, 64 * 1024, 128 * 1024))
+        there = pool._receive(process.stdout)
+    finally:
+        pool._WORKER.rest()  # done with it, as a scan would be
     assert len(there) == len(here)
     for mine, theirs in zip(here[:-1], there[:-1], strict=True):
         assert theirs == mine
@@ -163,8 +166,11 @@ def test_any_file_the_worker_summarizes_comes_back_as_this_process_makes_it(
         assert process is not None
         assert process.stdin is not None
         assert process.stdout is not None
-        pool._send(process.stdin, (pi_summarize, jobs, 64 * 1024, 128 * 1024))
-        assert pool._receive(process.stdout) == alone
+        try:
+            pool._send(process.stdin, (pi_summarize, jobs, 64 * 1024, 128 * 1024))
+            assert pool._receive(process.stdout) == alone
+        finally:
+            pool._WORKER.rest()
         assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
                                     tail_bytes=128 * 1024, local_files=True) == alone
 

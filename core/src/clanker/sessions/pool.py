@@ -69,6 +69,7 @@ class _Worker:
         self._process: subprocess.Popen[bytes] | None = None
         self._failed = False
         self._idle: threading.Timer | None = None
+        self._users = 0  # scans between start() and rest()
         self._retired: set[int] = set()  # workers stopped on purpose (idle, exit)
         self._at_exit = False
 
@@ -92,14 +93,18 @@ class _Worker:
                     if not self._at_exit:
                         atexit.register(self.stop)
                         self._at_exit = True
+            if self._process is not None:
+                self._users += 1
             return self._process
 
     def rest(self) -> None:
-        """Stop the worker if no scan asks for it within :data:`IDLE_SECONDS` (a grid
-        runs for days; its worker need not)."""
+        """A scan is done with the worker: when no other uses it, stop it unless a scan
+        asks for it within :data:`IDLE_SECONDS` (a grid runs for days; its worker need
+        not)."""
         with self._lock:
-            if self._process is None:
-                return
+            self._users = max(self._users - 1, 0)
+            if self._process is None or self._users:
+                return  # another scan is still using it: the last one arms the timer
             if self._idle is not None:
                 self._idle.cancel()
             self._idle = threading.Timer(IDLE_SECONDS, self.stop)
@@ -258,15 +263,19 @@ def summarize_files(summarize: Summarize, jobs: Sequence[Job], *, head_bytes: in
     feeder = threading.Thread(target=feed, args=(process,), name="clanker-summary-worker",
                               daemon=True)
     feeder.start()
-    while True:
+    try:
+        while True:
+            with lock:
+                if ends[1] <= ends[0]:
+                    break
+                ends[1] -= 1
+                index = ends[1]
+            done[index] = _chunk(summarize, pieces[index], head_bytes, tail_bytes)
+    finally:
         with lock:
-            if ends[1] <= ends[0]:
-                break
-            ends[1] -= 1
-            index = ends[1]
-        done[index] = _chunk(summarize, pieces[index], head_bytes, tail_bytes)
-    feeder.join()
-    _WORKER.rest()
+            ends[0] = ends[1]  # on an error here, the worker takes nothing more
+        feeder.join()
+        _WORKER.rest()
     results: list[Outcome] = []
     for index, piece in enumerate(pieces):
         found = done[index]
