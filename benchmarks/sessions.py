@@ -13,7 +13,9 @@ so sizes spread from a few KB to 5 MB, then measures in one run:
 * a new process answering from the on-disk cache (a second CLI run);
 * a naive baseline: read every file whole and decode every line (``--no-naive``
   skips it: minutes on a large tree);
-* peak RSS of the discovering process;
+* peak RSS of the discovering process (that process alone: the worker that
+  summarizes part of a large scan on the other core, ``clanker.sessions.pool``,
+  is not in it; the CLI row's peak is the largest of the process and its worker);
 * the whole CLI process, `clanker sessions --json --all --limit 100000`, with
   no clanker cache and again from the disk cache: wall time and peak RSS;
 * OpenCode, whose history only its own `opencode session list` can read: a

@@ -30,8 +30,8 @@ _PROBE = textwrap.dedent("""
 
 # Loaded only by what needs them: a store that is there (sqlite3, a cache to
 # write), a managed account (hashes, secrets, the accounts service), a grid's
-# socket (the grid's modules).
-_NOT_FOR_EMPTY_STORES = ("sqlite3", "hashlib", "secrets", "tempfile",
+# socket (the grid's modules), a scan large enough for the summary worker (pickle).
+_NOT_FOR_EMPTY_STORES = ("sqlite3", "hashlib", "secrets", "tempfile", "pickle",
                          "clanker.accounts.service", "clanker.accounts.store",
                          "clanker.accounts.homes", "clanker.grid.daemon",
                          "clanker.sessions.selection")

@@ -10,7 +10,7 @@ linked directory nor a linked file), so discovery cannot leave the store.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Final
+from typing import Final, cast
 
 from attrs import fields
 
@@ -25,8 +25,10 @@ from clanker.environment.files import (
 )
 from clanker.environment.witness import Witness
 from clanker.ids import HarnessId
+from clanker.sessions import pool
 from clanker.sessions.cache import MISS
 from clanker.sessions.capability import SessionsContext
+from clanker.sessions.pool import Outcome
 from clanker.sessions.types import HarnessSession, NoSession, SessionScan
 
 __all__ = ["MAX_ENTRIES", "Candidate", "Summarize", "find_files", "scan_files"]
@@ -71,34 +73,31 @@ def scan_files(
     # Directories the walk could not list count as skips too: their sessions are missing.
     unlisted = 0 if witness is None else witness.unreadable
     skipped = unlisted
-    for order, candidate in enumerate(ordered[: context.limit]):
+    chosen = ordered[: context.limit]
+    cached = [context.cache.lookup(candidate.path, candidate.stat) for candidate in chosen]
+    misses = [candidate for candidate, found in zip(chosen, cached, strict=True) if found is MISS]
+    read = _read_many(context, misses, summarize, head_bytes, tail_bytes)
+    for order, (candidate, found) in enumerate(zip(chosen, cached, strict=True)):
         key = candidate.path
-        session: HarnessSession | NoSession | None
-        cached = context.cache.lookup(key, candidate.stat)
-        if cached is MISS:
-            try:
-                sample = context.files.sample(key, head_bytes=head_bytes, tail_bytes=tail_bytes,
-                                              stat=candidate.stat)
-            except OSError as exc:
+        session = found
+        if found is MISS:
+            outcome = read[key] if read is not None else _read_one(
+                context, candidate, summarize, head_bytes, tail_bytes)
+            if isinstance(outcome, OSError):
                 # Not remembered: a file that cannot be read now (permissions,
                 # an I/O error) may be readable next time without changing.
-                log.debug("skipping %s: %s", key, type(exc).__name__)
+                log.debug("skipping %s: %s", key, type(outcome).__name__)
                 if witness is not None:
                     witness.usable = False
                 skipped += 1
                 continue
-            except (ValueError, OverflowError) as exc:  # a time no datetime can hold
-                log.debug("skipping %s: %s", key, type(exc).__name__)
-                session = None
-            else:
-                session = _summarize(sample, summarize)
+            session = outcome
             context.cache.store(key, candidate.stat, session)
-        else:
-            session = cached  # type: ignore[assignment]
         if session is None or isinstance(session, NoSession):
             # EMPTY, FOREIGN: nothing to list or resume, and nothing unreadable either.
             skipped += session is None
             continue
+        session = cast(HarnessSession, session)
         if context.native_id is None and session.hidden:
             continue  # left out on purpose: neither listed nor a skip
         if context.native_id is not None and session.native_id != context.native_id:
@@ -138,6 +137,36 @@ def _placed(session: HarnessSession, harness: HarnessId, store_path: str,
     put(copy, "store_path", store_path)
     put(copy, "order", order)
     return copy
+
+
+def _read_one(context: SessionsContext, candidate: Candidate, summarize: Summarize,
+              head_bytes: int, tail_bytes: int) -> Outcome:
+    """One file's summary through the context's host files, or why it cannot be read."""
+    try:
+        sample = context.files.sample(candidate.path, head_bytes=head_bytes,
+                                      tail_bytes=tail_bytes, stat=candidate.stat)
+    except OSError as exc:
+        return exc
+    except (ValueError, OverflowError) as exc:  # a time no datetime can hold
+        log.debug("skipping %s: %s", candidate.path, type(exc).__name__)
+        return None
+    return _summarize(sample, summarize)
+
+
+def _read_many(context: SessionsContext, misses: list[Candidate], summarize: Summarize,
+               head_bytes: int, tail_bytes: int) -> dict[str, Outcome] | None:
+    """The misses' outcomes read on two cores (:mod:`clanker.sessions.pool`) when there
+    are enough of them on this machine; ``None``: read them one by one, in order."""
+    if len(misses) < pool.MIN_FILES:
+        return None
+    from clanker.environment.local import LocalFiles
+
+    if type(context.files) is not LocalFiles:
+        return None
+    jobs = [(candidate.path, candidate.stat) for candidate in misses]
+    outcomes = pool.summarize_files(summarize, jobs, head_bytes=head_bytes,
+                                    tail_bytes=tail_bytes, local_files=True)
+    return {candidate.path: outcome for candidate, outcome in zip(misses, outcomes, strict=True)}
 
 
 def _summarize(sample: FileSample, summarize: Summarize) -> HarnessSession | NoSession | None:

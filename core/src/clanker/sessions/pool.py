@@ -1,0 +1,284 @@
+"""Summarizing many session files on a second core.
+
+A listing of every file of a large store is bound by the interpreter: reading
+a head and a tail and summarizing them costs ~0.3-0.5 ms a file, all of it
+holding the interpreter lock. When more than one processor is ours and a scan
+has at least :data:`MIN_FILES` files to summarize on this machine, one worker
+process (started on first use and kept for this process's life) takes chunks of
+them from the front while the scanning thread takes them from the back, so
+neither waits for the other: what the worker has not taken when the thread
+reaches it, the thread does itself.
+
+The worker is a plain interpreter (``python -P -c``, this process's
+``sys.path``) speaking length-prefixed pickles over its stdin and stdout: it
+never imports the caller's main module, so a script without a ``__main__``
+guard is not run twice (multiprocessing's ``spawn`` would run it). Only a
+provider's plain summarizing function goes to it (named by its module, as
+pickle names it); a closure stays in this process, and so does everything when
+the worker cannot start or breaks. A file's summary depends on its bytes alone,
+read the same way in either process, so the answer is the one a single process
+gives.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any, Final
+
+from clanker._logging import get_logger
+from clanker.environment.files import FileSample, read_sample
+from clanker.sessions.types import HarnessSession, NoSession
+
+__all__ = ["CHUNK", "IDLE_SECONDS", "MIN_FILES", "Job", "Outcome", "summarize_files"]
+
+log = get_logger(__name__)
+
+MIN_FILES: Final = 1024
+"""Fewer files than this are summarized in this process: starting the worker
+(an interpreter importing the provider's module, ~0.2 s of the other core) would
+outweigh its share."""
+CHUNK: Final = 64
+"""Files per piece of work: small enough that the last pieces leave neither side
+waiting long, large enough that sending them costs little."""
+
+IDLE_SECONDS: Final = 30.0
+"""The worker stops when no scan has used it for this long."""
+
+Job = tuple[str, os.stat_result]
+"""One file to summarize: its path and the stat the walk took of it."""
+Outcome = HarnessSession | NoSession | None | OSError
+"""A file's summary (:data:`~clanker.sessions.filestore.Summarize`'s answer), or the
+error that kept it from being read."""
+Summarize = Callable[[FileSample], HarnessSession | NoSession | None]
+
+class _Worker:
+    """The one worker process of this process, started on first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # One request and its answer at a time on the pipes, whichever scan asks
+        # (two services in one process may scan at once).
+        self.exchange = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._failed = False
+        self._idle: threading.Timer | None = None
+        self._users = 0  # scans between start() and rest()
+        self._retired: set[int] = set()  # workers stopped on purpose (idle, exit)
+        self._at_exit = False
+
+    def start(self) -> subprocess.Popen[bytes] | None:
+        with self._lock:
+            if self._idle is not None:
+                self._idle.cancel()
+                self._idle = None
+            if self._process is None and not self._failed:
+                try:
+                    process = subprocess.Popen(
+                        [sys.executable, "-P", "-c", _SERVE], stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+                    assert process.stdin is not None
+                    _send(process.stdin, list(sys.path))
+                except (OSError, ValueError) as exc:
+                    log.debug("no summary worker: %s", type(exc).__name__)
+                    self._failed = True
+                else:
+                    self._process = process
+                    if not self._at_exit:
+                        atexit.register(self.stop)
+                        self._at_exit = True
+            if self._process is not None:
+                self._users += 1
+            return self._process
+
+    def rest(self) -> None:
+        """A scan is done with the worker: when no other uses it, stop it unless a scan
+        asks for it within :data:`IDLE_SECONDS` (a grid runs for days; its worker need
+        not)."""
+        with self._lock:
+            self._users = max(self._users - 1, 0)
+            if self._process is None or self._users:
+                return  # another scan is still using it: the last one arms the timer
+            if self._idle is not None:
+                self._idle.cancel()
+            self._idle = threading.Timer(IDLE_SECONDS, self.stop)
+            self._idle.daemon = True
+            self._idle.start()
+
+    def fail(self, process: subprocess.Popen[bytes]) -> None:
+        """``process`` broke mid-answer: unless it was stopped on purpose (idle) as it
+        was asked, stop it and summarize here from now on."""
+        with self._lock:
+            if process.pid in self._retired:
+                return
+            self._failed = True
+        self.stop()
+
+    def stop(self) -> None:
+        with self._lock:
+            process, self._process = self._process, None
+            if process is not None and not self._failed:
+                self._retired.add(process.pid)
+        if process is None:
+            return
+        assert process.stdin is not None
+        assert process.stdout is not None
+        with contextlib.suppress(OSError):
+            process.stdin.close()  # end of input: the worker returns
+        try:
+            process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+
+
+_WORKER: Final = _Worker()
+_SERVE: Final = "from clanker.sessions.pool import serve; serve()"
+_LENGTH: Final = 8  # bytes of little-endian length before each pickle
+
+
+def _send(stream: IO[bytes], value: object) -> None:
+    import pickle  # loaded by the first large scan only
+
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(len(data).to_bytes(_LENGTH, "little") + data)
+    stream.flush()
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    import pickle
+
+    header = stream.read(_LENGTH)
+    if len(header) < _LENGTH:
+        raise EOFError("the other side closed")
+    size = int.from_bytes(header, "little")
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("the other side closed")
+    # Only ever between this process and the worker it started, over their own pipes.
+    return pickle.loads(data)  # noqa: S301
+
+
+def serve() -> None:
+    """The worker's loop: ``sys.path``, then (summarize, jobs, head, tail) requests, each
+    answered with its outcomes, until its input ends."""
+    requests = sys.stdin.buffer
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed by an import goes to stderr, not into the answers
+    try:
+        sys.path[:] = _receive(requests)
+    except EOFError:
+        return
+    while True:
+        try:
+            summarize, jobs, head_bytes, tail_bytes = _receive(requests)
+        except EOFError:
+            return
+        _send(answers, _chunk(summarize, jobs, head_bytes, tail_bytes))
+
+
+def summarize_one(summarize: Summarize, job: Job, head_bytes: int, tail_bytes: int) -> Outcome:
+    """Read one file's sample and summarize it; a file that cannot be read is its error."""
+    path, stat = job
+    try:
+        sample = read_sample(Path(path), head_bytes=head_bytes, tail_bytes=tail_bytes,
+                             stat=stat)
+    except OSError as exc:
+        return exc
+    except (ValueError, OverflowError) as exc:  # a time no datetime can hold
+        log.debug("skipping %s: %s", path, type(exc).__name__)
+        return None
+    try:
+        return summarize(sample)
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+        # A shape the parser did not expect: a counted skip, remembered as one.
+        log.debug("skipping %s: %s", path, type(exc).__name__)
+        return None
+
+
+def _chunk(summarize: Summarize, jobs: Sequence[Job], head_bytes: int,
+           tail_bytes: int) -> list[Outcome]:
+    return [summarize_one(summarize, job, head_bytes, tail_bytes) for job in jobs]
+
+
+def _processors() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _sendable(summarize: Summarize) -> bool:
+    import pickle
+
+    try:
+        pickle.dumps(summarize)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return False
+    return True
+
+
+def summarize_files(summarize: Summarize, jobs: Sequence[Job], *, head_bytes: int,
+                    tail_bytes: int, local_files: bool) -> list[Outcome]:
+    """Each job's :data:`Outcome`, in order; a worker process takes part of them when
+    there are at least :data:`MIN_FILES`, the files are this machine's
+    (``local_files``), more than one processor is ours and ``summarize`` can be sent."""
+    process = None
+    if (len(jobs) >= MIN_FILES and local_files and _processors() > 1
+            and _sendable(summarize)):
+        process = _WORKER.start()
+    if process is None:
+        return _chunk(summarize, jobs, head_bytes, tail_bytes)
+    pieces = [jobs[start:start + CHUNK] for start in range(0, len(jobs), CHUNK)]
+    done: list[list[Outcome] | None] = [None] * len(pieces)
+    lock = threading.Lock()
+    ends = [0, len(pieces)]  # the worker takes ends[0], this thread ends[1] - 1
+
+    def feed(process: subprocess.Popen[bytes]) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        while True:
+            with lock:
+                if ends[0] >= ends[1]:
+                    return
+                index = ends[0]
+                ends[0] += 1
+            try:
+                with _WORKER.exchange:
+                    _send(process.stdin, (summarize, pieces[index], head_bytes, tail_bytes))
+                    answer = _receive(process.stdout)
+            except Exception as exc:  # a broken pipe or answer: this thread redoes it
+                log.debug("summary worker failed: %s", type(exc).__name__)
+                _WORKER.fail(process)
+                return  # what it held is done below
+            done[index] = answer
+
+    feeder = threading.Thread(target=feed, args=(process,), name="clanker-summary-worker",
+                              daemon=True)
+    feeder.start()
+    try:
+        while True:
+            with lock:
+                if ends[1] <= ends[0]:
+                    break
+                ends[1] -= 1
+                index = ends[1]
+            done[index] = _chunk(summarize, pieces[index], head_bytes, tail_bytes)
+    finally:
+        with lock:
+            ends[0] = ends[1]  # on an error here, the worker takes nothing more
+        feeder.join()
+        _WORKER.rest()
+    results: list[Outcome] = []
+    for index, piece in enumerate(pieces):
+        found = done[index]
+        results.extend(found if found is not None
+                       else _chunk(summarize, piece, head_bytes, tail_bytes))
+    return results

@@ -1,0 +1,194 @@
+"""Summaries made by the worker process (clanker.sessions.pool) against this process's own.
+
+The pool's thresholds are lowered so that a small store goes through it; what
+it answers must be what one process answers, file for file and listing for
+listing, whichever side summarized a file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clanker.registry import Registry
+from clanker.sessions import pool
+from clanker.sessions.types import HarnessSession
+from clanker.testing.sessions import session_service
+from clanker.testing.strategies import awkward_values, json_line_records
+from clanker_pi.sessions import summarize as pi_summarize
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+HARNESSES = ("codex", "claude", "pi")
+
+
+def _pi_jobs() -> list[pool.Job]:
+    files = sorted((FIXTURES / "pi/sessions/pi-agent/sessions").rglob("*.jsonl"))
+    assert files
+    return [(str(path), path.stat()) for path in files]
+
+
+@pytest.fixture
+def through_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pool, "MIN_FILES", 1)
+    monkeypatch.setattr(pool, "CHUNK", 1)
+
+
+@pytest.mark.usefixtures("through_the_pool")
+def test_the_worker_answers_what_this_process_answers() -> None:
+    jobs = _pi_jobs()
+    gone = jobs[0][0] + ".gone"
+    jobs.append((gone, jobs[0][1]))  # removed after the walk: its error, not a summary
+    here = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+    process = pool._WORKER.start()
+    assert process is not None
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        pool._send(process.stdin, (pi_summarize, jobs, 64 * 1024, 128 * 1024))
+        there = pool._receive(process.stdout)
+    finally:
+        pool._WORKER.rest()  # done with it, as a scan would be
+    assert len(there) == len(here)
+    for mine, theirs in zip(here[:-1], there[:-1], strict=True):
+        assert theirs == mine
+    assert any(isinstance(found, HarnessSession) for found in there)
+    assert isinstance(here[-1], FileNotFoundError)
+    assert isinstance(there[-1], FileNotFoundError)
+
+
+@pytest.mark.usefixtures("through_the_pool")
+def test_both_sides_together_keep_the_order_of_the_files() -> None:
+    jobs = _pi_jobs() * 5
+    alone = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+    assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+                                tail_bytes=128 * 1024, local_files=True) == alone
+
+
+@pytest.mark.usefixtures("through_the_pool")
+def test_a_closure_is_summarized_here() -> None:
+    jobs = _pi_jobs()
+
+    def summarize(sample):  # type: ignore[no-untyped-def]
+        return pi_summarize(sample)
+
+    assert not pool._sendable(summarize)
+    assert pool.summarize_files(summarize, jobs, head_bytes=64 * 1024, tail_bytes=128 * 1024,
+                                local_files=True) == [
+        pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+
+
+def _listing(tree: Path) -> list[tuple[object, ...]]:
+    registry = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": ",".join(HARNESSES)})
+    providers = [registry.providers[h] for h in HARNESSES]  # type: ignore[index]
+    environ = {"HOME": str(tree / "home"), "PATH": os.environ.get("PATH", ""),
+               "CODEX_HOME": str(tree / "codex"), "CLAUDE_CONFIG_DIR": str(tree / "claude"),
+               "PI_CODING_AGENT_DIR": str(tree / "pi")}
+    listing = asyncio.run(session_service(environ).discover(providers, workspace=None,
+                                                           limit=100_000))
+    scans = [(r.harness, r.scan.skipped, r.scan.truncated, r.scan.error) for r in listing.scans]
+    return [*scans, *listing.sessions]
+
+
+def test_a_listing_through_the_pool_is_the_listing_of_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(FIXTURES / "codex/sessions/codex-home", tmp_path / "codex")
+    shutil.copytree(FIXTURES / "claude/sessions/claude-config", tmp_path / "claude")
+    shutil.copytree(FIXTURES / "pi/sessions/pi-agent", tmp_path / "pi")
+    (tmp_path / "home").mkdir()
+    monkeypatch.setattr(pool, "MIN_FILES", 10**9)
+    alone = _listing(tmp_path)
+    monkeypatch.setattr(pool, "MIN_FILES", 1)
+    monkeypatch.setattr(pool, "CHUNK", 1)
+    assert _listing(tmp_path) == alone
+    assert len(alone) > 20
+
+
+@pytest.mark.usefixtures("through_the_pool")
+def test_an_idle_worker_stops_and_the_next_scan_starts_another(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pool, "IDLE_SECONDS", 0.01)
+    jobs = _pi_jobs()
+    alone = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+    assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+                                tail_bytes=128 * 1024, local_files=True) == alone
+    stopped = threading.Event()
+    # Waits for the stop however slow the machine; never a bound on how long it takes.
+    for _ in range(6000):
+        if pool._WORKER._process is None:
+            stopped.set()
+            break
+        stopped.wait(0.01)
+    assert stopped.is_set()
+    assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+                                tail_bytes=128 * 1024, local_files=True) == alone
+    assert not pool._WORKER._failed
+    monkeypatch.setattr(pool, "IDLE_SECONDS", 30.0)
+    pool._WORKER.rest()  # the short timer is replaced: it cannot stop the next test's worker
+
+
+_HEADER = b'{"type":"session","id":"a","cwd":"/x","timestamp":"2026-01-01T00:00:00Z"}\n'
+_FILES = json_line_records(
+    ["session", "message", "session_info", "model_change", "x"],
+    ["id", "cwd", "timestamp", "name", "provider", "modelId", "message", "parentSession"],
+    awkward_values(),
+    body=("message", ("message",), ("role", "content", "timestamp", "provider", "model")))
+_STORES = st.lists(st.one_of(_FILES, _FILES.map(lambda body: _HEADER + body)),
+                   min_size=1, max_size=6)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(_STORES)
+def test_any_file_the_worker_summarizes_comes_back_as_this_process_makes_it(
+    through_the_pool: None, contents: list[bytes]
+) -> None:
+    """Whatever a file holds (lone surrogates, NUL, huge numbers, odd shapes), its
+    summary survives the trip from the worker unchanged."""
+    with tempfile.TemporaryDirectory() as folder:
+        jobs: list[pool.Job] = []
+        for number, data in enumerate(contents):
+            path = Path(folder) / f"{number}.jsonl"
+            path.write_bytes(data)
+            jobs.append((str(path), path.stat()))
+        alone = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+        # Straight to the worker: every file goes through it, whichever side is faster.
+        process = pool._WORKER.start()
+        assert process is not None
+        assert process.stdin is not None
+        assert process.stdout is not None
+        try:
+            pool._send(process.stdin, (pi_summarize, jobs, 64 * 1024, 128 * 1024))
+            assert pool._receive(process.stdout) == alone
+        finally:
+            pool._WORKER.rest()
+        assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+                                    tail_bytes=128 * 1024, local_files=True) == alone
+
+
+@pytest.mark.usefixtures("through_the_pool")
+def test_two_scans_at_once_share_the_worker_without_mixing_their_answers() -> None:
+    jobs = _pi_jobs() * 8
+    alone = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+    answers: list[list[pool.Outcome]] = []
+
+    def scan() -> None:
+        answers.append(pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+                                            tail_bytes=128 * 1024, local_files=True))
+
+    threads = [threading.Thread(target=scan) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == [alone, alone, alone]
+    assert not pool._WORKER._failed
