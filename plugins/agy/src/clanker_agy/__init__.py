@@ -32,5 +32,4 @@ plugin = define_harness(
         homepage="https://antigravity.google",
     ),
     package=__name__,
-    sessions="clanker_agy.sessions:AgySessions",
 )

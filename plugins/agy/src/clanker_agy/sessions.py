@@ -311,3 +311,5 @@ class AgySessions:
                 break
             kept.append(evolve(session, store_path=str(store_file), order=len(kept)))
         return SessionScan(sessions=kept, skipped=skipped, truncated=truncated)
+
+implementation = AgySessions

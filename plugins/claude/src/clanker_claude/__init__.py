@@ -29,5 +29,4 @@ plugin = define_harness(
         homepage="https://github.com/anthropics/claude-code",
     ),
     package=__name__,
-    sessions="clanker_claude.sessions:ClaudeSessions",
 )

@@ -634,3 +634,5 @@ class ClaudeSessions:
                               head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness)
 
         return context.remember(root, scan)
+
+implementation = ClaudeSessions

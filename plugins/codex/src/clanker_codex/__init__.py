@@ -29,6 +29,5 @@ plugin = define_harness(
         homepage="https://github.com/openai/codex",
     ),
     package=__name__,
-    sessions="clanker_codex.sessions:CodexSessions",
     checkout_rehome="clanker_codex.rehome:CodexRehome",
 )

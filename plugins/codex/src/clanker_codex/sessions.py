@@ -461,3 +461,5 @@ class CodexSessions:
             return _enrich(found, entries or {})
 
         return context.remember((real_root, index), scan)
+
+implementation = CodexSessions

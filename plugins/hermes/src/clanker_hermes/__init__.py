@@ -29,5 +29,4 @@ plugin = define_harness(
         homepage="https://pypi.org/project/hermes-agent/",
     ),
     package=__name__,
-    sessions="clanker_hermes.sessions:HermesSessions",
 )

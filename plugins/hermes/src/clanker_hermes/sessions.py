@@ -456,3 +456,5 @@ class HermesSessions:
         if db is None or found is None or not stat.S_ISREG(found.st_mode):
             return SessionScan()
         return _scan(db, context)
+
+implementation = HermesSessions

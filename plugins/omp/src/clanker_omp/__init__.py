@@ -30,5 +30,4 @@ plugin = define_harness(
         homepage="https://omp.sh",
     ),
     package=__name__,
-    sessions="clanker_omp.sessions:OmpSessions",
 )

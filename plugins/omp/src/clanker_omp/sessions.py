@@ -542,3 +542,5 @@ class OmpSessions(pistore.SessionFiles):
                               reading=places.reading(real_roots))
 
         return context.remember((roots, accept_dir, places, real_roots), read)
+
+implementation = OmpSessions

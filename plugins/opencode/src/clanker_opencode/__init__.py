@@ -30,6 +30,5 @@ plugin = define_harness(
         homepage="https://opencode.ai",
     ),
     package=__name__,
-    sessions="clanker_opencode.sessions:OpenCodeSessions",
     checkout_rehome="clanker_opencode.rehome:OpenCodeRehome",
 )

@@ -381,3 +381,5 @@ class OpenCodeSessions:
         result.require_success(_OPENCODE)  # stderr is OpenCode's, never shown
         listing = parse_session_list(result.stdout)
         return Answer(sessions=listing.sessions, skipped=listing.skipped), database
+
+implementation = OpenCodeSessions

@@ -29,5 +29,4 @@ plugin = define_harness(
         homepage="https://www.npmjs.com/package/@mariozechner/pi-coding-agent",
     ),
     package=__name__,
-    sessions="clanker_pi.sessions:PiSessions",
 )

@@ -310,3 +310,5 @@ class PiSessions(pistore.SessionFiles):
                               head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness)
 
         return context.remember(roots, read)
+
+implementation = PiSessions
