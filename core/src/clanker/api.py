@@ -853,8 +853,10 @@ class Clanker:
         variable ``name``: :meth:`coder` puts it into that agent's environment only
         (and redacts it), unless the variable is already set for the run. Raises
         :class:`ValueError` for a name that cannot be such a variable (``CLANKER_*``,
-        one the launch path sets) and :class:`~clanker.acp.errors.CoderError`
-        ``no-keyring`` where there is no credential store."""
+        one the launch path sets), :class:`~clanker.acp.errors.CoderError`
+        ``no-keyring`` where there is no credential store, and
+        :class:`~clanker.locking.LockTimeoutError` when another process keeps the
+        index of names locked for 30 s."""
         service = self._coder_service()
         provider = self.registry.find_provider(agent)
         service.secrets.set(agent, name, value, reserved=service.reserved_names(provider))

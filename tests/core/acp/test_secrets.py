@@ -8,6 +8,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,6 +78,36 @@ def test_a_store_that_refuses_leaves_the_index_as_it_was(coder: Coder,
         coder.clanker.set_coder_secret("python3", "NEW_ONE", "new-value-1")
     assert caught.value.failure is CoderFailure.NO_KEYRING
     assert coder.clanker.coder_secrets("python3") == ["KEPT"]
+
+
+def test_an_index_another_process_keeps_locked_is_a_timeout_that_changes_nothing(
+    coder: Coder, store: MemoryKeyring, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clanker.acp import secrets
+    from clanker.errors import ErrorKind
+    from clanker.locking import LockTimeoutError
+
+    coder.clanker.set_coder_secret("python3", "KEPT", SECRET)
+    index = coder.clanker._coder_service().secrets.index
+    ready = tmp_path / "held"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from clanker.locking import exclusive\n"
+        "with exclusive(Path(sys.argv[1]), timeout=0):\n"
+        "    Path(sys.argv[2]).touch(); time.sleep(600)\n"),
+        str(index.with_name(index.name + ".lock")), str(ready)])
+    try:
+        while not ready.exists():
+            assert holder.poll() is None, "the process holding the lock ended"
+            time.sleep(0.01)
+        monkeypatch.setattr(secrets, "_LOCK_WAIT", 0.2)
+        with pytest.raises(LockTimeoutError) as caught:
+            coder.clanker.set_coder_secret("python3", "NEW_ONE", "new-value-1")
+        assert caught.value.kind is ErrorKind.TIMEOUT
+    finally:
+        holder.kill()
+        holder.wait()
+    assert coder.clanker.coder_secrets("python3") == ["KEPT"]
+    assert list(store.values) == [("clanker-coder/python3", "KEPT")]
 
 
 def test_without_a_credential_store_it_says_so(coder: Coder) -> None:

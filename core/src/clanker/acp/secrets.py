@@ -164,8 +164,10 @@ class AgentSecrets:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        """Hold the index's lock; a refused or busy lock is a ``ValueError`` naming it."""
-        from clanker.locking import LockTimeoutError, UnsafeLockError, exclusive
+        """Hold the index's lock. A lock held past the wait raises
+        :class:`~clanker.locking.LockTimeoutError` (exit 8, as for every lock of
+        clanker's); a refused one is a ``ValueError`` naming it."""
+        from clanker.locking import UnsafeLockError, exclusive
 
         with contextlib.ExitStack() as stack:
             try:
@@ -173,9 +175,6 @@ class AgentSecrets:
                                               timeout=_LOCK_WAIT))
             except UnsafeLockError as exc:
                 raise ValueError(f"the secrets index lock {exc}") from None
-            except LockTimeoutError as exc:
-                raise ValueError(f"the secrets index is busy: {exc.message} (another "
-                                 "clanker is changing it)") from None
             yield
 
     def _read(self) -> dict[str, list[str]]:

@@ -8,7 +8,14 @@ from datetime import timedelta
 
 import click
 
-from clanker.cli.common import DurationArgument, Failure, echo_json, json_option, library
+from clanker.cli.common import (
+    DurationArgument,
+    Failure,
+    capability_errors,
+    echo_json,
+    json_option,
+    library,
+)
 from clanker.errors import EXIT_USAGE
 
 __all__ = ["clean", "secret"]
@@ -68,7 +75,8 @@ def secret_set(agent: str, name: str) -> None:
     else:
         value = sys.stdin.readline(64 * 1024).rstrip("\r\n")
     try:
-        library().set_coder_secret(agent, name, value)
+        with capability_errors():
+            library().set_coder_secret(agent, name, value)
     except (ValueError, CoderError) as exc:
         raise _failing(exc) from None
     click.echo(f"stored {name} for {agent}", err=True)
@@ -80,7 +88,8 @@ def secret_set(agent: str, name: str) -> None:
 def secret_list(agent: str, as_json: bool) -> None:
     """The names stored for AGENT (never the values)."""
     try:
-        names = library().coder_secrets(agent)
+        with capability_errors():
+            names = library().coder_secrets(agent)
     except ValueError as exc:
         raise _failing(exc) from None
     if as_json:
@@ -98,7 +107,8 @@ def secret_remove(agent: str, name: str) -> None:
     from clanker.acp.errors import CoderError
 
     try:
-        removed = library().remove_coder_secret(agent, name)
+        with capability_errors():
+            removed = library().remove_coder_secret(agent, name)
     except (ValueError, CoderError) as exc:
         raise _failing(exc) from None
     if not removed:
