@@ -186,8 +186,6 @@ class Clanker:
                                          f"{what} is not available for SSH hosts: {reason}")
 
     def _launch_service(self) -> LaunchService:
-        self._local_only("launching",
-                         "harnesses are launched in this machine's terminal only, for now")
         if self._launch is None:
             from clanker.launch.service import LaunchService
 
@@ -649,8 +647,15 @@ class Clanker:
         """
         from clanker.launch.service import LaunchOptions
 
+        self._launch_checked(options)
         return self._launch_service().prepare(
             self.harness(harness), request, options or LaunchOptions(), report=report)
+
+    def _launch_checked(self, options: LaunchOptions | None) -> None:
+        """Refuse what a launch asks for that stays on this machine (on an SSH host)."""
+        if options is not None and options.bridge:
+            self._local_only("the agent bridge",
+                             "its endpoint and credentials live on this machine only")
 
     def relay_launch(
         self, harness: HarnessProvider | str, request: LaunchRequest,
@@ -731,6 +736,7 @@ class Clanker:
         if terminal is not None:
             return self._hand_off(self.harness(harness), request, options or LaunchOptions(),
                                   terminal)
+        self._launch_checked(options)
         return self._launch_service().run(
             self.harness(harness), request, options or LaunchOptions(), report=report,
             notify=notify)
