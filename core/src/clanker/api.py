@@ -499,12 +499,40 @@ class Clanker:
         :class:`~clanker.checkouts.types.CheckoutError` when a requested
         recreation is refused.
         """
+        from clanker.descriptor import Transport
         from clanker.sessions.selection import resolve_selection
 
+        if self.environment.transport is not Transport.LOCAL:
+            if recreate_worktree:
+                self._local_only("recreating a worktree",
+                                 "isolated checkouts are recorded on this machine")
+            return await self._find_on_host(key, workspace=str(workspace), operation=operation)
         return await resolve_selection(
             self._session_service(), self.registry, key, operation=operation,
             workspace=os.path.abspath(workspace), checkouts=self._checkout_service(),
             recreate_worktree=recreate_worktree)
+
+    async def _find_on_host(self, key: str, *, workspace: str,
+                            operation: SessionOperation | None) -> Selection:
+        """:meth:`find_session` on an SSH host: re-found by the host scan, its reads in
+        bounded rounds (an answer of a round that still read files is not final)."""
+        from clanker.sessions.selection import resolve_selection
+
+        async def work() -> Selection | Exception:
+            try:
+                return await resolve_selection(
+                    self._session_service(), self.registry, key, operation=operation,
+                    workspace=workspace, scoped=False)
+            except Exception as exc:  # raised once the rounds are done
+                return exc
+
+        from clanker.environment.ssh_scan import MAX_ROUNDS
+
+        # A scan's rounds, and one for checking what was found (its file, its directory).
+        found = await self.environment.gather(work, rounds=MAX_ROUNDS + 1)
+        if isinstance(found, Exception):
+            raise found
+        return found
 
     async def resumption(
         self, key: str, *, workspace: str | os.PathLike[str],
@@ -527,7 +555,8 @@ class Clanker:
                                         recreate_worktree=recreate_worktree)
         launch_operation = LaunchOperation(chosen.value)
         request = LaunchRequest(
-            operation=launch_operation, model=model, user_flags=user_flags,
+            operation=launch_operation, transport=self.environment.transport, model=model,
+            user_flags=user_flags,
             session=SessionTarget(native_id=found.session.native_id,
                                   store_path=found.session.store_path),
             cwd=found.launch_cwd)

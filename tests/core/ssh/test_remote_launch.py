@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pty
+import pwd
 import select
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from clanker.api import Clanker
 from tests.sshd import Sshd
+
+_FIXTURES = Path(__file__).parents[2] / "fixtures"
 
 # Prints what it was started with, from the host's side, then exits 7.
 _DOUBLE = """#!/bin/sh
@@ -113,3 +119,51 @@ def test_a_launch_on_a_host_fails_typed_before_the_harness_starts(
     account, out = _under_pty(
         ssh_config, ["launch", "--host", "box", "opencode", "--account", "x"], env)
     assert account != 0 and "argv:" not in out, out
+
+
+@pytest.fixture
+def remote_codex_store(sshd: Sshd) -> Iterator[Path]:
+    """The Codex fixture store in the test user's home; removed afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("placing stores in the remote home needs the dedicated test user (root)")
+    entry = pwd.getpwnam(sshd.user)
+    target = sshd.home / ".codex"
+    shutil.copytree(_FIXTURES / "codex" / "sessions" / "codex-home", target, symlinks=True)
+    for directory, dirs, files in os.walk(target):
+        for name in (directory, *(os.path.join(directory, n) for n in (*dirs, *files))):
+            os.chown(name, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+    try:
+        yield target
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def test_a_host_session_is_resumed_and_forked_on_the_host(
+    sshd: Sshd, remote_bin: Path, remote_codex_store: Path, ssh_config: Path
+) -> None:
+    clanker = Clanker(ssh_config_file=ssh_config)
+    clanker.add_host("box", sshd.alias)
+
+    async def first_codex_session() -> str:
+        async with await clanker.on_host("box") as remote:
+            listing = await remote.sessions(workspace=None, harnesses=["codex"])
+            return listing.sessions[0].native_id
+
+    native_id = asyncio.run(first_codex_session())
+    double = remote_bin / "codex"
+    double.write_text(_DOUBLE)
+    double.chmod(0o755)
+    env = {**os.environ, "TERM": "xterm"}
+    for operation in ("resume", "fork"):
+        status, out = _under_pty(ssh_config, [operation, "--host", "box",
+                                              f"codex:{native_id}"], env)
+        assert status == 7, out
+        assert f"{operation} {native_id}" in out
+    # Unknown there: re-found on the host or not at all.
+    status, out = _under_pty(ssh_config, ["resume", "--host", "box",
+                                          "codex:01a22b86-c7d0-79e0-b3c0-03c56f3ce14a"], env)
+    assert status == 14, out
+    # Hermes resumes only on this machine, as its descriptor says.
+    status, out = _under_pty(ssh_config, ["launch", "--host", "box", "hermes", "--resume",
+                                          "20260101_000000_abcdef"], env)
+    assert status == 3 and "over ssh" in out, out

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from clanker.descriptor import Transport
-from clanker.environment.ssh_scan import RemoteFiles, ScanExecutor
+from clanker.environment.ssh_scan import MAX_ROUNDS, RemoteFiles, ScanExecutor
 from clanker.envvars import strip_credentials
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest
@@ -108,10 +108,11 @@ class SshEnvironment:
     def files(self) -> RemoteFiles:
         return self._files
 
-    async def gather(self, work: Callable[[], Awaitable[_T]]) -> _T:
+    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None
+                     ) -> _T:
         """Run ``work``, a scan that reads the host's files, in bounded rounds
         (see :meth:`~clanker.environment.ssh_scan.RemoteFiles.gather`)."""
-        return await self._files.gather(work)
+        return await self._files.gather(work, rounds=rounds or MAX_ROUNDS)
 
     def cache_dir(self, root: Path) -> Path:
         return root / "hosts" / self.name
