@@ -167,3 +167,17 @@ def test_a_host_session_is_resumed_and_forked_on_the_host(
     status, out = _under_pty(ssh_config, ["launch", "--host", "box", "hermes", "--resume",
                                           "20260101_000000_abcdef"], env)
     assert status == 3 and "over ssh" in out, out
+
+
+def test_sessions_of_all_hosts_show_each_place_beside_a_dead_host(
+    sshd: Sshd, remote_codex_store: Path, ssh_config: Path
+) -> None:
+    clanker = Clanker()
+    clanker.add_host("box", sshd.alias)
+    clanker.add_host("dead", "ssh://nobody@127.0.0.1:9")
+    env = {**os.environ, "TERM": "xterm"}
+    status, out = _under_pty(ssh_config, ["sessions", "--all-hosts", "--harness", "codex"], env)
+    assert "[local]" in out and "[box]" in out and "[dead]" in out, out
+    assert "codex:" in out.split("[box]")[1].split("[dead]")[0]
+    assert "connection was refused" in out.split("[dead]")[1]
+    assert status == 13  # the first failure's kind: transport-failure
