@@ -186,8 +186,6 @@ class Clanker:
                                          f"{what} is not available for SSH hosts: {reason}")
 
     def _launch_service(self) -> LaunchService:
-        self._local_only("launching",
-                         "harnesses are launched in this machine's terminal only, for now")
         if self._launch is None:
             from clanker.launch.service import LaunchService
 
@@ -501,12 +499,40 @@ class Clanker:
         :class:`~clanker.checkouts.types.CheckoutError` when a requested
         recreation is refused.
         """
+        from clanker.descriptor import Transport
         from clanker.sessions.selection import resolve_selection
 
+        if self.environment.transport is not Transport.LOCAL:
+            if recreate_worktree:
+                self._local_only("recreating a worktree",
+                                 "isolated checkouts are recorded on this machine")
+            return await self._find_on_host(key, workspace=str(workspace), operation=operation)
         return await resolve_selection(
             self._session_service(), self.registry, key, operation=operation,
             workspace=os.path.abspath(workspace), checkouts=self._checkout_service(),
             recreate_worktree=recreate_worktree)
+
+    async def _find_on_host(self, key: str, *, workspace: str,
+                            operation: SessionOperation | None) -> Selection:
+        """:meth:`find_session` on an SSH host: re-found by the host scan, its reads in
+        bounded rounds (an answer of a round that still read files is not final)."""
+        from clanker.sessions.selection import resolve_selection
+
+        async def work() -> Selection | Exception:
+            try:
+                return await resolve_selection(
+                    self._session_service(), self.registry, key, operation=operation,
+                    workspace=workspace, scoped=False)
+            except Exception as exc:  # raised once the rounds are done
+                return exc
+
+        from clanker.environment.ssh_scan import MAX_ROUNDS
+
+        # A scan's rounds, and one for checking what was found (its file, its directory).
+        found = await self.environment.gather(work, rounds=MAX_ROUNDS + 1)
+        if isinstance(found, Exception):
+            raise found
+        return found
 
     async def resumption(
         self, key: str, *, workspace: str | os.PathLike[str],
@@ -529,7 +555,8 @@ class Clanker:
                                         recreate_worktree=recreate_worktree)
         launch_operation = LaunchOperation(chosen.value)
         request = LaunchRequest(
-            operation=launch_operation, model=model, user_flags=user_flags,
+            operation=launch_operation, transport=self.environment.transport, model=model,
+            user_flags=user_flags,
             session=SessionTarget(native_id=found.session.native_id,
                                   store_path=found.session.store_path),
             cwd=found.launch_cwd)
@@ -649,8 +676,15 @@ class Clanker:
         """
         from clanker.launch.service import LaunchOptions
 
+        self._launch_checked(options)
         return self._launch_service().prepare(
             self.harness(harness), request, options or LaunchOptions(), report=report)
+
+    def _launch_checked(self, options: LaunchOptions | None) -> None:
+        """Refuse what a launch asks for that stays on this machine (on an SSH host)."""
+        if options is not None and options.bridge:
+            self._local_only("the agent bridge",
+                             "its endpoint and credentials live on this machine only")
 
     def relay_launch(
         self, harness: HarnessProvider | str, request: LaunchRequest,
@@ -731,6 +765,7 @@ class Clanker:
         if terminal is not None:
             return self._hand_off(self.harness(harness), request, options or LaunchOptions(),
                                   terminal)
+        self._launch_checked(options)
         return self._launch_service().run(
             self.harness(harness), request, options or LaunchOptions(), report=report,
             notify=notify)

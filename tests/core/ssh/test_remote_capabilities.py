@@ -68,6 +68,7 @@ def test_what_stays_on_this_machine_is_refused_for_a_host(tmp_path: Path) -> Non
     from clanker.environment.ssh import SshEnvironment
     from clanker.hosts import Host
     from clanker.launch.request import LaunchRequest
+    from clanker.launch.service import LaunchOptions
 
     # Never connected: every refusal comes before anything is run.
     environment = SshEnvironment(Host("box", "box.invalid"), control_dir=tmp_path)
@@ -75,7 +76,9 @@ def test_what_stays_on_this_machine_is_refused_for_a_host(tmp_path: Path) -> Non
     attempts = {
         "commit messages": lambda: asyncio.run(clanker.commit_message("codex", tmp_path)),
         "isolated worktrees": lambda: asyncio.run(clanker.create_worktree(tmp_path, "b")),
-        "launching": lambda: clanker.prepare_launch("codex", LaunchRequest(cwd=str(tmp_path))),
+        "the agent bridge": lambda: clanker.prepare_launch(
+            "codex", LaunchRequest(cwd=str(tmp_path), transport="ssh"),
+            LaunchOptions(bridge=True)),
     }
     for what, attempt in attempts.items():
         with pytest.raises(HarnessCapabilityError) as caught:

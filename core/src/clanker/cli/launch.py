@@ -18,6 +18,7 @@ from clanker.launch.service import LaunchOptions
 from clanker.registry import HarnessProvider
 
 if TYPE_CHECKING:
+    from clanker.api import Clanker
     from clanker.tmux.handoff import TmuxTerminal
 
 __all__ = ["bridge_option", "launch", "no_attention_option", "run_launch"]
@@ -32,6 +33,7 @@ def run_launch(
     bridge: bool | None = None,
     account: str | None = None,
     tmux: TmuxTerminal | None = None,
+    on: Clanker | None = None,
 ) -> int:
     """Run ``request`` through the library's one launch path, reporting as the CLI does.
 
@@ -41,6 +43,7 @@ def run_launch(
     ``--account`` (``None``: the selected one; a resume's own).
     With ``tmux`` (``--tmux``) the launch is handed to a new tmux window and this
     returns 0 once the window is open.
+    ``on`` is the library of an SSH host (default: this machine's).
     Returns the harness's exit status; failures before it starts raise.
     """
     from clanker.cli.accounts import account_errors
@@ -51,7 +54,7 @@ def run_launch(
         try:
             if tmux is not None:
                 return _hand_off(provider, request, options, tmux)
-            return library().launch(provider, request, options, report=_report,
+            return (on or library()).launch(provider, request, options, report=_report,
                                     notify=_notify)
         except InvalidSessionIdError as exc:
             raise click.BadParameter(str(exc), param_hint="session id") from exc
@@ -99,9 +102,13 @@ bridge_option = click.option(
 @click.option("--model", "-m", metavar="MODEL", help="Model id, as the harness accepts it.")
 @click.option(
     "--cwd",
-    type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
-    help="Directory to run the harness in (default: the current one).",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory to run the harness in (default: the current one; with --host, a "
+         "directory of the host, default its home).",
 )
+@click.option("--host", "host", metavar="NAME", default=None,
+              help="Run the harness on the SSH host NAME, in this terminal (see "
+                   "`clanker hosts`).")
 @click.option("--resume", "resume_id", metavar="ID",
               help="Continue the session with this id (unchecked; see `clanker resume`).")
 @click.option("--fork", "fork_id", metavar="ID",
@@ -122,6 +129,7 @@ def launch(
     no_attention: bool,
     bridge: bool | None,
     account: str | None,
+    host: str | None,
     in_tmux: bool,
     tmux_session: str | None,
     tmux_socket: str | None,
@@ -137,11 +145,24 @@ def launch(
     if resume_id is not None and fork_id is not None:
         raise click.UsageError("--resume and --fork cannot be combined")
     tmux = tmux_terminal(in_tmux, tmux_session, tmux_socket)
+    if host is not None:
+        if tmux is not None:
+            raise click.UsageError("--tmux launches run on this machine: not with --host")
+        if cwd is not None and not cwd.is_absolute():
+            raise click.UsageError("--cwd: with --host, an absolute directory of the host")
+    elif cwd is not None:
+        if not cwd.is_dir():
+            raise click.BadParameter(f"{cwd} is not a directory", param_hint="--cwd")
+        cwd = cwd.resolve()
     operation, session_id = LaunchOperation.FRESH, None
     if resume_id is not None:
         operation, session_id = LaunchOperation.RESUME, resume_id
     elif fork_id is not None:
         operation, session_id = LaunchOperation.FORK, fork_id
+    if host is not None:
+        raise SystemExit(_on_host(host, harness, operation, session_id, model, cwd,
+                                  user_flags, attention=not no_attention, bridge=bridge,
+                                  account=account))
     try:
         request = LaunchRequest(
             operation=operation,
@@ -154,3 +175,29 @@ def launch(
         raise click.UsageError(str(exc)) from exc
     raise SystemExit(run_launch(harness, request, attention=not no_attention, bridge=bridge,
                                 account=account, tmux=tmux))
+
+
+def _on_host(host: str, harness: HarnessProvider, operation: LaunchOperation,
+             session_id: str | None, model: str | None, cwd: Path | None,
+             user_flags: tuple[str, ...], *, attention: bool, bridge: bool | None,
+             account: str | None) -> int:
+    """``launch --host``: the same launch path, through the host's environment."""
+    from clanker.cli.common import capability_errors, run_async
+    from clanker.cli.hosts import host_errors
+
+    with host_errors(), capability_errors():
+        remote = run_async(library().on_host(host))
+    try:
+        where = str(cwd) if cwd is not None else remote.environment.environ.get("HOME") or "/"
+        try:
+            request = LaunchRequest(
+                operation=operation, transport=remote.environment.transport, model=model,
+                session=SessionTarget(native_id=session_id) if session_id is not None else None,
+                user_flags=user_flags, cwd=where)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from exc
+        with capability_errors():
+            return run_launch(harness, request, attention=attention, bridge=bridge,
+                              account=account, on=remote)
+    finally:
+        run_async(remote.aclose())

@@ -75,6 +75,9 @@ def _report_scans(listing: SessionListing, limit: int) -> list[str]:
 @click.option("--limit", type=click.IntRange(1, 100_000), default=DEFAULT_STORE_LIMIT,
               show_default=True, help="Sessions read per harness store, newest first.")
 @host_option
+@click.option("--all-hosts", is_flag=True,
+              help="This machine (every directory) and every registered host, each "
+                   "answer beside the others.")
 @json_option
 @click.pass_context
 def sessions(
@@ -84,6 +87,7 @@ def sessions(
     harnesses: tuple[HarnessProvider, ...],
     limit: int,
     host: str | None,
+    all_hosts: bool,
     as_json: bool,
 ) -> None:
     """List past conversations of every harness for this workspace, newest first.
@@ -92,13 +96,10 @@ def sessions(
     """
     if ctx.invoked_subcommand is not None:
         return
-    if workspace is not None and everywhere:
-        raise click.UsageError("--workspace and --all cannot be combined")
-    if workspace is not None and host is not None:
-        raise click.UsageError("--workspace names a directory of this machine: with --host "
-                               "every directory of the host is listed")
-    directory = None if everywhere or host is not None \
-        else os.path.abspath(workspace or os.getcwd())
+    if all_hosts:
+        _everywhere(harnesses, limit, as_json=as_json, alone=host is None and workspace is None)
+        return
+    directory = _directory(workspace, everywhere, host)
     interactive = sys.stderr.isatty() and not as_json
     if interactive:
         click.echo("Reading session history…", err=True, nl=False)
@@ -154,6 +155,63 @@ def sessions(
     if not as_json:
         for note in notes:
             click.echo(f"clanker: {note}", err=True)
+
+
+def _directory(workspace: Path | None, everywhere: bool, host: str | None) -> str | None:
+    """The directory whose sessions are listed (``None``: every directory)."""
+    if workspace is not None and everywhere:
+        raise click.UsageError("--workspace and --all cannot be combined")
+    if workspace is not None and host is not None:
+        raise click.UsageError("--workspace names a directory of this machine: with --host "
+                               "every directory of the host is listed")
+    return None if everywhere or host is not None else os.path.abspath(workspace or os.getcwd())
+
+
+def _everywhere(harnesses: tuple[HarnessProvider, ...], limit: int, *, as_json: bool,
+                alone: bool) -> None:
+    """``--all-hosts``: each place's listing of every directory, a host that failed
+    shown beside the others (:meth:`Clanker.each_host`)."""
+    if not alone:
+        raise click.UsageError("--all-hosts lists every directory of every place: not "
+                               "with --host or --workspace")
+    from clanker.api import Clanker
+    from clanker.cli.hosts import host_errors
+    from clanker.hosts import HostOutcome
+
+    async def collect() -> list[HostOutcome[SessionListing]]:
+        async with library() as clanker:
+            async def listing(place: Clanker) -> SessionListing:
+                return await place.sessions(workspace=None, harnesses=harnesses or None,
+                                            limit=limit)
+            return await clanker.each_host(listing)
+
+    with host_errors():
+        outcomes = run_async(collect())
+    if as_json:
+        echo_json([{"host": o.host,
+                    "sessions": None if o.value is None else
+                    [session_record(s) for s in o.value.sessions],
+                    "error": None if o.error is None else {"kind": o.error.kind.value,
+                                                           "message": o.error.message}}
+                   for o in outcomes])
+    else:
+        now = datetime.now(UTC)
+        for outcome in outcomes:
+            click.echo(f"[{outcome.host or 'local'}]")
+            if outcome.error is not None:
+                click.echo(f"  ! {outcome.error.message}")
+                continue
+            assert outcome.value is not None
+            for s in outcome.value.sessions:
+                click.echo(f"  {relative_time(s.updated_at, now)}  {(s.title or '')[:60]}  "
+                           f"{s.key}")
+            for note in _report_scans(outcome.value, limit):
+                click.echo(f"  ! {note}")
+    failed = [o.error for o in outcomes if o.error is not None]
+    if failed:
+        from clanker.errors import EXIT_CODES
+
+        raise SystemExit(EXIT_CODES[failed[0].kind])
 
 
 @sessions.command()

@@ -149,10 +149,13 @@ class Environment(Protocol):
         """Find each command on the host's ``PATH`` (one batched lookup)."""
         ...
 
-    async def gather(self, work: Callable[[], Awaitable[_T]]) -> _T:
+    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None
+                     ) -> _T:
         """Run ``work``, which reads this environment's files through :attr:`files`, and
         return its result: here at once; an SSH host answers the reads in bounded
-        rounds (:meth:`clanker.environment.ssh_scan.RemoteFiles.gather`)."""
+        rounds, at most ``rounds`` (``None``: a scan's,
+        :data:`~clanker.environment.ssh_scan.MAX_ROUNDS`; see
+        :meth:`clanker.environment.ssh_scan.RemoteFiles.gather`)."""
         ...
 
     def run_interactive(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: str) -> int:

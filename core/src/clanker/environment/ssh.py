@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from clanker.descriptor import Transport
-from clanker.environment.ssh_scan import RemoteFiles, ScanExecutor
+from clanker.environment.ssh_scan import MAX_ROUNDS, RemoteFiles, ScanExecutor
 from clanker.envvars import strip_credentials
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest
@@ -85,6 +85,7 @@ class SshEnvironment:
         self._transport = SshTransport(host.target, control_dir=control_dir,
                                        config_file=config_file, base_env=local_environ)
         self._environ: dict[str, str] = {}
+        self._stripped: tuple[str, ...] = ()
         self._files = RemoteFiles(self._transport)
 
     def __repr__(self) -> str:
@@ -107,10 +108,11 @@ class SshEnvironment:
     def files(self) -> RemoteFiles:
         return self._files
 
-    async def gather(self, work: Callable[[], Awaitable[_T]]) -> _T:
+    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None
+                     ) -> _T:
         """Run ``work``, a scan that reads the host's files, in bounded rounds
         (see :meth:`~clanker.environment.ssh_scan.RemoteFiles.gather`)."""
-        return await self._files.gather(work)
+        return await self._files.gather(work, rounds=rounds or MAX_ROUNDS)
 
     def cache_dir(self, root: Path) -> Path:
         return root / "hosts" / self.name
@@ -139,6 +141,7 @@ class SshEnvironment:
             if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 environ[name] = value
         self._environ = strip_credentials(environ)
+        self._stripped = tuple(sorted(set(environ) - set(self._environ)))
 
     async def locate(self, commands: Iterable[str]) -> dict[str, str | None]:
         """Find each command on the host's login ``PATH``: one ``command -v`` execution."""
@@ -158,8 +161,37 @@ class SshEnvironment:
         return found
 
     def run_interactive(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: str) -> int:
-        raise HarnessCapabilityError(ErrorKind.UNSUPPORTED,
-                                     "launching on an SSH host is not available yet")
+        """Run ``argv`` on the host in this terminal (``ssh -t`` through the host's
+        ControlMaster) in the host directory ``cwd``; return its exit status.
+
+        ``env`` is the complete child environment, built from the host's login
+        environment: only what differs from that is sent (and what it lacks is
+        unset there), never a variable of this machine. Raises
+        ``command-failed`` when ``cwd`` is not a directory on the host and
+        ``transport-failure`` when the host cannot be reached or ``ssh`` exits 255.
+        """
+        import asyncio
+
+        from clanker.environment.foreground import run_foreground
+        from clanker.execution.ssh import SSH_TRANSPORT_EXIT, interactive_command
+
+        # One short execution first: the connection is up, and a directory that is
+        # not there is a typed failure rather than an exit status of the harness.
+        asyncio.run(self._transport.run(CommandRequest(command="true", cwd=cwd)))
+        added = {name: value for name, value in env.items()
+                 if self._environ.get(name) != value}
+        unset = tuple(name for name in (*self._environ, *self._stripped) if name not in env)
+        remote = interactive_command(argv, added, unset, cwd)
+        client = self._transport.interactive_argv(remote)
+        status = run_foreground(tuple(client),
+                                self._transport.interactive_environ(os.environ.get("TERM")),
+                                None)
+        if status == SSH_TRANSPORT_EXIT:
+            raise HarnessCapabilityError(
+                ErrorKind.TRANSPORT_FAILURE,
+                f"{self.host.name}: ssh exited {SSH_TRANSPORT_EXIT} (the connection failed or "
+                "was lost, or the harness itself exited 255)")
+        return status
 
     def close(self) -> None:
         """Stop the host's ControlMaster connection."""

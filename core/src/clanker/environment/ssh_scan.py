@@ -329,19 +329,21 @@ class RemoteFiles:
     def gathering(self) -> bool:
         return self._gathering
 
-    async def gather(self, work: Callable[[], Awaitable[_T]]) -> _T:
+    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int = MAX_ROUNDS
+                     ) -> _T:
         """Run ``work`` (a scan through these files) until it asks for nothing new,
-        fetching what it asked for in one execution per round, at most
-        :data:`MAX_ROUNDS`; answers are fresh for each call of this method.
+        fetching what it asked for in one execution per round, at most ``rounds``
+        (:data:`MAX_ROUNDS`; re-finding one session takes one more); answers are
+        fresh for each call of this method.
 
         Raises ``not-configured`` when the host has no ``python3``, and the
         transport's errors (``transport-failure``, ``timeout``, ``output-limit``).
         Scans of the same host wait for each other.
         """
         async with self._serial:
-            return await self._gather(work)
+            return await self._gather(work, rounds)
 
-    async def _gather(self, work: Callable[[], Awaitable[_T]]) -> _T:
+    async def _gather(self, work: Callable[[], Awaitable[_T]], rounds: int) -> _T:
         self._answers.clear()
         self._samples.clear()
         self.rounds = 0
@@ -350,7 +352,7 @@ class RemoteFiles:
         try:
             while True:
                 self._pending.clear()
-                self._final = self.rounds >= MAX_ROUNDS
+                self._final = self.rounds >= rounds
                 result = await work()
                 if not self._pending or self._final:
                     return result
@@ -388,7 +390,9 @@ class RemoteFiles:
             for op, args, value in answers:
                 if op == "sample" and isinstance(value, dict) and "st" in value:
                     self._samples[args[0]] = value
-                self._answers[(op, *args)] = value
+                # A list argument (the roots of `confined`) is a tuple in the key.
+                self._answers[(op, *(tuple(a) if isinstance(a, list) else a
+                                     for a in args))] = value
 
     def _ask(self, *key: Any, skip: bool = False) -> Any:
         """The fetched answer for ``key``; else, while gathering, a recorded miss.
@@ -521,7 +525,7 @@ class RemoteFiles:
     def confined(self, path: str | os.PathLike[str], roots: Iterable[os.PathLike[str]]) -> bool:
         try:
             return bool(self._ask("confined", os.fspath(path),
-                                  sorted(os.fspath(root) for root in roots)))
+                                  tuple(sorted(os.fspath(root) for root in roots))))
         except _Miss:
             return False
 

@@ -47,6 +47,7 @@ from clanker.execution.session import CommandSession, DisposedOnExit, SessionExi
 __all__ = [
     "SSH_TRANSPORT_EXIT",
     "SshTransport",
+    "interactive_command",
     "remote_command",
     "sh_quote",
     "validate_target",
@@ -101,6 +102,24 @@ def remote_command(request: CommandRequest) -> str:
                      f" || {{ echo {no_cwd} >&2; exit 1; }}")
     steps.append(f"printf '{_PID_MARKER.decode()}%s\\n' \"$$\" >&2")
     steps.append(f'exec "${{SHELL:-/bin/sh}}" -l -c {sh_quote(program)}')
+    return "exec /bin/sh -c " + sh_quote("; ".join(steps))
+
+
+def interactive_command(argv: tuple[str, ...], env: dict[str, str], unset: tuple[str, ...],
+                        cwd: str) -> str:
+    """The string ``ssh -t`` hands the remote login shell to run ``argv`` in ``cwd``
+    in the terminal: ``env`` added to, and ``unset`` removed from, the login
+    environment. No pid marker: the terminal is the person's."""
+    words = ["exec"]
+    if env or unset:
+        words.append("env")
+        for name in unset:
+            words += ["-u", name]
+        words += ["--", *(f"{name}={value}" for name, value in env.items())]
+    words += argv
+    program = " ".join(sh_quote(word) for word in words)
+    steps = [f"cd -- {sh_quote(cwd)} || exit 1",
+             f'exec "${{SHELL:-/bin/sh}}" -l -c {sh_quote(program)}']
     return "exec /bin/sh -c " + sh_quote("; ".join(steps))
 
 
@@ -222,6 +241,23 @@ class SshTransport:
             attended=request.attended,
             max_output_bytes=request.max_output_bytes,
         )
+
+    def interactive_argv(self, remote: str) -> list[str]:
+        """The local ``ssh -t`` command line running ``remote`` in the person's terminal:
+        the same options and ControlMaster as every other command, with a terminal
+        on the host when this one is a terminal."""
+        args = self._ssh_args()
+        args[args.index("RequestTTY=no")] = "RequestTTY=yes"
+        args[args.index("-T")] = "-t"
+        return [self._client(), *args, "--", self.target, remote]
+
+    def interactive_environ(self, term: str | None) -> dict[str, str]:
+        """The local environment of an interactive ``ssh``: what it needs itself, and
+        ``TERM`` (which goes with the terminal request, as for any ``ssh -t``)."""
+        env = dict(self._base_env)
+        if term:
+            env["TERM"] = term
+        return env
 
     # -- the shared connection ---------------------------------------------
 

@@ -31,6 +31,7 @@ from clanker.launch.attachments import (
     Attachments,
     AttachmentStep,
     LaunchState,
+    PreparedAttachment,
     Report,
     prepare_attachments,
 )
@@ -130,6 +131,19 @@ def _blocking(coroutine: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coroutine).result()
 
 
+class _Omitted:
+    """A step this environment cannot carry: it only says so, in one notice."""
+
+    optional = True
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self._reason = reason
+
+    def prepare(self, state: LaunchState) -> PreparedAttachment:
+        return PreparedAttachment(dispose=lambda: None, notice=self._reason)
+
+
 class LaunchService:
     """Launches harnesses in one environment."""
 
@@ -170,7 +184,11 @@ class LaunchService:
         # PWD as a shell would set it: several harnesses read $PWD, not getcwd(). The
         # account's home variable has the last word, and attention and the bridge see it.
         env = {**self.environment.environ, "PWD": request.cwd, **plan.env, **account_env}
-        if self.environment.files.which(plan.argv[0], env.get("PATH")) is None:
+        if self.environment.transport is Transport.LOCAL:
+            found = self.environment.files.which(plan.argv[0], env.get("PATH"))
+        else:  # a host's files are read in rounds: its login PATH in one lookup
+            found = _blocking(self.environment.locate([plan.argv[0]])).get(plan.argv[0])
+        if found is None:
             raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, plan.argv[0],
                                          harness=provider.id)
         base = LaunchState(argv=plan.argv, env=env)
@@ -271,6 +289,10 @@ class LaunchService:
 
             handle = TerminalHandle()
         attention = options.attention and provider.attention is not None
+        if attention and self.environment.transport is not Transport.LOCAL:
+            attention = False
+            steps.append(_Omitted("attention", "not available for SSH hosts yet (the "
+                                  "host's hooks cannot reach this machine's grid)"))
         if attention and provider.attention is not None:
             from clanker.launch.attention import AttentionAttachment
 

@@ -145,6 +145,7 @@ async def resolve_selection(
     workspace: str,
     checkouts: CheckoutService | None = None,
     recreate_worktree: bool = False,
+    scoped: bool = True,
 ) -> Selection:
     """Re-find ``raw`` in its harness's store and decide where it may be launched.
 
@@ -160,19 +161,21 @@ async def resolve_selection(
     else in ``workspace``; any other raises :class:`DirectoryGoneError`. With
     ``recreate_worktree`` the worktree's branch is checked out there again
     first, for any harness (:class:`~clanker.checkouts.types.CheckoutError`
-    says why when it cannot be).
+    says why when it cannot be). ``scoped=False``: ``workspace`` is only where to
+    continue, not a directory of this machine to look in first (an SSH host's).
     """
     provider, native_id, prefix = parse_selection(registry, raw, prefixes=True)
     if operation is not None and provider.descriptor.operation(operation) is None:
         raise HarnessCapabilityError(ErrorKind.UNSUPPORTED, operation.value, harness=provider.id)
     if prefix:
         native_id = await _by_prefix(service, provider, native_id)
-    session = await service.find(provider, native_id, workspace=workspace)
+    session = await service.find(provider, native_id, workspace=workspace if scoped else None)
     if session is None and not prefix and len(native_id) >= MIN_PREFIX:
         # Well-formed as a whole id for this harness, and yet perhaps a prefix.
         with contextlib.suppress(SessionNotFoundError):
             full = await _by_prefix(service, provider, native_id)
-            session = await service.find(provider, full, workspace=workspace)
+            session = await service.find(provider, full,
+                                         workspace=workspace if scoped else None)
     if session is None:
         raise SessionNotFoundError(f"{provider.id} has no session {native_id} in its history")
     capability = provider.sessions
