@@ -12,6 +12,15 @@ The move is the commit point, so it runs as a task :class:`Transactions` owns:
 a caller cut off while the launcher is at work (its call reached its bound, its
 process ended) does not cut the move off, and a grid that shuts down waits for
 it, for at most the transaction's bound.
+
+A caller whose harness moves only after its turn (``after-turn``) gets its
+checkout at once and a pending move (:mod:`clanker.grid.pending`), one per
+terminal: the grid's publisher hands every revision to :meth:`Isolation.observe`,
+and the terminal's next completed root turn triggers the move, re-validated first
+(the checkout is still there, clanker's and on its branch; the terminal is still
+attached to the same conversation). An interrupted or failed turn, an ended
+session or an exited agent cancels it; the checkout is kept. Either way the person
+hears of it through the grid's notices (what ``watch --notify`` reads).
 """
 
 from __future__ import annotations
@@ -19,14 +28,19 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from clanker._logging import get_logger
 from clanker.bridge.credentials import Binding
 from clanker.bridge.declaration import CapabilityRefused
 from clanker.grid.moves import MoveUnavailable
+from clanker.grid.pending import Decision, PendingMove, PendingMoves, decide
 from clanker.grid.protocol import MoveOutcome
+
+if TYPE_CHECKING:
+    from clanker.attention.broker import Revision
 
 __all__ = ["Isolation", "Transactions"]
 
@@ -94,17 +108,27 @@ class Isolation:
     def __init__(self, *, state_dir: Path | None, move: Move,
                  session_of: Callable[[str], str | None],
                  listening: Callable[[str], bool],
-                 transactions: Transactions | None = None) -> None:
+                 transactions: Transactions | None = None,
+                 after_turn: Callable[[Binding], bool] = lambda binding: False,
+                 revision_of: Callable[[str], int] = lambda terminal: 0,
+                 notify: Callable[[Binding, str], object] | None = None) -> None:
         """``state_dir`` is clanker's state directory (``None``: this grid creates no
         checkouts); ``move(terminal, target, session)`` asks the terminal's launcher,
         ``session_of`` is the root session attention bound, ``listening`` whether a
-        launcher can be asked."""
+        launcher can be asked, ``after_turn`` whether the caller's harness moves only
+        after its turn, ``revision_of`` the terminal's published revision and
+        ``notify`` tells the person (the grid's notices)."""
         self._state_dir = state_dir
         self._move = move
         self._session_of = session_of
         self._listening = listening
         self._transactions = transactions if transactions is not None else Transactions()
         self._moving: dict[str, asyncio.Future[MoveOutcome]] = {}
+        self._after_turn = after_turn
+        self._revision_of = revision_of
+        self._notify = notify
+        self.pending = PendingMoves()
+        self._bindings: dict[str, Binding] = {}
 
     @property
     def transactions(self) -> Transactions:
@@ -116,6 +140,11 @@ class Isolation:
         terminal = binding.terminal
         self._transactions.begin(terminal)
         try:
+            scheduled = self.pending.of(terminal)
+            if scheduled is not None:
+                return {"status": "already-scheduled", "branch": scheduled.branch,
+                        "path": scheduled.path,
+                        "message": "a move is already scheduled for the end of this turn"}
             return await self._create(binding, branch)
         finally:
             if terminal not in self._moving:  # else it settles when the move does
@@ -155,6 +184,17 @@ class Isolation:
         except CheckoutError as error:
             raise CapabilityRefused(f"{error.reason.value}: {error.message}") from None
         target = _same_place(created.path, main, here)
+        if self._after_turn(binding):
+            self.pending.schedule(PendingMove(
+                terminal=binding.terminal, session=session, target=target,
+                path=created.path, branch=created.branch,
+                after_revision=self._revision_of(binding.terminal),
+                requested_at=datetime.now(UTC)))
+            self._bindings[binding.terminal] = binding
+            return {"status": "scheduled", "branch": created.branch, "path": created.path,
+                    "message": "the worktree is created; your conversation moves there "
+                               "once this turn has ended (an interrupt or a failed turn "
+                               "cancels the move and keeps the worktree)"}
         kept = f"the worktree is kept at {created.path} (branch {created.branch})"
         try:
             outcome = await self._owned_move(binding.terminal, target, session)
@@ -166,6 +206,88 @@ class Isolation:
                                     f"were; {kept}")
         return {"status": "created", "branch": created.branch, "path": created.path}
 
+    def observe(self, revision: Revision) -> None:
+        """Hear one published revision: trigger or cancel the terminal's pending move
+        when it settles the root turn that was running when the move was asked for."""
+        terminal = revision.terminal
+        move = self.pending.of(terminal)
+        if move is None:
+            return
+        decision, why = decide(move, revision)
+        if decision is Decision.WAIT:
+            return
+        self.pending.pop(terminal)
+        binding = self._bindings.pop(terminal)
+        if decision is Decision.CANCEL:
+            self._tell(binding, f"isolated checkout move cancelled ({why}): the agent "
+                                f"continues where it was; the worktree is kept at "
+                                f"{move.path} (branch {move.branch})")
+            return
+        self._transactions.own(self._triggered(binding, move))
+
+    def forget(self, terminal: str) -> None:
+        """``terminal`` was retired: its pending move, if any, is cancelled."""
+        move = self.pending.pop(terminal)
+        binding = self._bindings.pop(terminal, None)
+        if move is not None and binding is not None:
+            self._tell(binding, f"isolated checkout move cancelled (the terminal was "
+                                f"retired): the worktree is kept at {move.path} "
+                                f"(branch {move.branch})")
+
+    async def _triggered(self, binding: Binding, move: PendingMove) -> None:
+        terminal = binding.terminal
+        kept = f"the worktree is kept at {move.path} (branch {move.branch})"
+        try:
+            self._transactions.begin(terminal)
+        except CapabilityRefused as refused:
+            self._tell(binding, f"isolated checkout move not made ({refused}); {kept}")
+            return
+        try:
+            problem = await self._still_valid(binding, move)
+            if problem is not None:
+                self._tell(binding, f"isolated checkout move not made ({problem}): the "
+                                    f"agent continues where it was; {kept}")
+                return
+            try:
+                outcome = await self._move(terminal, move.target, move.session)
+            except MoveUnavailable as unavailable:
+                self._tell(binding, f"isolated checkout move not made ({unavailable.word}):"
+                                    f" the agent continues where it was; {kept}")
+                return
+            self._tell(binding, _moved_notice(outcome, move, kept))
+        finally:
+            self._transactions.busy.discard(terminal)
+
+    async def _still_valid(self, binding: Binding, move: PendingMove) -> str | None:
+        """Why the move must not be made now (``None``: it may)."""
+        from clanker.checkouts.service import CheckoutService
+        from clanker.checkouts.types import CheckoutError
+        from clanker.environment.local import LocalEnvironment
+
+        if self._session_of(binding.terminal) != move.session \
+                or not self._listening(binding.terminal):
+            return "the terminal is no longer attached to the same conversation"
+        if self._state_dir is None or not os.path.isdir(move.path):
+            return f"{move.path} is gone"
+        service = CheckoutService(environment=LocalEnvironment(), state_dir=self._state_dir)
+        try:
+            listing = await service.list(move.path, inspect=False)
+        except CheckoutError as error:
+            return f"{error.reason.value}: {error.message}"
+        here = os.path.realpath(move.path)
+        found = next((w for w in listing.worktrees
+                      if os.path.realpath(w.path) == here and w.listed), None)
+        if found is None or not found.created_by_clanker:
+            return f"{move.path} is no longer a worktree clanker created"
+        if found.branch != move.branch:
+            return f"{move.path} is no longer on branch {move.branch}"
+        return None
+
+    def _tell(self, binding: Binding, message: str) -> None:
+        log.info("terminal %s: %s", binding.terminal, message)
+        if self._notify is not None:
+            self._notify(binding, message)
+
     async def _owned_move(self, terminal: str, target: str, session: str) -> MoveOutcome:
         task = self._transactions.own(self._move(terminal, target, session))
         self._moving[terminal] = task
@@ -176,6 +298,18 @@ class Isolation:
 
         task.add_done_callback(settled)
         return await asyncio.shield(task)
+
+
+def _moved_notice(outcome: MoveOutcome, move: PendingMove, kept: str) -> str:
+    if outcome.moved:
+        return (f"isolated checkout ready: the agent continues in {move.target} "
+                f"(branch {move.branch})")
+    if outcome.why == "unrecovered":
+        return (f"isolated checkout move FAILED and the agent could not be resumed where it "
+                f"was: resume the conversation from history (clanker resume {move.session});"
+                f" nothing was removed; {kept}")
+    return f"isolated checkout move not made ({outcome.why}): the agent continues where " \
+           f"it was; {kept}"
 
 
 def _same_place(worktree: str, main: str, here: str) -> str:

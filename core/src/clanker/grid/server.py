@@ -77,6 +77,7 @@ from clanker.grid.errors import GridAlreadyRunningError, GridPathError, GridRequ
 from clanker.grid.isolation import Isolation
 from clanker.grid.moves import Movers
 from clanker.grid.peers import Peer, peer_of, process_alive, vouches_for
+from clanker.grid.pending import PendingMove
 from clanker.grid.protocol import (
     MAX_LINE,
     MAX_SOCKET_PATH,
@@ -236,6 +237,16 @@ class _Subscriber:
         self.wake.set()
 
 
+def _after_turn(binding: Binding) -> bool:
+    """Whether ``binding``'s harness moves its conversation only after its turn."""
+    from clanker.checkouts.capability import RehomeStrategy
+    from clanker.registry import find_provider
+
+    provider = find_provider(binding.harness)
+    rehome = None if provider is None else provider.checkout_rehome
+    return rehome is not None and rehome.strategy is RehomeStrategy.AFTER_TURN
+
+
 def _answers(path: Path) -> bool:
     """Say whether something accepts connections on the socket at ``path``."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -317,7 +328,9 @@ class Grid:
         self._movers = Movers()
         self._isolation = Isolation(state_dir=state_dir, move=self.move,
                                     session_of=self._session_of,
-                                    listening=self._movers.listening)
+                                    listening=self._movers.listening,
+                                    after_turn=_after_turn,
+                                    revision_of=self._revision_of, notify=self._notify)
         self._completion = Completion(
             state_dir=state_dir, move=self.move, session_of=self._session_of,
             listening=self._movers.listening, transactions=self._isolation.transactions,
@@ -643,6 +656,7 @@ class Grid:
         finally:
             del self._terminals[terminal]
             self._published.pop(terminal, None)
+            self._isolation.forget(terminal)
         log.info("terminal %s retired (%s)", terminal, reason)
         return True
 
@@ -677,6 +691,7 @@ class Grid:
         for subscriber in list(self._subscribers):
             if not subscriber.offer(line):
                 self._drop(subscriber)
+        self._isolation.observe(revision)
         if revision.snapshot is None and not record.retiring:
             # The broker retired it (agent_exited): forget it once apply() returns.
             self._soon(lambda: self._retire(terminal, "the agent exited"))
@@ -900,6 +915,14 @@ class Grid:
             if writer.is_closing():
                 return
             await self._reply(writer, line)
+
+    def _revision_of(self, terminal: str) -> int:
+        return self._published.get(terminal, 0)
+
+    @property
+    def pending_moves(self) -> dict[str, PendingMove]:
+        """The moves scheduled for the end of a terminal's turn, by terminal."""
+        return self._isolation.pending.all()
 
     def _session_of(self, terminal: str) -> str | None:
         record = self._terminals.get(terminal)
