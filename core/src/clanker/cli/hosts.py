@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
@@ -21,8 +21,9 @@ from clanker.errors import EXIT_HOST, EXIT_HOST_UNREACHABLE
 
 if TYPE_CHECKING:
     from clanker.api import Clanker
+    from clanker.hosts import HostOutcome
 
-__all__ = ["host_errors", "host_option", "hosts", "library_on"]
+__all__ = ["echo_places", "host_errors", "host_option", "hosts", "library_on"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -32,6 +33,24 @@ def host_option(function: Callable[P, T]) -> Callable[P, T]:
     """``--host NAME``: work on a registered SSH host instead of this machine."""
     return click.option("--host", "host", metavar="NAME", default=None,
                         help="Work on the SSH host NAME (see `clanker hosts`).")(function)
+
+
+def echo_places(outcomes: Sequence[HostOutcome[T]], *, as_json: bool, key: str,
+                record: Callable[[T], object], render: Callable[[T], None]) -> None:
+    """``--all-hosts`` output: one JSON entry per place (``host``, ``key`` and
+    ``error``), or a ``[place]`` block each, a place that failed saying why there."""
+    if as_json:
+        echo_json([{"host": o.host, key: None if o.value is None else record(o.value),
+                    "error": None if o.error is None else {"kind": o.error.kind.value,
+                                                           "message": o.error.message}}
+                   for o in outcomes])
+        return
+    for outcome in outcomes:
+        click.echo(f"[{outcome.host or 'local'}]")
+        if outcome.error is not None:
+            click.echo(f"  ! {outcome.error.message}")
+        elif outcome.value is not None:
+            render(outcome.value)
 
 
 @asynccontextmanager

@@ -14,7 +14,7 @@ from clanker.cli.common import (
     library,
     run_async,
 )
-from clanker.cli.hosts import host_errors, host_option, library_on
+from clanker.cli.hosts import echo_places, host_errors, host_option, library_on
 from clanker.hosts import HostOutcome
 from clanker.models.types import CatalogSource, ModelCatalog
 from clanker.registry import HarnessProvider
@@ -97,22 +97,12 @@ def _everywhere(harness: HarnessProvider, *, refresh: bool, as_json: bool) -> No
         outcomes = run_async(listings())
     found = (o.error or (o.value.failure if o.value is not None else None) for o in outcomes)
     failures = [failure for failure in found if failure is not None]
-    if as_json:
-        echo_json([{"host": o.host,
-                    "catalog": None if o.value is None else _record(o.value),
-                    "error": None if o.error is None else {"kind": o.error.kind.value,
-                                                           "message": o.error.message}}
-                   for o in outcomes])
-    else:
-        for outcome in outcomes:
-            click.echo(f"[{outcome.host or 'local'}]")
-            if outcome.error is not None:
-                click.echo(f"  ! {outcome.error.message}")
-                continue
-            assert outcome.value is not None
-            for m in outcome.value.models:
-                click.echo(f"  {m.id}{' *' if m.is_default else ''}")
-            if outcome.value.failure is not None:
-                click.echo(f"  ! {outcome.value.failure.message}")
+    def render(catalog: ModelCatalog) -> None:
+        for m in catalog.models:
+            click.echo(f"  {m.id}{' *' if m.is_default else ''}")
+        if catalog.failure is not None:
+            click.echo(f"  ! {catalog.failure.message}")
+
+    echo_places(outcomes, as_json=as_json, key="catalog", record=_record, render=render)
     if failures:
         raise SystemExit(CapabilityFailure(failures[0]).exit_code)

@@ -175,7 +175,7 @@ def _everywhere(harnesses: tuple[HarnessProvider, ...], limit: int, *, as_json: 
         raise click.UsageError("--all-hosts lists every directory of every place: not "
                                "with --host or --workspace")
     from clanker.api import Clanker
-    from clanker.cli.hosts import host_errors
+    from clanker.cli.hosts import echo_places, host_errors
     from clanker.hosts import HostOutcome
 
     async def collect() -> list[HostOutcome[SessionListing]]:
@@ -187,26 +187,16 @@ def _everywhere(harnesses: tuple[HarnessProvider, ...], limit: int, *, as_json: 
 
     with host_errors():
         outcomes = run_async(collect())
-    if as_json:
-        echo_json([{"host": o.host,
-                    "sessions": None if o.value is None else
-                    [session_record(s) for s in o.value.sessions],
-                    "error": None if o.error is None else {"kind": o.error.kind.value,
-                                                           "message": o.error.message}}
-                   for o in outcomes])
-    else:
-        now = datetime.now(UTC)
-        for outcome in outcomes:
-            click.echo(f"[{outcome.host or 'local'}]")
-            if outcome.error is not None:
-                click.echo(f"  ! {outcome.error.message}")
-                continue
-            assert outcome.value is not None
-            for s in outcome.value.sessions:
-                click.echo(f"  {relative_time(s.updated_at, now)}  {(s.title or '')[:60]}  "
-                           f"{s.key}")
-            for note in _report_scans(outcome.value, limit):
-                click.echo(f"  ! {note}")
+    now = datetime.now(UTC)
+
+    def render(listing: SessionListing) -> None:
+        for s in listing.sessions:
+            click.echo(f"  {relative_time(s.updated_at, now)}  {(s.title or '')[:60]}  {s.key}")
+        for note in _report_scans(listing, limit):
+            click.echo(f"  ! {note}")
+
+    echo_places(outcomes, as_json=as_json, key="sessions", render=render,
+                record=lambda listing: [session_record(s) for s in listing.sessions])
     failed = [o.error for o in outcomes if o.error is not None]
     if failed:
         from clanker.errors import EXIT_CODES

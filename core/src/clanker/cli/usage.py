@@ -15,7 +15,7 @@ from clanker.cli.common import (
     relative_time,
     run_async,
 )
-from clanker.cli.hosts import host_errors, host_option, library_on
+from clanker.cli.hosts import echo_places, host_errors, host_option, library_on
 from clanker.errors import EXIT_CODES, ErrorKind
 from clanker.hosts import HostOutcome
 from clanker.registry import HarnessProvider
@@ -217,20 +217,14 @@ def _everywhere(harnesses: tuple[HarnessProvider, ...], *, refresh: bool, as_jso
 
     with host_errors():
         outcomes = run_async(collect())
-    if as_json:
-        echo_json([{"host": o.host,
-                    "entries": None if o.value is None else [_record(p, e) for p, e in o.value],
-                    "error": None if o.error is None else {"kind": o.error.kind.value,
-                                                           "message": o.error.message}}
-                   for o in outcomes])
-    else:
-        now = datetime.now(UTC)
-        for outcome in outcomes:
-            click.echo(f"[{outcome.host or 'local'}]")
-            if outcome.error is not None:
-                click.echo(f"  ! {outcome.error.message}")
-            for provider, entry in outcome.value or ():
-                _render(provider, entry, now, None)
+    now = datetime.now(UTC)
+
+    def render(readings: list[tuple[HarnessProvider, UsageEntry]]) -> None:
+        for provider, entry in readings:
+            _render(provider, entry, now, None)
+
+    echo_places(outcomes, as_json=as_json, key="entries", render=render,
+                record=lambda readings: [_record(p, e) for p, e in readings])
     codes = [code for o in outcomes
              for code in ([EXIT_CODES[o.error.kind]] if o.error is not None
                           else _failure_codes(o.value or [], requested=bool(harnesses)))]
