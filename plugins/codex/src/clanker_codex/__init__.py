@@ -29,5 +29,4 @@ plugin = define_harness(
         homepage="https://github.com/openai/codex",
     ),
     package=__name__,
-    checkout_rehome="clanker_codex.rehome:CodexRehome",
 )

@@ -61,3 +61,5 @@ class CodexRehome:
 
     def is_transient_contention(self, output: str) -> bool:
         return any(message in output for message in CONTENTION_MESSAGES)
+
+implementation = CodexRehome

@@ -30,5 +30,4 @@ plugin = define_harness(
         homepage="https://opencode.ai",
     ),
     package=__name__,
-    checkout_rehome="clanker_opencode.rehome:OpenCodeRehome",
 )

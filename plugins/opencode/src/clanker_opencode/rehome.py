@@ -43,3 +43,5 @@ class OpenCodeRehome:
             body=json.dumps({"sessionID": native_id, "destination": {"directory": target}}),
             success=frozenset({204}),
         )
+
+implementation = OpenCodeRehome
