@@ -75,13 +75,27 @@ asyncio.run(main())
 '''
 
 
-def _bare(runs: int) -> float:
+def bare_start(runs: int) -> float:
+    """The median start of a bare interpreter, the unit start-up targets are given in."""
     times = []
     for _ in range(runs):
         start = time.time()
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         times.append(time.time() - start)
     return statistics.median(times)
+
+
+def agent_workspace(root: Path, source: str) -> tuple[Path, dict[str, str]]:
+    """Write the agent ``source`` under ``root``; return it and an environment whose
+    ``python3`` is this interpreter (the agent's ``#!`` finds the same Python)."""
+    agent = root / "agent.py"
+    agent.write_text(source)
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "python3"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    return agent, {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 def _first_frame(root: Path, agent: Path, env: dict[str, str], runs: int) -> float:
@@ -116,16 +130,9 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        agent = root / "agent.py"
-        agent.write_text(AGENT)
-        bin_dir = root / "bin"
-        bin_dir.mkdir()
-        wrapper = bin_dir / "python3"
-        wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-        wrapper.chmod(0o755)
-        env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+        agent, env = agent_workspace(root, AGENT)
         load = os.getloadavg()[0]
-        bare = _bare(args.runs)
+        bare = bare_start(args.runs)
         first = _first_frame(root, agent, env, args.runs)
         five = _stream(root, agent, env, 5 * 1024)
         many = _stream(root, agent, env, 10_000)

@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from coder import agent_workspace, bare_start
 from results import record
 
 AGENT = r'''
@@ -118,15 +119,6 @@ async def main():
                       "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 asyncio.run(main())
 '''
-
-
-def _bare(runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.time()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        times.append(time.time() - start)
-    return statistics.median(times)
 
 
 def _agent_start(agent: Path, runs: int) -> float:
@@ -217,16 +209,9 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        agent = root / "agent.py"
-        agent.write_text(AGENT)
-        bin_dir = root / "bin"
-        bin_dir.mkdir()
-        wrapper = bin_dir / "python3"
-        wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-        wrapper.chmod(0o755)
-        env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+        agent, env = agent_workspace(root, AGENT)
         load = os.getloadavg()[0]
-        bare = _bare(args.runs)
+        bare = bare_start(args.runs)
         agent_start = _agent_start(agent, args.runs)
         frame, footer, line = _full_screen(root, agent, env, args.runs)
         five = _screen(root, agent, env, "chunks", 5 * 1024)

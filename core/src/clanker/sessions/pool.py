@@ -4,8 +4,8 @@ A listing of every file of a large store is bound by the interpreter: reading
 a head and a tail and summarizing them costs ~0.3-0.5 ms a file, all of it
 holding the interpreter lock. When more than one processor is ours and a scan
 has at least :data:`MIN_FILES` files to summarize on this machine, one worker
-process (started on first use and kept for this process's life) takes chunks of
-them from the front while the scanning thread takes them from the back, so
+process (started on first use, stopped after :data:`IDLE_SECONDS` unused) takes
+chunks of them from the front while the scanning thread takes them from the back, so
 neither waits for the other: what the worker has not taken when the thread
 reaches it, the thread does itself.
 
