@@ -37,11 +37,6 @@ class PendingMove:
     """The terminal's published revision when the move was asked for."""
     requested_at: datetime
 
-    def to_json(self) -> dict[str, object]:
-        """What ``status --json`` shows of it."""
-        return {"target": self.target, "path": self.path, "branch": self.branch,
-                "session": self.session, "requestedAt": self.requested_at.isoformat()}
-
 
 class Decision(enum.StrEnum):
     """What a published revision means for a terminal's pending move."""

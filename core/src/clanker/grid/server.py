@@ -77,7 +77,6 @@ from clanker.grid.errors import GridAlreadyRunningError, GridPathError, GridRequ
 from clanker.grid.isolation import Isolation
 from clanker.grid.moves import Movers
 from clanker.grid.peers import Peer, peer_of, process_alive, vouches_for
-from clanker.grid.pending import PendingMove
 from clanker.grid.protocol import (
     MAX_LINE,
     MAX_SOCKET_PATH,
@@ -918,11 +917,6 @@ class Grid:
 
     def _revision_of(self, terminal: str) -> int:
         return self._published.get(terminal, 0)
-
-    @property
-    def pending_moves(self) -> dict[str, PendingMove]:
-        """The moves scheduled for the end of a terminal's turn, by terminal."""
-        return self._isolation.pending.all()
 
     def _session_of(self, terminal: str) -> str | None:
         record = self._terminals.get(terminal)
