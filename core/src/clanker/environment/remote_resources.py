@@ -1,0 +1,345 @@
+"""A launch's attention resources on an SSH host: installed, recorded, and removed.
+
+A launch on a host needs there what a local launch has in its private
+directory: the hook bridge (``hook.py`` and ``wire.py``), the provider's
+interpreter, the hook command, the provider's generated configuration and a
+state directory for the bridge. :meth:`RemoteResources.install` writes them,
+in ONE execution of a standard-library ``python3`` program sent on stdin, into
+a fresh launch directory under clanker's own directory on the host,
+``~/.local/state/clanker/attention/<id>`` (:data:`HOST_ROOT`):
+
+- clanker's directories (``clanker``, ``attention``, the launch's own) are real
+  directories (never a link), owned by the remote user, mode 0700 (created so;
+  an existing one that is not is refused, never repaired); the user's own
+  ``~/.local`` and ``~/.local/state`` are only created when missing;
+- every file is created afresh (``O_EXCL | O_NOFOLLOW``), 0600, or 0700 for an
+  executable, and the hook command's ``@CLANKER_HOST_PYTHON@`` becomes the
+  host's ``python3`` (the one running the installer, quoted);
+- ``manifest.json`` (0600) records exactly what was written: each file's name,
+  mode and SHA-256, and the state directory.
+
+:meth:`RemoteResources.cleanup` (again ONE execution) reads the manifest and
+removes only what it lists, and of the state directory only the names the
+hook bridge creates (:data:`clanker.attention.hook.STATE_FILES`), each after
+checking it is still a regular file of the remote user with its recorded
+mode; a link or other non-regular file planted in their place is refused and
+left alone. Unknown files are never touched: while any is there (or a file
+was refused) the launch directory and its manifest stay, so a later cleanup
+can finish once they are gone. Both programs take an ``flock`` on
+``attention/lock`` so installs and cleanups on one host do not interleave.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+from collections.abc import Iterable
+from typing import Final
+
+from attrs import field, frozen
+
+from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.execution import CommandExecutor, CommandRequest
+
+__all__ = ["HOST_PYTHON", "HOST_ROOT", "Cleanup", "RemoteResources", "Resource"]
+
+HOST_ROOT: Final = ".local/state/clanker/attention"
+"""Where launch directories live on a host, below the remote user's home."""
+HOST_PYTHON: Final = "@CLANKER_HOST_PYTHON@"
+"""In an executable resource: replaced by the host's ``python3`` (shell-quoted)."""
+MANIFEST: Final = "manifest.json"
+STATE_DIR: Final = "state"
+
+_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_RESERVED: Final = frozenset({MANIFEST, STATE_DIR})
+_MAX_OUTPUT: Final = 64 * 1024
+_TIMEOUT: Final = 20.0
+_NO_PYTHON: Final = 97
+_SHELL: Final = f"command -v python3 >/dev/null 2>&1 || exit {_NO_PYTHON}; exec python3 -"
+
+
+def _name(_: object, __: object, value: str) -> None:
+    if not _NAME.fullmatch(value) or value in _RESERVED:
+        raise ValueError(f"name: {value!r} is not a plain file name clanker may install")
+
+
+@frozen
+class Resource:
+    """One file to install in the launch directory."""
+
+    name: str = field(validator=_name)
+    data: bytes = field(repr=False)
+    executable: bool = False
+
+
+@frozen(kw_only=True)
+class Cleanup:
+    """What a cleanup did: the names it removed, and what it left and why."""
+
+    removed: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+    """Listed files that are no longer what was written (a link, another type, owner
+    or mode): left alone."""
+    unknown: tuple[str, ...] = ()
+    """Files clanker did not write: left alone (so is the launch directory)."""
+
+    @property
+    def complete(self) -> bool:
+        return not (self.refused or self.unknown)
+
+
+# Shared by both programs: the host's own directories, checked the same way.
+_COMMON: Final = r'''
+import base64, fcntl, hashlib, json, os, shlex, stat, sys
+
+REQ = json.loads(base64.b64decode("__REQUEST__").decode("utf-8"))
+UID = os.geteuid()
+HOME = os.environ.get("HOME", "")
+ROOT = os.path.join(HOME, "__ROOT__")
+FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def fail(message):
+    sys.stdout.write(json.dumps({"ok": False, "error": message}))
+    sys.exit(3)
+
+
+def ours(path, mode=0o700):
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != UID or stat.S_IMODE(info.st_mode) != mode:
+        fail(path + " is not a private directory of this user (0700, not a link)")
+    return info
+
+
+def own_directory(path):
+    if ours(path) is None:
+        os.mkdir(path, 0o700)
+        os.chmod(path, 0o700)
+        ours(path)
+
+
+def lock():
+    if not os.path.isabs(HOME):
+        fail("the host gives this user no home directory")
+    parent = os.path.dirname(os.path.dirname(ROOT))  # ~/.local/state: the user's
+    os.makedirs(parent, 0o700, exist_ok=True)
+    if not os.path.isdir(parent):
+        fail(parent + " is not a directory")
+    own_directory(os.path.dirname(ROOT))
+    own_directory(ROOT)
+    fd = os.open(os.path.join(ROOT, "lock"), os.O_RDWR | os.O_CREAT | FLAGS, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def launch_directory():
+    name = REQ["id"]
+    if not (name.isascii() and name.isalnum() and 0 < len(name) <= 64):
+        fail("not a launch directory")
+    return os.path.join(ROOT, name)
+'''
+
+_INSTALL: Final = _COMMON + r'''
+
+def install():
+    lock()
+    directory = launch_directory()
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        fail(directory + " exists already")
+    os.chmod(directory, 0o700)
+    written = []
+    try:
+        python = shlex.quote(sys.executable)
+        for item in REQ["files"]:
+            data = base64.b64decode(item["data"])
+            mode = 0o700 if item["executable"] else 0o600
+            if item["executable"]:
+                data = data.replace(b"__PYTHON_MARK__", python.encode("utf-8"))
+            path = os.path.join(directory, item["name"])
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | FLAGS, mode)
+            written.append(path)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                os.fchmod(out.fileno(), mode)
+            REQ.setdefault("recorded", []).append(
+                {"name": item["name"], "mode": mode, "sha256": hashlib.sha256(data).hexdigest()})
+        state = os.path.join(directory, "state")
+        os.mkdir(state, 0o700)
+        os.chmod(state, 0o700)
+        written.append(state)
+        manifest = json.dumps({"v": 1, "files": REQ.get("recorded", []), "dirs": ["state"]})
+        fd = os.open(os.path.join(directory, "manifest.json"),
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL | FLAGS, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(manifest)
+    except OSError as error:
+        for path in reversed(written):  # only what this program created
+            try:
+                os.rmdir(path) if path.endswith("/state") else os.unlink(path)
+            except OSError:
+                pass
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass
+        fail("the launch directory could not be written: " + (error.strerror or "error"))
+    sys.stdout.write(json.dumps({"ok": True, "directory": directory, "python": sys.executable}))
+
+
+install()
+'''.replace("__PYTHON_MARK__", HOST_PYTHON)
+
+_CLEANUP: Final = _COMMON + r'''
+
+def regular(path, mode):
+    """'gone', 'ok' (a regular file of ours with ``mode``), or 'refused'."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return "gone"
+    if stat.S_ISREG(info.st_mode) and info.st_uid == UID and (
+            mode is None or stat.S_IMODE(info.st_mode) == mode):
+        return "ok"
+    return "refused"
+
+
+def cleanup():
+    lock()
+    directory = launch_directory()
+    if ours(directory) is None:
+        sys.stdout.write(json.dumps({"ok": True, "removed": [], "refused": [], "unknown": []}))
+        return
+    manifest_path = os.path.join(directory, "manifest.json")
+    if regular(manifest_path, 0o600) != "ok":
+        fail("the launch directory's manifest is missing or not clanker's")
+    fd = os.open(manifest_path, os.O_RDONLY | FLAGS)
+    with os.fdopen(fd, "rb") as source:
+        manifest = json.loads(source.read(65536).decode("utf-8"))
+    removed, refused = [], []
+    listed = set()
+    for item in manifest.get("files", []):
+        name = item["name"]
+        if "/" in name or name in ("", ".", "..", "manifest.json", "state"):
+            fail("the manifest names a path outside the launch directory")
+        listed.add(name)
+        path = os.path.join(directory, name)
+        verdict = regular(path, item["mode"])
+        if verdict == "ok":
+            os.unlink(path)
+            removed.append(name)
+        elif verdict == "refused":
+            refused.append(name)
+    unknown = []
+    state = os.path.join(directory, "state")
+    if "state" in manifest.get("dirs", []):
+        listed.add("state")
+        try:
+            info = os.lstat(state)
+        except FileNotFoundError:
+            info = None
+        if info is not None:
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == UID:
+                for name in REQ["state_files"]:
+                    path = os.path.join(state, name)
+                    verdict = regular(path, None)
+                    if verdict == "ok":
+                        os.unlink(path)
+                        removed.append("state/" + name)
+                    elif verdict == "refused":
+                        refused.append("state/" + name)
+                left = sorted(os.listdir(state))
+                unknown += ["state/" + name for name in left
+                            if "state/" + name not in refused]
+                if not left:
+                    os.rmdir(state)
+                    removed.append("state")
+            else:
+                refused.append("state")
+    unknown += sorted(name for name in os.listdir(directory)
+                      if name not in listed and name != "manifest.json")
+    if not (refused or unknown):
+        os.unlink(manifest_path)
+        os.rmdir(directory)
+    sys.stdout.write(json.dumps({"ok": True, "removed": removed, "refused": refused,
+                                 "unknown": unknown}))
+
+
+cleanup()
+'''
+
+
+class RemoteResources:
+    """Installs and removes launch directories on one host (see the module notes)."""
+
+    def __init__(self, executor: CommandExecutor, home: str) -> None:
+        """``home`` is the remote user's home as the host's login environment says."""
+        if not home.startswith("/"):
+            raise HarnessCapabilityError(ErrorKind.NOT_CONFIGURED,
+                                         "the host gives this user no home directory")
+        self._executor = executor
+        self._home = home.rstrip("/") or "/"
+
+    def new_directory(self) -> tuple[str, str]:
+        """A fresh launch id and the directory :meth:`install` will create for it."""
+        launch = secrets.token_hex(8)
+        return launch, f"{self._home}/{HOST_ROOT}/{launch}"
+
+    async def install(self, launch: str, resources: Iterable[Resource]) -> str:
+        """Write ``resources`` into launch ``launch``'s new directory (one execution);
+        return the host's ``python3`` that ran the installer.
+
+        Raises ``not-configured`` without ``python3`` on the host, ``command-failed``
+        when the directory could not be made safely (its message says why), and the
+        transport's errors.
+        """
+        files = [{"name": r.name, "data": base64.b64encode(r.data).decode("ascii"),
+                  "executable": r.executable} for r in resources]
+        if len({f["name"] for f in files}) != len(files):
+            raise ValueError("resources: two files of one name")
+        answer = await self._run(_INSTALL, {"id": launch, "files": files})
+        python = answer.get("python")
+        if not isinstance(python, str) or not python.startswith("/"):
+            raise HarnessCapabilityError(ErrorKind.PARSE_FAILURE,
+                                         "the host's installer answered without its python3")
+        return python
+
+    async def cleanup(self, launch: str, state_files: Iterable[str]) -> Cleanup:
+        """Remove launch ``launch``'s directory as its manifest lists it (one execution)."""
+        answer = await self._run(_CLEANUP, {"id": launch, "state_files": list(state_files)})
+
+        def names(key: str) -> tuple[str, ...]:
+            value = answer.get(key)
+            return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+        return Cleanup(removed=names("removed"), refused=names("refused"),
+                       unknown=names("unknown"))
+
+    async def _run(self, program: str, request: dict[str, object]) -> dict[str, object]:
+        payload = base64.b64encode(json.dumps(request).encode("utf-8")).decode("ascii")
+        source = program.replace("__ROOT__", HOST_ROOT).replace("__REQUEST__", payload)
+        result = await self._executor.run(CommandRequest(
+            command="sh", args=("-c", _SHELL), stdin=source.encode("utf-8"),
+            timeout=_TIMEOUT, max_output_bytes=_MAX_OUTPUT))
+        if result.exit_code == _NO_PYTHON:
+            raise HarnessCapabilityError(ErrorKind.NOT_CONFIGURED,
+                                         "attention on this host needs python3 on its PATH")
+        try:
+            answer = json.loads(result.stdout)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise HarnessCapabilityError(ErrorKind.COMMAND_FAILED,
+                                         "the host's attention directory could not be handled")
+        if answer.get("ok") is not True:
+            error = answer.get("error")
+            raise HarnessCapabilityError(
+                ErrorKind.COMMAND_FAILED,
+                str(error)[:300] if isinstance(error, str) else "the host refused")
+        return answer

@@ -1,0 +1,128 @@
+"""A launch's attention resources on the test sshd's host: one execution to install them,
+one to remove exactly what was installed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pwd
+import shutil
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clanker.attention.hook import STATE_FILES
+from clanker.environment.remote_resources import (
+    HOST_PYTHON,
+    HOST_ROOT,
+    RemoteResources,
+    Resource,
+)
+from clanker.errors import HarnessCapabilityError
+from clanker.execution.ssh import SshTransport
+from tests.sshd import Sshd
+
+_RESOURCES = (
+    Resource("hook", f"#!/bin/sh\nexec {HOST_PYTHON} -I -S hook.py\n".encode(), executable=True),
+    Resource("hook.py", b"print('bridge')\n"),
+    Resource("settings.json", b"{}\n"),
+)
+
+
+@pytest.fixture
+def host_root(sshd: Sshd) -> Iterator[Path]:
+    """clanker's directory in the test user's home, removed afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("looking into the remote home needs the dedicated test user (root)")
+    try:
+        yield sshd.home / HOST_ROOT
+    finally:
+        shutil.rmtree(sshd.home / ".local" / "state" / "clanker", ignore_errors=True)
+
+
+def _resources(transport: SshTransport, sshd: Sshd) -> RemoteResources:
+    return RemoteResources(transport, str(sshd.home))
+
+
+def test_install_writes_private_files_and_a_manifest_in_one_execution(
+    sshd: Sshd, transport: SshTransport, host_root: Path
+) -> None:
+    resources = _resources(transport, sshd)
+    launch, directory = resources.new_directory()
+    before = transport.executions
+    python = asyncio.run(resources.install(launch, _RESOURCES))
+    assert transport.executions - before == 1
+    assert python.startswith("/")
+    uid = pwd.getpwnam(sshd.user).pw_uid
+    assert Path(directory) == host_root / launch
+    for path in (host_root.parent, host_root, host_root / launch, host_root / launch / "state"):
+        info = os.lstat(path)
+        assert stat.S_ISDIR(info.st_mode) and info.st_uid == uid
+        assert stat.S_IMODE(info.st_mode) == 0o700, path
+    modes = {p.name: stat.S_IMODE(os.lstat(p).st_mode) for p in (host_root / launch).iterdir()}
+    assert modes == {"hook": 0o700, "hook.py": 0o600, "settings.json": 0o600,
+                     "manifest.json": 0o600, "state": 0o700}
+    hook = (host_root / launch / "hook").read_text()
+    assert HOST_PYTHON not in hook and python in hook
+    manifest = json.loads((host_root / launch / "manifest.json").read_text())
+    assert [f["name"] for f in manifest["files"]] == ["hook", "hook.py", "settings.json"]
+
+    before = transport.executions
+    done = asyncio.run(resources.cleanup(launch, STATE_FILES))
+    assert transport.executions - before == 1
+    assert done.complete
+    assert not (host_root / launch).exists()
+    assert host_root.is_dir(), "clanker's own directory stays for the next launch"
+
+
+def test_cleanup_keeps_unknown_files_and_refuses_a_planted_link(
+    sshd: Sshd, transport: SshTransport, host_root: Path
+) -> None:
+    resources = _resources(transport, sshd)
+    launch, _ = resources.new_directory()
+    asyncio.run(resources.install(launch, _RESOURCES))
+    directory = host_root / launch
+    outside = host_root.parent / "precious"
+    outside.write_text("not clanker's to remove")
+    (directory / "settings.json").unlink()
+    (directory / "settings.json").symlink_to(outside)
+    (directory / "notes.txt").write_text("the user's")
+    (directory / "state" / "lock").write_text("")  # as the hook bridge leaves it
+    os.chown(directory / "state" / "lock", pwd.getpwnam(sshd.user).pw_uid, -1)
+    (directory / "state" / "theirs").write_text("the user's too")
+
+    done = asyncio.run(resources.cleanup(launch, STATE_FILES))
+    assert not done.complete
+    assert done.refused == ("settings.json",)
+    assert set(done.unknown) == {"notes.txt", "state/theirs"}
+    assert {"hook", "hook.py", "state/lock"} <= set(done.removed)
+    assert outside.read_text() == "not clanker's to remove", "a link is never followed"
+    assert (directory / "notes.txt").read_text() == "the user's"
+    assert (directory / "manifest.json").is_file(), "kept, so a later cleanup can finish"
+
+    # Once what is not clanker's is gone, a second cleanup finishes.
+    (directory / "notes.txt").unlink()
+    (directory / "state" / "theirs").unlink()
+    (directory / "settings.json").unlink()
+    done = asyncio.run(resources.cleanup(launch, STATE_FILES))
+    assert done.complete and not directory.exists()
+
+
+def test_a_link_in_place_of_clanker_s_directory_is_refused(
+    sshd: Sshd, transport: SshTransport, host_root: Path, tmp_path: Path
+) -> None:
+    host_root.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    uid = pwd.getpwnam(sshd.user).pw_uid
+    os.chown(host_root.parent, uid, -1)
+    elsewhere = host_root.parent / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    os.chown(elsewhere, uid, -1)
+    host_root.symlink_to(elsewhere)
+    resources = _resources(transport, sshd)
+    launch, _ = resources.new_directory()
+    with pytest.raises(HarnessCapabilityError, match="not a private directory"):
+        asyncio.run(resources.install(launch, _RESOURCES))
+    assert list(elsewhere.iterdir()) == []
