@@ -21,6 +21,17 @@ transaction:
    events in the order the state produced them. ``inflight`` exists for as
    long as the lock is held, so a holder that dies leaves it behind.
 
+Two transports carry the ``deliver`` request. By default it goes to the grid's
+socket (``$CLANKER_ATTENTION_SOCKET``) and the grid's decisions come back. On
+an SSH host (``CLANKER_ATTENTION_TRANSPORT=tty``) it is written to the
+controlling terminal (``/dev/tty``) as one bounded OSC frame
+(:data:`~clanker.attention.wire.FRAME_START`, base64 of the JSON line,
+:data:`~clanker.attention.wire.FRAME_END`), which the local launcher takes out
+of the terminal stream and hands to the grid. That transport hears no decision:
+a written frame counts as delivered, and a poison marker is never cleared
+through it (fail closed: ``input_resolved`` stays dropped once a transaction
+of the launch failed closed).
+
 Fail closed. A transaction either completes, or it *fails closed*: whenever
 any step cannot be done within its bound, or at all. That is a payload that
 is too large, too late, unreadable or not JSON; an interpreter that cannot be
@@ -157,12 +168,14 @@ class _Expired(BaseException):
 class Environment:
     """The validated ``CLANKER_ATTENTION_*`` variables."""
 
-    __slots__ = ("interpreter", "socket", "state", "terminal", "token")
+    __slots__ = ("interpreter", "socket", "state", "terminal", "token", "tty")
 
     def __init__(self, *, interpreter: str, socket: str, terminal: str, token: str,
-                 state: str) -> None:
+                 state: str, tty: bool = False) -> None:
         self.interpreter = interpreter
         self.socket = socket
+        self.tty = tty
+        """Deliver as OSC frames on the controlling terminal (``socket`` is then unused)."""
         self.terminal = terminal
         self.token = token
         self.state = state
@@ -217,9 +230,11 @@ def read_environment(environ: Mapping[str, str]) -> Environment | None:
     terminal = environ.get("CLANKER_ATTENTION_TERMINAL", "")
     token = environ.get("CLANKER_ATTENTION_TOKEN", "")
     state = environ.get("CLANKER_ATTENTION_STATE", "")
+    transport = environ.get("CLANKER_ATTENTION_TRANSPORT", "socket")
     if not (os.path.isabs(interpreter) and os.path.isfile(interpreter)):
         return None
-    if not (os.path.isabs(sock) and _printable(sock, 4096)):
+    tty = transport == "tty"
+    if not (tty or (transport == "socket" and os.path.isabs(sock) and _printable(sock, 4096))):
         return None
     if not _printable(terminal, 256):
         return None
@@ -229,7 +244,7 @@ def read_environment(environ: Mapping[str, str]) -> Environment | None:
     if not (os.path.isabs(state) and _private_directory(state)):
         return None
     return Environment(interpreter=interpreter, socket=sock, terminal=terminal, token=token,
-                       state=state)
+                       state=state, tty=tty)
 
 
 def _private_directory(path: str) -> bool:
@@ -552,6 +567,8 @@ def deliver(env: Environment, batch: list[Envelope], deadline: float) -> list[ob
         line = json.dumps(request, separators=(",", ":"), allow_nan=False).encode("ascii")
     except Exception:
         return None
+    if env.tty:
+        return [] if _write_frame(line, end) else None
     reply = _exchange(env.socket, line, end) if len(line) < MAX_LINE else None
     if reply is None:
         return None
@@ -584,6 +601,44 @@ def _exchange(path: str, line: bytes, end: float) -> bytes | None:
         return None
     line_out = reply.split(b"\n", 1)[0]
     return line_out if len(line_out) <= MAX_LINE else None
+
+
+def frame(line: bytes) -> bytes | None:
+    """``line`` (a ``deliver`` request) as one OSC frame, or ``None`` past its bound."""
+    import base64
+
+    data = (wire.FRAME_START.encode("ascii") + base64.b64encode(line)
+            + wire.FRAME_END.encode("ascii"))
+    return data if len(data) <= wire.MAX_FRAME_BYTES else None
+
+
+def _write_frame(line: bytes, end: float) -> bool:
+    """Write ``line``'s frame to the controlling terminal before ``end``; say whether
+    all of it was written (a terminal that stops reading is not waited on past ``end``)."""
+    data = frame(line)
+    if data is None:
+        return False
+    try:
+        fd = os.open("/dev/tty", os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        view = memoryview(data)
+        while view:
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                return False
+            _, ready, _ = select.select([], [fd], [], remaining)
+            if ready:
+                try:
+                    view = view[os.write(fd, view):]
+                except BlockingIOError:
+                    continue
+        return True
+    except (OSError, ValueError):
+        return False
+    finally:
+        os.close(fd)
 
 
 def _remaining(end: float) -> float:

@@ -65,6 +65,21 @@ MAX_NATIVE_EVENT_CHARS = 64
 MAX_ENVELOPES = 16
 """The most envelopes one ``deliver`` request carries."""
 
+# -- the tty observer transport ---------------------------------------------------------
+# On an SSH host the hook cannot reach this machine's grid socket, so it writes its
+# ``deliver`` request to its controlling terminal as one OSC frame, which the local
+# launcher (it owns the PTY the host's terminal stream arrives on) takes out of the
+# stream before anything reaches the person's terminal. A frame is
+# ``ESC ] 7717 ; clanker-attention ; <base64 of the request's JSON> BEL``: base64 holds
+# no control byte, so nothing in it can end the frame or reach the terminal early.
+
+FRAME_START = "\x1b]7717;clanker-attention;"
+"""What opens a frame (an OSC sequence with a number no terminal assigns a meaning)."""
+FRAME_END = "\x07"
+"""What closes one (BEL; ``ESC \\``, the other OSC terminator, is accepted too)."""
+MAX_FRAME_BYTES = 32_768
+"""The most bytes one frame holds, start and end included; a longer one is dropped."""
+
 ID = "id"
 PATH = "path"
 LABEL = "label"

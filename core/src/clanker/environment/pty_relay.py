@@ -29,7 +29,7 @@ import sys
 import termios
 import threading
 import tty
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import FrameType
 
 from clanker.environment.foreground import exit_status
@@ -152,8 +152,12 @@ class PtyRelay:
     """Copies the user's input to one child's PTY and its output back, until the
     child being relayed ends; that child can be swapped while it runs."""
 
-    def __init__(self, child: PtyChild, *, stdin_fd: int, stdout_fd: int) -> None:
+    def __init__(self, child: PtyChild, *, stdin_fd: int, stdout_fd: int,
+                 output_filter: Callable[[bytes], bytes] | None = None) -> None:
+        """``output_filter`` sees every read of the child's output first and returns
+        what is shown (it may hold bytes back, or take some out)."""
         self._child = child
+        self._filter = output_filter
         self._stdin = stdin_fd
         self._stdout = stdout_fd
         self._lock = threading.Lock()
@@ -248,7 +252,10 @@ class PtyRelay:
                             child = self._child
                             child.close()
                             return child.wait()
-                        self._output(data)
+                        if self._filter is not None:
+                            data = self._filter(data)
+                        if data:
+                            self._output(data)
 
     def close(self) -> None:
         os.close(self._wake_read)
