@@ -1030,18 +1030,32 @@ class Clanker:
 
         return daemon.stop(self.paths)
 
-    def agents(self) -> list[TerminalEntry]:
-        """Every launched agent the grid knows, with its attention; empty when no grid runs."""
+    def agents(self, *, host: str | None = None) -> list[TerminalEntry]:
+        """Every launched agent the grid knows, with its attention; empty when no grid runs.
+
+        ``host`` keeps only the agents launched on that registered SSH host (``launch
+        --host``); an unknown name raises :class:`~clanker.hosts.HostError`.
+        """
         from clanker.grid.client import GridClient
         from clanker.grid.errors import GridUnavailableError
 
+        if host is not None:
+            self._host_store().get(host)
         found = self.grid_status()
         if not found.running:
             return []
         try:
-            return GridClient(found.location.socket).list_terminals()
+            entries = GridClient(found.location.socket).list_terminals()
         except GridUnavailableError:
             return []  # it stopped in between: nothing runs
+        if host is None:
+            return entries
+        from clanker.grid.remote import HostIndex
+        from clanker.paths import runtime_directory
+
+        index = HostIndex(runtime_directory(self.paths, create=False) / "hosts")
+        on_host = index.terminals(host, (entry.terminal for entry in entries))
+        return [entry for entry in entries if entry.terminal in on_host]
 
     @staticmethod
     def attention_seen(entry: TerminalEntry, seen_revision: int) -> str:

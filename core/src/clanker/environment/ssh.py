@@ -11,6 +11,13 @@ A host's files (the :class:`~clanker.environment.HostFiles` seam) are read
 by :class:`~clanker.environment.ssh_scan.RemoteFiles` within
 :meth:`SshEnvironment.gather`: a whole scan of the host's session stores
 costs at most :data:`~clanker.environment.ssh_scan.MAX_ROUNDS` executions.
+
+A launch with attention (:class:`~clanker.launch.attention.RemoteAttentionAttachment`)
+hands :meth:`SshEnvironment.observe_terminal` an observer of the host's
+terminal stream: :meth:`SshEnvironment.run_interactive` then runs ``ssh -t``
+on a PTY this launcher owns (:class:`~clanker.environment.pty_relay.PtyRelay`)
+and every byte the host sends passes through the observer, which takes the
+hook bridge's attention frames out, before it reaches the person's terminal.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import re
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final, Protocol, TypeVar
 
 from clanker.descriptor import Transport
 from clanker.environment.ssh_scan import MAX_ROUNDS, RemoteFiles, ScanExecutor
@@ -34,7 +41,7 @@ from clanker.hosts import Host
 
 _T = TypeVar("_T")
 
-__all__ = ["SshEnvironment", "control_directory"]
+__all__ = ["SshEnvironment", "TerminalObserver", "control_directory"]
 
 # Prints each command's path (or nothing) on its own line, in order: one execution.
 _LOCATE: Final = 'for c do p=$(command -v "$c" 2>/dev/null) || p=; printf "%s\\n" "$p"; done'
@@ -62,6 +69,18 @@ def control_directory(runtime: Path | None) -> Path:
     return candidate
 
 
+class TerminalObserver(Protocol):
+    """Sees the host's terminal stream before the person's terminal does."""
+
+    def feed(self, data: bytes) -> bytes:
+        """Take ``data`` (the next bytes from the host); return what is shown."""
+        ...
+
+    def flush(self) -> bytes:
+        """The stream ended: return what is still to be shown."""
+        ...
+
+
 class SshEnvironment:
     """Harnesses on an SSH host: remote processes over the system ``ssh`` client.
 
@@ -87,6 +106,7 @@ class SshEnvironment:
         self._environ: dict[str, str] = {}
         self._stripped: tuple[str, ...] = ()
         self._files = RemoteFiles(self._transport)
+        self._observer: TerminalObserver | None = None
 
     def __repr__(self) -> str:
         return f"SshEnvironment({self.host.name!r})"
@@ -160,6 +180,11 @@ class SshEnvironment:
             found[name] = path if path.startswith("/") else None  # not a builtin or alias
         return found
 
+    def observe_terminal(self, observer: TerminalObserver | None) -> None:
+        """Pass the host's terminal stream of the next :meth:`run_interactive` through
+        ``observer`` (``None``: hand ``ssh`` the person's terminal itself)."""
+        self._observer = observer
+
     def run_interactive(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: str) -> int:
         """Run ``argv`` on the host in this terminal (``ssh -t`` through the host's
         ControlMaster) in the host directory ``cwd``; return its exit status.
@@ -182,10 +207,13 @@ class SshEnvironment:
                  if self._environ.get(name) != value}
         unset = tuple(name for name in (*self._environ, *self._stripped) if name not in env)
         remote = interactive_command(argv, added, unset, cwd)
-        client = self._transport.interactive_argv(remote)
-        status = run_foreground(tuple(client),
-                                self._transport.interactive_environ(os.environ.get("TERM")),
-                                None)
+        client = tuple(self._transport.interactive_argv(remote))
+        environ = self._transport.interactive_environ(os.environ.get("TERM"))
+        observer = self._observer
+        if observer is None:
+            status = run_foreground(client, environ, None)
+        else:
+            status = _observed(client, environ, observer)
         if status == SSH_TRANSPORT_EXIT:
             raise HarnessCapabilityError(
                 ErrorKind.TRANSPORT_FAILURE,
@@ -196,3 +224,21 @@ class SshEnvironment:
     def close(self) -> None:
         """Stop the host's ControlMaster connection."""
         self._transport.close()
+
+
+def _observed(client: tuple[str, ...], environ: Mapping[str, str],
+              observer: TerminalObserver) -> int:
+    """Run ``client`` (``ssh -t``) on a PTY of ours, relayed to the person's terminal
+    (stdin and stdout) through ``observer``; return its exit status."""
+    from clanker.environment.pty_relay import PtyChild, PtyRelay, run_in_pty, terminal_size
+
+    child = PtyChild.spawn(client, environ, None, terminal_size(0))
+    relay = PtyRelay(child, stdin_fd=0, stdout_fd=1, output_filter=observer.feed)
+    try:
+        return run_in_pty(relay, tty_fd=0)
+    finally:
+        relay.close()
+        rest = memoryview(observer.flush())
+        with contextlib.suppress(OSError):
+            while rest:
+                rest = rest[os.write(1, rest):]

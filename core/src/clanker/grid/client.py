@@ -190,11 +190,15 @@ class GridClient:
         self._call(DeclineRequest(terminal=terminal, token=token, reason=reason), EmptyReply)
 
     def deliver(
-        self, terminal: str, token: str, envelopes: Sequence[Mapping[str, object]]
+        self, terminal: str, token: str, envelopes: Sequence[Mapping[str, object]], *,
+        failed_closed: int | None = None,
     ) -> list[str]:
-        """Deliver wire envelopes in order; return the broker's decision for each."""
+        """Deliver wire envelopes in order; return the broker's decision for each.
+        ``failed_closed`` is the hook bridge's count of the terminal's failed-closed
+        transactions (with it, ``envelopes`` may be empty)."""
         request = DeliverRequest(
-            terminal=terminal, token=token, envelopes=[dict(e) for e in envelopes]
+            terminal=terminal, token=token, envelopes=[dict(e) for e in envelopes],
+            failed_closed=failed_closed,
         )
         return self._call(request, DeliverReply).decisions
 

@@ -8,21 +8,31 @@ them. The raw credential goes into the child environment and nowhere else.
 
 It is an optional step: a grid that cannot start, or a provider that finds the
 user owns the configuration it would need, leaves an ordinary launch.
+
+A launch on an SSH host gets :class:`RemoteAttentionAttachment` instead: the
+same registration and provider, the resources installed on the host, and the
+events carried back on the host's terminal stream (see its docstring).
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import stat
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from clanker._logging import get_logger
-from clanker.attention.capability import AttachmentContext, AttentionCapability, Declined
+from clanker.attention.capability import (
+    AttachmentContext,
+    AttachmentPlan,
+    AttentionCapability,
+    Declined,
+)
 from clanker.environment import HostFiles
-from clanker.execution import CommandRequest, CommandResult
+from clanker.execution import CommandExecutor, CommandRequest, CommandResult
 from clanker.launch.attachments import LaunchState, PreparedAttachment
 from clanker.launch.scratch import (
     LAUNCHER_FILE,
@@ -33,10 +43,17 @@ from clanker.launch.scratch import (
 from clanker.paths import ClankerPaths, clanker_paths
 
 if TYPE_CHECKING:
+    from clanker.environment.remote_resources import RemoteResources
+    from clanker.environment.ssh import TerminalObserver
     from clanker.grid.client import GridClient, Registration
+    from clanker.hosts import Host
 
-__all__ = ["HOOK_SCRIPT", "LAUNCHER_FILE", "SOCKET_VARIABLE", "TERMINAL_VARIABLE",
-           "TOKEN_VARIABLE", "AttentionAttachment", "sweep_orphans", "write_hook_command"]
+_T = TypeVar("_T")
+
+__all__ = ["HOOK_SCRIPT", "LAUNCHER_FILE", "SOCKET_VARIABLE", "SSH_ATTENTION",
+           "TERMINAL_VARIABLE", "TOKEN_VARIABLE", "AttentionAttachment", "AttentionHost",
+           "RemoteAttentionAttachment", "remote_hook_command", "sweep_orphans",
+           "write_hook_command"]
 
 log = get_logger(__name__)
 
@@ -186,3 +203,218 @@ def _tmux_pane(env: Mapping[str, str]) -> str | None:
 
     pane = env.get("TMUX_PANE") if env.get("TMUX") else None
     return pane if is_tmux_pane(pane) else None
+
+
+# -- on an SSH host ---------------------------------------------------------------------------
+
+SSH_ATTENTION = "runs_over_ssh"
+"""The attribute an :class:`AttentionCapability` sets to ``True`` when its ``prepare``
+writes only in the context's private directory and reads the user's configuration
+only through the context's ``files`` and ``run``, so it can wire a launch on an SSH
+host. Without it, attention is left out of a launch on a host, with one notice."""
+
+
+class AttentionHost(Protocol):
+    """What :class:`RemoteAttentionAttachment` needs of the SSH environment it runs over."""
+
+    @property
+    def host(self) -> Host: ...
+
+    @property
+    def environ(self) -> Mapping[str, str]: ...
+
+    @property
+    def executor(self) -> CommandExecutor: ...
+
+    @property
+    def files(self) -> HostFiles: ...
+
+    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None
+                     ) -> _T: ...
+
+    def observe_terminal(self, observer: TerminalObserver | None) -> None: ...
+
+
+def remote_hook_command(directory: str, interpreter: str, terminal: str, token: str) -> bytes:
+    """The hook command of a launch on a host: it sets the bridge's variables itself
+    (the terminal's credential among them, which so never crosses in a command line,
+    where every user of either machine could read it) and runs ``hook.py`` in
+    ``directory`` with the host's ``python3`` (``-B``: no bytecode is written beside
+    it, so cleanup finds only what was installed). ``interpreter`` is the file name
+    of the provider's interpreter there."""
+    from clanker.environment.remote_resources import HOST_PYTHON
+
+    quote = shlex.quote
+    variables = {
+        "CLANKER_ATTENTION_TRANSPORT": "tty",
+        "CLANKER_ATTENTION_INTERPRETER": f"{directory}/{interpreter}",
+        TERMINAL_VARIABLE: terminal,
+        TOKEN_VARIABLE: token,
+        "CLANKER_ATTENTION_STATE": f"{directory}/state",
+    }
+    lines = ["#!/bin/sh", "# clanker: this launch's attention hook (removed when it ends)"]
+    lines += [f"{name}={quote(value)}; export {name}" for name, value in variables.items()]
+    lines += [f"unset {SOCKET_VARIABLE}",
+              f'exec {HOST_PYTHON} -I -S -B {quote(directory + "/hook.py")} "$@"', ""]
+    return "\n".join(lines).encode("utf-8")
+
+
+class RemoteAttentionAttachment:
+    """Attention for one launch on an SSH host (an optional attachment step).
+
+    The terminal is registered with this machine's grid as for a local launch.
+    The provider prepares the launch as it does locally, except that it reads the
+    host's files and writes into a local staging directory; what it wrote, the
+    hook bridge, the wire schema, its interpreter and the hook command are then
+    installed in one execution on the host
+    (:class:`~clanker.environment.remote_resources.RemoteResources`), and paths
+    to the staging directory in its argv and environment become the host's. The
+    hook bridge there delivers as OSC frames on its terminal, which
+    :class:`~clanker.attention.frames.FrameExtractor` takes out of the host's
+    terminal stream and :class:`~clanker.grid.remote.RemoteDelivery` hands to
+    the grid, for this terminal and credential only.
+    """
+
+    name = "attention"
+    optional = True
+
+    def __init__(
+        self,
+        harness: str,
+        capability: AttentionCapability,
+        *,
+        cwd: str,
+        environment: AttentionHost,
+        run: Callable[[CommandRequest], CommandResult],
+        user_flags: tuple[str, ...] = (),
+        trusted_root_session_id: str | None = None,
+        paths: ClankerPaths | None = None,
+        account: str | None = None,
+    ) -> None:
+        if capability.interpreter is None:
+            raise ValueError("capability: attention on a host runs through the hook bridge")
+        self._harness = harness
+        self._capability = capability
+        self._interpreter: Path = capability.interpreter
+        self._cwd = cwd
+        self._host = environment
+        self._run = run
+        self._user_flags = user_flags
+        self._trusted_root = (
+            trusted_root_session_id if capability.resume_preserves_session_id else None
+        )
+        self._paths = paths
+        self._account = account
+
+    def prepare(self, state: LaunchState) -> PreparedAttachment | None:
+        from clanker.attention.frames import FrameExtractor
+        from clanker.environment.remote_resources import RemoteResources, Resource
+        from clanker.grid.client import GridClient
+        from clanker.grid.daemon import ensure_running
+        from clanker.grid.remote import HostIndex, RemoteDelivery
+        from clanker.launch.service import _blocking
+        from clanker.paths import runtime_directory
+
+        paths = self._paths or clanker_paths()
+        resources = RemoteResources(self._host.executor, self._host.environ.get("HOME", ""))
+        launch, directory = resources.new_directory()
+        client = GridClient(ensure_running(paths))
+        index = HostIndex(runtime_directory(paths, create=True) / "hosts")
+        staging = private_directory(paths, self._harness)
+        registration: Registration | None = None
+        installed = False
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            self._host.observe_terminal(None)
+            if installed:
+                self._clean(resources, launch)
+            if registration is not None:
+                index.forget(registration.terminal)
+            _release(client, registration, staging)
+
+        try:
+            registration = client.register(
+                harness=self._harness, workspace=self._cwd, cwd=self._cwd,
+                launcher_pid=os.getpid(), trusted_root_session_id=self._trusted_root,
+                account=self._account, tmux_pane=_tmux_pane(state.env))
+            index.record(registration.terminal, self._host.host.name)
+            env = {"CLANKER_ATTENTION_COMMAND": f"{directory}/hook",
+                   "CLANKER_ATTENTION_INTERPRETER": f"{directory}/{self._interpreter.name}"}
+            written, plan = self._plan(state, env, staging)
+            if isinstance(plan, Declined):
+                log.info("attention: declined for %s on a host: %s", self._harness, plan.reason)
+                client.decline(registration.terminal, registration.token, plan.reason)
+                return PreparedAttachment(dispose=release, notice=plan.reason)
+            files = [
+                Resource("hook", remote_hook_command(
+                    directory, self._interpreter.name, registration.terminal,
+                    registration.token), executable=True),
+                Resource("hook.py", HOOK_SCRIPT.read_bytes()),
+                Resource("wire.py", HOOK_SCRIPT.with_name("wire.py").read_bytes()),
+                Resource(self._interpreter.name, self._interpreter.read_bytes()),
+                *(Resource(path.name, path.read_bytes(), executable=executable)
+                  for path, executable in written),
+            ]
+            _blocking(resources.install(launch, files))
+            installed = True
+            self._host.observe_terminal(FrameExtractor(
+                RemoteDelivery(client, registration.terminal, registration.token)))
+            staged = str(written[0][0].parent) if written else None
+
+            def on_host(value: str) -> str:
+                return value.replace(staged, directory) if staged else value
+
+            argv = None if plan.argv is None else tuple(on_host(word) for word in plan.argv)
+            added = {name: on_host(value) for name, value in plan.env.items()}
+            return PreparedAttachment(dispose=release, argv=argv, env={**env, **added},
+                                      notice=plan.notice)
+        except BaseException:
+            release()
+            raise
+
+    def _plan(self, state: LaunchState, env: Mapping[str, str], staging: Path
+              ) -> tuple[list[tuple[Path, bool]], AttachmentPlan | Declined]:
+        """Run the provider's ``prepare`` against the host's files (in bounded rounds,
+        each pass in a fresh staging directory); return the files the last pass wrote
+        (and whether each is executable) and its answer."""
+        from clanker.launch.service import _blocking
+
+        passes = 0
+
+        async def work() -> tuple[Path, AttachmentPlan | Declined]:
+            nonlocal passes
+            passes += 1
+            directory = staging / f"pass-{passes}"
+            directory.mkdir(mode=0o700)
+            return directory, self._capability.prepare(AttachmentContext(
+                argv=state.argv, env={**state.env, **env}, cwd=self._cwd,
+                private_dir=directory, user_flags=self._user_flags, files=self._host.files,
+                run=self._run))
+
+        directory, plan = _blocking(self._host.gather(work))
+        written: list[tuple[Path, bool]] = []
+        for path in sorted(directory.iterdir()):
+            info = path.lstat()
+            if not stat.S_ISREG(info.st_mode):
+                raise ValueError("attention: a provider may leave only files for a host")
+            written.append((path, bool(info.st_mode & 0o100)))
+        return written, plan
+
+    def _clean(self, resources: RemoteResources, launch: str) -> None:
+        from clanker.attention.hook import STATE_FILES
+        from clanker.launch.service import _blocking
+
+        try:
+            done = _blocking(resources.cleanup(launch, STATE_FILES))
+        except Exception:
+            log.warning("attention: the host's launch directory could not be removed")
+            return
+        if not done.complete:
+            log.warning("attention: files that are not clanker's were left in the host's "
+                        "launch directory (%d unknown, %d refused)", len(done.unknown),
+                        len(done.refused))

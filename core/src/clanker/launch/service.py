@@ -291,8 +291,7 @@ class LaunchService:
         attention = options.attention and provider.attention is not None
         if attention and self.environment.transport is not Transport.LOCAL:
             attention = False
-            steps.append(_Omitted("attention", "not available for SSH hosts yet (the "
-                                  "host's hooks cannot reach this machine's grid)"))
+            steps.append(self._remote_attention(provider, request, options, account))
         if attention and provider.attention is not None:
             from clanker.launch.attention import AttentionAttachment
 
@@ -322,6 +321,28 @@ class LaunchService:
             ))
             steps += self._harness_steps(provider, request, grants)
         return steps
+
+    def _remote_attention(self, provider: HarnessProvider, request: LaunchRequest,
+                          options: LaunchOptions, account: str | None) -> AttachmentStep:
+        """Attention on a host: through the host's terminal stream when the provider's
+        attention runs on a host (:data:`~clanker.launch.attention.SSH_ATTENTION`) and
+        the environment can observe that stream; otherwise left out, with one notice."""
+        from clanker.launch.attention import SSH_ATTENTION, RemoteAttentionAttachment
+
+        capability = provider.attention
+        assert capability is not None
+        assert request.cwd is not None
+        if (getattr(capability, SSH_ATTENTION, False) is not True
+                or capability.interpreter is None
+                or not hasattr(self.environment, "observe_terminal")):
+            return _Omitted("attention", "not available for SSH hosts yet for this harness "
+                            "(its events cannot reach this machine's grid from a host)")
+        return RemoteAttentionAttachment(
+            provider.id, capability, cwd=request.cwd,
+            environment=self.environment,  # type: ignore[arg-type]
+            run=self._run_command, user_flags=request.user_flags,
+            trusted_root_session_id=options.trusted_session_id, paths=self._paths,
+            account=account)
 
     def _harness_steps(
         self, provider: HarnessProvider, request: LaunchRequest, grants: tuple[str, ...]

@@ -12,7 +12,8 @@ Checked against Claude Code 2.1.197 (docs/harnesses/claude.md, "Attention"):
 
 Each of those is the user's (or the administrator's) configuration, so attention
 is declined for that launch rather than fought with: the user's files are only
-read (bounded), never written.
+read (bounded, through the launch host's files, so on an SSH host the host's
+own settings and policy decide), never written.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Final
 
 from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
-from clanker.stores import read_regular_file
+from clanker.environment import HostFiles
 from clanker_claude.sessions import config_dir
 
 __all__ = [
@@ -89,15 +90,19 @@ class ClaudeAttention:
         # Claude may answer a resume with a new session id, so a validated id
         # never binds the root in advance: the first native event does.
         self.resume_preserves_session_id = False
+        # Writes only its settings file in the private directory and reads the user's
+        # and the administrator's settings through the launch's files: it wires a
+        # launch on an SSH host the same way (clanker.launch.attention.SSH_ATTENTION).
+        self.runs_over_ssh = True
         self._policy_dir = policy_dir if policy_dir is not None else _policy_dir()
 
     def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         try:
             sources = _check_flags(context.user_flags)
             _check_environment(context.env)
-            _check_policy(self._policy_dir)
+            _check_policy(context.files, self._policy_dir)
             for path in _settings_files(context, sources):
-                _check_settings(path)
+                _check_settings(context.files, path)
         except _Conflict as conflict:
             return Declined(reason=str(conflict))
         command = context.env.get("CLANKER_ATTENTION_COMMAND")
@@ -150,23 +155,23 @@ def _check_environment(env: Mapping[str, str]) -> None:
                             "this agent's state")
 
 
-def _check_policy(directory: Path) -> None:
+def _check_policy(files: HostFiles, directory: Path) -> None:
     """Managed settings that keep only the administrator's hooks, or none."""
     paths = [directory / "managed-settings.json"]
     drop_ins = directory / "managed-settings.d"
     try:
-        names = sorted(os.listdir(drop_ins))
-    except FileNotFoundError:
-        names = []
+        found, cut = files.walk(
+            drop_ins, depth=0,
+            accept_file=lambda n: n.endswith(".json") and not n.startswith("."))
     except OSError:
         raise _Conflict(f"{drop_ins} cannot be read, so whether the administrator allows "
                         "hooks cannot be told") from None
-    names = [n for n in names if n.endswith(".json") and not n.startswith(".")]
-    if len(names) > MAX_POLICY_FILES:
+    names = sorted(os.path.basename(candidate.path) for candidate in found)
+    if cut or len(names) > MAX_POLICY_FILES:
         raise _Conflict(f"{drop_ins} holds more than {MAX_POLICY_FILES} policy files")
     paths += [drop_ins / name for name in names]
     for path in paths:
-        settings = _read_settings(path)
+        settings = _read_settings(files, path)
         if settings is None:
             continue
         restriction = settings.get("strictPluginOnlyCustomization")
@@ -203,25 +208,24 @@ def _user_config_dir(context: AttachmentContext) -> Path:
     return directory
 
 
-def _check_settings(path: Path) -> None:
-    settings = _read_settings(path)
+def _check_settings(files: HostFiles, path: Path) -> None:
+    settings = _read_settings(files, path)
     if settings is not None and settings.get("disableAllHooks", False) is not False:
         raise _Conflict(f"{path} sets disableAllHooks; remove it to see this agent's state")
 
 
-def _read_settings(path: Path) -> dict[str, object] | None:
+def _read_settings(files: HostFiles, path: Path) -> dict[str, object] | None:
     """A settings object, or ``None`` when the file does not exist.
 
     Anything that cannot be read as a small JSON object is a conflict: whether
     it would disable hooks cannot be told.
     """
     unreadable = f"{path} cannot be read as settings, so whether it turns hooks off cannot be told"
-    try:
-        data = read_regular_file(path, max_bytes=MAX_SETTINGS_BYTES)
-    except (OSError, ValueError):
-        raise _Conflict(unreadable) from None
+    if files.stat(path) is None:
+        return None  # not there (dotfiles may be links: followed)
+    data = files.read_small(path, MAX_SETTINGS_BYTES)
     if data is None:
-        return None
+        raise _Conflict(unreadable)
     try:
         settings = json.loads(data)
     except (ValueError, RecursionError):

@@ -1,0 +1,157 @@
+"""Attention from an SSH host: frames handed to the grid, and which host a terminal is on.
+
+The hook bridge on a host writes its ``deliver`` requests to its terminal as
+OSC frames (:mod:`clanker.attention.frames`); the launcher that owns that
+terminal's PTY takes them out and hands each to :class:`RemoteDelivery`, which
+accepts one only when it is a ``deliver`` request for the launcher's own
+registered terminal carrying that terminal's credential, and then sends it to
+the grid, which checks the credential again. A frame for any other terminal,
+or with any other token, is dropped and counted. A delivery is made before the
+terminal output that follows its frame is shown (the grid answers a local
+socket within its bound), so what the person sees never runs ahead of what
+``clanker status`` says.
+
+:class:`HostIndex` records, for each terminal launched on a host, the host's
+name (one 0600 file per terminal in a private runtime directory), so ``clanker
+status --host NAME`` lists that host's terminals. A terminal the grid no longer
+lists is forgotten when the index is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, cast
+
+from clanker._logging import get_logger
+
+if TYPE_CHECKING:
+    from clanker.grid.client import GridClient
+
+__all__ = ["HostIndex", "RemoteDelivery"]
+
+log = get_logger(__name__)
+
+_KEYS: Final = frozenset({"v", "op", "terminal", "token", "envelopes", "failedClosed"})
+
+
+class RemoteDelivery:
+    """Hands one terminal's frames to the grid (see the module notes)."""
+
+    def __init__(self, client: GridClient, terminal: str, token: str) -> None:
+        self._client = client
+        self._terminal = terminal
+        self._token = token
+        self.refused = 0
+        """Frames that were not this terminal's deliveries."""
+        self.failed = 0
+        """Deliveries the grid did not take (it refused them, or could not be reached)."""
+        self.delivered = 0
+
+    def __repr__(self) -> str:  # never the token
+        return f"RemoteDelivery({self._terminal!r})"
+
+    def __call__(self, payload: bytes) -> bool:
+        """Take one frame's payload; say whether the grid took it."""
+        request = self._parse(payload)
+        if request is None:
+            self.refused += 1
+            return False
+        envelopes, failed = request
+        try:
+            self._client.deliver(self._terminal, self._token, envelopes, failed_closed=failed)
+        except Exception:
+            self.failed += 1
+            log.debug("attention: the grid did not take a delivery from the host")
+            return False
+        self.delivered += 1
+        return True
+
+    def _parse(self, payload: bytes) -> tuple[list[dict[str, object]], int | None] | None:
+        try:
+            request = json.loads(payload.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return None
+        if not (isinstance(request, dict) and set(request) <= _KEYS
+                and request.get("v") == 1 and request.get("op") == "deliver"):
+            return None
+        terminal, token = request.get("terminal"), request.get("token")
+        if not (isinstance(terminal, str) and isinstance(token, str)):
+            return None
+        # Both compared, always: a frame of another launch proves nothing here.
+        same_terminal = hmac.compare_digest(terminal.encode(), self._terminal.encode())
+        same_token = hmac.compare_digest(token.encode(), self._token.encode())
+        envelopes = request.get("envelopes")
+        failed = request.get("failedClosed")
+        well_formed = (
+            isinstance(envelopes, list) and all(isinstance(e, dict) for e in envelopes)
+            and (failed is None or (isinstance(failed, int) and not isinstance(failed, bool)))
+        )
+        if not (same_terminal and same_token and well_formed):
+            return None
+        return cast("list[dict[str, object]]", envelopes), cast("int | None", failed)
+
+
+_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+class HostIndex:
+    """Which host each terminal launched on a host runs on (see the module notes)."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+
+    def record(self, terminal: str, host: str) -> None:
+        from clanker.grid.daemon import secure_directory
+
+        secure_directory(self._directory)
+        path = self._path(terminal)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(host)
+
+    def forget(self, terminal: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            os.unlink(self._path(terminal))
+
+    def terminals(self, host: str, live: Iterable[str]) -> set[str]:
+        """The terminals among ``live`` launched on ``host``; records of terminals not
+        among ``live`` are removed."""
+        from clanker.grid.daemon import secure_directory
+
+        alive = set(live)
+        found: set[str] = set()
+        try:
+            if not secure_directory(self._directory, create=False):
+                return found
+            names = os.listdir(self._directory)
+        except Exception:  # not a private directory of ours: nothing is trusted there
+            return found
+        for name in names:
+            if not name.endswith(".host"):
+                continue
+            terminal = name[: -len(".host")]
+            if terminal not in alive:
+                self.forget(terminal)
+                continue
+            try:
+                fd = os.open(self._directory / name, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "rb") as file:
+                    recorded = file.read(256).decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if recorded == host:
+                found.add(terminal)
+        return found
+
+    def _path(self, terminal: str) -> Path:
+        if not _NAME.fullmatch(terminal):
+            raise ValueError("terminal: not a terminal id")
+        return self._directory / f"{terminal}.host"

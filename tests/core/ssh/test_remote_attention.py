@@ -1,0 +1,224 @@
+"""Attention over SSH, end to end against the test sshd.
+
+``clanker launch --host box claude`` runs under a pseudo-terminal here; on the
+host a Claude Code double (:data:`_CLAUDE`) fires captured hook payloads
+through the hooks clanker installed there; the hook bridge on the host writes
+OSC frames to its terminal, and the local launcher takes them out of the
+stream and hands them to this machine's grid. After each event the double
+waits for a line typed on the terminal, so the test reads the grid's state
+for each event in turn.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pty
+import pwd
+import select
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clanker.api import Clanker
+from clanker.attention import wire
+from clanker.environment.remote_resources import HOST_ROOT
+from tests.sshd import Sshd
+
+_FIXTURES = Path(__file__).parents[2] / "fixtures" / "claude" / "attention"
+
+_CLAUDE = '''#!/usr/bin/env python3
+"""A Claude Code double: it speaks Claude Code's command-hook protocol.
+
+It reads the hooks of each `--settings FILE` it is given (Claude's settings
+schema: hooks.<Event>[i].hooks[j] with type "command"). First it writes a
+forged attention frame (another terminal's, with a made-up credential) to its
+terminal, as any program on the host could. Then, for each payload in
+$HOME/payloads.json, it runs that event's commands as Claude Code does
+(`sh -c COMMAND`, the payload's JSON on stdin), prints `fired <Event>` and
+waits for one line on its terminal. It exits 0 after the last payload.
+"""
+import base64, json, os, subprocess, sys
+
+argv = sys.argv[1:]
+hooks = {}
+for flag, value in zip(argv, argv[1:]):
+    if flag == "--settings":
+        with open(value) as f:
+            for event, groups in json.load(f)["hooks"].items():
+                hooks[event] = [h["command"] for g in groups for h in g["hooks"]
+                                if h["type"] == "command"]
+forged = {"v": 1, "op": "deliver", "terminal": "t-forged", "token": "0" * 64,
+          "envelopes": [{"event": "turn_started", "sessionId": "x", "turnId": "y"}]}
+sys.stdout.write("\\x1b]7717;clanker-attention;"
+                 + base64.b64encode(json.dumps(forged).encode()).decode() + "\\x07")
+print("hooks:" + ",".join(sorted(hooks)), flush=True)
+with open(os.path.expanduser("~/payloads.json")) as f:
+    payloads = json.load(f)
+for payload in payloads:
+    event = payload["hook_event_name"]
+    for command in hooks.get(event, []):
+        subprocess.run(["sh", "-c", command], input=json.dumps(payload).encode(), timeout=20)
+    print("fired " + event, flush=True)
+    sys.stdin.readline()
+'''
+
+# The CLI, its library reading the test sshd's OpenSSH configuration (ssh -F).
+_LAUNCH = """
+import sys
+from clanker.api import Clanker
+import clanker.cli.common, clanker.cli.launch
+from clanker.cli import cli
+config = sys.argv[1]
+clanker.cli.common.library = clanker.cli.launch.library = (
+    lambda: Clanker(ssh_config_file=config))
+sys.argv = ["clanker", *sys.argv[2:]]
+cli()
+"""
+
+
+def _chown(path: Path, user: str) -> None:
+    entry = pwd.getpwnam(user)
+    os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+@pytest.fixture
+def remote_claude(sshd: Sshd, remote_bin: Path) -> Iterator[Path]:
+    """The double as ``claude`` on the host's PATH; the host's payloads, Claude
+    settings and clanker directory are removed afterwards."""
+    double = remote_bin / "claude"
+    double.write_text(_CLAUDE)
+    double.chmod(0o755)
+    try:
+        yield sshd.home
+    finally:
+        (sshd.home / "payloads.json").unlink(missing_ok=True)
+        shutil.rmtree(sshd.home / ".claude", ignore_errors=True)
+
+
+def _place_payloads(home: Path, user: str, *names: str) -> None:
+    payloads = [json.loads((_FIXTURES / f"{name}.json").read_text()) for name in names]
+    path = home / "payloads.json"
+    path.write_text(json.dumps(payloads))
+    _chown(path, user)
+
+
+def _drive(config: Path, args: list[str], on_event: object) -> tuple[int, str]:
+    """Run the CLI under a terminal; at each ``fired <Event>`` call ``on_event(event)``
+    and then type a newline. Return its exit status and everything it showed."""
+    leader, follower = pty.openpty()
+    env = {**os.environ, "TERM": "xterm"}
+    child = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(config), *args],
+                             stdin=follower, stdout=follower, stderr=follower, env=env,
+                             close_fds=True, start_new_session=True)
+    os.close(follower)
+    out = bytearray()
+    handled = 0
+    while True:
+        ready, _, _ = select.select([leader], [], [], 60)
+        if not ready:
+            child.kill()
+            break
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: every end of the terminal is closed
+            break
+        if not chunk:
+            break
+        out += chunk
+        lines = out.decode("utf-8", "replace").replace("\r", "").split("\n")
+        fired = [line[len("fired "):] for line in lines[:-1] if line.startswith("fired ")]
+        for event in fired[handled:]:
+            on_event(event)  # type: ignore[operator]
+            os.write(leader, b"\n")
+        handled = len(fired)
+    os.close(leader)
+    return child.wait(timeout=60), out.decode("utf-8", "replace").replace("\r", "")
+
+
+def test_a_host_s_hook_events_reach_this_machine_s_grid(
+    sshd: Sshd, remote_claude: Path
+) -> None:
+    clanker = Clanker(ssh_config_file=sshd.config_file)
+    clanker.add_host("box", sshd.alias)
+    _place_payloads(remote_claude, sshd.user, "session-start.startup", "user-prompt-submit",
+                    "permission-request", "post-tool-batch", "stop")
+    observed: list[tuple[str, str, int]] = []
+    installed: list[list[str]] = []
+
+    def on_event(event: str) -> None:
+        agents = [a for a in Clanker().agents() if a.harness == "claude"]
+        assert len(agents) == 1, "the forged frame registered nothing"
+        observed.append((event, agents[0].attention, len(Clanker().agents(host="box"))))
+        installed.append(sorted(p.name for p in (remote_claude / HOST_ROOT).iterdir()))
+
+    status, out = _drive(sshd.config_file, ["launch", "--host", "box", "claude", "--cwd",
+                                             "/tmp"], on_event)
+    assert status == 0, out
+    assert observed == [
+        ("SessionStart", "idle", 1),
+        ("UserPromptSubmit", "working", 1),
+        ("PermissionRequest", "needs-input", 1),
+        ("PostToolBatch", "working", 1),
+        ("Stop", "done", 1),
+    ], out
+    assert "hooks:" + ",".join(sorted(["SessionStart", "UserPromptSubmit",
+                                       "PermissionRequest", "PostToolBatch", "Stop",
+                                       "StopFailure", "SessionEnd", "CwdChanged"])) in out
+    assert "\x1b]7717" not in out and "clanker-attention" not in out, "no frame is shown"
+    assert "attention:" not in out, out
+    assert len(installed[0]) == 2 and "lock" in installed[0], "one launch directory"
+    # Gone from the host, and retired here, once the launch ended.
+    assert [p.name for p in (remote_claude / HOST_ROOT).iterdir()] == ["lock"]
+    assert [a for a in Clanker().agents() if a.harness == "claude"] == []
+
+
+def test_the_user_s_own_settings_on_the_host_leave_attention_out_not_the_launch(
+    sshd: Sshd, remote_claude: Path
+) -> None:
+    clanker = Clanker(ssh_config_file=sshd.config_file)
+    clanker.add_host("box", sshd.alias)
+    _place_payloads(remote_claude, sshd.user, "session-start.startup")
+    settings = remote_claude / ".claude"
+    settings.mkdir()
+    (settings / "settings.json").write_text(json.dumps({"disableAllHooks": True}))
+    for path in (settings, settings / "settings.json"):
+        _chown(path, sshd.user)
+    seen: list[str] = []
+
+    def on_event(event: str) -> None:
+        seen.extend(a.attention for a in Clanker().agents() if a.harness == "claude")
+
+    status, out = _drive(sshd.config_file, ["launch", "--host", "box", "claude"], on_event)
+    assert status == 0, out
+    notices = [line for line in out.split("\n") if line.startswith("clanker: ")]
+    assert len(notices) == 1 and "disableAllHooks" in notices[0], out
+    assert "hooks:\n" in out, "no hook of clanker's was handed to the harness"
+    assert seen == ["unavailable"]
+    root = remote_claude / HOST_ROOT
+    assert not root.exists() or [p.name for p in root.iterdir()] == ["lock"]
+
+
+def test_a_frame_written_without_the_launch_s_credential_changes_nothing() -> None:
+    """The forged frame of the double, judged alone: another terminal's, refused."""
+    from clanker.grid.remote import RemoteDelivery
+
+    class Grid:
+        def deliver(self, *args: object, **kwargs: object) -> list[str]:
+            raise AssertionError("nothing reaches the grid")
+
+    delivery = RemoteDelivery(Grid(), "t-mine", "a" * 64)  # type: ignore[arg-type]
+    forged = {"v": 1, "op": "deliver", "terminal": "t-forged", "token": "a" * 64,
+              "envelopes": []}
+    assert not delivery(json.dumps(forged).encode())
+    assert not delivery(json.dumps({**forged, "terminal": "t-mine", "token": "b" * 64})
+                        .encode())
+    assert not delivery(json.dumps({**forged, "terminal": "t-mine", "extra": 1}).encode())
+    assert not delivery(base64.b64encode(b"not json"))
+    assert delivery.refused == 4
+    assert wire.FRAME_START.startswith("\x1b]")
