@@ -312,7 +312,7 @@ class RemoteAttentionAttachment:
         from clanker.grid.client import GridClient
         from clanker.grid.daemon import ensure_running
         from clanker.grid.remote import HostIndex, RemoteDelivery
-        from clanker.launch.service import _blocking
+        from clanker.launch.blocking import blocking as _blocking
         from clanker.paths import runtime_directory
 
         paths = self._paths or clanker_paths()
@@ -382,7 +382,7 @@ class RemoteAttentionAttachment:
         """Run the provider's ``prepare`` against the host's files (in bounded rounds,
         each pass in a fresh staging directory); return the files the last pass wrote
         (and whether each is executable) and its answer."""
-        from clanker.launch.service import _blocking
+        from clanker.launch.blocking import blocking as _blocking
 
         passes = 0
 
@@ -407,7 +407,7 @@ class RemoteAttentionAttachment:
 
     def _clean(self, resources: RemoteResources, launch: str) -> None:
         from clanker.attention.hook import STATE_FILES
-        from clanker.launch.service import _blocking
+        from clanker.launch.blocking import blocking as _blocking
 
         try:
             done = _blocking(resources.cleanup(launch, STATE_FILES))

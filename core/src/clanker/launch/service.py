@@ -14,11 +14,9 @@ foreground or handed to another runner (a tmux pane, say), all go through
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import attrs
 from attrs import frozen
@@ -35,6 +33,7 @@ from clanker.launch.attachments import (
     Report,
     prepare_attachments,
 )
+from clanker.launch.blocking import blocking as _blocking
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest
 from clanker.paths import ClankerPaths
@@ -45,8 +44,6 @@ if TYPE_CHECKING:
     from clanker.launch.relayed import RelayedLaunch
 
 __all__ = ["LaunchOptions", "LaunchService", "PreparedLaunch"]
-
-T = TypeVar("T")
 
 
 @frozen(kw_only=True)
@@ -119,16 +116,6 @@ class PreparedLaunch:
 
     def __repr__(self) -> str:  # never the environment: it may hold a credential
         return f"PreparedLaunch({self.provider.id!r}, argv={self.argv!r}, cwd={self.cwd!r})"
-
-
-def _blocking(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run ``coroutine`` to completion from synchronous code, even inside a running loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 class _Omitted:

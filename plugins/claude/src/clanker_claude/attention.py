@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Final
 
 from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
-from clanker.environment import HostFiles
+from clanker.stores import HostFiles
 from clanker_claude.sessions import config_dir
 
 __all__ = [
