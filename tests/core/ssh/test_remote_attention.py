@@ -148,14 +148,19 @@ def test_a_host_s_hook_events_reach_this_machine_s_grid(
     clanker.add_host("box", sshd.alias)
     _place_payloads(remote_claude, sshd.user, "session-start.startup", "user-prompt-submit",
                     "permission-request", "post-tool-batch", "stop")
+    clanker.add_host("other", "nobody@127.0.0.1")
     observed: list[tuple[str, str, int]] = []
     installed: list[list[str]] = []
+    shown: list[dict[str, object]] = []
 
     def on_event(event: str) -> None:
         agents = [a for a in Clanker().agents() if a.harness == "claude"]
         assert len(agents) == 1, "the forged frame registered nothing"
         observed.append((event, agents[0].attention, len(Clanker().agents(host="box"))))
         installed.append(sorted(p.name for p in (remote_claude / HOST_ROOT).iterdir()))
+        if event == "Stop":
+            shown.extend(_status("--host", "box", "--json"))
+            shown.extend(_status("--host", "other", "--json"))
 
     status, out = _drive(sshd.config_file, ["launch", "--host", "box", "claude", "--cwd",
                                              "/tmp"], on_event)
@@ -173,9 +178,25 @@ def test_a_host_s_hook_events_reach_this_machine_s_grid(
     assert "\x1b]7717" not in out and "clanker-attention" not in out, "no frame is shown"
     assert "attention:" not in out, out
     assert len(installed[0]) == 2 and "lock" in installed[0], "one launch directory"
+    # `status --host box` lists it, with the host's directory; another host's lists nothing.
+    assert [(row["harness"], row["attention"], row["cwd"]) for row in shown] == [
+        ("claude", "done", "/tmp")]
     # Gone from the host, and retired here, once the launch ended.
     assert [p.name for p in (remote_claude / HOST_ROOT).iterdir()] == ["lock"]
     assert [a for a in Clanker().agents() if a.harness == "claude"] == []
+
+
+def _status(*args: str) -> list[dict[str, object]]:
+    done = subprocess.run([sys.executable, "-m", "clanker.cli", "status", *args],
+                          capture_output=True, text=True, timeout=60, check=True)
+    return list(json.loads(done.stdout))
+
+
+def test_status_of_an_unknown_host_is_a_host_error() -> None:
+    done = subprocess.run([sys.executable, "-m", "clanker.cli", "status", "--host", "nowhere"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 40, done.stderr
+    assert "nowhere" in done.stderr
 
 
 def test_the_user_s_own_settings_on_the_host_leave_attention_out_not_the_launch(

@@ -143,16 +143,23 @@ def _table(entries: list[TerminalEntry], now: datetime) -> None:
 
 
 @click.command()
+@click.option("--host", "host", metavar="NAME", default=None,
+              help="Only the agents launched on the SSH host NAME (`launch --host`).")
 @json_option
-def status(as_json: bool) -> None:
+def status(host: str | None, as_json: bool) -> None:
     """List running agents: harness, location, attention state and since when.
 
-    When no grid is running nothing is, and this says so (exit 0).
+    When no grid is running nothing is, and this says so (exit 0). With
+    `--host NAME`, only the agents launched on that host (their locations are
+    the host's directories); the grid runs on this machine either way.
     """
+    from clanker.cli.hosts import host_errors
+
     clanker = library()
     running = _running(clanker)
-    with grid_errors():
-        entries = clanker.agents() if running else []  # empty if it stopped in between
+    with grid_errors(), host_errors():
+        # Empty if it stopped in between; an unknown host name fails even then.
+        entries = clanker.agents(host=host) if running or host is not None else []
     if as_json:
         echo_json([entry_record(e) for e in entries])
         return
@@ -160,7 +167,8 @@ def status(as_json: bool) -> None:
         click.echo("Nothing is running (the grid is not running).")
         return
     if not entries:
-        click.echo("No agents are running.")
+        click.echo("No agents are running." if host is None
+                   else f"No agents launched on {host} are running.")
         return
     _table(entries, datetime.now(UTC))
 
