@@ -1,8 +1,8 @@
 """Attention over SSH, end to end against the test sshd.
 
-``clanker launch --host box claude`` runs under a pseudo-terminal here; on the
-host a Claude Code double (:data:`_CLAUDE`) fires captured hook payloads
-through the hooks clanker installed there; the hook bridge on the host writes
+``clanker launch --host box claude`` (or ``codex``) runs under a
+pseudo-terminal here; on the host a double (:data:`_HOOKED`) fires captured
+hook payloads through the hooks clanker installed there; the hook bridge on the host writes
 OSC frames to its terminal, and the local launcher takes them out of the
 stream and hands them to this machine's grid. After each event the double
 waits for a line typed on the terminal, so the test reads the grid's state
@@ -30,20 +30,22 @@ from clanker.attention import wire
 from clanker.environment.remote_resources import HOST_ROOT
 from tests.sshd import Sshd
 
-_FIXTURES = Path(__file__).parents[2] / "fixtures" / "claude" / "attention"
+_FIXTURES = Path(__file__).parents[2] / "fixtures"
 
-_CLAUDE = '''#!/usr/bin/env python3
-"""A Claude Code double: it speaks Claude Code's command-hook protocol.
+_HOOKED = '''#!/usr/bin/env python3
+"""A Claude Code or Codex double: it speaks their command-hook protocols.
 
-It reads the hooks of each `--settings FILE` it is given (Claude's settings
-schema: hooks.<Event>[i].hooks[j] with type "command"). First it writes a
+It finds its hooks as each harness does: in each `--settings FILE` (Claude
+Code's settings schema: hooks.<Event>[i].hooks[j] with type "command"), and in
+each `-c hooks.<Event>=<TOML>` override (Codex's session-flag hooks, the same
+shape in TOML). First it writes a
 forged attention frame (another terminal's, with a made-up credential) to its
 terminal, as any program on the host could. Then, for each payload in
 $HOME/payloads.json, it runs that event's commands as Claude Code does
 (`sh -c COMMAND`, the payload's JSON on stdin), prints `fired <Event>` and
 waits for one line on its terminal. It exits 0 after the last payload.
 """
-import base64, json, os, subprocess, sys
+import base64, json, os, subprocess, sys, tomllib
 
 argv = sys.argv[1:]
 hooks = {}
@@ -53,6 +55,11 @@ for flag, value in zip(argv, argv[1:]):
             for event, groups in json.load(f)["hooks"].items():
                 hooks[event] = [h["command"] for g in groups for h in g["hooks"]
                                 if h["type"] == "command"]
+    if flag == "-c" and value.startswith("hooks."):
+        key, _, toml = value.partition("=")
+        groups = tomllib.loads("v = " + toml)["v"]
+        hooks[key.removeprefix("hooks.")] = [h["command"] for g in groups for h in g["hooks"]
+                                             if h["type"] == "command"]
 forged = {"v": 1, "op": "deliver", "terminal": "t-forged", "token": "0" * 64,
           "envelopes": [{"event": "turn_started", "sessionId": "x", "turnId": "y"}]}
 sys.stdout.write("\\x1b]7717;clanker-attention;"
@@ -89,11 +96,13 @@ def _chown(path: Path, user: str) -> None:
 
 @pytest.fixture
 def remote_claude(sshd: Sshd, remote_bin: Path) -> Iterator[Path]:
-    """The double as ``claude`` on the host's PATH; the host's payloads, Claude
-    settings and clanker directory are removed afterwards."""
-    double = remote_bin / "claude"
-    double.write_text(_CLAUDE)
-    double.chmod(0o755)
+    """The double as ``claude`` and ``codex`` on the host's PATH; the host's payloads
+    and Claude settings are removed afterwards (clanker's directory with ``remote_bin``'s
+    ``~/.local``)."""
+    for name in ("claude", "codex"):
+        double = remote_bin / name
+        double.write_text(_HOOKED)
+        double.chmod(0o755)
     try:
         yield sshd.home
     finally:
@@ -102,7 +111,11 @@ def remote_claude(sshd: Sshd, remote_bin: Path) -> Iterator[Path]:
 
 
 def _place_payloads(home: Path, user: str, *names: str) -> None:
-    payloads = [json.loads((_FIXTURES / f"{name}.json").read_text()) for name in names]
+    fixtures = _FIXTURES / "claude" / "attention"
+    _place(home, user, [json.loads((fixtures / f"{name}.json").read_text()) for name in names])
+
+
+def _place(home: Path, user: str, payloads: list[object]) -> None:
     path = home / "payloads.json"
     path.write_text(json.dumps(payloads))
     _chown(path, user)
@@ -184,6 +197,44 @@ def test_a_host_s_hook_events_reach_this_machine_s_grid(
     # Gone from the host, and retired here, once the launch ended.
     assert [p.name for p in (remote_claude / HOST_ROOT).iterdir()] == ["lock"]
     assert [a for a in Clanker().agents() if a.harness == "claude"] == []
+
+
+def test_codex_on_a_host_reports_through_the_same_transport(
+    sshd: Sshd, remote_claude: Path
+) -> None:
+    """No central list of harnesses: Codex's hooks are arguments naming
+    ``$CLANKER_ATTENTION_COMMAND``, which on the host is the hook installed there."""
+    clanker = Clanker(ssh_config_file=sshd.config_file)
+    clanker.add_host("box", sshd.alias)
+    _place(remote_claude, sshd.user, json.loads(
+        (_FIXTURES / "codex" / "attention" / "live-app-server.json").read_text()))
+    observed: list[tuple[str, str]] = []
+
+    def on_event(event: str) -> None:
+        agents = [a for a in Clanker().agents(host="box") if a.harness == "codex"]
+        observed.append((event, agents[0].attention))
+
+    status, out = _drive(sshd.config_file, ["launch", "--host", "box", "codex"], on_event)
+    assert status == 0, out
+    assert observed == [
+        ("SessionStart", "idle"),
+        ("UserPromptSubmit", "working"),
+        ("PreToolUse", "working"),
+        ("PreToolUse", "working"),
+        ("PermissionRequest", "needs-input"),
+        ("PermissionRequest", "needs-input"),
+        ("PostToolUse", "needs-input"),
+        ("PreToolUse", "needs-input"),
+        ("PostToolUse", "needs-input"),
+        ("Stop", "done"),
+        ("UserPromptSubmit", "working"),
+        ("PreToolUse", "working"),
+        ("Interrupt", "idle"),
+        ("SessionEnd", "unknown"),
+    ], out
+    notices = [line for line in out.split("\n") if line.startswith("clanker: ")]
+    assert len(notices) == 1 and "trust" in notices[0], out  # the host's Codex asks first
+    assert [p.name for p in (remote_claude / HOST_ROOT).iterdir()] == ["lock"]
 
 
 def _status(*args: str) -> list[dict[str, object]]:

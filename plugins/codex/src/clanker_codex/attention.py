@@ -26,19 +26,24 @@ Checked against Codex CLI 0.171.0 (docs/harnesses/codex.md, "Attention"):
   allows only managed hooks. Each is a conflict: attention is unavailable for
   that launch. ``[hooks.state]`` alone is Codex's record of the user's reviews
   (clanker's own hooks included) and is not a conflict. The user's files are
-  only read, bounded, never written; one that cannot be read is a conflict.
+  only read, bounded, through the launch host's files (on an SSH host, the
+  host's own configuration decides), never written; one that cannot be read
+  is a conflict.
+- The hooks are arguments only: nothing is written, so the same plan wires a
+  launch on an SSH host, where ``$CLANKER_ATTENTION_COMMAND`` names the hook
+  command installed there and the definitions (and so the user's one review)
+  stay the same.
 """
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
 from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
-from clanker.stores import read_regular_file
+from clanker.stores import HostFiles
 from clanker_codex.overrides import (
     CONFIG_FLAGS,
     PROFILE_FLAGS,
@@ -165,18 +170,21 @@ class CodexAttention:
         # source "resume" carries the same id; exec resume appends to the same
         # rollout), so a validated id may bind the root before the first event.
         self.resume_preserves_session_id = True
+        # Reads through the launch's files and writes nothing: it wires a launch on an
+        # SSH host the same way (clanker.launch.attention.SSH_ATTENTION).
+        self.runs_over_ssh = True
         self._policy_file = policy_file if policy_file is not None else POLICY_FILE
 
     def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         try:
             _check_flags(context.user_flags)
-            _check_policy(self._policy_file)
+            _check_policy(context.files, self._policy_file)
             home = codex_home(context.env)
             if home is None:
                 raise _Conflict("which configuration Codex reads cannot be told (a relative "
                                 "CODEX_HOME, or no home directory)")
-            config = _check_config(home / "config.toml")
-            _check_absent(home / "hooks.json")
+            config = _check_config(context.files, home / "config.toml")
+            _check_absent(context.files, home / "hooks.json")
         except _Conflict as conflict:
             return Declined(reason=str(conflict))
         if not context.env.get("CLANKER_ATTENTION_COMMAND"):
@@ -208,9 +216,9 @@ def _check_flags(flags: Iterable[str]) -> None:
 # -- the user's and the administrator's files ---------------------------------------------------
 
 
-def _check_config(path: Path) -> dict[str, object] | None:
+def _check_config(files: HostFiles, path: Path) -> dict[str, object] | None:
     """Return the user's configuration (``None``: no file), unless it owns the hooks."""
-    config = _read_toml(path)
+    config = _read_toml(files, path)
     if config is None:
         return None
     hooks = config.get("hooks")
@@ -227,39 +235,33 @@ def _check_config(path: Path) -> dict[str, object] | None:
     return config
 
 
-def _check_policy(path: Path) -> None:
-    requirements = _read_toml(path)
+def _check_policy(files: HostFiles, path: Path) -> None:
+    requirements = _read_toml(files, path)
     if requirements is None:
         return
     if requirements.get("allow_managed_hooks_only", False) is not False:
         raise _Conflict(f"the administrator's {path} allows managed hooks only")
 
 
-def _check_absent(path: Path) -> None:
-    try:
-        os.lstat(path)
-    except FileNotFoundError:
+def _check_absent(files: HostFiles, path: Path) -> None:
+    if files.stat(path, follow=False) is None:
         return
-    except OSError:
-        raise _Conflict(f"{path} cannot be looked at, so whether it defines hooks cannot "
-                        "be told") from None
     raise _Conflict(f"{path} defines your own hooks; clanker adds none beside them, so this "
                     "agent's state is not shown")
 
 
-def _read_toml(path: Path) -> dict[str, object] | None:
+def _read_toml(files: HostFiles, path: Path) -> dict[str, object] | None:
     """A TOML document, or ``None`` when the file does not exist.
 
     Anything that cannot be read as a small TOML document is a conflict: what
     it says about hooks cannot be told.
     """
     unreadable = f"{path} cannot be read as TOML, so what it says about hooks cannot be told"
-    try:
-        data = read_regular_file(path, max_bytes=MAX_CONFIG_BYTES)
-    except (OSError, ValueError):
-        raise _Conflict(unreadable) from None
+    if files.stat(path) is None:
+        return None  # not there (a link to one is followed)
+    data = files.read_small(path, MAX_CONFIG_BYTES)
     if data is None:
-        return None
+        raise _Conflict(unreadable)
     try:
         return tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
