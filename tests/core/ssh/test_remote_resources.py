@@ -111,6 +111,25 @@ def test_cleanup_keeps_unknown_files_and_refuses_a_planted_link(
     assert done.complete and not directory.exists()
 
 
+def test_a_file_of_another_owner_or_mode_in_place_of_one_of_clanker_s_is_refused(
+    sshd: Sshd, transport: SshTransport, host_root: Path
+) -> None:
+    resources = _resources(transport, sshd)
+    launch, _ = resources.new_directory()
+    asyncio.run(resources.install(launch, _RESOURCES))
+    directory = host_root / launch
+    (directory / "hook.py").unlink()
+    (directory / "hook.py").write_text("root's")  # these tests run as root: another owner
+    os.chmod(directory / "settings.json", 0o644)
+    (directory / "hook").unlink()
+    os.mkfifo(directory / "hook")
+    os.chown(directory / "hook", pwd.getpwnam(sshd.user).pw_uid, -1)
+    done = asyncio.run(resources.cleanup(launch, STATE_FILES))
+    assert set(done.refused) == {"hook", "hook.py", "settings.json"}
+    assert (directory / "hook.py").read_text() == "root's"
+    assert stat.S_ISFIFO(os.lstat(directory / "hook").st_mode)
+
+
 def test_a_link_in_place_of_clanker_s_directory_is_refused(
     sshd: Sshd, transport: SshTransport, host_root: Path, tmp_path: Path
 ) -> None:
