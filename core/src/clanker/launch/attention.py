@@ -324,6 +324,7 @@ class RemoteAttentionAttachment:
         registration: Registration | None = None
         installed = False
         released = False
+        extractor: FrameExtractor | None = None
 
         def release() -> None:
             nonlocal released
@@ -331,6 +332,9 @@ class RemoteAttentionAttachment:
                 return
             released = True
             self._host.observe_terminal(None)
+            if extractor is not None and extractor.dropped:
+                log.info("attention: %d frame(s) on the host's terminal were dropped "
+                         "(malformed, oversized, or not this launch's)", extractor.dropped)
             if installed:
                 self._clean(resources, launch)
             if registration is not None:
@@ -362,8 +366,9 @@ class RemoteAttentionAttachment:
             ]
             _blocking(resources.install(launch, files))
             installed = True
-            self._host.observe_terminal(FrameExtractor(
-                RemoteDelivery(client, registration.terminal, registration.token)))
+            extractor = FrameExtractor(
+                RemoteDelivery(client, registration.terminal, registration.token))
+            self._host.observe_terminal(extractor)
             staged = str(written[0][0].parent) if written else None
 
             def on_host(value: str) -> str:
