@@ -111,7 +111,7 @@ def _host(runs: int) -> tuple[float, float, int]:
                 for _ in range(runs):
                     launch, _ = resources.new_directory()
                     started = time.perf_counter()
-                    await resources.install(launch, _resources())
+                    await resources.install(launch, _resources(), owner="b" * 32)
                     install.append((time.perf_counter() - started) * 1000)
                     started = time.perf_counter()
                     done = await resources.cleanup(launch, STATE_FILES)

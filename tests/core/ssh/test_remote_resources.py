@@ -30,6 +30,7 @@ _RESOURCES = (
     Resource("hook.py", b"print('bridge')\n"),
     Resource("settings.json", b"{}\n"),
 )
+_OWNER = "a" * 32
 
 
 @pytest.fixture
@@ -53,7 +54,7 @@ def test_install_writes_private_files_and_a_manifest_in_one_execution(
     resources = _resources(transport, sshd)
     launch, directory = resources.new_directory()
     before = transport.executions
-    python = asyncio.run(resources.install(launch, _RESOURCES))
+    python = asyncio.run(resources.install(launch, _RESOURCES, owner=_OWNER))
     assert transport.executions - before == 1
     assert python.startswith("/")
     uid = pwd.getpwnam(sshd.user).pw_uid
@@ -83,7 +84,7 @@ def test_cleanup_keeps_unknown_files_and_refuses_a_planted_link(
 ) -> None:
     resources = _resources(transport, sshd)
     launch, _ = resources.new_directory()
-    asyncio.run(resources.install(launch, _RESOURCES))
+    asyncio.run(resources.install(launch, _RESOURCES, owner=_OWNER))
     directory = host_root / launch
     outside = host_root.parent / "precious"
     outside.write_text("not clanker's to remove")
@@ -116,7 +117,7 @@ def test_a_file_of_another_owner_or_mode_in_place_of_one_of_clanker_s_is_refused
 ) -> None:
     resources = _resources(transport, sshd)
     launch, _ = resources.new_directory()
-    asyncio.run(resources.install(launch, _RESOURCES))
+    asyncio.run(resources.install(launch, _RESOURCES, owner=_OWNER))
     directory = host_root / launch
     (directory / "hook.py").unlink()
     (directory / "hook.py").write_text("root's")  # these tests run as root: another owner
@@ -143,5 +144,31 @@ def test_a_link_in_place_of_clanker_s_directory_is_refused(
     resources = _resources(transport, sshd)
     launch, _ = resources.new_directory()
     with pytest.raises(HarnessCapabilityError, match="not a private directory"):
-        asyncio.run(resources.install(launch, _RESOURCES))
+        asyncio.run(resources.install(launch, _RESOURCES, owner=_OWNER))
     assert list(elsewhere.iterdir()) == []
+
+
+def test_an_install_removes_this_machine_s_orphans_and_no_one_else_s(
+    sshd: Sshd, transport: SshTransport, host_root: Path
+) -> None:
+    """A launcher killed before its cleanup leaves its directory; the next install from
+    the same machine removes it (in the same execution), unless it is still running."""
+    resources = _resources(transport, sshd)
+    orphan, _ = resources.new_directory()
+    running, _ = resources.new_directory()
+    foreign, _ = resources.new_directory()
+    asyncio.run(resources.install(orphan, _RESOURCES, owner=_OWNER))
+    asyncio.run(resources.install(running, _RESOURCES, owner=_OWNER, keep=[orphan]))
+    asyncio.run(resources.install(foreign, _RESOURCES, owner="f" * 32))
+    assert {orphan, running, foreign} <= {p.name for p in host_root.iterdir()}
+    (host_root / orphan / "state" / "state.json").write_text("{}")
+    os.chown(host_root / orphan / "state" / "state.json", pwd.getpwnam(sshd.user).pw_uid, -1)
+    (host_root / "unrelated").mkdir()
+
+    launch, _ = resources.new_directory()
+    before = transport.executions
+    asyncio.run(resources.install(launch, _RESOURCES, owner=_OWNER, keep=[running],
+                                  state_files=STATE_FILES))
+    assert transport.executions - before == 1
+    assert sorted(p.name for p in host_root.iterdir()) == sorted(
+        [running, foreign, launch, "lock", "unrelated"])

@@ -27,6 +27,13 @@ left alone. Unknown files are never touched: while any is there (or a file
 was refused) the launch directory and its manifest stay, so a later cleanup
 can finish once they are gone. Both programs take an ``flock`` on
 ``attention/lock`` so installs and cleanups on one host do not interleave.
+
+A launcher killed before it could clean up leaves its directory behind (its
+credential is revoked by then: the grid retires the terminal of a dead
+launcher). The manifest names the machine that launched (``owner``), and the
+next install from that machine removes, in the same execution, each of its
+directories that is not one of its running launches; another machine's are
+never touched.
 """
 
 from __future__ import annotations
@@ -144,62 +151,11 @@ def launch_directory():
     return os.path.join(ROOT, name)
 '''
 
-_INSTALL: Final = _COMMON + r'''
-
-def install():
-    lock()
-    directory = launch_directory()
-    try:
-        os.mkdir(directory, 0o700)
-    except FileExistsError:
-        fail(directory + " exists already")
-    os.chmod(directory, 0o700)
-    written = []
-    try:
-        python = shlex.quote(sys.executable)
-        for item in REQ["files"]:
-            data = base64.b64decode(item["data"])
-            mode = 0o700 if item["executable"] else 0o600
-            if item["executable"]:
-                data = data.replace(b"__PYTHON_MARK__", python.encode("utf-8"))
-            path = os.path.join(directory, item["name"])
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | FLAGS, mode)
-            written.append(path)
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                os.fchmod(out.fileno(), mode)
-            REQ.setdefault("recorded", []).append(
-                {"name": item["name"], "mode": mode, "sha256": hashlib.sha256(data).hexdigest()})
-        state = os.path.join(directory, "state")
-        os.mkdir(state, 0o700)
-        os.chmod(state, 0o700)
-        written.append(state)
-        manifest = json.dumps({"v": 1, "files": REQ.get("recorded", []), "dirs": ["state"]})
-        fd = os.open(os.path.join(directory, "manifest.json"),
-                     os.O_WRONLY | os.O_CREAT | os.O_EXCL | FLAGS, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(manifest)
-    except OSError as error:
-        for path in reversed(written):  # only what this program created
-            try:
-                os.rmdir(path) if path.endswith("/state") else os.unlink(path)
-            except OSError:
-                pass
-        try:
-            os.rmdir(directory)
-        except OSError:
-            pass
-        fail("the launch directory could not be written: " + (error.strerror or "error"))
-    sys.stdout.write(json.dumps({"ok": True, "directory": directory, "python": sys.executable}))
-
-
-install()
-'''.replace("__PYTHON_MARK__", HOST_PYTHON)
-
-_CLEANUP: Final = _COMMON + r'''
+# Removes one launch directory as its manifest lists it (see the module notes).
+_CLEAN: Final = r'''
 
 def regular(path, mode):
-    """'gone', 'ok' (a regular file of ours with ``mode``), or 'refused'."""
+    # 'gone', 'ok' (a regular file of ours with ``mode``), or 'refused'
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -210,24 +166,38 @@ def regular(path, mode):
     return "refused"
 
 
-def cleanup():
-    lock()
-    directory = launch_directory()
-    if ours(directory) is None:
-        sys.stdout.write(json.dumps({"ok": True, "removed": [], "refused": [], "unknown": []}))
-        return
-    manifest_path = os.path.join(directory, "manifest.json")
-    if regular(manifest_path, 0o600) != "ok":
-        fail("the launch directory's manifest is missing or not clanker's")
-    fd = os.open(manifest_path, os.O_RDONLY | FLAGS)
+def read_manifest(directory):
+    path = os.path.join(directory, "manifest.json")
+    if regular(path, 0o600) != "ok":
+        return None
+    fd = os.open(path, os.O_RDONLY | FLAGS)
     with os.fdopen(fd, "rb") as source:
-        manifest = json.loads(source.read(65536).decode("utf-8"))
+        data = source.read(65537)
+    if len(data) > 65536:
+        return None
+    try:
+        manifest = json.loads(data.decode("utf-8"))
+    except ValueError:
+        return None
+    if not (isinstance(manifest, dict) and isinstance(manifest.get("files"), list)
+            and isinstance(manifest.get("dirs"), list)):
+        return None
+    for item in manifest["files"]:
+        name = item.get("name") if isinstance(item, dict) else None
+        if not (isinstance(name, str) and "/" not in name and isinstance(item.get("mode"), int)
+                and name not in ("", ".", "..", "manifest.json", "state")):
+            return None  # a path outside the launch directory: nothing is trusted
+    return manifest
+
+
+def clean(directory, state_files):
+    manifest = read_manifest(directory)
+    if manifest is None:
+        fail("the launch directory's manifest is missing or not clanker's")
     removed, refused = [], []
     listed = set()
-    for item in manifest.get("files", []):
+    for item in manifest["files"]:
         name = item["name"]
-        if "/" in name or name in ("", ".", "..", "manifest.json", "state"):
-            fail("the manifest names a path outside the launch directory")
         listed.add(name)
         path = os.path.join(directory, name)
         verdict = regular(path, item["mode"])
@@ -238,7 +208,7 @@ def cleanup():
             refused.append(name)
     unknown = []
     state = os.path.join(directory, "state")
-    if "state" in manifest.get("dirs", []):
+    if "state" in manifest["dirs"]:
         listed.add("state")
         try:
             info = os.lstat(state)
@@ -246,7 +216,7 @@ def cleanup():
             info = None
         if info is not None:
             if stat.S_ISDIR(info.st_mode) and info.st_uid == UID:
-                for name in REQ["state_files"]:
+                for name in state_files:
                     path = os.path.join(state, name)
                     verdict = regular(path, None)
                     if verdict == "ok":
@@ -265,10 +235,99 @@ def cleanup():
     unknown += sorted(name for name in os.listdir(directory)
                       if name not in listed and name != "manifest.json")
     if not (refused or unknown):
-        os.unlink(manifest_path)
+        os.unlink(os.path.join(directory, "manifest.json"))
         os.rmdir(directory)
-    sys.stdout.write(json.dumps({"ok": True, "removed": removed, "refused": refused,
-                                 "unknown": unknown}))
+    return {"removed": removed, "refused": refused, "unknown": unknown}
+'''
+
+_INSTALL: Final = _COMMON + _CLEAN + r'''
+
+def sweep(current):
+    # This machine's launch directories whose launcher is gone: those whose manifest
+    # names REQ["owner"] and that are not among REQ["keep"] are cleaned up.
+    swept = []
+    for name in sorted(os.listdir(ROOT)):
+        if name == current or name in REQ["keep"] or not (name.isascii() and name.isalnum()):
+            continue
+        directory = os.path.join(ROOT, name)
+        try:
+            info = os.lstat(directory)
+        except OSError:
+            continue
+        if not (stat.S_ISDIR(info.st_mode) and info.st_uid == UID):
+            continue
+        manifest = read_manifest(directory)
+        if manifest is None or manifest.get("owner") != REQ["owner"]:
+            continue  # another machine's launch, or not clanker's to judge
+        result = clean(directory, REQ["state_files"])
+        if not (result["unknown"] or result["refused"]):
+            swept.append(name)
+    return swept
+
+
+def install():
+    lock()
+    directory = launch_directory()
+    swept = sweep(REQ["id"])
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        fail(directory + " exists already")
+    os.chmod(directory, 0o700)
+    state = os.path.join(directory, "state")
+    written = []
+    recorded = []
+    try:
+        python = shlex.quote(sys.executable)
+        for item in REQ["files"]:
+            data = base64.b64decode(item["data"])
+            mode = 0o700 if item["executable"] else 0o600
+            if item["executable"]:
+                data = data.replace(b"__PYTHON_MARK__", python.encode("utf-8"))
+            path = os.path.join(directory, item["name"])
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | FLAGS, mode)
+            written.append(path)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                os.fchmod(out.fileno(), mode)
+            recorded.append({"name": item["name"], "mode": mode,
+                             "sha256": hashlib.sha256(data).hexdigest()})
+        os.mkdir(state, 0o700)
+        os.chmod(state, 0o700)
+        written.append(state)
+        manifest = json.dumps({"v": 1, "owner": REQ["owner"], "files": recorded,
+                               "dirs": ["state"]})
+        fd = os.open(os.path.join(directory, "manifest.json"),
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL | FLAGS, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(manifest)
+    except OSError as error:
+        for path in reversed(written):  # only what this program created
+            try:
+                os.rmdir(path) if path == state else os.unlink(path)
+            except OSError:
+                pass
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass
+        fail("the launch directory could not be written: " + (error.strerror or "error"))
+    sys.stdout.write(json.dumps({"ok": True, "directory": directory, "python": sys.executable,
+                                 "swept": swept}))
+
+
+install()
+'''.replace("__PYTHON_MARK__", HOST_PYTHON)
+
+_CLEANUP: Final = _COMMON + _CLEAN + r'''
+
+def cleanup():
+    lock()
+    directory = launch_directory()
+    if ours(directory) is None:
+        sys.stdout.write(json.dumps({"ok": True, "removed": [], "refused": [], "unknown": []}))
+        return
+    sys.stdout.write(json.dumps({"ok": True, **clean(directory, REQ["state_files"])}))
 
 
 cleanup()
@@ -291,9 +350,16 @@ class RemoteResources:
         launch = secrets.token_hex(8)
         return launch, f"{self._home}/{HOST_ROOT}/{launch}"
 
-    async def install(self, launch: str, resources: Iterable[Resource]) -> str:
+    async def install(self, launch: str, resources: Iterable[Resource], *, owner: str,
+                      keep: Iterable[str] = (), state_files: Iterable[str] = ()) -> str:
         """Write ``resources`` into launch ``launch``'s new directory (one execution);
         return the host's ``python3`` that ran the installer.
+
+        ``owner`` names the machine that launches (recorded in the manifest). The
+        same execution first removes, as :meth:`cleanup` would (``state_files``
+        being the hook bridge's names), every launch directory of that ``owner``
+        not among ``keep`` (the ids of its launches still running): those of
+        launchers killed before they could clean up.
 
         Raises ``not-configured`` without ``python3`` on the host, ``command-failed``
         when the directory could not be made safely (its message says why), and the
@@ -303,7 +369,9 @@ class RemoteResources:
                   "executable": r.executable} for r in resources]
         if len({f["name"] for f in files}) != len(files):
             raise ValueError("resources: two files of one name")
-        answer = await self._run(_INSTALL, {"id": launch, "files": files})
+        answer = await self._run(_INSTALL, {
+            "id": launch, "files": files, "owner": owner, "keep": sorted(set(keep)),
+            "state_files": list(state_files)})
         python = answer.get("python")
         if not isinstance(python, str) or not python.startswith("/"):
             raise HarnessCapabilityError(ErrorKind.PARSE_FAILURE,

@@ -12,9 +12,12 @@ socket within its bound), so what the person sees never runs ahead of what
 ``clanker status`` says.
 
 :class:`HostIndex` records, for each terminal launched on a host, the host's
-name (one 0600 file per terminal in a private runtime directory), so ``clanker
-status --host NAME`` lists that host's terminals. A terminal the grid no longer
-lists is forgotten when the index is read.
+name, the launch's directory id there and its launcher's pid (one 0600 file
+per terminal in a private runtime directory), so ``clanker status --host
+NAME`` lists that host's terminals and an install on the host knows which of
+this machine's launch directories there are still in use
+(:func:`machine_identity` names this machine to the host). A terminal the grid
+no longer lists is forgotten when the index is read.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from clanker._logging import get_logger
 if TYPE_CHECKING:
     from clanker.grid.client import GridClient
 
-__all__ = ["HostIndex", "RemoteDelivery"]
+__all__ = ["HostIndex", "RemoteDelivery", "machine_identity"]
 
 log = get_logger(__name__)
 
@@ -98,6 +101,26 @@ class RemoteDelivery:
 
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_IDENTITY: Final = re.compile(r"[0-9a-f]{32}")
+
+
+def machine_identity(state: Path) -> str:
+    """This machine's (this user's) launcher identity on hosts: 128 random bits kept
+    in ``state/launcher-id`` (0600), made the first time."""
+    import secrets
+
+    path = state / "launcher-id"
+    state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(FileExistsError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as file:
+            file.write(secrets.token_hex(16))
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "r", encoding="ascii") as file:
+        identity = file.read(64).strip()
+    if not _IDENTITY.fullmatch(identity):
+        raise ValueError(f"{path} does not hold a launcher identity")
+    return identity
 
 
 class HostIndex:
@@ -106,7 +129,9 @@ class HostIndex:
     def __init__(self, directory: Path) -> None:
         self._directory = directory
 
-    def record(self, terminal: str, host: str) -> None:
+    def record(self, terminal: str, host: str, launch: str) -> None:
+        """Record that ``terminal`` runs on ``host`` in its launch directory ``launch``,
+        launched by this process."""
         from clanker.grid.daemon import secure_directory
 
         secure_directory(self._directory)
@@ -115,7 +140,7 @@ class HostIndex:
             os.unlink(path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(host)
+            json.dump({"host": host, "launch": launch, "pid": os.getpid()}, file)
 
     def forget(self, terminal: str) -> None:
         with contextlib.suppress(OSError, ValueError):
@@ -124,32 +149,55 @@ class HostIndex:
     def terminals(self, host: str, live: Iterable[str]) -> set[str]:
         """The terminals among ``live`` launched on ``host``; records of terminals not
         among ``live`` are removed."""
-        from clanker.grid.daemon import secure_directory
 
         alive = set(live)
         found: set[str] = set()
-        try:
-            if not secure_directory(self._directory, create=False):
-                return found
-            names = os.listdir(self._directory)
-        except Exception:  # not a private directory of ours: nothing is trusted there
-            return found
-        for name in names:
-            if not name.endswith(".host"):
-                continue
-            terminal = name[: -len(".host")]
+        for terminal, record in self._records():
             if terminal not in alive:
                 self.forget(terminal)
+            elif record.get("host") == host:
+                found.add(terminal)
+        return found
+
+    def running_launches(self, host: str) -> set[str]:
+        """The launch directory ids on ``host`` of launches whose launcher still runs."""
+        running: set[str] = set()
+        for _, record in self._records():
+            pid, launch = record.get("pid"), record.get("launch")
+            if record.get("host") != host or not isinstance(launch, str) \
+                    or not isinstance(pid, int) or pid <= 0:
+                continue
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                continue
+            except OSError:
+                pass  # alive, whoever's it is now: kept rather than guessed
+            running.add(launch)
+        return running
+
+    def _records(self) -> list[tuple[str, dict[str, object]]]:
+        from clanker.grid.daemon import secure_directory
+
+        try:
+            if not secure_directory(self._directory, create=False):
+                return []
+            names = os.listdir(self._directory)
+        except Exception:  # not a private directory of ours: nothing is trusted there
+            return []
+        records = []
+        for name in names:
+            if not name.endswith(".host"):
                 continue
             try:
                 fd = os.open(self._directory / name, os.O_RDONLY | os.O_NOFOLLOW)
                 with os.fdopen(fd, "rb") as file:
-                    recorded = file.read(256).decode("utf-8")
-            except (OSError, UnicodeDecodeError):
+                    record = json.loads(file.read(1024).decode("utf-8"))
+            except (OSError, ValueError):
                 continue
-            if recorded == host:
-                found.add(terminal)
-        return found
+            if isinstance(record, dict):
+                records.append((name[: -len(".host")], record))
+        return records
 
     def _path(self, terminal: str) -> Path:
         if not _NAME.fullmatch(terminal):

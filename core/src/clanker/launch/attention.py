@@ -311,7 +311,7 @@ class RemoteAttentionAttachment:
         from clanker.environment.remote_resources import RemoteResources, Resource
         from clanker.grid.client import GridClient
         from clanker.grid.daemon import ensure_running
-        from clanker.grid.remote import HostIndex, RemoteDelivery
+        from clanker.grid.remote import HostIndex, RemoteDelivery, machine_identity
         from clanker.launch.blocking import blocking as _blocking
         from clanker.paths import runtime_directory
 
@@ -346,7 +346,7 @@ class RemoteAttentionAttachment:
                 harness=self._harness, workspace=self._cwd, cwd=self._cwd,
                 launcher_pid=os.getpid(), trusted_root_session_id=self._trusted_root,
                 account=self._account, tmux_pane=_tmux_pane(state.env))
-            index.record(registration.terminal, self._host.host.name)
+            index.record(registration.terminal, self._host.host.name, launch)
             env = {"CLANKER_ATTENTION_COMMAND": f"{directory}/hook",
                    "CLANKER_ATTENTION_INTERPRETER": f"{directory}/{self._interpreter.name}"}
             written, plan = self._plan(state, env, staging)
@@ -364,7 +364,11 @@ class RemoteAttentionAttachment:
                 *(Resource(path.name, path.read_bytes(), executable=executable)
                   for path, executable in written),
             ]
-            _blocking(resources.install(launch, files))
+            from clanker.attention.hook import STATE_FILES
+
+            _blocking(resources.install(
+                launch, files, owner=machine_identity(paths.state),
+                keep=index.running_launches(self._host.host.name), state_files=STATE_FILES))
             installed = True
             extractor = FrameExtractor(
                 RemoteDelivery(client, registration.terminal, registration.token))
