@@ -142,6 +142,54 @@ def test_the_hook_writes_its_delivery_to_its_terminal_as_one_frame(tmp_path: Pat
                        "envelopes": [envelope]}
 
 
+# A harness that runs its hooks in a session of their own (without a controlling
+# terminal), as Codex 0.171.0 does; its own stdout is its terminal.
+_DETACHING_HARNESS = """
+import os, subprocess, sys
+hook_env = {**os.environ, "CLANKER_ATTENTION_COMMAND": sys.argv[3]}
+with open(sys.argv[2], "rb") as payload:
+    subprocess.run([sys.executable, "-I", "-S", sys.argv[1]], stdin=payload, env=hook_env,
+                   start_new_session=True, check=True)
+"""
+
+
+def _detached_run(tmp_path: Path, *, harness_command: str, hook_command: str) -> Sink:
+    envelope = {"event": "turn_started", "sessionId": "s1", "turnId": "u1", "scope": "root"}
+    (tmp_path / "payload").write_bytes(json.dumps({"emit": [envelope]}).encode())
+    harness = tmp_path / "harness.py"
+    harness.write_text(_DETACHING_HARNESS)
+    env = {**_bridge_env(tmp_path), "CLANKER_ATTENTION_COMMAND": harness_command}
+    child = PtyChild.spawn((sys.executable, str(harness), str(HOOK), str(tmp_path / "payload"),
+                            hook_command), env, str(tmp_path))
+    sink = Sink()
+    extractor = FrameExtractor(sink)
+    read_end, write_end = os.pipe()
+    relay = PtyRelay(child, stdin_fd=os.open(os.devnull, os.O_RDONLY), stdout_fd=write_end,
+                     output_filter=extractor.feed)
+    try:
+        assert relay.run() == 0
+    finally:
+        relay.close()
+        os.close(write_end)
+        os.close(read_end)
+    return sink
+
+
+def test_a_hook_without_a_controlling_terminal_writes_to_its_launch_s_terminal(
+    tmp_path: Path
+) -> None:
+    sink = _detached_run(tmp_path, harness_command="/launch/hook", hook_command="/launch/hook")
+    assert len(sink.payloads) == 1
+    assert json.loads(sink.payloads[0])["terminal"] == "t-remote"
+
+
+def test_a_hook_writes_to_no_terminal_but_its_launch_s(tmp_path: Path) -> None:
+    """The ancestor's terminal is used only when that ancestor belongs to this launch."""
+    sink = _detached_run(tmp_path, harness_command="/another/hook", hook_command="/launch/hook")
+    assert sink.payloads == []
+    assert (tmp_path / "state" / "failed").stat().st_size == 1
+
+
 def test_without_a_terminal_the_hook_delivers_nothing_and_counts_it(tmp_path: Path) -> None:
     env = _bridge_env(tmp_path)
     done = subprocess.run([sys.executable, "-I", "-S", str(HOOK)],

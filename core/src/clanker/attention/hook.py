@@ -24,13 +24,18 @@ transaction:
 Two transports carry the ``deliver`` request. By default it goes to the grid's
 socket (``$CLANKER_ATTENTION_SOCKET``) and the grid's decisions come back. On
 an SSH host (``CLANKER_ATTENTION_TRANSPORT=tty``) it is written to the
-controlling terminal (``/dev/tty``) as one bounded OSC frame
+harness's terminal as one bounded OSC frame
 (:data:`~clanker.attention.wire.FRAME_START`, base64 of the JSON line,
 :data:`~clanker.attention.wire.FRAME_END`), which the local launcher takes out
 of the terminal stream and hands to the grid. That transport hears no decision:
 a written frame counts as delivered, and a poison marker is never cleared
 through it (fail closed: ``input_resolved`` stays dropped once a transaction
-of the launch failed closed).
+of the launch failed closed). The terminal is the hook's controlling terminal
+(``/dev/tty``) or, for a harness that runs its hooks in a session of their own
+(Codex does), the terminal of the nearest ancestor that belongs to the launch
+(its environment holds this hook's ``CLANKER_ATTENTION_COMMAND``): the first of
+its standard descriptors that is a pseudo-terminal of this user (Linux
+``/proc``). Nothing else's terminal is ever written to.
 
 Fail closed. A transaction either completes, or it *fails closed*: whenever
 any step cannot be done within its bound, or at all. That is a payload that
@@ -612,15 +617,85 @@ def frame(line: bytes) -> bytes | None:
     return data if len(data) <= wire.MAX_FRAME_BYTES else None
 
 
+_TERMINAL_FLAGS = os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
+MAX_ANCESTORS = 8
+
+
+MAX_ENVIRON = 1 << 20
+
+
+def open_terminal(command: str | None) -> int | None:
+    """The harness's terminal, open for writing: the controlling terminal, else that
+    of the nearest ancestor whose environment holds ``CLANKER_ATTENTION_COMMAND`` =
+    ``command`` (see the module notes); ``None`` when there is none."""
+    try:
+        return os.open("/dev/tty", _TERMINAL_FLAGS)
+    except OSError:
+        pass
+    if not command:
+        return None
+    entry = b"CLANKER_ATTENTION_COMMAND=" + os.fsencode(command)
+    pid = os.getppid()
+    for _ in range(MAX_ANCESTORS):
+        if pid <= 1:
+            return None
+        if _launched(pid, entry):
+            for number in (1, 2, 0):
+                fd = _own_terminal(f"/proc/{pid}/fd/{number}")
+                if fd is not None:
+                    return fd
+        pid = _parent(pid)
+    return None
+
+
+def _launched(pid: int, entry: bytes) -> bool:
+    """Whether process ``pid``'s environment holds ``entry`` (it belongs to the launch)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            data = file.read(MAX_ENVIRON)
+    except OSError:
+        return False
+    return entry in data.split(b"\0")
+
+
+def _own_terminal(link: str) -> int | None:
+    try:
+        path = os.readlink(link)
+    except OSError:
+        return None
+    if not path.startswith("/dev/pts/"):
+        return None
+    try:
+        fd = os.open(path, _TERMINAL_FLAGS | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        if os.isatty(fd) and os.fstat(fd).st_uid == os.geteuid():
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _parent(pid: int) -> int:
+    """``pid``'s parent from ``/proc/<pid>/stat`` (0 when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            fields = file.read(4096).rsplit(b")", 1)[1].split()
+        return int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def _write_frame(line: bytes, end: float) -> bool:
-    """Write ``line``'s frame to the controlling terminal before ``end``; say whether
-    all of it was written (a terminal that stops reading is not waited on past ``end``)."""
+    """Write ``line``'s frame to the harness's terminal before ``end``; say whether all
+    of it was written (a terminal that stops reading is not waited on past ``end``)."""
     data = frame(line)
     if data is None:
         return False
-    try:
-        fd = os.open("/dev/tty", os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    fd = open_terminal(os.environ.get("CLANKER_ATTENTION_COMMAND"))
+    if fd is None:
         return False
     try:
         view = memoryview(data)
