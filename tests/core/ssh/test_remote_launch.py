@@ -121,6 +121,22 @@ def test_a_launch_on_a_host_fails_typed_before_the_harness_starts(
     assert account != 0 and "argv:" not in out, out
 
 
+def test_a_bridge_configured_for_the_harness_is_said_to_stay_local(
+    sshd: Sshd, remote_bin: Path, ssh_config: Path
+) -> None:
+    double = remote_bin / "opencode"
+    double.write_text(_DOUBLE)
+    double.chmod(0o755)
+    clanker = Clanker()
+    clanker.add_host("box", sshd.alias)
+    clanker.paths.config.mkdir(parents=True, exist_ok=True)
+    (clanker.paths.config / "config.toml").write_text('[bridge]\nharnesses = ["opencode"]\n')
+    status, out = _under_pty(ssh_config, ["launch", "--host", "box", "opencode"],
+                             {**os.environ, "TERM": "xterm"})
+    assert status == 7, out
+    assert "bridge: not attached: the agent bridge is not available for SSH hosts" in out
+
+
 @pytest.fixture
 def remote_codex_store(sshd: Sshd) -> Iterator[Path]:
     """The Codex fixture store in the test user's home; removed afterwards."""

@@ -279,6 +279,14 @@ class LaunchService:
         if attention and self.environment.transport is not Transport.LOCAL:
             attention = False
             steps.append(self._remote_attention(provider, request, options, account))
+        if self.environment.transport is not Transport.LOCAL and options.bridge is None:
+            from clanker.config import load_settings
+
+            if provider.id in load_settings(self._paths.config).bridge.harnesses:
+                # Configured for this harness, but a host has no bridge: said, not silent.
+                steps.append(_Omitted("bridge", "not attached: the agent bridge is not "
+                                      "available for SSH hosts (config.toml turns it on "
+                                      "for this harness)"))
         if attention and provider.attention is not None:
             from clanker.launch.attention import AttentionAttachment
 
