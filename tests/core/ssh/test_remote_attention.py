@@ -294,3 +294,22 @@ def test_a_frame_written_without_the_launch_s_credential_changes_nothing() -> No
     assert not delivery(base64.b64encode(b"not json"))
     assert delivery.refused == 4
     assert wire.FRAME_START.startswith("\x1b]")
+
+
+def test_a_grid_that_keeps_failing_is_given_no_more_deliveries() -> None:
+    """Each delivery holds the terminal's output up: a grid that is gone costs three."""
+    from clanker.grid.remote import MAX_FAILURES, RemoteDelivery
+
+    class Gone:
+        calls = 0
+
+        def deliver(self, *args: object, **kwargs: object) -> list[str]:
+            self.calls += 1
+            raise OSError("no grid")
+
+    grid = Gone()
+    delivery = RemoteDelivery(grid, "t-mine", "a" * 64)  # type: ignore[arg-type]
+    frame = json.dumps({"v": 1, "op": "deliver", "terminal": "t-mine", "token": "a" * 64,
+                        "envelopes": [{"event": "turn_started"}]}).encode()
+    assert not any(delivery(frame) for _ in range(10))
+    assert grid.calls == MAX_FAILURES and delivery.failed == 10

@@ -9,7 +9,9 @@ the grid, which checks the credential again. A frame for any other terminal,
 or with any other token, is dropped and counted. A delivery is made before the
 terminal output that follows its frame is shown (the grid answers a local
 socket within its bound), so what the person sees never runs ahead of what
-``clanker status`` says.
+``clanker status`` says. A grid that fails :data:`MAX_FAILURES` deliveries in a
+row is given no more (the terminal's output would stall on each), and the rest
+of the launch's frames are dropped and counted.
 
 :class:`HostIndex` records, for each terminal launched on a host, the host's
 name, the launch's directory id there and its launcher's pid (one 0600 file
@@ -41,6 +43,7 @@ __all__ = ["HostIndex", "RemoteDelivery", "machine_identity"]
 log = get_logger(__name__)
 
 _KEYS: Final = frozenset({"v", "op", "terminal", "token", "envelopes", "failedClosed"})
+MAX_FAILURES: Final = 3
 
 
 class RemoteDelivery:
@@ -55,6 +58,7 @@ class RemoteDelivery:
         self.failed = 0
         """Deliveries the grid did not take (it refused them, or could not be reached)."""
         self.delivered = 0
+        self._in_a_row = 0
 
     def __repr__(self) -> str:  # never the token
         return f"RemoteDelivery({self._terminal!r})"
@@ -66,12 +70,17 @@ class RemoteDelivery:
             self.refused += 1
             return False
         envelopes, failed = request
+        if self._in_a_row >= MAX_FAILURES:
+            self.failed += 1
+            return False
         try:
             self._client.deliver(self._terminal, self._token, envelopes, failed_closed=failed)
         except Exception:
             self.failed += 1
+            self._in_a_row += 1
             log.debug("attention: the grid did not take a delivery from the host")
             return False
+        self._in_a_row = 0
         self.delivered += 1
         return True
 
