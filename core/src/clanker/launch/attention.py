@@ -308,6 +308,7 @@ class RemoteAttentionAttachment:
 
     def prepare(self, state: LaunchState) -> PreparedAttachment | None:
         from clanker.attention.frames import FrameExtractor
+        from clanker.attention.hook import STATE_FILES
         from clanker.environment.remote_resources import RemoteResources, Resource
         from clanker.grid.client import GridClient
         from clanker.grid.daemon import ensure_running
@@ -349,7 +350,7 @@ class RemoteAttentionAttachment:
             index.record(registration.terminal, self._host.host.name, launch)
             env = {"CLANKER_ATTENTION_COMMAND": f"{directory}/hook",
                    "CLANKER_ATTENTION_INTERPRETER": f"{directory}/{self._interpreter.name}"}
-            written, plan = self._plan(state, env, staging)
+            staged, written, plan = self._plan(state, env, staging)
             if isinstance(plan, Declined):
                 log.info("attention: declined for %s on a host: %s", self._harness, plan.reason)
                 client.decline(registration.terminal, registration.token, plan.reason)
@@ -364,8 +365,6 @@ class RemoteAttentionAttachment:
                 *(Resource(path.name, path.read_bytes(), executable=executable)
                   for path, executable in written),
             ]
-            from clanker.attention.hook import STATE_FILES
-
             _blocking(resources.install(
                 launch, files, owner=machine_identity(paths.state),
                 keep=index.running_launches(self._host.host.name), state_files=STATE_FILES))
@@ -373,10 +372,9 @@ class RemoteAttentionAttachment:
             extractor = FrameExtractor(
                 RemoteDelivery(client, registration.terminal, registration.token))
             self._host.observe_terminal(extractor)
-            staged = str(written[0][0].parent) if written else None
 
             def on_host(value: str) -> str:
-                return value.replace(staged, directory) if staged else value
+                return value.replace(str(staged), directory)
 
             argv = None if plan.argv is None else tuple(on_host(word) for word in plan.argv)
             added = {name: on_host(value) for name, value in plan.env.items()}
@@ -387,10 +385,10 @@ class RemoteAttentionAttachment:
             raise
 
     def _plan(self, state: LaunchState, env: Mapping[str, str], staging: Path
-              ) -> tuple[list[tuple[Path, bool]], AttachmentPlan | Declined]:
+              ) -> tuple[Path, list[tuple[Path, bool]], AttachmentPlan | Declined]:
         """Run the provider's ``prepare`` against the host's files (in bounded rounds,
-        each pass in a fresh staging directory); return the files the last pass wrote
-        (and whether each is executable) and its answer."""
+        each pass in a fresh staging directory); return the last pass's directory, the
+        files it wrote there (and whether each is executable) and its answer."""
         from clanker.launch.blocking import blocking as _blocking
 
         passes = 0
@@ -412,7 +410,7 @@ class RemoteAttentionAttachment:
             if not stat.S_ISREG(info.st_mode):
                 raise ValueError("attention: a provider may leave only files for a host")
             written.append((path, bool(info.st_mode & 0o100)))
-        return written, plan
+        return directory, written, plan
 
     def _clean(self, resources: RemoteResources, launch: str) -> None:
         from clanker.attention.hook import STATE_FILES
