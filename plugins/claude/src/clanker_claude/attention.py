@@ -22,7 +22,6 @@ import json
 import os
 import posixpath
 import shlex
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
@@ -65,10 +64,10 @@ _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _NO_HOOKS_VARIABLES: Final = ("CLAUDE_CODE_SIMPLE", "CLAUDE_CODE_SAFE_MODE")
 
 
-def _policy_dir() -> Path:
-    if sys.platform == "darwin":
-        return Path("/Library/Application Support/ClaudeCode")
-    return Path("/etc/claude-code")
+_POLICY_DIRS: Final = (Path("/etc/claude-code"), Path("/Library/Application Support/ClaudeCode"))
+"""Where Claude Code reads managed settings on Linux and on macOS. Both are looked at:
+the launch host (an SSH host, say) need not be this machine's platform, and each is
+absent on the other platform."""
 
 
 def hook_settings(command: str) -> dict[str, object]:
@@ -94,13 +93,14 @@ class ClaudeAttention:
         # and the administrator's settings through the launch's files: it wires a
         # launch on an SSH host the same way (clanker.launch.attention.SSH_ATTENTION).
         self.runs_over_ssh = True
-        self._policy_dir = policy_dir if policy_dir is not None else _policy_dir()
+        self._policy_dirs = (policy_dir,) if policy_dir is not None else _POLICY_DIRS
 
     def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         try:
             sources = _check_flags(context.user_flags)
             _check_environment(context.env)
-            _check_policy(context.files, self._policy_dir)
+            for directory in self._policy_dirs:
+                _check_policy(context.files, directory)
             for path in _settings_files(context, sources):
                 _check_settings(context.files, path)
         except _Conflict as conflict:
