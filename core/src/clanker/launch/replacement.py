@@ -124,7 +124,10 @@ def hot_replace(relay: PtyRelay, argv: tuple[str, ...], env: Mapping[str, str], 
     untouched and still relayed) or ``binary-unavailable``.
     """
     proof = proof or Proof()
-    candidate = PtyChild.spawn(argv, env, cwd, terminal_size(relay.child.master))
+    running = relay.child
+    if running is None:
+        raise ReplacementRefused(Why.RELAY_ENDED, "no child is relayed (a handover is pending)")
+    candidate = PtyChild.spawn(argv, env, cwd, terminal_size(running.master))
     try:
         held = _prove(candidate, proof)
         try:
@@ -135,4 +138,4 @@ def hot_replace(relay: PtyRelay, argv: tuple[str, ...], env: Mapping[str, str], 
     except BaseException:
         retire(candidate)
         raise
-    return retire(original)
+    return retire(original) if original is not None else 0
