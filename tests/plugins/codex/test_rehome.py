@@ -1,7 +1,8 @@
 """Codex's rehome declaration: after the turn, ``resume <id> --cd <target>`` with the
 person's own ``-C``/``--cd`` replaced, and exactly the binary's writer-lock
-contentions retried (at most 3 attempts, 250 ms apart). A launch is not granted the
-checkout tools until after-turn moves exist."""
+contentions retried (at most 3 attempts, 250 ms apart). A launch with the bridge and
+attention is granted the checkout tools (the relayed launch moves it after its turn:
+tests/core/bridge/test_after_turn_launch.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from clanker.checkouts.capability import (
 from clanker.checkouts.rehome import rehome_request
 from clanker.cli import cli
 from clanker.launch.planning import plan_launch
-from clanker.launch.relayed import hot_replaced
+from clanker.launch.relayed import hot_replaced, movable
 from clanker.launch.request import SessionTarget
 from clanker.registry import Registry, override_registry
 from clanker.testing.base import PROPERTY
@@ -160,10 +161,11 @@ def launched_capabilities(rehome: CheckoutRehomeCapability, tmp_path: Path) -> l
 
 
 @pytest.mark.usefixtures("home", "fake_bin")
-def test_an_after_turn_harness_is_not_granted_the_checkout_tools_yet(tmp_path: Path) -> None:
+def test_an_after_turn_harness_is_granted_the_checkout_tools(tmp_path: Path) -> None:
     rehome = CodexRehome()
-    assert not hot_replaced(Registry.from_plugins(
-        {"fake-agent": after_turn_plugin(rehome)}, environ={}).get_provider("fake-agent"))
+    provider = Registry.from_plugins(
+        {"fake-agent": after_turn_plugin(rehome)}, environ={}).get_provider("fake-agent")
+    assert movable(provider) and not hot_replaced(provider)
     granted = launched_capabilities(rehome, tmp_path)
     assert "clanker_context" in granted
-    assert not set(CHECKOUT_NAMES) & set(granted)
+    assert set(CHECKOUT_NAMES) <= set(granted)

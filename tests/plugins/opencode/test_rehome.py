@@ -34,7 +34,7 @@ from clanker.checkouts.capability import (
 from clanker.checkouts.rehome import rehome_request
 from clanker.checkouts.relocation import RelocationRefused, relocate
 from clanker.launch.planning import plan_launch
-from clanker.launch.relayed import hot_replaced
+from clanker.launch.relayed import hot_replaced, movable
 from clanker.launch.request import SessionTarget
 from clanker.registry import Registry
 from clanker_opencode.rehome import MOVE_SESSION, OpenCodeRehome
@@ -82,13 +82,13 @@ def test_the_resume_after_the_relocation_is_the_ordinary_one() -> None:
 
 
 @pytest.mark.usefixtures("home", "fake_bin")
-def test_opencode_is_not_granted_the_checkout_tools_yet(tmp_path: Path) -> None:
+def test_opencode_is_granted_the_checkout_tools(tmp_path: Path) -> None:
     from clanker.bridge.isolated import CHECKOUT_NAMES
 
-    assert not hot_replaced(provider())
+    assert movable(provider()) and not hot_replaced(provider())
     granted = launched_capabilities(OpenCodeRehome(), tmp_path)
     assert "clanker_context" in granted
-    assert not set(CHECKOUT_NAMES) & set(granted)
+    assert set(CHECKOUT_NAMES) <= set(granted)
 
 
 # The real opencode, offline.
