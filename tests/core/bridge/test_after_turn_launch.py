@@ -14,6 +14,7 @@ adapter delivers it, over the terminal's own credential."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -281,14 +282,29 @@ def test_when_both_resumes_fail_nothing_is_removed_and_history_is_named(
 def test_an_interrupted_turn_cancels_the_move_and_keeps_the_checkout(
     repository: Path,
 ) -> None:
+    from click.testing import CliRunner
+
+    from clanker.cli import cli
+
     agent = Agent(library(), repository)
     [before] = agent.clanker.agents()
     with notices(agent) as heard:
         path = schedule(agent)
+        # `clanker status` shows the scheduled move, in text and JSON.
+        [shown] = agent.clanker.agents()
+        assert shown.pending_move is not None and shown.pending_move.state == "scheduled"
+        listed = CliRunner().invoke(cli, ["status", "--json"], catch_exceptions=False)
+        [record] = json.loads(listed.output)
+        assert record["pending_move"]["path"] == path
+        assert record["pending_move"]["branch"] == "feature/x"
+        assert record["pending_move"]["state"] == "scheduled"
+        table = CliRunner().invoke(cli, ["status"], catch_exceptions=False).output
+        assert f"~ {before.terminal}: moves to " in table and "once its turn ends" in table
         agent.report(("turn_interrupted", {"turnId": "turn-1"}))
         wait_for(heard, "isolated checkout move cancelled (the turn was interrupted)")
     agent.user.type("still\n")
     agent.user.read_until(f"echo still in {repository}")
-    assert agent.clanker.agents()[0].terminal == before.terminal
+    [after] = agent.clanker.agents()
+    assert after.terminal == before.terminal and after.pending_move is None
     assert os.path.isdir(path)
     assert agent.user.finish() == 0

@@ -311,3 +311,39 @@ def test_a_hot_replaced_harness_still_moves_at_once(tmp_path: Path, repo: Path) 
         assert world.isolation.pending.all() == {}
 
     asyncio.run(scenario())
+
+
+def test_the_move_is_scheduled_then_moving_then_settled(tmp_path: Path, repo: Path) -> None:
+    """What ``status`` shows of a terminal's move (:meth:`Isolation.move_of`)."""
+
+    class Holding(Launcher):
+        """A launcher that holds the move until the test lets it answer."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.asked_event = asyncio.Event()
+            self.release = asyncio.Event()
+
+        async def move(self, terminal: str, target: str, session: str) -> MoveOutcome:
+            self.asked_event.set()
+            await self.release.wait()
+            return await super().move(terminal, target, session)
+
+    async def scenario() -> None:
+        launcher = Holding()
+        world = World(tmp_path / "state", launcher)
+        _started(world)
+        assert world.isolation is not None
+        assert world.isolation.move_of(TERMINAL) is None
+        created = await world.create(binding(repo), "feature/x")
+        state, move = world.isolation.move_of(TERMINAL) or ("none", None)
+        assert state == "scheduled" and move is not None and move.path == created["path"]
+        world.deliver("turn_completed", turnId="turn-1")
+        await launcher.asked_event.wait()
+        found = world.isolation.move_of(TERMINAL)
+        assert found is not None and found[0] == "moving"
+        launcher.release.set()
+        await world.settled()
+        assert world.isolation.move_of(TERMINAL) is None
+
+    asyncio.run(scenario())

@@ -129,6 +129,7 @@ class Isolation:
         self._notify = notify
         self.pending = PendingMoves()
         self._bindings: dict[str, Binding] = {}
+        self._under_way: dict[str, PendingMove] = {}
 
     @property
     def transactions(self) -> Transactions:
@@ -225,6 +226,15 @@ class Isolation:
             return
         self._transactions.own(self._triggered(binding, move))
 
+    def move_of(self, terminal: str) -> tuple[str, PendingMove] | None:
+        """``terminal``'s after-turn move and its state (``scheduled`` until its turn
+        ends, ``moving`` while the launcher makes it); ``None`` when it has none."""
+        scheduled = self.pending.of(terminal)
+        if scheduled is not None:
+            return "scheduled", scheduled
+        moving = self._under_way.get(terminal)
+        return None if moving is None else ("moving", moving)
+
     def forget(self, terminal: str) -> None:
         """``terminal`` was retired: its pending move, if any, is cancelled."""
         move = self.pending.pop(terminal)
@@ -248,12 +258,15 @@ class Isolation:
                 self._tell(binding, f"isolated checkout move not made ({problem}): the "
                                     f"agent continues where it was; {kept}")
                 return
+            self._under_way[terminal] = move
             try:
                 outcome = await self._move(terminal, move.target, move.session)
             except MoveUnavailable as unavailable:
                 self._tell(binding, f"isolated checkout move not made ({unavailable.word}):"
                                     f" the agent continues where it was; {kept}")
                 return
+            finally:
+                self._under_way.pop(terminal, None)
             self._tell(binding, _moved_notice(outcome, move, kept))
         finally:
             self._transactions.busy.discard(terminal)

@@ -103,6 +103,7 @@ from clanker.grid.protocol import (
     ListRequest,
     MoveOutcome,
     Notification,
+    PendingMoveEntry,
     ProtocolError,
     RegisterRequest,
     Registration,
@@ -608,7 +609,16 @@ class Grid:
             bridge=self._bridge.granted(info.terminal),
             account=info.account,
             tmux_pane=info.tmux_pane,
+            pending_move=self._pending_move(info.terminal),
         )
+
+    def _pending_move(self, terminal: str) -> PendingMoveEntry | None:
+        found = self._isolation.move_of(terminal)
+        if found is None:
+            return None
+        state, move = found
+        return PendingMoveEntry(state=state, branch=move.branch, path=move.path,
+                                target=move.target, requested_at=move.requested_at)
 
     def _register(self, request: RegisterRequest) -> Registration:
         if self._stopping:
