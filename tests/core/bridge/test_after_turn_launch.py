@@ -43,16 +43,19 @@ SESSION = "abc"
 
 # `fake-codex [resume ID [--cd DIR]]`: draws a header naming its working root (the --cd
 # directory when given, as codex does), then echoes what is typed until `/exit`.
-# FAKE_REFUSE=worktrees|all: a resume with --cd into a worktree (or any) answers as for
-# an unknown id. FAKE_CONTENTION=<file holding N>: the next N resumes with --cd print
-# the writer-lock contention and exit 1.
+# FAKE_REFUSE=worktrees|late|all: a resume with --cd into a worktree (or any) answers as
+# for an unknown id (late: after drawing its header first). FAKE_CONTENTION=<file
+# holding N>: the next N resumes with --cd print the writer-lock contention and exit 1.
 CODEX = """
     import os, sys
     args = sys.argv[1:]
     root = args[args.index("--cd") + 1] if "--cd" in args else os.getcwd()
     moved = "--cd" in args
     refuse = os.environ.get("FAKE_REFUSE", "")
-    if moved and (refuse == "all" or (refuse == "worktrees" and "-worktrees" in root)):
+    if moved and (refuse == "all" or (refuse in ("worktrees", "late") and "-worktrees" in root)):
+        if refuse == "late":  # as codex draws first, then gives up (1.9-2.4 s measured)
+            print(">_ OpenAI Codex (v0.171.0)  Resuming session...", flush=True)
+            import time; time.sleep(2.5)
         print(f"ERROR: No saved session found with ID {args[1]}. Run `codex resume` "
               "without an ID to choose from existing sessions.", flush=True)
         raise SystemExit(1)
@@ -236,10 +239,13 @@ def test_a_writer_lock_contention_is_retried(repository: Path, tmp_path: Path,
     assert agent.user.finish() == 0
 
 
+@pytest.mark.parametrize("refusal", ["worktrees", "late"])
 def test_a_failed_resume_in_the_target_is_recovered_where_it_was(
-    repository: Path, monkeypatch: pytest.MonkeyPatch,
+    repository: Path, monkeypatch: pytest.MonkeyPatch, refusal: str,
 ) -> None:
-    monkeypatch.setenv("FAKE_REFUSE", "worktrees")
+    # late: the resume draws its header and gives up seconds later, inside the window
+    # Codex declares (CodexRehome.observation_window).
+    monkeypatch.setenv("FAKE_REFUSE", refusal)
     agent = Agent(library(), repository)
     [before] = agent.clanker.agents()
     with notices(agent) as heard:

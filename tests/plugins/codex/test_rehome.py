@@ -122,6 +122,20 @@ def test_the_retry_is_three_attempts_250_ms_apart() -> None:
     assert contention_retry_of(CodexRehome()) == ContentionRetry(attempts=3, interval=0.25)
 
 
+def test_a_resume_is_watched_longer_than_codex_takes_to_give_up() -> None:
+    from clanker.checkouts.capability import observation_window_of
+    from clanker_claude.rehome import ClaudeRehome
+
+    assert observation_window_of(CodexRehome()) == 8.0
+    assert observation_window_of(ClaudeRehome()) is None  # clanker's default holds
+
+    class Wrong(CodexRehome):
+        observation_window = 0
+
+    with pytest.raises(ValueError, match="observation_window"):
+        observation_window_of(Wrong())
+
+
 def test_a_declaration_without_a_retry_retries_nothing() -> None:
     from clanker_claude.rehome import ClaudeRehome
 

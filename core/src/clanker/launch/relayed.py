@@ -49,6 +49,7 @@ from clanker.checkouts.capability import (
     CheckoutRehomeCapability,
     RehomeStrategy,
     contention_retry_of,
+    observation_window_of,
     relocation_of,
 )
 from clanker.checkouts.rehome import rehome_request
@@ -286,19 +287,23 @@ class RelayedLaunch:
         rehome = self._provider.checkout_rehome
         if rehome is None:
             raise ValueError("this harness cannot be moved")
+        proof = proof or Proof()
+        window = observation_window_of(rehome)
+        if window is not None and window > proof.survives:
+            proof = attrs.evolve(proof, survives=window)
         if not self._moving.acquire(blocking=False):
             raise MoveBusy("another move of this launch is under way")
         try:
             if rehome.strategy is RehomeStrategy.AFTER_TURN:
-                return self._after_turn(rehome, session, target, user_flags,
-                                        proof or Proof(), on_settled)
+                return self._after_turn(rehome, session, target, user_flags, proof,
+                                        on_settled)
             moved = self._prepare(rehome_request(rehome, session, target, user_flags))
             try:
                 if not relays(self._provider, moved):
                     raise ReplacementRefused(
                         Why.UNCONFIRMED, "the resume could not attach its bridge and attention")
                 hot_replace(self._relay, moved.argv, moved.env, moved.cwd,
-                            _bound(proof or Proof(), moved, target))
+                            _bound(proof, moved, target))
             except BaseException:
                 moved.dispose()
                 raise
