@@ -223,6 +223,39 @@ def test_the_completed_turn_moves_the_conversation_into_the_checkout(repository:
     assert agent.user.finish() == 0
 
 
+def complete(env: dict[str, str], *args: str) -> tuple[int, dict[str, object]]:
+    """``clanker cmd run clanker_complete_isolated_checkout ARGS`` as the agent runs it."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "clanker", "cmd", "run",
+                           "clanker_complete_isolated_checkout", *args, "--json"],
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_in_and_out_again_each_after_its_turn(repository: Path) -> None:
+    agent = Agent(library(), repository)
+    with notices(agent) as heard:
+        path = schedule(agent)
+        agent.report(("turn_completed", {"turnId": "turn-1"}))
+        wait_for(heard, "isolated checkout ready")
+        assert agent.user.relayed.listening.wait(60)
+        agent.report(("turn_started", {"turnId": "turn-2"}))
+        agent.user.seen = b""
+        code, answer = complete(agent.env, "--arg", "deleteBranch=true")
+        assert (code, answer["status"]) == (0, "scheduled"), answer
+        assert os.path.isdir(path)  # nothing moves or goes before the turn ends
+        agent.report(("turn_completed", {"turnId": "turn-2"}))
+        notice = wait_for(heard, "isolated checkout completed")
+    assert f"{path} removed, its branch deleted" in notice
+    agent.user.read_until(f"codex resume {SESSION} in {repository}")
+    assert not os.path.exists(path)
+    [after] = agent.clanker.agents()
+    assert after.cwd == str(repository)
+    assert agent.user.finish() == 0
+
+
 def test_a_writer_lock_contention_is_retried(repository: Path, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     counter = tmp_path / "contention"

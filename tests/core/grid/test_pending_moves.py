@@ -20,6 +20,8 @@ import pytest
 from clanker.attention.broker import Broker, Revision
 from clanker.attention.envelope import parse_envelope
 from clanker.bridge.credentials import Binding
+from clanker.bridge.declaration import CapabilityRefused
+from clanker.grid.completion import Completion
 from clanker.grid.isolation import Isolation
 from clanker.grid.protocol import MoveOutcome
 from tests.core.grid.conftest import root
@@ -75,6 +77,7 @@ class World:
         self.broker = Broker(listener=self._published)
         self.broker.register(TERMINAL)
         self.launcher = launcher
+        self.isolation_state = state
         self.isolation = Isolation(
             state_dir=state, move=launcher.move, session_of=self._session_of,
             listening=lambda terminal: launcher.listening,
@@ -345,5 +348,115 @@ def test_the_move_is_scheduled_then_moving_then_settled(tmp_path: Path, repo: Pa
         launcher.release.set()
         await world.settled()
         assert world.isolation.move_of(TERMINAL) is None
+
+    asyncio.run(scenario())
+
+
+# -- completion after the turn ---------------------------------------------------------
+
+
+def completion(world: World) -> Completion:
+    """The grid's completion, sharing the world's pending moves (no other agents)."""
+    assert world.isolation is not None
+    return Completion(state_dir=world.isolation_state, move=world.launcher.move,
+                      session_of=world._session_of,
+                      listening=lambda terminal: world.launcher.listening,
+                      transactions=world.isolation.transactions, locations=lambda: [],
+                      notify=lambda binding, message: world.notices.append(message),
+                      isolation=world.isolation)
+
+
+async def _isolated(world: World, repo: Path) -> tuple[Completion, Binding, str]:
+    """The agent moved into feature/x (its launcher answered), mid-turn again."""
+    _started(world)
+    created = await world.create(binding(repo), "feature/x")
+    world.deliver("turn_completed", turnId="turn-1")
+    await world.settled()
+    world.notices.clear()
+    world.launcher.asked.clear()
+    path = str(created["path"])
+    inside = Binding(terminal=TERMINAL, harness="codex", workspace=None, launch_dir=path,
+                     environment="local", launcher_pid=os.getpid())
+    world.deliver("turn_started", turnId="turn-2")
+    return completion(world), inside, path
+
+
+def test_a_completion_is_scheduled_and_made_once_the_turn_has_completed(
+        tmp_path: Path, repo: Path) -> None:
+    async def scenario() -> None:
+        world = World(tmp_path / "state", Launcher())
+        completer, inside, path = await _isolated(world, repo)
+        answer = await asyncio.ensure_future(
+            completer.complete(inside, delete_branch=True, discard_ignored=False))
+        assert answer["status"] == "scheduled" and answer["path"] == path
+        assert world.launcher.asked == [] and os.path.isdir(path)  # nothing moved yet
+        again = await asyncio.ensure_future(
+            completer.complete(inside, delete_branch=True, discard_ignored=False))
+        assert again["status"] == "already-scheduled"
+        assert world.isolation is not None
+        with pytest.raises(CapabilityRefused, match="busy"):  # another kind is refused
+            await asyncio.ensure_future(world.isolation.create(inside, "feature/y"))
+        world.deliver("turn_completed", turnId="turn-2")
+        await world.settled()
+        assert world.launcher.asked == [(TERMINAL, str(repo), SESSION)]
+        assert not os.path.exists(path) and path not in worktrees(repo)
+        assert "feature/x" not in git(repo, "branch", "--list")  # merged: deleted
+        [notice] = world.notices
+        assert notice.startswith(f"isolated checkout completed: {path} removed")
+
+    asyncio.run(scenario())
+
+
+def test_an_interrupt_cancels_a_scheduled_completion(tmp_path: Path, repo: Path) -> None:
+    async def scenario() -> None:
+        world = World(tmp_path / "state", Launcher())
+        completer, inside, path = await _isolated(world, repo)
+        await asyncio.ensure_future(
+            completer.complete(inside, delete_branch=False, discard_ignored=False))
+        world.deliver("turn_interrupted", turnId="turn-2")
+        await world.settled()
+        assert world.launcher.asked == []
+        assert worktrees(repo)[path] == "feature/x"
+        assert "cancelled (the turn was interrupted)" in world.notices[0]
+
+    asyncio.run(scenario())
+
+
+def test_a_change_made_during_the_turn_cancels_the_completion_before_anything_moves(
+        tmp_path: Path, repo: Path) -> None:
+    async def scenario() -> None:
+        world = World(tmp_path / "state", Launcher())
+        completer, inside, path = await _isolated(world, repo)
+        await asyncio.ensure_future(
+            completer.complete(inside, delete_branch=False, discard_ignored=False))
+        (Path(path) / "README").write_text("changed during the turn\n")
+        world.deliver("turn_completed", turnId="turn-2")
+        await world.settled()
+        assert world.launcher.asked == []  # re-validated: the source was never touched
+        assert worktrees(repo)[path] == "feature/x"
+        [notice] = world.notices
+        assert "completion cancelled (dirty" in notice and "nothing was moved or removed" \
+            in notice
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(("why", "expected"), [
+    ("exited", "completion not made (exited): the agent continues where it was"),
+    ("unrecovered", "resume the conversation from history"),
+])
+def test_a_refused_move_back_removes_nothing(
+        tmp_path: Path, repo: Path, why: str, expected: str) -> None:
+    async def scenario() -> None:
+        world = World(tmp_path / "state", Launcher())
+        completer, inside, path = await _isolated(world, repo)
+        await asyncio.ensure_future(
+            completer.complete(inside, delete_branch=True, discard_ignored=False))
+        world.launcher.answer = MoveOutcome(moved=False, why=why)
+        world.deliver("turn_completed", turnId="turn-2")
+        await world.settled()
+        assert len(world.launcher.asked) == 1
+        assert worktrees(repo)[path] == "feature/x"  # a failed move is never cleaned up
+        assert expected in world.notices[0]
 
     asyncio.run(scenario())

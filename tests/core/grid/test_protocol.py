@@ -193,7 +193,7 @@ def test_a_pending_move_rides_on_its_terminal_and_is_left_out_without_one() -> N
 
     from clanker.grid.protocol import ListReply, PendingMoveEntry
 
-    move = PendingMoveEntry(state="scheduled", branch="feature/x",
+    move = PendingMoveEntry(state="scheduled", kind="create", branch="feature/x",
                             path="/repo-worktrees/feature-x-0a1b2c3d",
                             target="/repo-worktrees/feature-x-0a1b2c3d/src",
                             requested_at=datetime(2026, 12, 3, 12, 1, tzinfo=UTC))
@@ -204,5 +204,5 @@ def test_a_pending_move_rides_on_its_terminal_and_is_left_out_without_one() -> N
     bare = encode_reply(ListReply(terminals=[_entry()]))
     assert "pendingMove" not in json.loads(bare)["terminals"][0]  # what older peers read
     with pytest.raises(ValueError, match="state"):
-        PendingMoveEntry(state="done", branch="b", path="/p", target="/p",
+        PendingMoveEntry(state="done", kind="create", branch="b", path="/p", target="/p",
                          requested_at=datetime(2026, 12, 3, tzinfo=UTC))

@@ -92,7 +92,7 @@ def _pending_move_record(entry: TerminalEntry) -> dict[str, Any] | None:
     move = entry.pending_move
     if move is None:
         return None
-    return {"state": move.state, "branch": move.branch, "path": move.path,
+    return {"state": move.state, "kind": move.kind, "branch": move.branch, "path": move.path,
             "target": move.target, "requested_at": move.requested_at.isoformat()}
 
 
@@ -103,8 +103,10 @@ def _pending_move_line(entry: TerminalEntry, now: datetime) -> str | None:
         return None
     when = ("once its turn ends" if move.state == "scheduled"
             else "now (the agent is being resumed there)")
-    return (f"~ {entry.terminal}: moves to {_place(move.target)} (branch {move.branch}) "
-            f"{when}; asked {relative_time(move.requested_at, now)}")
+    then = f" (branch {move.branch})" if move.kind == "create" else \
+        f", then {_place(move.path)} is completed"
+    return (f"~ {entry.terminal}: moves to {_place(move.target)}{then} {when}; "
+            f"asked {relative_time(move.requested_at, now)}")
 
 
 def notification_record(notification: Notification) -> dict[str, Any]:

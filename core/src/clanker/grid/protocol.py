@@ -539,6 +539,9 @@ class PendingMoveEntry:
     retires the agent and resumes it there."""
 
     state: str = field(validator=attrs.validators.in_(("scheduled", "moving")))
+    kind: str = field(validator=attrs.validators.in_(("create", "complete")))
+    """``create``: into the worktree; ``complete``: back to the main checkout, then the
+    worktree is completed."""
     branch: str
     path: str
     """The worktree's root."""

@@ -335,7 +335,7 @@ class Grid:
             state_dir=state_dir, move=self.move, session_of=self._session_of,
             listening=self._movers.listening, transactions=self._isolation.transactions,
             locations=lambda: [(e.terminal, e.cwd, e.location) for e in self.entries()],
-            notify=self._notify)
+            notify=self._notify, isolation=self._isolation)
         self._handlers: set[asyncio.Task[None]] = set()
         self._sessions = sessions
         self._server: asyncio.AbstractServer | None = None
@@ -617,8 +617,9 @@ class Grid:
         if found is None:
             return None
         state, move = found
-        return PendingMoveEntry(state=state, branch=move.branch, path=move.path,
-                                target=move.target, requested_at=move.requested_at)
+        return PendingMoveEntry(state=state, kind=move.kind, branch=move.branch,
+                                path=move.path, target=move.target,
+                                requested_at=move.requested_at)
 
     def _register(self, request: RegisterRequest) -> Registration:
         if self._stopping:
