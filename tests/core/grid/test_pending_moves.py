@@ -460,3 +460,22 @@ def test_a_refused_move_back_removes_nothing(
         assert expected in world.notices[0]
 
     asyncio.run(scenario())
+
+
+def test_a_grid_that_stops_cancels_its_pending_moves_and_says_so(
+        tmp_path: Path, repo: Path) -> None:
+    async def scenario() -> None:
+        world = World(tmp_path / "state", Launcher())
+        _started(world)
+        assert world.isolation is not None
+        created = await world.create(binding(repo), "feature/x")
+        assert world.isolation.cancel_all("the grid is stopping") == 1
+        assert world.isolation.move_of(TERMINAL) is None
+        [notice] = world.notices
+        assert notice.startswith("isolated checkout move cancelled (the grid is stopping)")
+        assert f"kept at {created['path']}" in notice
+        world.deliver("turn_completed", turnId="turn-1")  # nothing left to trigger
+        await world.settled()
+        assert world.launcher.asked == []
+
+    asyncio.run(scenario())

@@ -265,6 +265,19 @@ class Isolation:
         moving = self._under_way.get(terminal)
         return None if moving is None else ("moving", moving)
 
+    def cancel_all(self, why: str) -> int:
+        """Cancel every pending move (the grid is stopping: they live in its memory
+        only), telling the person of each; return how many there were."""
+        moves = self.pending.all()
+        for terminal, move in moves.items():
+            self.pending.pop(terminal)
+            binding = self._bindings.pop(terminal, None)
+            if binding is not None:
+                self._tell(binding, f"isolated checkout move cancelled ({why}): the agent "
+                                    f"continues where it was; the worktree is kept at "
+                                    f"{move.path} (branch {move.branch})")
+        return len(moves)
+
     def forget(self, terminal: str) -> None:
         """``terminal`` was retired: its pending move, if any, is cancelled."""
         move = self.pending.pop(terminal)

@@ -484,6 +484,9 @@ class Grid:
         # launcher it waits on keeps its connection until then. New ones are refused.
         transactions = self._isolation.transactions
         transactions.close()
+        # A pending move lives in this process only: it goes, and the person is told
+        # (the notices reach the watchers before their streams end).
+        self._isolation.cancel_all("the grid is stopping")
         if await transactions.settle(TRANSACTION_TIMEOUT):
             # Their callers' answers are on their way out: give those a moment.
             pending = [task for task in self._handlers if task is not asyncio.current_task()]
