@@ -84,6 +84,11 @@ class World:
             after_turn=lambda binding: after_turn, revision_of=self._revision_of,
             notify=lambda binding, message: self.notices.append(message))
 
+    @property
+    def outcomes(self) -> list[str]:
+        """What the person was told, past the notice that a move is scheduled."""
+        return [notice for notice in self.notices if " scheduled: " not in notice]
+
     def _published(self, revision: Revision) -> None:
         if self.isolation is not None:
             self.isolation.observe(revision)
@@ -146,6 +151,9 @@ def test_one_pending_move_per_terminal_and_the_checkout_at_once(
         assert "feature/y" not in git(repo, "branch", "--format=%(refname:short)").split()
         assert list(world.isolation.pending.all()) == [TERMINAL]
         assert world.launcher.asked == []  # the move waits for the turn
+        assert world.notices == [f"isolated checkout move scheduled: {first['path']} "
+                                 f"(branch feature/x) is created; the agent moves there "
+                                 f"once its turn ends"]
 
     asyncio.run(scenario())
 
@@ -163,7 +171,7 @@ def test_the_completed_root_turn_triggers_the_move(tmp_path: Path, repo: Path) -
         await world.settled()
         assert world.launcher.asked == [(TERMINAL, str(created["path"]), SESSION)]
         assert world.isolation.pending.all() == {}
-        assert world.notices == [f"isolated checkout ready: the agent continues in "
+        assert world.outcomes == [f"isolated checkout ready: the agent continues in "
                                  f"{created['path']} (branch feature/x)"]
 
     asyncio.run(scenario())
@@ -206,7 +214,7 @@ def test_an_interrupt_a_failure_or_the_end_cancels_and_keeps_the_checkout(
         assert world.launcher.asked == []
         assert world.isolation.pending.all() == {}
         assert worktrees(repo)[str(created["path"])] == "feature/x"  # kept
-        [notice] = world.notices
+        [notice] = world.outcomes
         assert notice.startswith(f"isolated checkout move cancelled ({why})")
         assert str(created["path"]) in notice
         # A later completed turn moves nothing: the move was cancelled.
@@ -227,7 +235,7 @@ def test_an_exited_agent_cancels(tmp_path: Path, repo: Path) -> None:
         await world.create(binding(repo), "feature/x")
         world.broker.retire(TERMINAL)
         assert world.isolation.pending.all() == {}
-        assert world.notices[0].startswith("isolated checkout move cancelled (the agent exited)")
+        assert world.outcomes[0].startswith("isolated checkout move cancelled (the agent exited)")
 
     asyncio.run(scenario())
 
@@ -243,7 +251,7 @@ def test_the_trigger_revalidates_the_checkout(tmp_path: Path, repo: Path) -> Non
         world.deliver("turn_completed", turnId="turn-1")
         await world.settled()
         assert world.launcher.asked == []
-        [notice] = world.notices
+        [notice] = world.outcomes
         assert "no longer on branch feature/x" in notice and "kept" in notice
 
     asyncio.run(scenario())
@@ -259,7 +267,7 @@ def test_the_trigger_revalidates_the_checkout_exists(tmp_path: Path, repo: Path)
         world.deliver("turn_completed", turnId="turn-1")
         await world.settled()
         assert world.launcher.asked == []
-        assert "is gone" in world.notices[0]
+        assert "is gone" in world.outcomes[0]
 
     asyncio.run(scenario())
 
@@ -275,7 +283,7 @@ def test_the_trigger_revalidates_the_terminal(tmp_path: Path, repo: Path) -> Non
         world.deliver("turn_completed", turnId="turn-1")
         await world.settled()
         assert launcher.asked == []
-        assert "no longer attached" in world.notices[0]
+        assert "no longer attached" in world.outcomes[0]
 
     asyncio.run(scenario())
 
@@ -296,7 +304,7 @@ def test_a_refused_move_is_told_and_removes_nothing(
         world.deliver("turn_completed", turnId="turn-1")
         await world.settled()
         assert len(launcher.asked) == 1
-        [notice] = world.notices
+        [notice] = world.outcomes
         assert expected in notice
         assert worktrees(repo)[str(created["path"])] == "feature/x"
 
@@ -312,6 +320,8 @@ def test_a_hot_replaced_harness_still_moves_at_once(tmp_path: Path, repo: Path) 
         assert created["status"] == "created"
         assert world.launcher.asked == [(TERMINAL, str(created["path"]), SESSION)]
         assert world.isolation.pending.all() == {}
+        assert world.notices == [f"isolated checkout ready: the agent continues in "
+                                 f"{created['path']} (branch feature/x)"]
 
     asyncio.run(scenario())
 
@@ -401,7 +411,7 @@ def test_a_completion_is_scheduled_and_made_once_the_turn_has_completed(
         assert world.launcher.asked == [(TERMINAL, str(repo), SESSION)]
         assert not os.path.exists(path) and path not in worktrees(repo)
         assert "feature/x" not in git(repo, "branch", "--list")  # merged: deleted
-        [notice] = world.notices
+        [notice] = world.outcomes
         assert notice.startswith(f"isolated checkout completed: {path} removed")
 
     asyncio.run(scenario())
@@ -417,7 +427,7 @@ def test_an_interrupt_cancels_a_scheduled_completion(tmp_path: Path, repo: Path)
         await world.settled()
         assert world.launcher.asked == []
         assert worktrees(repo)[path] == "feature/x"
-        assert "cancelled (the turn was interrupted)" in world.notices[0]
+        assert "cancelled (the turn was interrupted)" in world.outcomes[0]
 
     asyncio.run(scenario())
 
@@ -434,7 +444,7 @@ def test_a_change_made_during_the_turn_cancels_the_completion_before_anything_mo
         await world.settled()
         assert world.launcher.asked == []  # re-validated: the source was never touched
         assert worktrees(repo)[path] == "feature/x"
-        [notice] = world.notices
+        [notice] = world.outcomes
         assert "completion cancelled (dirty" in notice and "nothing was moved or removed" \
             in notice
 
@@ -457,7 +467,7 @@ def test_a_refused_move_back_removes_nothing(
         await world.settled()
         assert len(world.launcher.asked) == 1
         assert worktrees(repo)[path] == "feature/x"  # a failed move is never cleaned up
-        assert expected in world.notices[0]
+        assert expected in world.outcomes[0]
 
     asyncio.run(scenario())
 
@@ -471,7 +481,7 @@ def test_a_grid_that_stops_cancels_its_pending_moves_and_says_so(
         created = await world.create(binding(repo), "feature/x")
         assert world.isolation.cancel_all("the grid is stopping") == 1
         assert world.isolation.move_of(TERMINAL) is None
-        [notice] = world.notices
+        [notice] = world.outcomes
         assert notice.startswith("isolated checkout move cancelled (the grid is stopping)")
         assert f"kept at {created['path']}" in notice
         world.deliver("turn_completed", turnId="turn-1")  # nothing left to trigger

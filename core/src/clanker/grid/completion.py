@@ -143,6 +143,9 @@ class Completion:
                 after_revision=self._isolation.revision_of(binding.terminal),
                 requested_at=datetime.now(UTC), kind="complete", main=main,
                 delete_branch=delete_branch, discard_ignored=discard_ignored))
+            self._isolation.tell(binding, f"isolated checkout completion scheduled: the agent "
+                                          f"moves back to {target} once its turn ends, then "
+                                          f"{worktree.path} is completed")
             return {"status": "scheduled", "path": worktree.path, "branch": worktree.branch,
                     "message": "your conversation moves back to the main checkout once this "
                                "turn has ended, and then the worktree is completed (an "

@@ -19,8 +19,9 @@ terminal: the grid's publisher hands every revision to :meth:`Isolation.observe`
 and the terminal's next completed root turn triggers the move, re-validated first
 (the checkout is still there, clanker's and on its branch; the terminal is still
 attached to the same conversation). An interrupted or failed turn, an ended
-session or an exited agent cancels it; the checkout is kept. Either way the person
-hears of it through the grid's notices (what ``watch --notify`` reads).
+session or an exited agent cancels it; the checkout is kept. Every outcome of a
+create (made, scheduled, cancelled, refused) is told to the person through the
+grid's notices (what ``watch --notify`` reads).
 """
 
 from __future__ import annotations
@@ -197,6 +198,9 @@ class Isolation:
                 path=created.path, branch=created.branch,
                 after_revision=self._revision_of(binding.terminal),
                 requested_at=datetime.now(UTC)))
+            self._tell(binding, f"isolated checkout move scheduled: {created.path} (branch "
+                                f"{created.branch}) is created; the agent moves there once "
+                                f"its turn ends")
             return {"status": "scheduled", "branch": created.branch, "path": created.path,
                     "message": "the worktree is created; your conversation moves there "
                                "once this turn has ended (an interrupt or a failed turn "
@@ -205,11 +209,17 @@ class Isolation:
         try:
             outcome = await self._owned_move(binding.terminal, target, session)
         except MoveUnavailable as unavailable:
+            self._tell(binding, f"isolated checkout move not made ({unavailable.word}): the "
+                                f"agent continues where it was; {kept}")
             raise CapabilityRefused(f"not-moved ({unavailable.word}): you continue where "
                                     f"you were; {kept}") from None
         if not outcome.moved:
+            self._tell(binding, f"isolated checkout move not made ({outcome.why}): the "
+                                f"agent continues where it was; {kept}")
             raise CapabilityRefused(f"not-moved ({outcome.why}): you continue where you "
                                     f"were; {kept}")
+        self._tell(binding, f"isolated checkout ready: the agent continues in {target} "
+                            f"(branch {created.branch})")
         return {"status": "created", "branch": created.branch, "path": created.path}
 
     def after_turn(self, binding: Binding) -> bool:
