@@ -267,3 +267,24 @@ def test_a_detach_after_the_child_ended_is_refused(user: tuple[int, int, int, in
             relay.detach()
     finally:
         relay.close()
+
+
+def test_a_signal_during_a_handover_reaches_the_successor(
+    user: tuple[int, int, int, int],
+) -> None:
+    stdin_r, _, _, stdout_w = user
+    first = python("import sys; sys.stdin.readline()")
+    relay = PtyRelay(first, stdin_fd=stdin_r, stdout_fd=stdout_w)
+    outcome: list[int] = []
+    runner = threading.Thread(target=lambda: outcome.append(relay.run()))
+    runner.start()
+    try:
+        relay.detach().signal(signal.SIGKILL)
+        first.wait()
+        first.close()
+        relay.signal_child(signal.SIGTERM)  # the person closed the terminal meanwhile
+        relay.replace(python("import sys; sys.stdin.readline()"))  # would wait for ever
+    finally:
+        runner.join()
+        relay.close()
+    assert outcome == [128 + signal.SIGTERM]

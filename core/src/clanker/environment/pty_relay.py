@@ -168,6 +168,7 @@ class PtyRelay:
         self._prefix = b""
         self._detaching = False
         self._finish: int | None = None
+        self._deferred: int | None = None
         self._ended = False
         self._handed_back = threading.Event()
         self._wake_read, self._wake_write = os.pipe()
@@ -240,6 +241,16 @@ class PtyRelay:
             self._finish = status
         self.wake()
 
+    def signal_child(self, signum: int) -> None:
+        """Send ``signum`` to the child relayed now; during a handover, to the successor
+        as soon as it is relayed (safe from a signal handler: it takes no lock)."""
+        child = self._child
+        if child is not None:
+            child.signal(signum)
+            return
+        self._deferred = signum
+        self.wake()
+
     def _check_idle(self) -> None:
         if self._ended:
             raise RuntimeError("the relay has ended")
@@ -260,6 +271,9 @@ class PtyRelay:
             self._handed_back.set()
         if replacement is not None and self._prefix:
             self._output(self._prefix)
+        deferred, self._deferred = self._deferred, None
+        if replacement is not None and deferred is not None:
+            replacement.signal(deferred)  # aimed at the launcher while nobody ran
 
     def _output(self, data: bytes) -> None:
         view = memoryview(data)
@@ -325,9 +339,7 @@ def run_in_pty(relay: PtyRelay, *, tty_fd: int) -> int:
                 child.resize(size)
 
     def forward(signum: int, _: FrameType | None) -> None:
-        child = relay.child
-        if child is not None:  # during a handover nobody is there to hear it
-            child.signal(signum)
+        relay.signal_child(signum)  # during a handover: the successor's, once it runs
 
     previous = {signal.SIGWINCH: signal.signal(signal.SIGWINCH, follow_size)}
     for sig in _FORWARDED:
