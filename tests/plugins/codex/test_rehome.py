@@ -1,12 +1,19 @@
 """Codex's rehome declaration: after the turn, ``resume <id> --cd <target>`` with the
 person's own ``-C``/``--cd`` replaced, and exactly the binary's writer-lock
-contentions retried (at most 3 attempts, 250 ms apart). A launch with the bridge and
-attention is granted the checkout tools (the relayed launch moves it after its turn:
-tests/core/bridge/test_after_turn_launch.py)."""
+contentions retried (at most 3 attempts, 250 ms apart), a resume proven only after 8 s.
+A launch with the bridge and attention is granted the checkout tools (the relayed launch
+moves it after its turn: tests/core/bridge/test_after_turn_launch.py). With codex
+installed, the retire-then-resume sequence runs against it offline."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import select
+import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -183,3 +190,98 @@ def test_an_after_turn_harness_is_granted_the_checkout_tools(tmp_path: Path) -> 
     granted = launched_capabilities(rehome, tmp_path)
     assert "clanker_context" in granted
     assert set(CHECKOUT_NAMES) <= set(granted)
+
+
+# -- the real CLI, when it is installed ---------------------------------------------------
+
+FIXTURE_SESSIONS = (Path(__file__).parents[2] / "fixtures" / "codex" / "sessions"
+                    / "codex-home" / "sessions")
+FIXTURE_ID = "01a22bbd-9b3a-7f73-ae36-75a8131c0999"
+
+
+def _end_processes_under(directory: Path) -> None:
+    """End what this test's codex left running (its app-server daemon lives in its own
+    session under the throwaway ``CODEX_HOME``): only processes whose command names it."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(directory).encode() in command:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("codex") is None, reason="codex is not installed")
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="reads /proc")
+def test_real_codex_resumes_elsewhere_once_the_first_is_retired(tmp_path: Path) -> None:
+    """What an after-turn move does, with the installed codex and clanker's PTY code:
+    ``resume <id> --cd A`` proven, retired with its process group, then ``resume <id>
+    --cd B`` proven and recorded in B; an unknown id is refused within Codex's declared
+    window. A throwaway ``CODEX_HOME`` with the fixture rollouts and a provider at a
+    refused loopback port: no account, no model call (run it in ``cli-sandbox``)."""
+    from clanker.checkouts.capability import observation_window_of
+    from clanker.launch.replacement import (
+        Proof,
+        ReplacementRefused,
+        Why,
+        retire_group,
+        start_proven,
+    )
+    from clanker.registry import get_registry
+
+    codex_home = tmp_path / "codex-home"
+    shutil.copytree(FIXTURE_SESSIONS, codex_home / "sessions")
+    (codex_home / "config.toml").write_text(
+        'model_provider = "probe"\n[model_providers.probe]\nname = "probe"\n'
+        'base_url = "http://127.0.0.1:9/v1"\nenv_key = "PROBE_KEY"\nwire_api = "responses"\n')
+    places = {name: tmp_path / "w" / f"target-{name}" for name in ("a", "b", "elsewhere")}
+    for place in places.values():
+        place.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CODEX_", "OPENAI_", "CLANKER_"))}
+    env.update(CODEX_HOME=str(codex_home), PROBE_KEY="dummy-not-a-key",
+               TERM="xterm-256color")
+    rehome = CodexRehome()
+    window = observation_window_of(rehome)
+    assert window is not None
+    proof = Proof(first_output_within=60.0, survives=window)
+    provider = get_registry().get_provider("codex")
+
+    def resume(session: str, where: Path) -> tuple[list[str], dict[str, str]]:
+        plan = plan_launch(provider, rehome_request(rehome, SessionTarget(native_id=session),
+                                                    str(where)))
+        return list(plan.argv), dict(plan.env)
+
+    try:
+        argv, extra = resume(FIXTURE_ID, places["a"])
+        assert argv[-2:] == ["--cd", str(places["a"])]
+        first, held = start_proven(tuple(argv), {**env, **extra}, str(places["elsewhere"]),
+                                   (45, 160), proof)
+        assert b"target-a" in held  # it names the target (its header, its window title)
+        assert retire_group(first) != 0  # retired, its whole group proven gone
+        argv, extra = resume(FIXTURE_ID, places["b"])
+        second, held = start_proven(tuple(argv), {**env, **extra}, str(places["elsewhere"]),
+                                    (45, 160), proof)
+        screen = held
+        while select.select([second.master], [], [], 2.0)[0]:  # the rest of the screen
+            chunk = second.read()
+            if not chunk:
+                break
+            screen += chunk
+        retire_group(second)
+        assert b"target-b" in screen and b"target-a" not in screen
+        rollout = next((codex_home / "sessions").rglob(f"*{FIXTURE_ID}.jsonl"))
+        recorded = re.findall(r'"cwd":"([^"]+)"', rollout.read_text())
+        assert recorded[-1] == str(places["b"])  # the move took effect
+        argv, extra = resume("00000000-0000-4000-8000-000000000000", places["b"])
+        with pytest.raises(ReplacementRefused) as refused:
+            start_proven(tuple(argv), {**env, **extra}, str(places["elsewhere"]),
+                         (45, 160), proof)
+        assert refused.value.why is Why.EXITED
+        assert "No saved session found" in refused.value.output
+    finally:
+        _end_processes_under(codex_home)
