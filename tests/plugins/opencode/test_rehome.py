@@ -59,6 +59,20 @@ def test_opencode_declares_an_after_turn_move_with_its_own_relocation() -> None:
     assert not rehome.is_transient_contention("database is locked")
 
 
+def test_a_resume_may_take_as_long_as_opencode_takes_to_draw() -> None:
+    from clanker.checkouts.capability import first_output_within_of, observation_window_of
+
+    assert first_output_within_of(OpenCodeRehome()) == 45.0
+    # An unknown session prints its error and exits at once: the default window holds.
+    assert observation_window_of(OpenCodeRehome()) is None
+
+    class Wrong(OpenCodeRehome):
+        first_output_within = 61
+
+    with pytest.raises(ValueError, match="first_output_within"):
+        first_output_within_of(Wrong())
+
+
 def test_the_relocation_is_the_captured_move_session() -> None:
     request = relocation_of(OpenCodeRehome(), SESSION, TARGET)
     assert request is not None

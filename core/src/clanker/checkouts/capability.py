@@ -17,7 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 from attrs import field, frozen
 
 __all__ = ["NO_RETRY", "CheckoutRehomeCapability", "ContentionRetry", "RehomeStrategy",
-           "RelocationRequest", "contention_retry_of", "observation_window_of",
+           "RelocationRequest", "contention_retry_of", "first_output_within_of",
+           "observation_window_of",
            "relocation_of"]
 
 
@@ -65,6 +66,16 @@ def contention_retry_of(rehome: CheckoutRehomeCapability) -> ContentionRetry:
     return declared
 
 
+def _seconds(rehome: CheckoutRehomeCapability, name: str, most: float) -> float | None:
+    declared = getattr(rehome, name, None)
+    if declared is None:
+        return None
+    if isinstance(declared, bool) or not isinstance(declared, int | float) \
+            or not 0 < declared <= most:
+        raise ValueError(f"{name}: must be seconds between 0 and {most:g}")
+    return float(declared)
+
+
 def observation_window_of(rehome: CheckoutRehomeCapability) -> float | None:
     """How long a resume must keep running after its first output before it counts as
     proven, as ``rehome`` declares in its optional ``observation_window`` attribute
@@ -72,13 +83,14 @@ def observation_window_of(rehome: CheckoutRehomeCapability) -> float | None:
 
     A harness whose failed resume takes a while to give up (it draws first, then
     prints its error and exits) declares a window longer than that."""
-    declared = getattr(rehome, "observation_window", None)
-    if declared is None:
-        return None
-    if isinstance(declared, bool) or not isinstance(declared, int | float) \
-            or not 0 < declared <= 30:
-        raise ValueError("observation_window: must be seconds between 0 and 30")
-    return float(declared)
+    return _seconds(rehome, "observation_window", 30)
+
+
+def first_output_within_of(rehome: CheckoutRehomeCapability) -> float | None:
+    """How long a resume may take to print anything at all, as ``rehome`` declares in
+    its optional ``first_output_within`` attribute (seconds, at most 60); ``None``
+    when it declares none (clanker's default holds). For a harness slow to start."""
+    return _seconds(rehome, "first_output_within", 60)
 
 
 def _argv(instance: object, attribute: object, value: tuple[str, ...]) -> None:

@@ -49,6 +49,7 @@ from clanker.checkouts.capability import (
     CheckoutRehomeCapability,
     RehomeStrategy,
     contention_retry_of,
+    first_output_within_of,
     observation_window_of,
     relocation_of,
 )
@@ -291,6 +292,9 @@ class RelayedLaunch:
         window = observation_window_of(rehome)
         if window is not None and window > proof.survives:
             proof = attrs.evolve(proof, survives=window)
+        startup = first_output_within_of(rehome)
+        if startup is not None and startup > proof.first_output_within:
+            proof = attrs.evolve(proof, first_output_within=startup)
         if not self._moving.acquire(blocking=False):
             raise MoveBusy("another move of this launch is under way")
         try:
