@@ -202,3 +202,89 @@ def test_run_in_pty_relays_and_restores_the_signal_handlers(
     close(stdout_w)
     assert b"via run_in_pty" in read_all(stdout_r)
     assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+def test_a_detached_child_exits_without_ending_the_relay_and_a_successor_takes_over(
+    user: tuple[int, int, int, int],
+) -> None:
+    stdin_r, stdin_w, stdout_r, stdout_w = user
+    first = python("import sys; print('first ready', flush=True); sys.stdin.readline()")
+    relay = PtyRelay(first, stdin_fd=stdin_r, stdout_fd=stdout_w)
+    outcome: list[int] = []
+    runner = threading.Thread(target=lambda: outcome.append(relay.run()))
+    runner.start()
+    try:
+        detached = relay.detach()
+        assert detached is first and relay.child is None
+        with pytest.raises(RuntimeError, match="pending"):
+            relay.detach()
+        first.signal(signal.SIGTERM)  # the handover's source retired, its exit proven
+        assert first.wait() == 128 + signal.SIGTERM
+        first.close()
+        os.write(stdin_w, b"typed while nobody runs\n")  # dropped
+        assert runner.is_alive()  # the exit did not end the relay
+        second = python("import sys; print('second got', sys.stdin.readline().strip())")
+        assert relay.replace(second, prefix=b"[held]") is None
+        os.write(stdin_w, b"typed after the handover\n")
+    finally:
+        runner.join()
+        relay.close()
+    close(stdout_w)
+    output = read_all(stdout_r)
+    assert outcome == [0]
+    assert b"[held]" in output and b"second got typed after the handover" in output
+    assert b"typed while nobody runs" not in output.replace(b"\r", b"")
+
+
+def test_a_handover_without_a_successor_ends_with_the_status_given(
+    user: tuple[int, int, int, int],
+) -> None:
+    stdin_r, _, _, stdout_w = user
+    child = python("import sys; sys.stdin.readline()")
+    relay = PtyRelay(child, stdin_fd=stdin_r, stdout_fd=stdout_w)
+    outcome: list[int] = []
+    runner = threading.Thread(target=lambda: outcome.append(relay.run()))
+    runner.start()
+    try:
+        with pytest.raises(RuntimeError, match="pending"):
+            relay.finish(1)  # only once a handover is pending
+        relay.detach().signal(signal.SIGKILL)
+        assert child.wait() == 128 + signal.SIGKILL
+        child.close()
+        relay.finish(7)
+    finally:
+        runner.join()
+        relay.close()
+    assert outcome == [7]
+
+
+def test_a_detach_after_the_child_ended_is_refused(user: tuple[int, int, int, int]) -> None:
+    stdin_r, _, _, stdout_w = user
+    relay = PtyRelay(python("pass"), stdin_fd=stdin_r, stdout_fd=stdout_w)
+    try:
+        assert relay.run() == 0
+        with pytest.raises(RuntimeError, match="ended"):
+            relay.detach()
+    finally:
+        relay.close()
+
+
+def test_a_signal_during_a_handover_reaches_the_successor(
+    user: tuple[int, int, int, int],
+) -> None:
+    stdin_r, _, _, stdout_w = user
+    first = python("import sys; sys.stdin.readline()")
+    relay = PtyRelay(first, stdin_fd=stdin_r, stdout_fd=stdout_w)
+    outcome: list[int] = []
+    runner = threading.Thread(target=lambda: outcome.append(relay.run()))
+    runner.start()
+    try:
+        relay.detach().signal(signal.SIGKILL)
+        first.wait()
+        first.close()
+        relay.signal_child(signal.SIGTERM)  # the person closed the terminal meanwhile
+        relay.replace(python("import sys; sys.stdin.readline()"))  # would wait for ever
+    finally:
+        runner.join()
+        relay.close()
+    assert outcome == [128 + signal.SIGTERM]

@@ -145,3 +145,27 @@ def test_a_replacement_the_caller_does_not_confirm_is_retired(
     status, output = running.finish()
     assert status == 0
     assert f"resumed {SESSION} in {target}".encode() not in output
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc to see a zombie")
+def test_retiring_a_group_ends_the_wrapper_and_what_it_started() -> None:
+    from clanker.launch.replacement import retire_group
+
+    # A wrapper that starts the real binary (same process group) and a binary that
+    # ignores SIGTERM, as a harness still saving its state might.
+    inner = "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " \
+            "print('inner', os.getpid(), 'up', flush=True); time.sleep(600)"
+    wrapper = (f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {inner!r}]); "
+               "import time; time.sleep(600)")
+    child = PtyChild.spawn((sys.executable, "-c", wrapper), env("found"), None)
+    seen = b""
+    while b" up" not in seen:
+        seen += child.read()
+    inner_pid = int(seen.split()[1])
+    status = retire_group(child, grace=0.5)
+    assert status == 128 + 15  # the wrapper ended on SIGTERM; the inner one on SIGKILL
+    try:  # gone, or a zombie nobody reaped yet: either way it runs nothing
+        with open(f"/proc/{inner_pid}/stat", "rb") as stat:
+            assert stat.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except FileNotFoundError:
+        pass

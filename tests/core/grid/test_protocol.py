@@ -175,3 +175,34 @@ def test_hello_reply_carries_a_zoned_time() -> None:
           b'"startedAt":"2026-01-01T00:00:00","terminals":0}'
     with pytest.raises(GridProtocolError):
         parse_reply(raw, HelloReply)
+
+
+def _entry(**extra: Any) -> Any:
+    from datetime import UTC, datetime
+
+    from clanker.grid.protocol import TerminalEntry
+
+    at = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+    return TerminalEntry(terminal="t-1", harness="codex", workspace=None, cwd="/repo",
+                         launcher_pid=1, registered_at=at, location="/repo",
+                         attention="running", since=at, revision={"revision": 1}, **extra)
+
+
+def test_a_pending_move_rides_on_its_terminal_and_is_left_out_without_one() -> None:
+    from datetime import UTC, datetime
+
+    from clanker.grid.protocol import ListReply, PendingMoveEntry
+
+    move = PendingMoveEntry(state="scheduled", kind="create", branch="feature/x",
+                            path="/repo-worktrees/feature-x-0a1b2c3d",
+                            target="/repo-worktrees/feature-x-0a1b2c3d/src",
+                            requested_at=datetime(2026, 12, 3, 12, 1, tzinfo=UTC))
+    encoded = encode_reply(ListReply(terminals=[_entry(pending_move=move)]))
+    assert json.loads(encoded)["terminals"][0]["pendingMove"]["requestedAt"]
+    [parsed] = parse_reply(encoded.rstrip(b"\n"), ListReply).terminals
+    assert parsed.pending_move == move
+    bare = encode_reply(ListReply(terminals=[_entry()]))
+    assert "pendingMove" not in json.loads(bare)["terminals"][0]  # what older peers read
+    with pytest.raises(ValueError, match="state"):
+        PendingMoveEntry(state="done", kind="create", branch="b", path="/p", target="/p",
+                         requested_at=datetime(2026, 12, 3, tzinfo=UTC))

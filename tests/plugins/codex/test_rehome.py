@@ -1,11 +1,19 @@
 """Codex's rehome declaration: after the turn, ``resume <id> --cd <target>`` with the
 person's own ``-C``/``--cd`` replaced, and exactly the binary's writer-lock
-contentions retried (at most 3 attempts, 250 ms apart). A launch is not granted the
-checkout tools until after-turn moves exist."""
+contentions retried (at most 3 attempts, 250 ms apart), a resume proven only after 8 s.
+A launch with the bridge and attention is granted the checkout tools (the relayed launch
+moves it after its turn: tests/core/bridge/test_after_turn_launch.py). With codex
+installed, the retire-then-resume sequence runs against it offline."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import select
+import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -27,7 +35,7 @@ from clanker.checkouts.capability import (
 from clanker.checkouts.rehome import rehome_request
 from clanker.cli import cli
 from clanker.launch.planning import plan_launch
-from clanker.launch.relayed import hot_replaced
+from clanker.launch.relayed import hot_replaced, movable
 from clanker.launch.request import SessionTarget
 from clanker.registry import Registry, override_registry
 from clanker.testing.base import PROPERTY
@@ -121,6 +129,20 @@ def test_the_retry_is_three_attempts_250_ms_apart() -> None:
     assert contention_retry_of(CodexRehome()) == ContentionRetry(attempts=3, interval=0.25)
 
 
+def test_a_resume_is_watched_longer_than_codex_takes_to_give_up() -> None:
+    from clanker.checkouts.capability import observation_window_of
+    from clanker_claude.rehome import ClaudeRehome
+
+    assert observation_window_of(CodexRehome()) == 8.0
+    assert observation_window_of(ClaudeRehome()) is None  # clanker's default holds
+
+    class Wrong(CodexRehome):
+        observation_window = 0
+
+    with pytest.raises(ValueError, match="observation_window"):
+        observation_window_of(Wrong())
+
+
 def test_a_declaration_without_a_retry_retries_nothing() -> None:
     from clanker_claude.rehome import ClaudeRehome
 
@@ -160,10 +182,106 @@ def launched_capabilities(rehome: CheckoutRehomeCapability, tmp_path: Path) -> l
 
 
 @pytest.mark.usefixtures("home", "fake_bin")
-def test_an_after_turn_harness_is_not_granted_the_checkout_tools_yet(tmp_path: Path) -> None:
+def test_an_after_turn_harness_is_granted_the_checkout_tools(tmp_path: Path) -> None:
     rehome = CodexRehome()
-    assert not hot_replaced(Registry.from_plugins(
-        {"fake-agent": after_turn_plugin(rehome)}, environ={}).get_provider("fake-agent"))
+    provider = Registry.from_plugins(
+        {"fake-agent": after_turn_plugin(rehome)}, environ={}).get_provider("fake-agent")
+    assert movable(provider) and not hot_replaced(provider)
     granted = launched_capabilities(rehome, tmp_path)
     assert "clanker_context" in granted
-    assert not set(CHECKOUT_NAMES) & set(granted)
+    assert set(CHECKOUT_NAMES) <= set(granted)
+
+
+# -- the real CLI, when it is installed ---------------------------------------------------
+
+FIXTURE_SESSIONS = (Path(__file__).parents[2] / "fixtures" / "codex" / "sessions"
+                    / "codex-home" / "sessions")
+FIXTURE_ID = "01a22bbd-9b3a-7f73-ae36-75a8131c0999"
+
+
+def _end_processes_under(directory: Path) -> None:
+    """End what this test's codex left running (its app-server daemon lives in its own
+    session under the throwaway ``CODEX_HOME``): only processes whose command names it."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(directory).encode() in command:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+@pytest.mark.real_cli
+@pytest.mark.skipif(shutil.which("codex") is None, reason="codex is not installed")
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="reads /proc")
+def test_real_codex_resumes_elsewhere_once_the_first_is_retired(tmp_path: Path) -> None:
+    """What an after-turn move does, with the installed codex and clanker's PTY code:
+    ``resume <id> --cd A`` proven, retired with its process group, then ``resume <id>
+    --cd B`` proven and recorded in B; an unknown id is refused within Codex's declared
+    window. A throwaway ``CODEX_HOME`` with the fixture rollouts and a provider at a
+    refused loopback port: no account, no model call (run it in ``cli-sandbox``)."""
+    from clanker.checkouts.capability import observation_window_of
+    from clanker.launch.replacement import (
+        Proof,
+        ReplacementRefused,
+        Why,
+        retire_group,
+        start_proven,
+    )
+    from clanker.registry import get_registry
+
+    codex_home = tmp_path / "codex-home"
+    shutil.copytree(FIXTURE_SESSIONS, codex_home / "sessions")
+    (codex_home / "config.toml").write_text(
+        'model_provider = "probe"\n[model_providers.probe]\nname = "probe"\n'
+        'base_url = "http://127.0.0.1:9/v1"\nenv_key = "PROBE_KEY"\nwire_api = "responses"\n')
+    places = {name: tmp_path / "w" / f"target-{name}" for name in ("a", "b", "elsewhere")}
+    for place in places.values():
+        place.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CODEX_", "OPENAI_", "CLANKER_"))}
+    env.update(CODEX_HOME=str(codex_home), PROBE_KEY="dummy-not-a-key",
+               TERM="xterm-256color")
+    rehome = CodexRehome()
+    window = observation_window_of(rehome)
+    assert window is not None
+    proof = Proof(first_output_within=60.0, survives=window)
+    provider = get_registry().get_provider("codex")
+
+    def resume(session: str, where: Path) -> tuple[list[str], dict[str, str]]:
+        plan = plan_launch(provider, rehome_request(rehome, SessionTarget(native_id=session),
+                                                    str(where)))
+        return list(plan.argv), dict(plan.env)
+
+    try:
+        argv, extra = resume(FIXTURE_ID, places["a"])
+        assert argv[-2:] == ["--cd", str(places["a"])]
+        first, held = start_proven(tuple(argv), {**env, **extra}, str(places["elsewhere"]),
+                                   (45, 160), proof)
+        assert b"target-a" in held  # it names the target (its header, its window title)
+        assert retire_group(first) != 0  # retired, its whole group proven gone
+        argv, extra = resume(FIXTURE_ID, places["b"])
+        second, held = start_proven(tuple(argv), {**env, **extra}, str(places["elsewhere"]),
+                                    (45, 160), proof)
+        screen = held
+        while select.select([second.master], [], [], 2.0)[0]:  # the rest of the screen
+            chunk = second.read()
+            if not chunk:
+                break
+            screen += chunk
+        retire_group(second)
+        assert b"target-b" in screen and b"target-a" not in screen
+        rollout = next((codex_home / "sessions").rglob(f"*{FIXTURE_ID}.jsonl"))
+        recorded = re.findall(r'"cwd":"([^"]+)"', rollout.read_text())
+        assert recorded[-1] == str(places["b"])  # the move took effect
+        argv, extra = resume("00000000-0000-4000-8000-000000000000", places["b"])
+        with pytest.raises(ReplacementRefused) as refused:
+            start_proven(tuple(argv), {**env, **extra}, str(places["elsewhere"]),
+                         (45, 160), proof)
+        assert refused.value.why is Why.EXITED
+        assert "No saved session found" in refused.value.output
+    finally:
+        _end_processes_under(codex_home)

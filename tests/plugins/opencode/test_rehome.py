@@ -34,7 +34,7 @@ from clanker.checkouts.capability import (
 from clanker.checkouts.rehome import rehome_request
 from clanker.checkouts.relocation import RelocationRefused, relocate
 from clanker.launch.planning import plan_launch
-from clanker.launch.relayed import hot_replaced
+from clanker.launch.relayed import hot_replaced, movable
 from clanker.launch.request import SessionTarget
 from clanker.registry import Registry
 from clanker_opencode.rehome import MOVE_SESSION, OpenCodeRehome
@@ -57,6 +57,20 @@ def test_opencode_declares_an_after_turn_move_with_its_own_relocation() -> None:
     assert rehome.strategy is RehomeStrategy.AFTER_TURN
     assert contention_retry_of(rehome) is NO_RETRY
     assert not rehome.is_transient_contention("database is locked")
+
+
+def test_a_resume_may_take_as_long_as_opencode_takes_to_draw() -> None:
+    from clanker.checkouts.capability import first_output_within_of, observation_window_of
+
+    assert first_output_within_of(OpenCodeRehome()) == 45.0
+    # An unknown session prints its error and exits at once: the default window holds.
+    assert observation_window_of(OpenCodeRehome()) is None
+
+    class Wrong(OpenCodeRehome):
+        first_output_within = 61
+
+    with pytest.raises(ValueError, match="first_output_within"):
+        first_output_within_of(Wrong())
 
 
 def test_the_relocation_is_the_captured_move_session() -> None:
@@ -82,13 +96,13 @@ def test_the_resume_after_the_relocation_is_the_ordinary_one() -> None:
 
 
 @pytest.mark.usefixtures("home", "fake_bin")
-def test_opencode_is_not_granted_the_checkout_tools_yet(tmp_path: Path) -> None:
+def test_opencode_is_granted_the_checkout_tools(tmp_path: Path) -> None:
     from clanker.bridge.isolated import CHECKOUT_NAMES
 
-    assert not hot_replaced(provider())
+    assert movable(provider()) and not hot_replaced(provider())
     granted = launched_capabilities(OpenCodeRehome(), tmp_path)
     assert "clanker_context" in granted
-    assert not set(CHECKOUT_NAMES) & set(granted)
+    assert set(CHECKOUT_NAMES) <= set(granted)
 
 
 # The real opencode, offline.

@@ -17,7 +17,9 @@ from typing import Any, Protocol, runtime_checkable
 from attrs import field, frozen
 
 __all__ = ["NO_RETRY", "CheckoutRehomeCapability", "ContentionRetry", "RehomeStrategy",
-           "RelocationRequest", "contention_retry_of", "relocation_of"]
+           "RelocationRequest", "contention_retry_of", "first_output_within_of",
+           "observation_window_of",
+           "relocation_of"]
 
 
 class RehomeStrategy(enum.StrEnum):
@@ -62,6 +64,33 @@ def contention_retry_of(rehome: CheckoutRehomeCapability) -> ContentionRetry:
     if not isinstance(declared, ContentionRetry):
         raise TypeError("contention_retry: must be a ContentionRetry")
     return declared
+
+
+def _seconds(rehome: CheckoutRehomeCapability, name: str, most: float) -> float | None:
+    declared = getattr(rehome, name, None)
+    if declared is None:
+        return None
+    if isinstance(declared, bool) or not isinstance(declared, int | float) \
+            or not 0 < declared <= most:
+        raise ValueError(f"{name}: must be seconds between 0 and {most:g}")
+    return float(declared)
+
+
+def observation_window_of(rehome: CheckoutRehomeCapability) -> float | None:
+    """How long a resume must keep running after its first output before it counts as
+    proven, as ``rehome`` declares in its optional ``observation_window`` attribute
+    (seconds, at most 30); ``None`` when it declares none (clanker's default holds).
+
+    A harness whose failed resume takes a while to give up (it draws first, then
+    prints its error and exits) declares a window longer than that."""
+    return _seconds(rehome, "observation_window", 30)
+
+
+def first_output_within_of(rehome: CheckoutRehomeCapability) -> float | None:
+    """How long a resume may take to print anything at all, as ``rehome`` declares in
+    its optional ``first_output_within`` attribute (seconds, at most 60); ``None``
+    when it declares none (clanker's default holds). For a harness slow to start."""
+    return _seconds(rehome, "first_output_within", 60)
 
 
 def _argv(instance: object, attribute: object, value: tuple[str, ...]) -> None:

@@ -84,7 +84,29 @@ def entry_record(entry: TerminalEntry) -> dict[str, Any]:
         "bridge": list(entry.bridge),
         "account": entry.account,
         "tmux_pane": entry.tmux_pane,
+        "pending_move": _pending_move_record(entry),
     }
+
+
+def _pending_move_record(entry: TerminalEntry) -> dict[str, Any] | None:
+    move = entry.pending_move
+    if move is None:
+        return None
+    return {"state": move.state, "kind": move.kind, "branch": move.branch, "path": move.path,
+            "target": move.target, "requested_at": move.requested_at.isoformat()}
+
+
+def _pending_move_line(entry: TerminalEntry, now: datetime) -> str | None:
+    """One line under the table for a terminal whose conversation is about to move."""
+    move = entry.pending_move
+    if move is None:
+        return None
+    when = ("once its turn ends" if move.state == "scheduled"
+            else "now (the agent is being resumed there)")
+    then = f" (branch {move.branch})" if move.kind == "create" else \
+        f", then {_place(move.path)} is completed"
+    return (f"~ {entry.terminal}: moves to {_place(move.target)}{then} {when}; "
+            f"asked {relative_time(move.requested_at, now)}")
 
 
 def notification_record(notification: Notification) -> dict[str, Any]:
@@ -136,6 +158,10 @@ def _table(entries: list[TerminalEntry], now: datetime) -> None:
         for row, entry in zip(rows, entries, strict=True):
             row.insert(2, entry.account or "default")
     echo_table(headers, rows)
+    for e in entries:
+        line = _pending_move_line(e, now)
+        if line is not None:
+            click.echo(line)
     for e in entries:
         if e.failed_closed:
             click.echo(f"* {e.terminal}: {_failed_closed(e.failed_closed)}; events may be "

@@ -13,6 +13,13 @@ the child being relayed.
 :meth:`PtyRelay.replace` swaps the child being relayed without stopping the
 relay: the caller starts and proves the replacement on its own PTY first,
 then hands it over and retires the one it gets back.
+
+A harness that cannot run beside its successor is handed over the other way
+round: :meth:`PtyRelay.detach` takes the child out of the relay first (a
+handover is pending: that child's exit no longer ends the relay, and what the
+user types meanwhile is dropped), the caller retires it, and then either hands
+the relay a successor (:meth:`PtyRelay.replace`) or ends it
+(:meth:`PtyRelay.finish`).
 """
 
 from __future__ import annotations
@@ -156,13 +163,16 @@ class PtyRelay:
                  output_filter: Callable[[bytes], bytes] | None = None) -> None:
         """``output_filter`` sees every read of the child's output first and returns
         what is shown (it may hold bytes back, or take some out)."""
-        self._child = child
+        self._child: PtyChild | None = child
         self._filter = output_filter
         self._stdin = stdin_fd
         self._stdout = stdout_fd
         self._lock = threading.Lock()
         self._pending: PtyChild | None = None
         self._prefix = b""
+        self._detaching = False
+        self._finish: int | None = None
+        self._deferred: int | None = None
         self._ended = False
         self._handed_back = threading.Event()
         self._wake_read, self._wake_write = os.pipe()
@@ -170,7 +180,8 @@ class PtyRelay:
             os.set_blocking(fd, False)
 
     @property
-    def child(self) -> PtyChild:
+    def child(self) -> PtyChild | None:
+        """The child relayed now; ``None`` while a handover is pending (:meth:`detach`)."""
         return self._child
 
     def wake(self) -> None:
@@ -178,18 +189,17 @@ class PtyRelay:
         with contextlib.suppress(BlockingIOError):
             os.write(self._wake_write, b"\0")
 
-    def replace(self, replacement: PtyChild, prefix: bytes = b"") -> PtyChild:
+    def replace(self, replacement: PtyChild, prefix: bytes = b"") -> PtyChild | None:
         """Relay ``replacement`` from now on; return the child relayed until now.
 
         ``prefix`` is output of the replacement already read (while it was being
         proven) and is shown first. Call from another thread than :meth:`run`;
         returns once the relay has switched. The caller retires the old child.
+        During a pending handover (:meth:`detach`) there is no child relayed and
+        ``None`` is returned.
         """
         with self._lock:
-            if self._ended:
-                raise RuntimeError("the relay has ended")
-            if self._pending is not None:
-                raise RuntimeError("a replacement is already being handed over")
+            self._check_idle()
             previous = self._child
             self._pending = replacement
             self._prefix = prefix
@@ -202,17 +212,72 @@ class PtyRelay:
                 raise RuntimeError("the relay has ended")
         return previous
 
+    def detach(self) -> PtyChild:
+        """Stop relaying the child relayed now and return it, the relay running on with
+        none: a handover is pending. That child's exit no longer ends the relay (the
+        caller retires it) and what the user types until a successor is relayed is
+        dropped; then :meth:`replace` relays the successor or :meth:`finish` ends the
+        relay. Call from another thread than :meth:`run`; raises ``RuntimeError`` when
+        the relay has ended (its child exited first) or a handover is under way."""
+        with self._lock:
+            self._check_idle()
+            if self._child is None:
+                raise RuntimeError("a handover is already pending")
+            previous = self._child
+            self._detaching = True
+            self._handed_back.clear()
+        self.wake()
+        self._handed_back.wait()
+        with self._lock:
+            if self._child is not None:  # the relay ended first
+                self._detaching = False
+                raise RuntimeError("the relay has ended")
+        return previous
+
+    def finish(self, status: int) -> None:
+        """End a relay whose handover found no successor: :meth:`run` returns
+        ``status``. Only while a handover is pending (``RuntimeError`` otherwise)."""
+        with self._lock:
+            if self._ended:
+                return
+            if self._child is not None or self._pending is not None:
+                raise RuntimeError("finish: only while a handover is pending")
+            self._finish = status
+        self.wake()
+
+    def signal_child(self, signum: int) -> None:
+        """Send ``signum`` to the child relayed now; during a handover, to the successor
+        as soon as it is relayed (safe from a signal handler: it takes no lock)."""
+        child = self._child
+        if child is not None:
+            child.signal(signum)
+            return
+        self._deferred = signum
+        self.wake()
+
+    def _check_idle(self) -> None:
+        if self._ended:
+            raise RuntimeError("the relay has ended")
+        if self._pending is not None or self._detaching:
+            raise RuntimeError("a replacement is already being handed over")
+
     def _adopt_pending(self, selector: selectors.BaseSelector) -> None:
         with self._lock:
             replacement, self._pending = self._pending, None
-            if replacement is None:
+            detaching, self._detaching = self._detaching, False
+            if replacement is None and not detaching:
                 return
-            selector.unregister(self._child.master)
+            if self._child is not None:
+                selector.unregister(self._child.master)
             self._child = replacement
-            selector.register(replacement.master, selectors.EVENT_READ)
+            if replacement is not None:
+                selector.register(replacement.master, selectors.EVENT_READ)
             self._handed_back.set()
-        if self._prefix:
+        if replacement is not None and self._prefix:
             self._output(self._prefix)
+        deferred, self._deferred = self._deferred, None
+        if replacement is not None and deferred is not None:
+            replacement.signal(deferred)  # aimed at the launcher while nobody ran
 
     def _output(self, data: bytes) -> None:
         view = memoryview(data)
@@ -220,7 +285,8 @@ class PtyRelay:
             view = view[os.write(self._stdout, view):]
 
     def run(self) -> int:
-        """Relay until the child being relayed ends; return its exit status."""
+        """Relay until the child being relayed ends; return its exit status (or
+        the status :meth:`finish` gives)."""
         try:
             return self._relay()
         finally:
@@ -230,7 +296,8 @@ class PtyRelay:
 
     def _relay(self) -> int:
         with selectors.DefaultSelector() as selector:
-            selector.register(self._child.master, selectors.EVENT_READ)
+            if self._child is not None:
+                selector.register(self._child.master, selectors.EVENT_READ)
             selector.register(self._wake_read, selectors.EVENT_READ)
             with contextlib.suppress(ValueError, OSError):
                 selector.register(self._stdin, selectors.EVENT_READ)
@@ -240,13 +307,15 @@ class PtyRelay:
                         with contextlib.suppress(BlockingIOError):
                             os.read(self._wake_read, _CHUNK)
                         self._adopt_pending(selector)
+                        if self._finish is not None:
+                            return self._finish
                     elif key.fd == self._stdin:
                         data = os.read(self._stdin, _CHUNK)
-                        if data:
-                            self._child.write(data)
-                        else:  # the user's input ended: nothing more to type
+                        if not data:  # the user's input ended: nothing more to type
                             selector.unregister(self._stdin)
-                    elif key.fd == self._child.master:
+                        elif self._child is not None:  # else dropped: a handover is pending
+                            self._child.write(data)
+                    elif self._child is not None and key.fd == self._child.master:
                         data = self._child.read()
                         if not data:
                             child = self._child
@@ -271,12 +340,13 @@ def run_in_pty(relay: PtyRelay, *, tty_fd: int) -> int:
 
     def follow_size(_: int, __: FrameType | None) -> None:
         size = terminal_size(tty_fd)
-        if size is not None:
+        child = relay.child
+        if size is not None and child is not None:
             with contextlib.suppress(OSError):
-                relay.child.resize(size)
+                child.resize(size)
 
     def forward(signum: int, _: FrameType | None) -> None:
-        relay.child.signal(signum)
+        relay.signal_child(signum)  # during a handover: the successor's, once it runs
 
     previous = {signal.SIGWINCH: signal.signal(signal.SIGWINCH, follow_size)}
     for sig in _FORWARDED:

@@ -30,14 +30,16 @@ import asyncio
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from clanker._logging import get_logger
 from clanker.bridge.credentials import Binding
 from clanker.bridge.declaration import CapabilityRefused
-from clanker.grid.isolation import Move, Transactions, _same_place
+from clanker.grid.isolation import Isolation, Move, Transactions, _same_place, unrecovered_notice
 from clanker.grid.moves import MoveUnavailable
+from clanker.grid.pending import PendingMove
 
 if TYPE_CHECKING:
     from clanker.checkouts.service import CheckoutService
@@ -67,8 +69,14 @@ class Completion:
                  session_of: Callable[[str], str | None],
                  listening: Callable[[str], bool], transactions: Transactions,
                  locations: Locations,
-                 notify: Callable[[Binding, str], object] | None = None) -> None:
+                 notify: Callable[[Binding, str], object] | None = None,
+                 isolation: Isolation | None = None) -> None:
+        """``isolation`` holds the pending moves: a caller whose harness moves only after
+        its turn gets its completion scheduled there, and made at the trigger."""
         self._state_dir = state_dir
+        self._isolation = isolation
+        if isolation is not None:
+            isolation.triggers["complete"] = self.triggered
         self._move = move
         self._session_of = session_of
         self._listening = listening
@@ -83,6 +91,16 @@ class Completion:
         terminal = binding.terminal
         self._transactions.begin(terminal)
         try:
+            scheduled = None if self._isolation is None else \
+                self._isolation.pending.of(terminal)
+            if scheduled is not None and scheduled.kind != "complete":
+                raise CapabilityRefused("busy: a move into an isolated checkout is scheduled "
+                                        "for the end of this turn; nothing was changed")
+            if scheduled is not None:
+                return {"status": "already-scheduled", "path": scheduled.path,
+                        "branch": scheduled.branch or None,
+                        "message": "a move back to the main checkout is already scheduled "
+                                   "for the end of this turn"}
             return await self._complete(binding, delete_branch, discard_ignored)
         finally:
             if terminal not in self._moving:  # else it settles when the move does
@@ -118,6 +136,20 @@ class Completion:
             raise CapabilityRefused("not-relayed: your launch cannot be moved to another "
                                     "checkout; nothing was changed")
         target = _same_place(main, worktree.path, here) if os.path.isdir(here) else main
+        if self._isolation is not None and self._isolation.after_turn(binding):
+            self._isolation.schedule(binding, PendingMove(
+                terminal=binding.terminal, session=session, target=target,
+                path=worktree.path, branch=worktree.branch or "",
+                after_revision=self._isolation.revision_of(binding.terminal),
+                requested_at=datetime.now(UTC), kind="complete", main=main,
+                delete_branch=delete_branch, discard_ignored=discard_ignored))
+            self._isolation.tell(binding, f"isolated checkout completion scheduled: the agent "
+                                          f"moves back to {target} once its turn ends, then "
+                                          f"{worktree.path} is completed")
+            return {"status": "scheduled", "path": worktree.path, "branch": worktree.branch,
+                    "message": "your conversation moves back to the main checkout once this "
+                               "turn has ended, and then the worktree is completed (an "
+                               "interrupt or a failed turn cancels it and keeps the worktree)"}
         # Owned here, not by the caller: past the move's commit point it must finish.
         task = self._transactions.own(self._move_and_complete(
             service, binding, session, main, target, worktree,
@@ -192,8 +224,6 @@ class Completion:
                                  session: str, main: str, target: str, worktree: Worktree,
                                  delete_branch: bool, discard_ignored: bool
                                  ) -> dict[str, Any]:
-        from clanker.checkouts.types import CheckoutError
-
         terminal = binding.terminal
         kept = f"the worktree is kept at {worktree.path}"
         try:
@@ -204,7 +234,72 @@ class Completion:
         if not outcome.moved:
             raise CapabilityRefused(f"not-moved ({outcome.why}): you continue where you "
                                     f"were; {kept}")
-        # Past the commit point: the conversation runs in the main checkout now.
+        return await self._after_move(service, binding, session, target, main, worktree,
+                                      delete_branch, discard_ignored)
+
+    async def triggered(self, binding: Binding, move: PendingMove) -> None:
+        """Make ``move``, a completion scheduled for the end of the turn: re-validated
+        first (the same conversation, the worktree still clanker's, unlocked, nobody
+        else's and nothing in it that blocks), then moved and completed; the person
+        hears of every outcome."""
+        from clanker.checkouts.types import CheckoutError
+
+        assert self._isolation is not None
+        isolation, terminal = self._isolation, binding.terminal
+        kept = f"the worktree is kept at {move.path}"
+        try:
+            self._transactions.begin(terminal)
+        except CapabilityRefused as refused:
+            isolation.tell(binding, f"isolated checkout completion not made ({refused}); "
+                                    f"{kept}")
+            return
+        try:
+            service = self._service(terminal)
+            problem: str | None = None
+            located = None
+            if self._session_of(terminal) != move.session or not self._listening(terminal):
+                problem = "the terminal is no longer attached to the same conversation"
+            else:
+                try:
+                    located = await self._locate(service, terminal, binding.launch_dir)
+                except CheckoutError as error:
+                    problem = f"{error.reason.value}: {error.message}"
+            if problem is None:
+                problem = _still_to_complete(located, move, discard=move.discard_ignored)
+            if problem is not None or located is None:
+                isolation.tell(binding, f"isolated checkout completion cancelled ({problem}):"
+                                        f" the agent continues where it was; nothing was "
+                                        f"moved or removed; {kept}")
+                return
+            main, worktree = located
+            isolation.under_way(terminal, move)
+            try:
+                outcome = await self._move(terminal, move.target, move.session)
+            except MoveUnavailable as unavailable:
+                isolation.tell(binding, f"isolated checkout completion not made "
+                                        f"({unavailable.word}): the agent continues where it "
+                                        f"was; {kept}")
+                return
+            finally:
+                isolation.under_way(terminal, None)
+            if not outcome.moved:
+                isolation.tell(binding, unrecovered_notice(move, kept)
+                               if outcome.why == "unrecovered" else
+                               f"isolated checkout completion not made ({outcome.why}): the "
+                               f"agent continues where it was; {kept}")
+                return
+            await self._after_move(service, binding, move.session, move.target, main,
+                                   worktree, move.delete_branch, move.discard_ignored)
+        finally:
+            self._transactions.busy.discard(terminal)
+
+    async def _after_move(self, service: CheckoutService, binding: Binding, session: str,
+                          target: str, main: str, worktree: Worktree, delete_branch: bool,
+                          discard_ignored: bool) -> dict[str, Any]:
+        """Past the commit point: complete the worktree the conversation has left."""
+        from clanker.checkouts.types import CheckoutError
+
+        terminal = binding.terminal
         moved = {"moved_to": target, "path": worktree.path, "branch": worktree.branch}
         try:
             result = await service.complete(main, path=worktree.path,
@@ -238,6 +333,24 @@ class Completion:
         self._outcomes.move_to_end(session)
         while len(self._outcomes) > _REMEMBERED:
             self._outcomes.popitem(last=False)
+
+
+def _still_to_complete(located: tuple[str, Worktree] | None, move: PendingMove, *,
+                       discard: bool) -> str | None:
+    """Why the scheduled completion must not be made now (``None``: it may)."""
+    from clanker.checkouts.types import Dirtiness
+
+    if located is None:
+        return "the agent already runs in the main checkout"
+    _, worktree = located
+    if os.path.realpath(worktree.path) != os.path.realpath(move.path):
+        return f"the agent no longer runs in {move.path}"
+    if worktree.problem is not None:
+        return f"git-failed: {worktree.problem}"
+    if worktree.dirtiness is Dirtiness.DIRTY or (
+            worktree.dirtiness is Dirtiness.IGNORED_ONLY and not discard):
+        return f"{worktree.dirtiness}: changes in the worktree block its completion"
+    return None
 
 
 def _notice(answer: dict[str, Any]) -> str:

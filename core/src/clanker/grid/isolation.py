@@ -19,8 +19,9 @@ terminal: the grid's publisher hands every revision to :meth:`Isolation.observe`
 and the terminal's next completed root turn triggers the move, re-validated first
 (the checkout is still there, clanker's and on its branch; the terminal is still
 attached to the same conversation). An interrupted or failed turn, an ended
-session or an exited agent cancels it; the checkout is kept. Either way the person
-hears of it through the grid's notices (what ``watch --notify`` reads).
+session or an exited agent cancels it; the checkout is kept. Every outcome of a
+create (made, scheduled, cancelled, refused) is told to the person through the
+grid's notices (what ``watch --notify`` reads).
 """
 
 from __future__ import annotations
@@ -129,6 +130,10 @@ class Isolation:
         self._notify = notify
         self.pending = PendingMoves()
         self._bindings: dict[str, Binding] = {}
+        self._under_way: dict[str, PendingMove] = {}
+        self.triggers: dict[str, Callable[[Binding, PendingMove], Awaitable[None]]] = {
+            "create": self._triggered}
+        """What makes a triggered move of each kind (completion adds ``complete``)."""
 
     @property
     def transactions(self) -> Transactions:
@@ -141,6 +146,9 @@ class Isolation:
         self._transactions.begin(terminal)
         try:
             scheduled = self.pending.of(terminal)
+            if scheduled is not None and scheduled.kind != "create":
+                raise CapabilityRefused("busy: a move back to the main checkout is scheduled "
+                                        "for the end of this turn; nothing was created")
             if scheduled is not None:
                 return {"status": "already-scheduled", "branch": scheduled.branch,
                         "path": scheduled.path,
@@ -185,12 +193,14 @@ class Isolation:
             raise CapabilityRefused(f"{error.reason.value}: {error.message}") from None
         target = _same_place(created.path, main, here)
         if self._after_turn(binding):
-            self.pending.schedule(PendingMove(
+            self.schedule(binding, PendingMove(
                 terminal=binding.terminal, session=session, target=target,
                 path=created.path, branch=created.branch,
                 after_revision=self._revision_of(binding.terminal),
                 requested_at=datetime.now(UTC)))
-            self._bindings[binding.terminal] = binding
+            self._tell(binding, f"isolated checkout move scheduled: {created.path} (branch "
+                                f"{created.branch}) is created; the agent moves there once "
+                                f"its turn ends")
             return {"status": "scheduled", "branch": created.branch, "path": created.path,
                     "message": "the worktree is created; your conversation moves there "
                                "once this turn has ended (an interrupt or a failed turn "
@@ -199,12 +209,32 @@ class Isolation:
         try:
             outcome = await self._owned_move(binding.terminal, target, session)
         except MoveUnavailable as unavailable:
+            self._tell(binding, f"isolated checkout move not made ({unavailable.word}): the "
+                                f"agent continues where it was; {kept}")
             raise CapabilityRefused(f"not-moved ({unavailable.word}): you continue where "
                                     f"you were; {kept}") from None
         if not outcome.moved:
+            self._tell(binding, f"isolated checkout move not made ({outcome.why}): the "
+                                f"agent continues where it was; {kept}")
             raise CapabilityRefused(f"not-moved ({outcome.why}): you continue where you "
                                     f"were; {kept}")
+        self._tell(binding, f"isolated checkout ready: the agent continues in {target} "
+                            f"(branch {created.branch})")
         return {"status": "created", "branch": created.branch, "path": created.path}
+
+    def after_turn(self, binding: Binding) -> bool:
+        """Whether ``binding``'s harness moves its conversation only after its turn."""
+        return self._after_turn(binding)
+
+    def revision_of(self, terminal: str) -> int:
+        return self._revision_of(terminal)
+
+    def schedule(self, binding: Binding, move: PendingMove) -> bool:
+        """Record ``move`` for ``binding``'s terminal (``False``: it has one already)."""
+        if not self.pending.schedule(move):
+            return False
+        self._bindings[binding.terminal] = binding
+        return True
 
     def observe(self, revision: Revision) -> None:
         """Hear one published revision: trigger or cancel the terminal's pending move
@@ -223,7 +253,40 @@ class Isolation:
                                 f"continues where it was; the worktree is kept at "
                                 f"{move.path} (branch {move.branch})")
             return
-        self._transactions.own(self._triggered(binding, move))
+        self._transactions.own(self.triggers[move.kind](binding, move))
+
+    def under_way(self, terminal: str, move: PendingMove | None) -> None:
+        """Say that ``terminal``'s triggered move is being made (``None``: no longer)."""
+        if move is None:
+            self._under_way.pop(terminal, None)
+        else:
+            self._under_way[terminal] = move
+
+    def tell(self, binding: Binding, message: str) -> None:
+        """Tell the person (the grid's notices)."""
+        self._tell(binding, message)
+
+    def move_of(self, terminal: str) -> tuple[str, PendingMove] | None:
+        """``terminal``'s after-turn move and its state (``scheduled`` until its turn
+        ends, ``moving`` while the launcher makes it); ``None`` when it has none."""
+        scheduled = self.pending.of(terminal)
+        if scheduled is not None:
+            return "scheduled", scheduled
+        moving = self._under_way.get(terminal)
+        return None if moving is None else ("moving", moving)
+
+    def cancel_all(self, why: str) -> int:
+        """Cancel every pending move (the grid is stopping: they live in its memory
+        only), telling the person of each; return how many there were."""
+        moves = self.pending.all()
+        for terminal, move in moves.items():
+            self.pending.pop(terminal)
+            binding = self._bindings.pop(terminal, None)
+            if binding is not None:
+                self._tell(binding, f"isolated checkout move cancelled ({why}): the agent "
+                                    f"continues where it was; the worktree is kept at "
+                                    f"{move.path} (branch {move.branch})")
+        return len(moves)
 
     def forget(self, terminal: str) -> None:
         """``terminal`` was retired: its pending move, if any, is cancelled."""
@@ -248,12 +311,15 @@ class Isolation:
                 self._tell(binding, f"isolated checkout move not made ({problem}): the "
                                     f"agent continues where it was; {kept}")
                 return
+            self._under_way[terminal] = move
             try:
                 outcome = await self._move(terminal, move.target, move.session)
             except MoveUnavailable as unavailable:
                 self._tell(binding, f"isolated checkout move not made ({unavailable.word}):"
                                     f" the agent continues where it was; {kept}")
                 return
+            finally:
+                self._under_way.pop(terminal, None)
             self._tell(binding, _moved_notice(outcome, move, kept))
         finally:
             self._transactions.busy.discard(terminal)
@@ -305,11 +371,16 @@ def _moved_notice(outcome: MoveOutcome, move: PendingMove, kept: str) -> str:
         return (f"isolated checkout ready: the agent continues in {move.target} "
                 f"(branch {move.branch})")
     if outcome.why == "unrecovered":
-        return (f"isolated checkout move FAILED and the agent could not be resumed where it "
-                f"was: resume the conversation from history (clanker resume {move.session});"
-                f" nothing was removed; {kept}")
+        return unrecovered_notice(move, kept)
     return f"isolated checkout move not made ({outcome.why}): the agent continues where " \
            f"it was; {kept}"
+
+
+def unrecovered_notice(move: PendingMove, kept: str) -> str:
+    """The strong notice of a move after which nothing runs the conversation."""
+    return (f"isolated checkout move FAILED and the agent could not be resumed where it "
+            f"was: resume the conversation from history (clanker resume {move.session}); "
+            f"nothing was removed; {kept}")
 
 
 def _same_place(worktree: str, main: str, here: str) -> str:

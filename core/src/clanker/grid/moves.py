@@ -25,9 +25,12 @@ from clanker.grid.protocol import (
 
 __all__ = ["ANSWER_WITHIN", "MoveUnavailable", "Movers"]
 
-ANSWER_WITHIN: Final = 50.0
+ANSWER_WITHIN: Final = 300.0
 """How long a launcher has to prove and adopt a move, or refuse it (seconds): its own
-proof is bounded well inside this (:class:`clanker.launch.replacement.Proof`)."""
+proof is bounded well inside this (:class:`clanker.launch.replacement.Proof`), and so is
+an after-turn move (the source retired, a native relocation, up to three resume
+attempts, then the recovery where it was, relocated back first: OpenCode's slow
+start-up and servers make that several minutes at worst)."""
 
 
 class MoveUnavailable(Exception):

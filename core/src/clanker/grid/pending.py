@@ -1,6 +1,6 @@
-"""Pending moves: a create from a harness whose conversation moves only once its turn
-has ended (the ``after-turn`` rehome strategy) is recorded here, one per terminal,
-until the attention broker settles that terminal's root turn.
+"""Pending moves: a create or a complete from a harness whose conversation moves only
+once its turn has ended (the ``after-turn`` rehome strategy) is recorded here, one per
+terminal, until the attention broker settles that terminal's root turn.
 
 What counts is the broker's own published state, never the agent's word: the first
 root-turn outcome recorded after the request (a revision newer than the one the
@@ -36,6 +36,13 @@ class PendingMove:
     after_revision: int
     """The terminal's published revision when the move was asked for."""
     requested_at: datetime
+    kind: str = "create"
+    """``create`` (into the worktree) or ``complete`` (back to the main checkout, then
+    the worktree completed)."""
+    main: str = ""
+    """The main checkout (a ``complete``'s destination repository)."""
+    delete_branch: bool = False
+    discard_ignored: bool = False
 
 
 class Decision(enum.StrEnum):

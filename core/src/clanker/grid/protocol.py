@@ -122,6 +122,7 @@ __all__ = [
     "MoveOutcome",
     "Notification",
     "Op",
+    "PendingMoveEntry",
     "ProtocolError",
     "RegisterRequest",
     "Registration",
@@ -532,6 +533,24 @@ BRIDGE_OPS: Final = frozenset(Op(op) for op in bridge_wire.OPS)
 
 
 @frozen(kw_only=True)
+class PendingMoveEntry:
+    """A move of a terminal's conversation into an isolated checkout, asked for and not
+    yet settled: ``scheduled`` until its root turn ends, ``moving`` while the launcher
+    retires the agent and resumes it there."""
+
+    state: str = field(validator=attrs.validators.in_(("scheduled", "moving")))
+    kind: str = field(validator=attrs.validators.in_(("create", "complete")))
+    """``create``: into the worktree; ``complete``: back to the main checkout, then the
+    worktree is completed."""
+    branch: str
+    path: str
+    """The worktree's root."""
+    target: str
+    """Where the conversation continues (the worktree, or the same directory inside it)."""
+    requested_at: datetime
+
+
+@frozen(kw_only=True)
 class TerminalEntry:
     """One terminal as the grid reports it: who launched it, where, and its latest revision.
 
@@ -563,6 +582,9 @@ class TerminalEntry:
     """The managed account it runs under (its name), or ``None`` for the default one."""
     tmux_pane: str | None = None
     """The tmux pane its launcher runs in (``%N``), or ``None`` outside tmux."""
+    pending_move: PendingMoveEntry | None = None
+    """Its move into an isolated checkout, scheduled for the end of its turn or under
+    way (``None``: none; the key is then left out)."""
 
 
 @frozen(kw_only=True)
@@ -667,7 +689,7 @@ class CmdRunReply:
 
 _OMITTED: Final[dict[type[Any], frozenset[str]]] = {
     # Left out at their default, so what older peers never sent or read stays absent.
-    TerminalEntry: frozenset({"bridge", "account", "tmux_pane"}),
+    TerminalEntry: frozenset({"bridge", "account", "tmux_pane", "pending_move"}),
     RegisterRequest: frozenset({"account", "tmux_pane"}),
     StreamEvent: frozenset({"notification"}),
     SubscribeRequest: frozenset({"notifications"}),
@@ -715,8 +737,11 @@ def _converter() -> JsonConverter:
         return StreamKind(value)
 
     converter.register_structure_hook(StreamKind, stream_kind)
-    for cls in (*_REQUESTS.values(), TerminalEntry, HelloReply, Registration, EmptyReply,
-                DeliverReply, ListReply, ExplainReply, Notification, StreamEvent,
+    # A nested record before the one holding it: its hooks are looked up when the
+    # holder's are generated.
+    for cls in (*_REQUESTS.values(), PendingMoveEntry, TerminalEntry, HelloReply,
+                Registration, EmptyReply, DeliverReply, ListReply, ExplainReply,
+                Notification, StreamEvent,
                 BridgeGrantReply, CmdListReply, CmdDescribeReply, CmdRunReply,
                 MoveInstruction, MoveOutcome, ScanReport, SessionsReply):
         _register(converter, cls)

@@ -103,6 +103,7 @@ from clanker.grid.protocol import (
     ListRequest,
     MoveOutcome,
     Notification,
+    PendingMoveEntry,
     ProtocolError,
     RegisterRequest,
     Registration,
@@ -334,7 +335,7 @@ class Grid:
             state_dir=state_dir, move=self.move, session_of=self._session_of,
             listening=self._movers.listening, transactions=self._isolation.transactions,
             locations=lambda: [(e.terminal, e.cwd, e.location) for e in self.entries()],
-            notify=self._notify)
+            notify=self._notify, isolation=self._isolation)
         self._handlers: set[asyncio.Task[None]] = set()
         self._sessions = sessions
         self._server: asyncio.AbstractServer | None = None
@@ -483,6 +484,9 @@ class Grid:
         # launcher it waits on keeps its connection until then. New ones are refused.
         transactions = self._isolation.transactions
         transactions.close()
+        # A pending move lives in this process only: it goes, and the person is told
+        # (the notices reach the watchers before their streams end).
+        self._isolation.cancel_all("the grid is stopping")
         if await transactions.settle(TRANSACTION_TIMEOUT):
             # Their callers' answers are on their way out: give those a moment.
             pending = [task for task in self._handlers if task is not asyncio.current_task()]
@@ -608,7 +612,17 @@ class Grid:
             bridge=self._bridge.granted(info.terminal),
             account=info.account,
             tmux_pane=info.tmux_pane,
+            pending_move=self._pending_move(info.terminal),
         )
+
+    def _pending_move(self, terminal: str) -> PendingMoveEntry | None:
+        found = self._isolation.move_of(terminal)
+        if found is None:
+            return None
+        state, move = found
+        return PendingMoveEntry(state=state, kind=move.kind, branch=move.branch,
+                                path=move.path, target=move.target,
+                                requested_at=move.requested_at)
 
     def _register(self, request: RegisterRequest) -> Registration:
         if self._stopping:

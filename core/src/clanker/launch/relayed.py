@@ -1,17 +1,30 @@
 """A launch whose child runs under the PTY relay, so it can be moved while it runs.
 
-Only a launch that can use it gets it (:func:`relays`): its harness declares
-the ``hot-replace`` rehome strategy, and its bridge and native attention are
-both actually attached (their credentials are in the child's environment).
-Every other launch keeps :mod:`clanker.environment.foreground`.
+Only a launch that can use it gets it (:func:`relays`): its harness declares a
+rehome strategy, and its bridge and native attention are both actually attached
+(their credentials are in the child's environment). Every other launch keeps
+:mod:`clanker.environment.foreground`.
 
 :meth:`RelayedLaunch.move` continues the same conversation in another
-checkout: it prepares the provider's resume for the target as a launch of its
-own (new attachments: a new attention registration and a new bridge
-credential), proves it beside the running child
-(:func:`~clanker.launch.replacement.hot_replace`) and only then, past the
-commit point, releases the old attachments (revoking the old credential). A
-refused move releases the new attachments and changes nothing else.
+checkout, as the provider's strategy says:
+
+- ``hot-replace``: it prepares the provider's resume for the target as a launch
+  of its own (new attachments: a new attention registration and a new bridge
+  credential), proves it beside the running child
+  (:func:`~clanker.launch.replacement.hot_replace`) and only then, past the
+  commit point, releases the old attachments (revoking the old credential). A
+  refused move releases the new attachments and changes nothing else.
+- ``after-turn`` (the grid asks only once the root turn has completed): the
+  child is taken out of the relay (a pending handover, so its exit does not end
+  the launch), retired with its whole process group and its exit proven; then
+  the provider's native relocation runs, if it declares one, and the resume is
+  started in the target and proven as a hot replacement is, retried as the
+  provider's writer-lock contention retry declares. It takes the child's place
+  on the same terminal. If the target fails, the same conversation is resumed
+  back where it was (relocated back first); if that fails too, nothing runs it,
+  the launch ends, and the answer is ``unrecovered``: resume it from history.
+  The old attachments are released once the outcome is known and answered,
+  so the grid hears it over the old terminal's own channel.
 
 While it runs, the launch listens for the grid's move instructions over its
 terminal's own registration (``await-move``, authenticated with attention's
@@ -22,7 +35,9 @@ listens again as the new terminal after a move.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
@@ -30,18 +45,42 @@ import attrs
 
 from clanker._logging import get_logger
 from clanker.bridge import wire
-from clanker.checkouts.capability import RehomeStrategy
+from clanker.checkouts.capability import (
+    CheckoutRehomeCapability,
+    RehomeStrategy,
+    contention_retry_of,
+    first_output_within_of,
+    observation_window_of,
+    relocation_of,
+)
 from clanker.checkouts.rehome import rehome_request
 from clanker.environment.pty_relay import PtyChild, PtyRelay, run_in_pty, terminal_size
 from clanker.launch import attention
-from clanker.launch.replacement import Proof, ReplacementRefused, Why, hot_replace
+from clanker.launch.replacement import (
+    Proof,
+    ReplacementRefused,
+    SourceAlive,
+    Why,
+    hot_replace,
+    retire_group,
+    start_proven,
+)
 from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider
 
 if TYPE_CHECKING:
     from clanker.grid.client import MoveChannel
+    from clanker.grid.protocol import MoveOutcome
 
-__all__ = ["Launch", "MoveBusy", "RelayedLaunch", "hot_replaced", "relays"]
+__all__ = ["Launch", "MoveBusy", "MoveFailed", "RelayedLaunch", "hot_replaced", "movable",
+           "relays"]
+
+UNRECOVERED = "unrecovered"
+"""The answer of a move after which nothing runs the conversation (resume it from history)."""
+
+RELOCATION_READY_WITHIN = 30.0
+"""How long a native relocation's transient server has to answer (seconds); the
+whole after-turn move stays inside the grid's bound (:data:`clanker.grid.moves.ANSWER_WITHIN`)."""
 
 log = get_logger(__name__)
 
@@ -66,11 +105,17 @@ def hot_replaced(provider: HarnessProvider) -> bool:
     return rehome is not None and rehome.strategy is RehomeStrategy.HOT_REPLACE
 
 
+def movable(provider: HarnessProvider) -> bool:
+    """Whether ``provider``'s running conversations can be moved to another checkout
+    (it declares a rehome strategy, whichever)."""
+    return provider.checkout_rehome is not None
+
+
 def relays(provider: HarnessProvider, launch: Launch) -> bool:
-    """Whether ``launch`` of ``provider`` runs under the relay: a harness that is
-    hot-replaced, with its bridge and attention both attached."""
+    """Whether ``launch`` of ``provider`` runs under the relay: a harness that can be
+    moved (hot-replaced or after its turn), with its bridge and attention both attached."""
     env = launch.env
-    return (hot_replaced(provider) and wire.TOKEN_VARIABLE in env
+    return (movable(provider) and wire.TOKEN_VARIABLE in env
             and attention.TOKEN_VARIABLE in env)
 
 
@@ -98,6 +143,17 @@ class MoveBusy(Exception):
     """Another move of this launch is under way (this one changed nothing)."""
 
 
+class MoveFailed(Exception):
+    """An after-turn move whose resume in the target failed (``why``). ``recovered``:
+    the conversation runs again where it was, on the same terminal; else nothing runs
+    it (``why`` is ``unrecovered``) and the launch ends: resume it from history."""
+
+    def __init__(self, why: str, message: str, *, recovered: bool) -> None:
+        super().__init__(message)
+        self.why = why
+        self.recovered = recovered
+
+
 class RelayedLaunch:
     """One relayed launch: the child the user sees, and the attachments it runs with.
 
@@ -119,6 +175,8 @@ class RelayedLaunch:
         self.listening = threading.Event()
         """Set while the grid can ask this launch to move (cleared between terminals)."""
         self._moving = threading.Lock()
+        self.unrecovered: str | None = None
+        """Set when a move left nothing running the conversation (said once the relay ends)."""
         child = PtyChild.spawn(launch.argv, launch.env, launch.cwd, terminal_size(stdin_fd))
         self._relay = PtyRelay(child, stdin_fd=stdin_fd, stdout_fd=stdout_fd)
 
@@ -147,6 +205,9 @@ class RelayedLaunch:
             with self._moving:  # a move in progress settles first
                 self._relay.close()
                 self._launch.dispose()
+            if self.unrecovered is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    print(self.unrecovered, file=sys.stderr, flush=True)
 
     def _listen(self) -> None:
         """Take the grid's move instructions for the terminal relayed now, then for
@@ -186,60 +247,195 @@ class RelayedLaunch:
     def _answer(self, channel: MoveChannel, session: SessionTarget, target: str) -> None:
         from clanker.grid.protocol import MoveOutcome
 
-        def adopted() -> None:
+        answered = False
+
+        def settled(outcome: MoveOutcome) -> None:
+            nonlocal answered
+            answered = True
             with contextlib.suppress(OSError):
-                channel.answer(MoveOutcome(moved=True))
+                channel.answer(outcome)
 
         try:
-            self.move(session, target, on_adopted=adopted)
+            self.move(session, target, on_settled=settled)
         except ReplacementRefused as refused:
             why = refused.why.value
+        except MoveFailed as failed:
+            why = failed.why
         except MoveBusy:
             why = "busy"
         except Exception as error:  # the resume could not even be prepared
             log.info("relay: the move failed before the resume started: %s",
                      type(error).__name__)
-            why = "not-started"
-        else:
-            return
-        with contextlib.suppress(OSError):
-            channel.answer(MoveOutcome(moved=False, why=why))
+            why = Why.NOT_STARTED.value
+        if not answered:
+            with contextlib.suppress(OSError):
+                channel.answer(MoveOutcome(moved=False, why=why))
 
     def move(self, session: SessionTarget, target: str, *,
              user_flags: tuple[str, ...] = (), proof: Proof | None = None,
-             on_adopted: Callable[[], None] | None = None) -> Launch:
+             on_settled: Callable[[MoveOutcome], None] | None = None) -> Launch:
         """Continue ``session`` in ``target`` (absolute, clanker's own) in place of the
         child relayed now; return the launch that runs there.
 
-        Raises :class:`MoveBusy` (another move is under way), :class:`ReplacementRefused`
-        (not proven, or the resume lacks its attachments: the original runs on,
-        untouched), and whatever preparing the resume raises. ``on_adopted`` is called
-        once the resume has taken over, before the old attachments are released.
+        Raises :class:`MoveBusy` (another move is under way); for a hot-replaced
+        harness :class:`ReplacementRefused` (not proven, or the resume lacks its
+        attachments: the original runs on, untouched) and whatever preparing the
+        resume raises; for an after-turn one :class:`ReplacementRefused` only while the
+        original still runs (it had ended), then :class:`MoveFailed` (recovered where it
+        was, or not). ``on_settled`` hears the outcome once it is final (a resume has
+        taken over, or nothing will), before the old attachments are released.
         """
         rehome = self._provider.checkout_rehome
-        if rehome is None or not hot_replaced(self._provider):
-            raise ValueError("this harness is not hot-replaced")
+        if rehome is None:
+            raise ValueError("this harness cannot be moved")
+        proof = proof or Proof()
+        window = observation_window_of(rehome)
+        if window is not None and window > proof.survives:
+            proof = attrs.evolve(proof, survives=window)
+        startup = first_output_within_of(rehome)
+        if startup is not None and startup > proof.first_output_within:
+            proof = attrs.evolve(proof, first_output_within=startup)
         if not self._moving.acquire(blocking=False):
             raise MoveBusy("another move of this launch is under way")
         try:
+            if rehome.strategy is RehomeStrategy.AFTER_TURN:
+                return self._after_turn(rehome, session, target, user_flags, proof,
+                                        on_settled)
             moved = self._prepare(rehome_request(rehome, session, target, user_flags))
             try:
                 if not relays(self._provider, moved):
                     raise ReplacementRefused(
                         Why.UNCONFIRMED, "the resume could not attach its bridge and attention")
                 hot_replace(self._relay, moved.argv, moved.env, moved.cwd,
-                            _bound(proof or Proof(), moved, target))
+                            _bound(proof, moved, target))
             except BaseException:
                 moved.dispose()
                 raise
-            # Past the commit point: the old child is retired; its credentials go now.
-            # Whoever sees the new launch must not take the old terminal's channel for
-            # its own: listening is set again once the new terminal listens.
-            self.listening.clear()
-            previous, self._launch = self._launch, moved
-            if on_adopted is not None:
-                on_adopted()
-            previous.dispose()
+            self._adopt(moved, on_settled, moved=True)
             return moved
         finally:
             self._moving.release()
+
+    def _adopt(self, launch: Launch, on_settled: Callable[[MoveOutcome], None] | None, *,
+               moved: bool, why: str | None = None) -> None:
+        """``launch`` runs the conversation now: tell ``on_settled``, then release the
+        old attachments (revoking the old credential)."""
+        from clanker.grid.protocol import MoveOutcome
+
+        # Whoever sees the new launch must not take the old terminal's channel for its
+        # own: listening is set again once the new terminal listens.
+        self.listening.clear()
+        previous, self._launch = self._launch, launch
+        if on_settled is not None:
+            on_settled(MoveOutcome(moved=moved, why=why))
+        previous.dispose()
+
+    def _after_turn(self, rehome: CheckoutRehomeCapability, session: SessionTarget,
+                    target: str, user_flags: tuple[str, ...], proof: Proof,
+                    on_settled: Callable[[MoveOutcome], None] | None) -> Launch:
+        source = self._launch.cwd
+        running = self._relay.child
+        size = terminal_size(running.master) if running is not None else None
+        try:
+            child = self._relay.detach()
+        except RuntimeError as error:
+            raise ReplacementRefused(Why.RELAY_ENDED,
+                                     "the original ended before the move") from error
+        try:
+            status = retire_group(child)
+        except SourceAlive as alive:
+            # Nothing may run the conversation beside a survivor: not even where it was.
+            self._unrecovered(on_settled, f"the retired agent could not be proven gone "
+                                          f"({alive})")
+            raise MoveFailed(UNRECOVERED, str(alive), recovered=False) from alive
+        log.info("relay: the source was retired (status %d) for the move", status)
+        try:
+            moved = self._resume_in(rehome, session, target, user_flags, proof, size)
+        except ReplacementRefused as refused:
+            failed = refused
+        else:
+            self._adopt(moved, on_settled, moved=True)
+            return moved
+        log.info("relay: the resume in the target failed (%s); resuming where it was",
+                 failed.why.value)
+        try:
+            recovered = self._resume_in(rehome, session, source, (), proof, size)
+        except ReplacementRefused as again:
+            self._unrecovered(on_settled, f"the resume failed in the target "
+                                          f"({failed.why.value}) and where it was "
+                                          f"({again.why.value})")
+            raise MoveFailed(UNRECOVERED, str(again), recovered=False) from failed
+        self._adopt(recovered, on_settled, moved=False, why=failed.why.value)
+        raise MoveFailed(failed.why.value, str(failed), recovered=True) from failed
+
+    def _unrecovered(self, on_settled: Callable[[MoveOutcome], None] | None,
+                     reason: str) -> None:
+        from clanker.grid.protocol import MoveOutcome
+
+        self.unrecovered = (f"clanker: the conversation could not be moved and could not "
+                            f"be resumed where it was ({reason}); nothing was removed: "
+                            f"resume it from history (clanker resume)")
+        if on_settled is not None:
+            on_settled(MoveOutcome(moved=False, why=UNRECOVERED))
+        self._relay.finish(1)
+
+    def _resume_in(self, rehome: CheckoutRehomeCapability, session: SessionTarget,
+                   where: str, user_flags: tuple[str, ...], proof: Proof,
+                   size: tuple[int, int] | None) -> Launch:
+        """Resume ``session`` in ``where`` on the relay, whose child was retired: the
+        provider's relocation first (if it declares one), then its resume, proven and
+        retried on a declared transient contention. Raises :class:`ReplacementRefused`."""
+        from clanker.checkouts.relocation import RelocationError, relocate
+
+        relocation = relocation_of(rehome, session.native_id, where)
+        if relocation is not None:
+            try:
+                relocate(relocation, cwd=where,
+                         environ={**_relocation_env(self._launch), "PWD": where},
+                         ready_timeout=RELOCATION_READY_WITHIN)
+            except RelocationError as error:
+                raise ReplacementRefused(Why.NOT_RELOCATED, str(error)) from error
+        retry = contention_retry_of(rehome)
+        attempt = 1
+        while True:
+            try:
+                moved = self._prepare(rehome_request(rehome, session, where, user_flags))
+            except Exception as error:
+                raise ReplacementRefused(Why.NOT_STARTED, "the resume could not be prepared: "
+                                         f"{type(error).__name__}") from error
+            try:
+                if not relays(self._provider, moved):
+                    raise ReplacementRefused(
+                        Why.UNCONFIRMED, "the resume could not attach its bridge and attention")
+                try:
+                    candidate, held = start_proven(moved.argv, moved.env, moved.cwd, size,
+                                                   _bound(proof, moved, where))
+                except ReplacementRefused:
+                    raise
+                except Exception as error:  # binary-unavailable, say
+                    raise ReplacementRefused(Why.NOT_STARTED, str(error)) from error
+            except ReplacementRefused as refused:
+                moved.dispose()
+                if attempt < retry.attempts and rehome.is_transient_contention(refused.output):
+                    log.info("relay: the resume met a writer-lock contention; retrying")
+                    attempt += 1
+                    time.sleep(retry.interval)
+                    continue
+                raise
+            except BaseException:
+                moved.dispose()
+                raise
+            try:
+                self._relay.replace(candidate, prefix=held)
+            except RuntimeError as error:  # the relay cannot end during a handover
+                retire_group(candidate)
+                moved.dispose()
+                raise ReplacementRefused(Why.RELAY_ENDED, str(error)) from error
+            return moved
+
+
+def _relocation_env(launch: Launch) -> Mapping[str, str]:
+    """The environment a native relocation's server runs with: the launch plan's,
+    before its attachments (its PATH, its account's home), where the launch keeps it."""
+    base = getattr(launch, "base_env", None)
+    return base if isinstance(base, Mapping) else launch.env

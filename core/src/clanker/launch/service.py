@@ -77,10 +77,20 @@ class PreparedLaunch:
     that could not be prepared (the launch goes on without them).
     """
 
-    def __init__(self, provider: HarnessProvider, cwd: str, attachments: Attachments) -> None:
+    def __init__(self, provider: HarnessProvider, cwd: str, attachments: Attachments,
+                 base_env: Mapping[str, str] | None = None) -> None:
         self.provider = provider
         self.cwd = cwd
         self._attachments = attachments
+        self._base_env = dict(base_env) if base_env is not None else None
+
+    @property
+    def base_env(self) -> dict[str, str]:
+        """The launch plan's environment before any attachment (no credential of
+        clanker's): what a helper of the same harness runs with (a native relocation)."""
+        if self._base_env is None:
+            return self.env
+        return dict(self._base_env)
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -182,7 +192,7 @@ class LaunchService:
         steps = self._steps(provider, request, options, account)
         attachments = (prepare_attachments(base, steps) if report is None
                        else prepare_attachments(base, steps, report=report))
-        return PreparedLaunch(provider, request.cwd, attachments)
+        return PreparedLaunch(provider, request.cwd, attachments, base_env=env)
 
     def run(
         self,
@@ -306,10 +316,8 @@ class LaunchService:
             grants = options.grants or SHIPPED_NAMES
             if options.grants is None and attention and provider.checkout_rehome is not None:
                 from clanker.bridge.isolated import CHECKOUT_NAMES
-                from clanker.launch.relayed import hot_replaced
 
-                if hot_replaced(provider):
-                    grants = (*grants, *CHECKOUT_NAMES)
+                grants = (*grants, *CHECKOUT_NAMES)  # hot-replaced or moved after its turn
             steps.append(BridgeAttachment(
                 provider.id, cwd=request.cwd, grants=grants,
                 handle=handle, without_attention=reason, paths=self._paths, account=account,

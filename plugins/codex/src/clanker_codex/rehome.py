@@ -8,6 +8,12 @@ running turn attaches to the live thread, which keeps its original directory
 (docs/harnesses/codex.md). ``--cd`` names the target explicitly, so any
 ``-C``/``--cd`` the person gave is replaced. The binary names two writer-lock
 contentions; exactly those are retried, at most three attempts 250 ms apart.
+
+A resume of an id Codex cannot find draws its header and "Resuming session…" first
+and only then prints its error and exits 1: 1.9 to 2.4 s after it started in the
+sandbox, once over 5 s while the previous app-server daemon was still stopping. A
+resume therefore counts as proven only once it has kept running for 8 s after its
+first output.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ def _without_target(flags: tuple[str, ...]) -> list[str]:
 class CodexRehome:
     strategy = RehomeStrategy.AFTER_TURN
     contention_retry = ContentionRetry(attempts=3, interval=0.25)
+    observation_window = 8.0
 
     def resume_flags(self, target: str, user_flags: tuple[str, ...]) -> tuple[str, ...]:
         kept = _without_target(tuple(user_flags))

@@ -8,6 +8,11 @@ directory the conversation records, so resuming alone never re-homes it. The
 move keeps the session id and touches no file (``moveChanges`` is never sent);
 OpenCode refuses a directory of another project (400) and changes nothing then
 (docs/harnesses/opencode.md). It has no writer-lock contention to retry.
+
+Its TUI is slow to draw: 7.5 s to the first output of a fresh ``opencode`` in the
+sandbox, 10 s for ``--session <unknown id>`` (which then prints ``Session not found``
+and exits 1 at once, so clanker's default observation window refuses it). A resume
+may therefore take 45 s to print anything.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ MOVE_SESSION: Final = "/experimental/control-plane/move-session"
 
 class OpenCodeRehome:
     strategy = RehomeStrategy.AFTER_TURN
+    first_output_within = 45.0
 
     def resume_flags(self, target: str, user_flags: tuple[str, ...]) -> tuple[str, ...]:
         # The recorded directory decides, and the relocation has moved it to target.
