@@ -115,6 +115,20 @@ class TestAgyContract(HarnessProviderContract):
     commit_outputs = "*.stdout.jsonl"
     commit_decorated = "synthetic-decorated.stdout.jsonl"
     commit_model = "gemini-3.8-flash-high"
+    commit_args = ("--mode=plan", "--sandbox", "--disable-slash-commands",
+                   "--input-format=stream-json", "--output-format=stream-json")
+    commit_models = ("gemini-3.8-flash-high", "gemini-3.1-pro-low", "-p", "--sandbox=false",
+                     "a b", "provider/model:variant")
+    commit_answers = (("synthetic-success.stdout.jsonl", MESSAGE),)
+    commit_empty_detail = "no result"
+
+    def commit_model_args(self, model: str) -> Sequence[str]:
+        return (f"--model={model}",)
+
+    def commit_stdin(self, prompt: str) -> bytes:
+        # One user line, the prompt a JSON string (non-ASCII kept), then EOF.
+        content = json.dumps(prompt, ensure_ascii=False)
+        return f'{{"event":"user","message":{{"content":{content}}}}}\n'.encode()
     commit_successes = (("synthetic-success.stdout.jsonl", MESSAGE),)
     commit_failures = (
         ("synthetic-decorated.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer

@@ -99,6 +99,35 @@ class TestOmpContract(HarnessProviderContract):
                               "unknown-flag-no-context-files.stderr.txt",
                               "open-stdin-waiting.stderr.txt", "final-argv-signed-out.stderr.txt")
     commit_model = "loopback/probe-model"
+    commit_args = ("--print", "--mode", "json", "--no-session", "--no-tools", "--no-extensions",
+                   "--no-skills", "--no-rules", "--no-title", "--max-time", "65")
+    commit_models = ("loopback/probe-model", "opus", "openai/gpt-5.2", "--tricky")
+    commit_answers = tuple((name, ANSWER) for name in (
+        "stub-success.stdout.jsonl", "final-argv-stub-success.stdout.jsonl",
+        "stub-thinking-then-text.stdout.jsonl", "stub-toolcall-then-text.stdout.jsonl",
+        "stub-5xx-retried-then-success.stdout.jsonl"))
+    commit_refusals = tuple((name, EXIT_CODES.get(name, 0), kind, detail)
+                            for name, kind, detail in (
+        # omp re-prompts a thinking-only answer once, then ends with isTerminal false; exit 0
+        ("stub-thinking-only.stdout.jsonl", ErrorKind.PARSE_FAILURE, "only reasoning"),
+        ("stub-length.stdout.jsonl", ErrorKind.PARSE_FAILURE, "cut off"),
+        ("json-empty-stdin.stdout.jsonl", ErrorKind.PARSE_FAILURE, "no answer"),
+        # exit 1, and the stream says why
+        ("json-http-400.stdout.jsonl", ErrorKind.COMMAND_FAILED, "stopReason error, HTTP 400"),
+        ("json-refused-port-retry-disabled.stdout.jsonl", ErrorKind.COMMAND_FAILED,
+         "stopReason error"),
+        ("json-refused-port-max-time-10.stdout.jsonl", ErrorKind.TIMEOUT, "--max-time"),
+        ("final-argv-refused-port-default-retry.stdout.jsonl", ErrorKind.TIMEOUT, "--max-time"),
+        # killed (by the sandbox's timeout or a signal)
+        ("json-refused-port-default-retry-killed.stdout.jsonl", ErrorKind.COMMAND_FAILED,
+         "stopReason aborted"),
+        ("json-refused-port-sigterm.stdout.jsonl", ErrorKind.COMMAND_FAILED, "exit status 143"),
+        ("stub-toolcall-then-killed.stdout.jsonl", ErrorKind.COMMAND_FAILED, "exit status 124"),
+        ("json-no-api-key.stdout.jsonl", ErrorKind.COMMAND_FAILED, "exit status 1"),
+    ))
+    commit_refusal_stderr = "json-no-api-key.stderr.tail.txt"
+    # the provider's text and the path of the request omp saves
+    commit_unsaid = ("stub", "API key", "raw-http-request", ".omp")
     commit_successes = (("stub-toolcall-then-text.stdout.jsonl", ANSWER),
                         ("stub-success.stdout.jsonl", ANSWER))
     commit_failures = tuple((name, EXIT_CODES.get(name, 0), kind) for name, kind in (

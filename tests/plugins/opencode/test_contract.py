@@ -3,9 +3,9 @@ fixtures."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -16,7 +16,7 @@ from clanker.execution import CommandExecutor, CommandRequest, CommandResult
 from clanker.testing import HarnessProviderContract, ReplayDouble, ScriptedExecutor
 from clanker.testing.commit import install_replay_double
 from clanker_opencode.commit import COMMIT_CONFIG
-from tests.plugins.opencode.test_commit import EVENTS
+from tests.plugins.opencode.test_commit import EVENTS, EXIT_CODES, STREAM_REFUSALS
 from tests.plugins.opencode.test_opencode import SESSION_IDS, SOURCE_ID
 from tests.plugins.opencode.test_sessions import GLOBAL
 
@@ -81,6 +81,32 @@ class TestOpenCodeContract(HarnessProviderContract):
     commit_start_up_errors = ("run-no-message-devnull.stderr.txt", "run-rejected-flag.stderr.txt",
                               "run-format-invalid.stderr.txt")
     commit_model = "loop/m1"
+    commit_args = ("run", "--pure", "--format", "json", "--agent", "clanker-commit",
+                   "--title", "clanker commit message")
+    commit_env: ClassVar[Mapping[str, str]] = {
+        "OPENCODE_CONFIG_CONTENT": (
+            '{"agent":{"clanker-commit":{"mode":"primary","permission":"deny"}},'
+            '"permission":"deny","snapshot":false,"share":"disabled"}'
+        ),
+        "OPENCODE_DB": ":memory:",
+        "PWD": "",
+        "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+    }
+    commit_models = ("loop/m1", "openrouter/~anthropic/claude-fable-latest", "-tricky",
+                     "opencode/big-pickle")
+    commit_answers = tuple((name, ANSWER) for name in (
+        "built-success.jsonl", "built-success-multi-step.jsonl",
+        "built-duplicate-text-update.jsonl"))
+    # The stream alone (exit 0), and with the status it exited with: the stream's reason.
+    commit_refusals = (
+        *((name, 0, kind, detail) for name, kind, detail in STREAM_REFUSALS),
+        *((name, EXIT_CODES[name], kind, detail) for name, kind, detail in STREAM_REFUSALS
+          if name in EXIT_CODES),
+    )
+    commit_empty_detail = "printed no step"
+
+    def commit_model_args(self, model: str) -> Sequence[str]:
+        return (f"--model={model}",)
     commit_successes = (("built-success-multi-step.jsonl", ANSWER),
                         ("built-success.jsonl", ANSWER))
     commit_failures = (
