@@ -59,6 +59,8 @@ class TestOpenCodeContract(HarnessProviderContract):
         listing = Path(environ["HOME"], LISTING)
 
         def respond(request: CommandRequest) -> CommandResult:
+            if request.command == "git":  # where the caller is: outside any repository
+                return CommandResult("", "fatal: not a git repository", 128)
             assert request.args[:2] == ("session", "list")
             stdout = listing.read_bytes().decode(errors="replace") if listing.exists() else ""
             return CommandResult(stdout, "", 0)
