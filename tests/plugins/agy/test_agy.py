@@ -262,12 +262,6 @@ def test_a_failed_exit_is_a_command_failure_without_agy_text() -> None:
     assert "authentication" not in caught.value.message
 
 
-def test_a_failed_exit_with_rows_is_still_a_failure() -> None:
-    with pytest.raises(HarnessCapabilityError) as caught:
-        discover(replayed_agy(exit_code=1))
-    assert caught.value.kind is ErrorKind.COMMAND_FAILED
-
-
 def test_a_clean_exit_without_rows_is_a_parse_failure() -> None:
     with pytest.raises(HarnessCapabilityError) as caught:
         discover(ScriptedExecutor.returning(fixture("models-bare-ids.txt")))

@@ -30,7 +30,7 @@ from clanker.testing.commit import (
 )
 from clanker.testing.strategies import model_ids
 from clanker_agy.commit import AgyCommit
-from tests.plugins.agy.test_agy import CONVERSATION
+from tests.plugins.agy.test_agy import CONVERSATION, replayed_agy
 from tests.plugins.agy.test_attention import PRIVATE_TEXTS, RUN, states, wrapped, wrapped_payloads
 from tests.plugins.agy.test_commit import (
     AGY_REFUSES_A_LINE_WITHOUT_AN_EVENT,
@@ -68,6 +68,10 @@ class TestAgyContract(HarnessProviderContract):
         f"/home/u/.gemini/antigravity-cli/conversations/{CONVERSATION}.db",
         CONVERSATION.replace("d", "\uff44"),  # fullwidth letters are no hex digits
     )
+
+    # models
+    def models_executor(self, exit_code: int) -> CommandExecutor:
+        return replayed_agy(exit_code=exit_code)
 
     # sessions: an index database and one file per conversation
     sessions_written_skips = 4  # the synthetic index's malformed rows, on purpose

@@ -10,12 +10,13 @@ from pathlib import Path
 import clanker_omp
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
+from clanker.execution import CommandExecutor
 from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
 from clanker_omp.sessions import HEAD_BYTES, TAIL_BYTES, summarize
 from tests.plugins.omp.test_commit import ANSWER, COMMIT, EVENTS, EXIT_CODES, HEADER
-from tests.plugins.omp.test_omp import FORK_FILE, FORK_ID, SOURCE_ID, STORE_PATH
+from tests.plugins.omp.test_omp import FORK_FILE, FORK_ID, SOURCE_ID, STORE_PATH, replayed_omp
 from tests.plugins.omp.test_sessions import (
     CAPTURED,
     FIXTURES,
@@ -46,6 +47,10 @@ class TestOmpContract(HarnessProviderContract):
         FORK_FILE.name,
         "2026-11-30T08-23-26-947Z",  # omp would match this file-name prefix too
     )
+
+    # models
+    def models_executor(self, exit_code: int) -> CommandExecutor:
+        return replayed_omp(exit_code=exit_code)
 
     # sessions
     session_documents = SESSION_FILES

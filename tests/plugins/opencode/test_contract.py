@@ -17,7 +17,7 @@ from clanker.testing import HarnessProviderContract, ReplayDouble, ScriptedExecu
 from clanker.testing.commit import install_replay_double
 from clanker_opencode.commit import COMMIT_CONFIG
 from tests.plugins.opencode.test_commit import EVENTS, EXIT_CODES, STREAM_REFUSALS
-from tests.plugins.opencode.test_opencode import SESSION_IDS, SOURCE_ID
+from tests.plugins.opencode.test_opencode import SESSION_IDS, SOURCE_ID, replayed_opencode
 from tests.plugins.opencode.test_sessions import GLOBAL
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode"
@@ -50,6 +50,10 @@ class TestOpenCodeContract(HarnessProviderContract):
         "ses_dd477e2caffeRx4w8c0S7Feig_",
         f"/home/u/.local/share/opencode/storage/session/global/{SOURCE_ID}.json",
     )
+
+    # models
+    def models_executor(self, exit_code: int) -> CommandExecutor:
+        return replayed_opencode(exit_code=exit_code)
 
     # sessions: OpenCode lists them itself; its double prints the listing kept in the home
     # (nothing at all when there is none, as opencode does without sessions).

@@ -176,6 +176,17 @@ class LaunchContract(ContractBase):
                 plan = plan_launch(provider, request)
                 assert any(session_id in arg for arg in plan.argv[1:])
 
+    def test_an_operation_declared_over_ssh_builds_the_same_command_there(self) -> None:
+        provider, _ = self._launch()
+        for op in self._operations(provider):
+            if op is not LaunchOperation.FRESH:
+                support = provider.descriptor.operation(SessionOperation(op.value))
+                if support is None or Transport.SSH not in support.transports:
+                    continue
+            local = plan_launch(provider, self._request(op))
+            assert plan_launch(provider, self._request(op, transport=Transport.SSH)).argv == (
+                local.argv), op
+
     def test_malformed_session_ids_are_refused_before_anything_runs(self) -> None:
         provider, _ = self._launch()
         operations = self._operations(provider)[1:]
@@ -254,6 +265,28 @@ class ModelsContract(ContractBase):
         found = self._require(Capability.MODELS).models
         assert found is not None
         return found
+
+    def models_executor(self, exit_code: int) -> CommandExecutor | None:
+        """A double of the harness answering its listing command as captured, exiting
+        with ``exit_code``; ``None`` (the default) skips the tests that need one."""
+        return None
+
+    def _listed(self, exit_code: int) -> tuple[Model, ...]:
+        models = self._models()
+        executor = self._unless(self.models_executor(exit_code), "models_executor")
+        context = ModelsContext(files=LocalFiles(), environ={}, executor=executor,
+                                session_executor=None)
+        return asyncio.run(models.discover(context))
+
+    def test_a_captured_listing_lists_models(self) -> None:
+        listed = self._listed(0)
+        assert listed and all(isinstance(m, Model) for m in listed)
+
+    def test_a_failed_exit_with_a_captured_listing_is_still_a_failure(self) -> None:
+        with pytest.raises(HarnessCapabilityError) as caught:
+            self._listed(1)
+        assert caught.value.kind is ErrorKind.COMMAND_FAILED
+        assert caught.value.harness == self.harness_id
 
     def test_model_policy_is_sane(self) -> None:
         models = self._models()
