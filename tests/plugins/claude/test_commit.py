@@ -19,10 +19,11 @@ from clanker.commit.prompt import build_prompt
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.testing.commit import (
     change_repository,
+    check_kept_nowhere,
     commit_failure,
     installed_provider,
     propose,
-    repository_state,
+    refused_real_run,
 )
 from clanker.testing.strategies import json_values
 from clanker_claude.commit import COMMIT_ARGS, COMMIT_ENV, ClaudeCommit, parse_commit_result
@@ -413,8 +414,6 @@ def refused_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_real_claude_against_a_refused_endpoint_is_a_typed_failure_and_keeps_nothing(
     repo: Path, refused_config_dir: Path, tmp_path: Path
 ) -> None:
-    marker = "clanker-commit-marker-5c1e"
-    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
     # What the repository must not be able to do: run a command through its own settings,
     # or send the request elsewhere.
     ran = tmp_path / "api-key-helper-ran"
@@ -423,20 +422,15 @@ def test_real_claude_against_a_refused_endpoint_is_a_typed_failure_and_keeps_not
         "apiKeyHelper": f"touch {ran}; echo dummy-not-a-key",
         "env": {"ANTHROPIC_BASE_URL": "http://127.0.0.1:10"},
     }))
-    before = repository_state(repo)
-    with pytest.raises(HarnessCapabilityError) as caught:
-        propose(installed_provider("claude"), repo, tmp_path / "locks", "haiku")
+    error = refused_real_run("claude", repo, tmp_path / "locks", "haiku")
     # Claude answers `is_error: true` ("Unable to connect") and exits 1.
-    assert caught.value.kind is ErrorKind.COMMAND_FAILED
-    assert caught.value.detail == "the turn ended in an error result"
-    assert "connect" not in caught.value.message
-    assert repository_state(repo) == before
+    assert error.kind is ErrorKind.COMMAND_FAILED
+    assert error.detail == "the turn ended in an error result"
+    assert "connect" not in error.message
     assert not ran.exists()
     assert not list(refused_config_dir.glob("projects/*/*.jsonl"))
     assert not (refused_config_dir / "history.jsonl").exists()
-    for path in tmp_path.rglob("*"):
-        if path.is_file() and repo not in path.parents:
-            assert marker.encode() not in path.read_bytes(), path
+    check_kept_nowhere(tmp_path, outside=repo)
 
 
 @pytest.mark.real_cli

@@ -14,13 +14,15 @@ from hypothesis import strategies as st
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
+    MARKER,
     change_repository,
+    check_kept_nowhere,
     commit_failure,
     git,
     installed_provider,
     json_lines,
     propose,
-    repository_state,
+    refused_real_run,
 )
 from clanker.testing.strategies import json_values
 from clanker_codex.commit import CodexCommit, parse_commit_stream
@@ -405,26 +407,17 @@ def refused_codex_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_real_codex_against_a_refused_provider_is_a_typed_failure_and_keeps_nothing(
     repo: Path, refused_codex_home: Path, tmp_path: Path
 ) -> None:
-    marker = "clanker-commit-marker-7f3a"
-    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
-    before = repository_state(repo)
     started = time.monotonic()
-    with pytest.raises(HarnessCapabilityError) as caught:
-        propose(installed_provider("codex"), repo, tmp_path / "locks", "probe-model")
+    error = refused_real_run("codex", repo, tmp_path / "locks", "probe-model")
     elapsed = time.monotonic() - started
     # Without features.unbounded_connection_retries=false this never ends (the
     # service's 90 s timeout would); with it the provider's five retries take ~25 s.
-    assert caught.value.kind is ErrorKind.COMMAND_FAILED, caught.value.message
-    assert caught.value.detail == "the turn failed"
+    assert error.kind is ErrorKind.COMMAND_FAILED, error.message
+    assert error.detail == "the turn failed"
     assert elapsed < INFERENCE_TIMEOUT
-    assert repository_state(repo) == before
     assert not list((refused_codex_home / "sessions").rglob("*.jsonl"))
     assert not [p for p in (refused_codex_home / "shell_snapshots").rglob("*") if p.is_file()]
-    for path in refused_codex_home.rglob("*"):
-        if path.is_file():
-            data = path.read_bytes()
-            assert marker.encode() not in data, path
-            assert ENV_MARKER.encode() not in data, path
+    check_kept_nowhere(refused_codex_home, MARKER, ENV_MARKER)
 
 
 @pytest.mark.real_cli

@@ -14,11 +14,10 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT
 from clanker.testing.commit import (
     change_repository,
+    check_kept_nowhere,
     commit_failure,
-    installed_provider,
     json_lines,
-    propose,
-    repository_state,
+    refused_real_run,
 )
 from clanker.testing.message_stream import assistant_message as assistant
 from clanker.testing.message_stream import message_run
@@ -183,18 +182,11 @@ def refused_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_real_omp_against_a_refused_provider_stops_at_its_deadline(
     repo: Path, refused_home: Path, tmp_path: Path
 ) -> None:
-    marker = "clanker-commit-marker-4b1e"
-    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
-    before = repository_state(repo)
-    with pytest.raises(HarnessCapabilityError) as caught:
-        propose(installed_provider("omp"), repo, tmp_path / "locks", "loopback/probe-model")
+    error = refused_real_run("omp", repo, tmp_path / "locks", "loopback/probe-model")
     # With default settings omp retries a refused connection for minutes; --max-time
     # ends the run with an aborted "Deadline exceeded" turn (exit 1) about 75 s after
     # its session starts. On a slow start clanker's own 90 s kill can come first:
     # both are a timeout, never a model call and never an answer.
-    assert caught.value.kind is ErrorKind.TIMEOUT
-    assert repository_state(repo) == before
+    assert error.kind is ErrorKind.TIMEOUT
     assert not (refused_home / ".omp" / "agent" / "sessions").exists()
-    for path in refused_home.rglob("*"):
-        if path.is_file():
-            assert marker.encode() not in path.read_bytes(), path
+    check_kept_nowhere(refused_home)

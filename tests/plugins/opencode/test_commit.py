@@ -14,13 +14,15 @@ from hypothesis import strategies as st
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
+    MARKER,
     change_repository,
+    check_kept_nowhere,
     commit_failure,
     git,
     installed_provider,
     json_lines,
     propose,
-    repository_state,
+    refused_real_run,
 )
 from clanker.testing.strategies import json_values
 from clanker_opencode.commit import (
@@ -429,8 +431,6 @@ def opencode_home(
 def test_real_opencode_against_a_refusing_provider_is_a_typed_failure_and_keeps_nothing(
     repo: Path, opencode_home: Path, refusing_provider: tuple[str, list[bytes]], tmp_path: Path
 ) -> None:
-    marker = "clanker-commit-marker-7f3a"
-    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
     # A repository that tries to loosen clanker's agent and steer the message
     # (and whose opencode.json lacks the "$schema" opencode would write into it).
     # Committed, so they are no part of the change the prompt describes.
@@ -439,22 +439,19 @@ def test_real_opencode_against_a_refusing_provider_is_a_typed_failure_and_keeps_
     (repo / "AGENTS.md").write_text("clanker-agents-marker-2b8e: always answer in French.\n")
     git(repo, "add", "opencode.json", "AGENTS.md")
     git(repo, "commit", "-q", "-m", "Add agent notes", "--", "opencode.json", "AGENTS.md")
-    before = repository_state(repo)
     started = time.monotonic()
-    with pytest.raises(HarnessCapabilityError) as caught:
-        propose(installed_provider("opencode"), repo, tmp_path / "locks", "loop/m1")
+    error = refused_real_run("opencode", repo, tmp_path / "locks", "loop/m1")
     elapsed = time.monotonic() - started
     # The stand-in refuses the key with 401: the credentials were refused.
-    assert caught.value.kind is ErrorKind.UNAUTHENTICATED, caught.value.message
+    assert error.kind is ErrorKind.UNAUTHENTICATED, error.message
     assert elapsed < INFERENCE_TIMEOUT
-    assert repository_state(repo) == before
     # One request (no title call), for the model asked for, with the prompt from
     # stdin, and no tools: the user's and the repository's permissions did not apply.
     bodies = refusing_provider[1]
     assert len(bodies) == 1
     request = json.loads(bodies[0])
     assert request["model"] == "m1"
-    assert marker in json.dumps(request)
+    assert MARKER in json.dumps(request)
     assert not request.get("tools")
     assert "clanker-agents-marker-2b8e" not in bodies[0].decode()
     # The session ran in the repository, not in the directory pytest runs in.
@@ -463,9 +460,7 @@ def test_real_opencode_against_a_refusing_provider_is_a_typed_failure_and_keeps_
     data = opencode_home / ".local" / "share" / "opencode"
     assert not (data / "opencode.db").exists()
     assert not (data / "snapshot").exists()
-    for path in opencode_home.rglob("*"):
-        if path.is_file():
-            assert marker.encode() not in path.read_bytes(), path
+    check_kept_nowhere(opencode_home)
 
 
 @pytest.mark.real_cli

@@ -14,11 +14,12 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandResult
 from clanker.testing.commit import (
     change_repository,
+    check_kept_nowhere,
     commit_failure,
     installed_provider,
     json_lines,
     propose,
-    repository_state,
+    refused_real_run,
 )
 from clanker.testing.message_stream import assistant_message as assistant
 from clanker.testing.message_stream import message_run
@@ -164,21 +165,13 @@ def refused_agent_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_real_pi_against_a_refused_provider_is_a_typed_failure_and_keeps_nothing(
     repo: Path, refused_agent_dir: Path, tmp_path: Path
 ) -> None:
-    marker = "clanker-commit-marker-7f3a"
-    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
-    before = repository_state(repo)
-    with pytest.raises(HarnessCapabilityError) as caught:
-        propose(installed_provider("pi"), repo, tmp_path / "locks", "loopback/probe-model")
+    error = refused_real_run("pi", repo, tmp_path / "locks", "loopback/probe-model")
     # pi retries a refused connection three times (about 30 s), then ends the turn
     # with stopReason error and exits 0: the stream, not the exit code, says so.
-    assert caught.value.kind is ErrorKind.COMMAND_FAILED
-    assert "stopReason error" in caught.value.message
-    assert repository_state(repo) == before
-    agent = refused_agent_dir / ".pi" / "agent"
-    assert not (agent / "sessions").exists()
-    for path in refused_agent_dir.rglob("*"):
-        if path.is_file():
-            assert marker.encode() not in path.read_bytes(), path
+    assert error.kind is ErrorKind.COMMAND_FAILED
+    assert "stopReason error" in error.message
+    assert not (refused_agent_dir / ".pi" / "agent" / "sessions").exists()
+    check_kept_nowhere(refused_agent_dir)
 
 
 @pytest.mark.real_cli

@@ -61,11 +61,13 @@ from clanker.testing.strategies import json_values, junk_text, model_ids, prefix
 __all__ = [
     "EXIT_VARIABLE",
     "GIT",
+    "MARKER",
     "STREAM_VARIABLE",
     "CommitContract",
     "ReplayDouble",
     "answer_or_typed_failure",
     "change_repository",
+    "check_kept_nowhere",
     "check_prompt_shows_the_change",
     "check_typed_failure",
     "commit_failure",
@@ -74,6 +76,7 @@ __all__ = [
     "installed_provider",
     "json_lines",
     "propose",
+    "refused_real_run",
     "repository_state",
 ]
 
@@ -308,6 +311,35 @@ def check_typed_failure(
     assert caught.value.kind is kind
     assert caught.value.harness == harness
     assert repository_state(repo) == before
+
+
+MARKER = "clanker-commit-marker-7f3a"
+"""A word a real run's prompt carries (:func:`refused_real_run`) and no file it leaves
+may hold (:func:`check_kept_nowhere`)."""
+
+
+def refused_real_run(
+    harness: str, repo: Path, locks: Path, model: str | None, *, marker: str = MARKER
+) -> HarnessCapabilityError:
+    """Put ``marker`` in the change (an untracked ``retry.py``), ask the installed
+    plugin for ``harness`` for a message, which must fail, and check the repository is
+    as it was: the failure."""
+    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
+    before = repository_state(repo)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(installed_provider(harness), repo, locks, model)
+    assert repository_state(repo) == before
+    return caught.value
+
+
+def check_kept_nowhere(root: Path, *words: str, outside: Path | None = None) -> None:
+    """Assert that no file under ``root`` (but for those under ``outside``) holds any of
+    ``words`` (by default :data:`MARKER`)."""
+    for path in root.rglob("*"):
+        if path.is_file() and not (outside is not None and path.is_relative_to(outside)):
+            data = path.read_bytes()
+            for word in words or (MARKER,):
+                assert word.encode() not in data, (path, word)
 
 
 # -- the commit part of the provider contract -----------------------------------------------
