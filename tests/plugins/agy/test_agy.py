@@ -110,19 +110,6 @@ def test_no_environment_is_set_for_agy() -> None:
     assert dict(plan_launch(provider, LaunchRequest(cwd="/w", model="m")).env) == {}
 
 
-def test_version_from_the_documented_output() -> None:
-    assert AgyLaunch().parse_version(CommandResult(fixture("version.txt"), "", 0)) == "1.2.12"
-    assert AgyLaunch().parse_version(CommandResult("v1.2.14\n", "", 0)) == "1.2.14"
-    assert AgyLaunch().parse_version(CommandResult("1.1.12", "", 0)) == "1.1.12"
-
-
-def test_version_request_uses_the_long_flag() -> None:
-    request = AgyLaunch().version_request()
-    assert request.argv == ("agy", "--version")
-    assert request.timeout <= 30.0
-    assert request.stdin is None
-
-
 @pytest.mark.parametrize(
     "stdout",
     [

@@ -14,7 +14,7 @@ import pytest
 import clanker_claude
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
-from clanker.execution import LocalTransport
+from clanker.execution import CommandResult, LocalTransport
 from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract, ReplayDouble, install_replay_double
@@ -48,6 +48,8 @@ MESSAGE = ("feat: add retry to the sync client\n\n"
            "Retry transient network errors up to three times with backoff.")
 
 
+VERSION = Path(__file__).resolve().parents[2] / "fixtures" / "claude" / "version.txt"
+
 class TestClaudeContract(HarnessProviderContract):
     plugin = clanker_claude.plugin
     harness_id = "claude"
@@ -67,6 +69,8 @@ class TestClaudeContract(HarnessProviderContract):
         SESSION.replace("-", ""),
         f"/home/u/.claude/projects/-home-u-src-repo/{SESSION}.jsonl",
     )
+
+    version_outputs = ((CommandResult(VERSION.read_text(), "", 0), "2.1.197"),)
 
     # sessions
     session_documents = TRANSCRIPTS

@@ -11,7 +11,7 @@ from typing import Any
 import clanker_codex
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
-from clanker.execution import LocalTransport
+from clanker.execution import CommandResult, LocalTransport
 from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract, ReplayDouble, install_replay_double
@@ -37,6 +37,8 @@ ANSWER = ("feat: add retry to the sync client\n\n"
           "Retry failed sync requests up to three times with backoff.")
 
 
+VERSION = Path(__file__).resolve().parents[2] / "fixtures" / "codex" / "version.txt"
+
 class TestCodexContract(HarnessProviderContract):
     plugin = clanker_codex.plugin
     harness_id = "codex"
@@ -56,6 +58,8 @@ class TestCodexContract(HarnessProviderContract):
         "{" + SESSION + "}",
         f"/home/u/.codex/sessions/2026/11/30/rollout-2026-11-30T08-15-17-{SESSION}.jsonl",
     )
+
+    version_outputs = ((CommandResult(VERSION.read_text(), "", 0), "0.171.0"),)
 
     # sessions
     session_documents = ROLLOUTS

@@ -11,6 +11,7 @@ import pytest
 
 import clanker_hermes
 from clanker.capabilities import Capability
+from clanker.execution import CommandResult
 from clanker.sessions.types import HarnessSession
 from clanker.testing import HarnessProviderContract
 from clanker_hermes.attention import BUNDLED_ENV
@@ -19,6 +20,8 @@ from tests.plugins.hermes.test_sessions import build, check_types
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "hermes"
 
+
+VERSION = Path(__file__).resolve().parents[2] / "fixtures" / "hermes" / "version.txt"
 
 class TestHermesContract(HarnessProviderContract):
     plugin = clanker_hermes.plugin
@@ -38,6 +41,12 @@ class TestHermesContract(HarnessProviderContract):
         "20261130_081830_CEC5D8",
         "20261130_081830_cec5d",
         "my session title",
+    )
+
+    version_outputs = (
+        (CommandResult(VERSION.read_text(), "", 0), "0.19.0"),
+        (CommandResult("Hermes Agent v0.21.5+2453.gd0288be (2026.9.1) · upstream d0288be5\n",
+                       "", 0), "0.21.5+2453.gd0288be"),  # a git checkout
     )
 
     # sessions: one SQLite database, state.db

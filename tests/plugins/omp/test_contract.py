@@ -10,7 +10,7 @@ from pathlib import Path
 import clanker_omp
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
-from clanker.execution import CommandExecutor
+from clanker.execution import CommandExecutor, CommandResult
 from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
@@ -28,6 +28,7 @@ from tests.plugins.omp.test_sessions import (
     ms,
 )
 
+VERSION = Path(__file__).resolve().parents[2] / "fixtures" / "omp" / "version.txt"
 
 class TestOmpContract(HarnessProviderContract):
     plugin = clanker_omp.plugin
@@ -47,6 +48,8 @@ class TestOmpContract(HarnessProviderContract):
         FORK_FILE.name,
         "2026-11-30T08-23-26-947Z",  # omp would match this file-name prefix too
     )
+
+    version_outputs = ((CommandResult(VERSION.read_text(), "", 0), "18.2.3"),)
 
     # models
     def models_executor(self, exit_code: int) -> CommandExecutor:

@@ -88,17 +88,6 @@ def test_no_environment_is_set_for_omp() -> None:
     assert dict(plan_launch(provider, LaunchRequest(cwd="/w")).env) == {}
 
 
-def test_version_from_the_real_output() -> None:
-    result = CommandResult(fixture("version.txt"), "", 0)
-    assert OmpLaunch().parse_version(result) == "18.2.3"
-
-
-def test_version_request_is_bounded() -> None:
-    request = OmpLaunch().version_request()
-    assert request.argv == ("omp", "--version")
-    assert request.timeout <= 30.0
-
-
 @pytest.mark.parametrize(
     ("result", "kind"),
     [

@@ -80,15 +80,9 @@ def test_no_environment_is_set_for_opencode() -> None:
     assert dict(plan_launch(provider, LaunchRequest(cwd="/w", model="loop/m1")).env) == {}
 
 
-def test_version_from_the_real_output() -> None:
-    assert OpenCodeLaunch().parse_version(CommandResult(fixture("version.txt"), "", 0)) == "1.18.33"
-
-
-def test_version_request_is_bounded() -> None:
-    request = OpenCodeLaunch().version_request()
-    assert request.argv == ("opencode", "--version")
-    assert 5.0 <= request.timeout <= 30.0
-    assert request.stdin is None
+def test_the_version_probe_waits_for_opencodes_start_up() -> None:
+    # (Its argv and upper bound: the contract's.)
+    assert OpenCodeLaunch().version_request().timeout >= 5.0
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from pathlib import Path
 import clanker_pi
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
+from clanker.execution import CommandResult
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
@@ -32,6 +33,8 @@ MESSAGE = ("feat: add retry to the sync client\n\n"
            "flaky connection no longer aborts a sync.")
 
 
+VERSION = Path(__file__).resolve().parents[2] / "fixtures" / "pi" / "version.txt"
+
 class TestPiContract(HarnessProviderContract):
     plugin = clanker_pi.plugin
     harness_id = "pi"
@@ -53,6 +56,10 @@ class TestPiContract(HarnessProviderContract):
         STORE_PATH,
         SESSION_FILE.name,
     )
+
+    # On stderr when stdin is no terminal; with one, the same bytes on stdout.
+    version_outputs = ((CommandResult("", VERSION.read_text(), 0), "0.73.1"),
+                       (CommandResult(VERSION.read_text(), "", 0), "0.73.1"))
 
     # sessions
     session_documents = SESSION_FILES

@@ -86,13 +86,6 @@ def test_user_flags_come_last_verbatim() -> None:
     )
 
 
-def test_version_from_the_real_output_on_stderr() -> None:
-    captured = (FIXTURES / "version.txt").read_text()
-    assert PiLaunch().parse_version(CommandResult("", captured, 0)) == "0.73.1"
-    # With a terminal on stdin pi prints the same bytes on stdout.
-    assert PiLaunch().parse_version(CommandResult(captured, "", 0)) == "0.73.1"
-
-
 def test_version_request_is_bounded_for_a_slow_start() -> None:
     request = PiLaunch().version_request()
     assert request.argv == ("pi", "--version")

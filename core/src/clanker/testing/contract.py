@@ -105,6 +105,11 @@ class LaunchContract(ContractBase):
         "a\nb",
     )
     """Strings that are no session id of this harness (extend the tuple, keep these)."""
+    version_args: ClassVar[Sequence[str]] = ("--version",)
+    """The arguments of the version probe, exactly."""
+    version_outputs: ClassVar[Sequence[tuple[CommandResult, str]]] = ()
+    """Results of the version probe (captured, or as documented) and the version each
+    gives."""
 
     def _launch(self) -> tuple[HarnessProvider, LaunchCapability]:
         provider = self._require(Capability.LAUNCH)
@@ -214,8 +219,15 @@ class LaunchContract(ContractBase):
         provider, launch = self._launch()
         request = launch.version_request()
         assert isinstance(request, CommandRequest)
-        assert request.command == provider.descriptor.executable
+        assert request.argv == (provider.descriptor.executable, *self.version_args)
+        assert request.timeout <= 30.0
         assert request.stdin is None
+
+    def test_each_version_output_gives_its_version(self) -> None:
+        _, launch = self._launch()
+        outputs = self._unless(self.version_outputs or None, "version_outputs")
+        for result, version in outputs:
+            assert launch.parse_version(result) == version, result
 
     @PROPERTY
     @given(stdout=junk_text(), stderr=junk_text(), exit_code=st.integers(-15, 255))
