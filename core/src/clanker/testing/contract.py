@@ -420,6 +420,18 @@ class UsageContract(ContractBase):
             probe_usage(usage, transport, transport)
         assert caught.value.kind is ErrorKind.TIMEOUT
 
+    def test_a_probe_holding_a_session_is_unsupported_without_a_session_executor(
+        self, tmp_path: Path
+    ) -> None:
+        usage = self._usage()
+        self._unless(self.usage_process_double(tmp_path, "silent"), "usage_process_double")
+        failing = FailingExecutor(HarnessCapabilityError(ErrorKind.TIMEOUT))
+        context = UsageContext(files=LocalFiles(), environ={}, executor=failing,
+                               session_executor=None)
+        with pytest.raises(HarnessCapabilityError) as caught:
+            asyncio.run(usage.probe(context))
+        assert caught.value.kind is ErrorKind.UNSUPPORTED
+
     def _usage(self) -> UsageCapability:
         found = self._require(Capability.USAGE).usage
         assert found is not None
