@@ -333,12 +333,6 @@ def test_a_message_without_text_is_a_parse_failure(event: dict[str, object]) -> 
     assert failure(turn_of(event)).kind is ErrorKind.PARSE_FAILURE
 
 
-def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
-    assert parse_commit_stream(turn_of(message("Fix it\u2028 now"))) == "Fix it\u2028 now"
-    raw = turn_of(message("Fix it\u2028 now")).replace("\\u2028", "\u2028")
-    assert parse_commit_stream(raw) == "Fix it\u2028 now"
-
-
 # -- shapes for the contract's properties (test_contract.py) --------------------------
 
 # Any JSON value, NaN and the infinities included, with the format's own keys.

@@ -14,6 +14,7 @@ from clanker.execution import CommandExecutor, CommandResult
 from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
+from clanker.testing.message_stream import assistant_message, message_run
 from clanker_omp.sessions import HEAD_BYTES, TAIL_BYTES, summarize
 from tests.plugins.omp.test_commit import ANSWER, COMMIT, EVENTS, EXIT_CODES, HEADER
 from tests.plugins.omp.test_omp import FORK_FILE, FORK_ID, SOURCE_ID, STORE_PATH, replayed_omp
@@ -144,3 +145,6 @@ class TestOmpContract(HarnessProviderContract):
         ("json-http-400.stdout.jsonl", ErrorKind.COMMAND_FAILED),
         ("json-refused-port-max-time-10.stdout.jsonl", ErrorKind.TIMEOUT),
     ))
+
+    def commit_output_answering(self, answer: str) -> str:
+        return message_run(HEADER, assistant_message("stop", {"type": "text", "text": answer}))

@@ -219,11 +219,6 @@ def test_several_text_parts_of_the_last_step_are_joined_as_given() -> None:
     assert parse_commit_stream(out) == "Fix it\n\n\nBecause."
 
 
-def test_an_answer_is_returned_as_given_not_trimmed() -> None:
-    assert parse_commit_stream(json_lines(start(), text("\n  Fix it  \n"), finish())) == (
-        "\n  Fix it  \n")
-
-
 def test_a_text_part_printed_again_keeps_its_place_and_its_last_version() -> None:
     out = json_lines(start(), text("Fi", "prt_1"), text("Because.", "prt_2"),
                      text("Fix it", "prt_1"), finish())
@@ -364,12 +359,6 @@ def test_wrong_types_are_a_parse_failure(bad: dict[str, object]) -> None:
     out = json_lines(start(), bad, finish()) if bad["type"] == "text" else json_lines(
         start(), text("Fix it"), bad, finish())
     assert failure(out).kind is ErrorKind.PARSE_FAILURE
-
-
-def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
-    out = json_lines(start(), text("Fix it\u2028 now"), finish())
-    assert parse_commit_stream(out) == "Fix it\u2028 now"
-    assert parse_commit_stream(out.replace("\\u2028", "\u2028")) == "Fix it\u2028 now"
 
 
 # -- shapes for the contract's properties (test_contract.py) --------------------------

@@ -14,9 +14,16 @@ from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
 from clanker.execution import CommandExecutor, CommandRequest, CommandResult
 from clanker.testing import HarnessProviderContract, ReplayDouble, ScriptedExecutor
-from clanker.testing.commit import install_replay_double
+from clanker.testing.commit import install_replay_double, json_lines
 from clanker_opencode.commit import COMMIT_CONFIG
-from tests.plugins.opencode.test_commit import EVENTS, EXIT_CODES, STREAM_REFUSALS
+from tests.plugins.opencode.test_commit import (
+    EVENTS,
+    EXIT_CODES,
+    STREAM_REFUSALS,
+    finish,
+    start,
+    text,
+)
 from tests.plugins.opencode.test_opencode import SESSION_IDS, SOURCE_ID, replayed_opencode
 from tests.plugins.opencode.test_sessions import GLOBAL
 
@@ -117,6 +124,9 @@ class TestOpenCodeContract(HarnessProviderContract):
 
     def commit_model_args(self, model: str) -> Sequence[str]:
         return (f"--model={model}",)
+
+    def commit_output_answering(self, answer: str) -> str:
+        return json_lines(start(), text(answer), finish())
     commit_successes = (("built-success-multi-step.jsonl", ANSWER),
                         ("built-success.jsonl", ANSWER))
     commit_failures = (

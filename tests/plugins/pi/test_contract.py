@@ -12,6 +12,7 @@ from clanker.execution import CommandResult
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
+from clanker.testing.message_stream import assistant_message, message_run
 from clanker_pi.sessions import HEAD_BYTES, TAIL_BYTES, summarize
 from tests.plugins.pi.test_commit import EVENTS, HEADER
 from tests.plugins.pi.test_pi import FORK_ID, SESSION_FILE, SESSION_ID, STORE_PATH
@@ -141,3 +142,6 @@ class TestPiContract(HarnessProviderContract):
         ("json-no-api-key.stdout.jsonl", 1, ErrorKind.UNAUTHENTICATED),
         ("final-argv-signed-out.stdout.jsonl", 1, ErrorKind.UNAUTHENTICATED),
     )
+
+    def commit_output_answering(self, answer: str) -> str:
+        return message_run(HEADER, assistant_message("stop", {"type": "text", "text": answer}))

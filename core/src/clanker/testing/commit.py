@@ -550,6 +550,16 @@ class CommitContract(ContractBase):
         result = CommandResult(stdout=stdout, stderr="", exit_code=0)
         assert self._commit().parse_output(result) == answer
 
+    def test_a_line_separator_inside_an_answer_does_not_split_its_line(self) -> None:
+        answer = "Fix it\u2028 now\x85"
+        self._commit()
+        stdout = self._unless(self.commit_output_answering(answer), "commit_output_answering")
+        # As built (JSON escapes them), and written raw, as another encoder may.
+        raw = stdout.replace("\\u2028", "\u2028").replace("\\u0085", "\x85")
+        for text in (stdout, raw):
+            result = CommandResult(stdout=text, stderr="", exit_code=0)
+            assert self._commit().parse_output(result) == answer
+
     def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer(
         self,
     ) -> None:
