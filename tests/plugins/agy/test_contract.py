@@ -48,8 +48,6 @@ MESSAGE = ("feat: add retry to the sync client\n\n"
            "flaky connection no longer aborts a sync.")
 
 
-VERSION = Path(__file__).resolve().parents[2] / "fixtures" / "agy" / "version.txt"
-
 class TestAgyContract(HarnessProviderContract):
     plugin = clanker_agy.plugin
     harness_id = "agy"
@@ -71,7 +69,7 @@ class TestAgyContract(HarnessProviderContract):
         CONVERSATION.replace("d", "\uff44"),  # fullwidth letters are no hex digits
     )
 
-    version_outputs = ((CommandResult(VERSION.read_text(), "", 0), "1.2.12"),
+    version_outputs = ((CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "1.2.12"),
                        (CommandResult("v1.2.14\n", "", 0), "1.2.14"),
                        (CommandResult("1.1.12", "", 0), "1.1.12"))
 

@@ -48,8 +48,6 @@ MESSAGE = ("feat: add retry to the sync client\n\n"
            "Retry transient network errors up to three times with backoff.")
 
 
-VERSION = Path(__file__).resolve().parents[2] / "fixtures" / "claude" / "version.txt"
-
 class TestClaudeContract(HarnessProviderContract):
     plugin = clanker_claude.plugin
     harness_id = "claude"
@@ -70,7 +68,7 @@ class TestClaudeContract(HarnessProviderContract):
         f"/home/u/.claude/projects/-home-u-src-repo/{SESSION}.jsonl",
     )
 
-    version_outputs = ((CommandResult(VERSION.read_text(), "", 0), "2.1.197"),)
+    version_outputs = ((CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "2.1.197"),)
 
     # sessions
     session_documents = TRANSCRIPTS

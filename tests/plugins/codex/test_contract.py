@@ -37,8 +37,6 @@ ANSWER = ("feat: add retry to the sync client\n\n"
           "Retry failed sync requests up to three times with backoff.")
 
 
-VERSION = Path(__file__).resolve().parents[2] / "fixtures" / "codex" / "version.txt"
-
 class TestCodexContract(HarnessProviderContract):
     plugin = clanker_codex.plugin
     harness_id = "codex"
@@ -59,7 +57,7 @@ class TestCodexContract(HarnessProviderContract):
         f"/home/u/.codex/sessions/2026/11/30/rollout-2026-11-30T08-15-17-{SESSION}.jsonl",
     )
 
-    version_outputs = ((CommandResult(VERSION.read_text(), "", 0), "0.171.0"),)
+    version_outputs = ((CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "0.171.0"),)
 
     # sessions
     session_documents = ROLLOUTS

@@ -21,8 +21,6 @@ from tests.plugins.hermes.test_sessions import build, check_types
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "hermes"
 
 
-VERSION = Path(__file__).resolve().parents[2] / "fixtures" / "hermes" / "version.txt"
-
 class TestHermesContract(HarnessProviderContract):
     plugin = clanker_hermes.plugin
     harness_id = "hermes"
@@ -44,7 +42,7 @@ class TestHermesContract(HarnessProviderContract):
     )
 
     version_outputs = (
-        (CommandResult(VERSION.read_text(), "", 0), "0.19.0"),
+        (CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "0.19.0"),
         (CommandResult("Hermes Agent v0.21.5+2453.gd0288be (2026.9.1) · upstream d0288be5\n",
                        "", 0), "0.21.5+2453.gd0288be"),  # a git checkout
     )

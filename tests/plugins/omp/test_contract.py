@@ -29,7 +29,6 @@ from tests.plugins.omp.test_sessions import (
     ms,
 )
 
-VERSION = Path(__file__).resolve().parents[2] / "fixtures" / "omp" / "version.txt"
 
 class TestOmpContract(HarnessProviderContract):
     plugin = clanker_omp.plugin
@@ -50,7 +49,7 @@ class TestOmpContract(HarnessProviderContract):
         "2026-11-30T08-23-26-947Z",  # omp would match this file-name prefix too
     )
 
-    version_outputs = ((CommandResult(VERSION.read_text(), "", 0), "18.2.3"),)
+    version_outputs = ((CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "18.2.3"),)
 
     # models
     def models_executor(self, exit_code: int) -> CommandExecutor:

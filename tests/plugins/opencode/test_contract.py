@@ -35,8 +35,6 @@ LISTING = "session-list.json"
 """Where the double of `opencode session list` keeps its store: in the home."""
 
 
-VERSION = Path(__file__).resolve().parents[2] / "fixtures" / "opencode" / "version.txt"
-
 class TestOpenCodeContract(HarnessProviderContract):
     plugin = clanker_opencode.plugin
     harness_id = "opencode"
@@ -60,7 +58,7 @@ class TestOpenCodeContract(HarnessProviderContract):
         f"/home/u/.local/share/opencode/storage/session/global/{SOURCE_ID}.json",
     )
 
-    version_outputs = ((CommandResult(VERSION.read_text(), "", 0), "1.18.33"),)
+    version_outputs = ((CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "1.18.33"),)
 
     # models
     def models_executor(self, exit_code: int) -> CommandExecutor:

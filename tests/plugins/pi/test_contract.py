@@ -34,8 +34,6 @@ MESSAGE = ("feat: add retry to the sync client\n\n"
            "flaky connection no longer aborts a sync.")
 
 
-VERSION = Path(__file__).resolve().parents[2] / "fixtures" / "pi" / "version.txt"
-
 class TestPiContract(HarnessProviderContract):
     plugin = clanker_pi.plugin
     harness_id = "pi"
@@ -59,8 +57,8 @@ class TestPiContract(HarnessProviderContract):
     )
 
     # On stderr when stdin is no terminal; with one, the same bytes on stdout.
-    version_outputs = ((CommandResult("", VERSION.read_text(), 0), "0.73.1"),
-                       (CommandResult(VERSION.read_text(), "", 0), "0.73.1"))
+    version_outputs = ((CommandResult("", (FIXTURES / "version.txt").read_text(), 0), "0.73.1"),
+                       (CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "0.73.1"))
 
     # sessions
     session_documents = SESSION_FILES
