@@ -96,6 +96,10 @@ class FakeModels:
         return tuple(models)
 
 
+GRID_TOKEN = "ab" * 32
+"""The credential the plugins' ``grid`` fixture takes (tests/plugins/conftest.py); a
+hook sends it as ``CLANKER_ATTENTION_TOKEN``."""
+
 LOCAL_NATIVE = OperationSupport(Support.NATIVE, {Transport.LOCAL})
 
 
