@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
+
+import pytest
 
 from clanker import hookimpl
 from clanker.capabilities import Capability
@@ -21,9 +23,11 @@ from clanker.ids import HarnessId
 from clanker.launch.request import LaunchPlan, LaunchRequest
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
+from clanker.registry import Registry
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.filestore import scan_files
 from clanker.sessions.types import HarnessSession, SessionScan, clean_text, parse_timestamp
+from clanker.testing.doubles import prepend_to_path
 from clanker.testing.doubles import write_script as write_script  # re-exported
 from clanker.usage.capability import UsageContext
 from clanker.usage.policy import RefreshPolicy
@@ -92,6 +96,10 @@ class FakeModels:
         return tuple(models)
 
 
+GRID_TOKEN = "ab" * 32
+"""The credential the plugins' ``grid`` fixture takes (tests/plugins/conftest.py); a
+hook sends it as ``CLANKER_ATTENTION_TOKEN``."""
+
 LOCAL_NATIVE = OperationSupport(Support.NATIVE, {Transport.LOCAL})
 
 
@@ -101,8 +109,11 @@ def make_plugin(
     capabilities: tuple[Capability, ...] = (Capability.LAUNCH, Capability.MODELS),
     executable: str = "fake-agent",
     fork: OperationSupport | None = LOCAL_NATIVE,
+    implementations: Mapping[str, object] | None = None,
 ) -> object:
-    """Return a plugin object implementing ``capabilities`` (launch and models at most)."""
+    """Return a plugin object implementing ``capabilities`` (launch and models at most),
+    and each hook named in ``implementations`` (``{"accounts": provider}`` adds
+    ``clanker_accounts``) returning the object given."""
 
     class Plugin:
         @hookimpl
@@ -121,7 +132,31 @@ def make_plugin(
         Plugin.clanker_launch = hookimpl(lambda self: FakeLaunch(executable))  # type: ignore[attr-defined]
     if Capability.MODELS in capabilities:
         Plugin.clanker_models = hookimpl(lambda self: FakeModels(executable))  # type: ignore[attr-defined]
+    for name, implementation in (implementations or {}).items():
+        setattr(Plugin, f"clanker_{name}", hookimpl(_returning(implementation)))
     return Plugin()
+
+
+def _returning(implementation: object) -> Callable[[object], object]:
+    return lambda self: implementation
+
+
+def fake_agent_registry(**implementations: object) -> Registry:
+    """The registry of one plugin, ``fake-agent`` (:func:`make_plugin`, with these
+    ``implementations``), loaded without a problem."""
+    registry = Registry.from_plugins(
+        {"fake-agent": make_plugin(implementations=implementations)}, environ={})
+    assert not registry.problems, registry.problems
+    return registry
+
+
+def install_fake_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> Path:
+    """Put ``fake-agent``, a Python script of ``source``, first on ``PATH``: its path."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    path = write_script(bin_dir, "fake-agent", source)
+    prepend_to_path(monkeypatch, bin_dir)
+    return path
 
 
 def path_with(directory: Path) -> dict[str, str]:

@@ -387,3 +387,35 @@ def test_only_an_http_status_code_is_shown(value: object, shown: int | None) -> 
     from clanker.commit.capability import http_status
 
     assert http_status(value) == shown
+
+
+# -- the helpers of a plugin's real-CLI commit tests (clanker.testing.commit) -------------
+
+
+def test_a_refused_real_run_puts_the_marker_in_the_prompt_and_keeps_the_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clanker.testing.commit import (
+        MARKER,
+        change_repository,
+        check_kept_nowhere,
+        install_replay_double,
+        refused_real_run,
+    )
+
+    repo = change_repository(tmp_path)
+    double = install_replay_double(tmp_path / "bin", "pi")
+    prepend_to_path(monkeypatch, double.path.parent)
+    stream = Path(__file__).resolve().parents[1] / "fixtures" / "pi" / "commit"
+    double.replay(monkeypatch, stream / "json-http-400.stdout.jsonl")
+    error = refused_real_run("pi", repo, tmp_path / "locks", None)
+    assert error.kind is ErrorKind.COMMAND_FAILED
+    assert MARKER in double.stdin().decode()
+    check_kept_nowhere(tmp_path, "never-written")
+    with pytest.raises(AssertionError):
+        check_kept_nowhere(tmp_path / "bin")  # the double's record of its stdin holds it
+    check_kept_nowhere(tmp_path / "bin", outside=tmp_path / "bin")
+    # A run that answers is no refusal.
+    double.replay(monkeypatch, stream / "stub-success.stdout.jsonl")
+    with pytest.raises(pytest.fail.Exception):
+        refused_real_run("pi", repo, tmp_path / "locks", None)

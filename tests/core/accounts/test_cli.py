@@ -10,13 +10,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from clanker import hookimpl
 from clanker.cli import cli
 from clanker.errors import EXIT_ACCOUNT
-from clanker.registry import Registry, override_registry
-from clanker.testing.doubles import prepend_to_path, write_script
+from clanker.registry import override_registry
 from tests.core.accounts.test_service import VARIABLE, Provider
-from tests.helpers import make_plugin
+from tests.helpers import fake_agent_registry, install_fake_agent
 
 # The harness double records the home variable it was started with.
 AGENT = f"""
@@ -36,14 +34,9 @@ def invoke(tmp_path: Path, provider: Provider, monkeypatch: pytest.MonkeyPatch
            ) -> Any:
     monkeypatch.setenv("CLANKER_HOME", str(tmp_path / "home"))
     monkeypatch.delenv(VARIABLE, raising=False)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir, "fake-agent", AGENT)
-    prepend_to_path(monkeypatch, bin_dir)
+    install_fake_agent(tmp_path, monkeypatch, AGENT)
     monkeypatch.setenv("FAKE_RECORD", str(tmp_path / "record.json"))
-    plugin = make_plugin()
-    type(plugin).clanker_accounts = hookimpl(lambda self: provider)  # type: ignore[attr-defined]
-    registry = Registry.from_plugins({"fake-agent": plugin}, environ={})
+    registry = fake_agent_registry(accounts=provider)
 
     def run(*args: str, stdin: str | None = None) -> Result:
         with override_registry(registry):

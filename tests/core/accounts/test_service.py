@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from clanker import hookimpl
 from clanker.accounts.capability import AccountCheck, AccountContext, AccountIdentity, SignedIn
 from clanker.accounts.homes import AccountHomes, UnsafeHomeError
 from clanker.accounts.service import DEFAULT, AccountError, AccountService
@@ -22,8 +21,7 @@ from clanker.environment.local import LocalEnvironment
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.ids import HarnessId
 from clanker.paths import ClankerPaths
-from clanker.registry import Registry
-from tests.helpers import make_plugin
+from tests.helpers import fake_agent_registry
 
 HARNESS = HarnessId("fake-agent")
 VARIABLE = "FAKE_ACCOUNT_HOME"
@@ -65,10 +63,7 @@ class Provider:
 
 
 def service_for(tmp_path: Path, provider: Provider) -> AccountService:
-    plugin = make_plugin()
-    type(plugin).clanker_accounts = hookimpl(lambda self: provider)  # type: ignore[attr-defined]
-    registry = Registry.from_plugins({"fake-agent": plugin}, environ={})
-    assert not registry.problems, registry.problems
+    registry = fake_agent_registry(accounts=provider)
     paths = ClankerPaths(config=tmp_path / "c", cache=tmp_path / "k", state=tmp_path / "s",
                          runtime=tmp_path / "r")
     return AccountService(registry=registry, environment=LocalEnvironment({}), paths=paths)

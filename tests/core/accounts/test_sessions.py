@@ -12,14 +12,17 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from clanker import hookimpl
 from clanker.api import Clanker
 from clanker.cli import cli
 from clanker.environment.local import LocalEnvironment
-from clanker.registry import Registry, override_registry
-from clanker.testing.doubles import prepend_to_path, write_script
+from clanker.registry import override_registry
 from tests.core.accounts.test_service import Provider
-from tests.helpers import FakeSessions, make_plugin, write_fake_session
+from tests.helpers import (
+    FakeSessions,
+    fake_agent_registry,
+    install_fake_agent,
+    write_fake_session,
+)
 
 WHEN = datetime(2026, 12, 1, 9, tzinfo=UTC)
 AGENT = """
@@ -42,16 +45,9 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setenv("FAKE_AGENT_HOME", str(own))
     monkeypatch.setenv("CLANKER_HOME", str(tmp_path / "clanker"))
     monkeypatch.setenv("FAKE_RECORD", str(tmp_path / "record.json"))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir, "fake-agent", AGENT)
-    prepend_to_path(monkeypatch, bin_dir)
-    plugin = make_plugin()
+    install_fake_agent(tmp_path, monkeypatch, AGENT)
     provider = HomeProvider()
-    type(plugin).clanker_accounts = hookimpl(lambda self: provider)  # type: ignore[attr-defined]
-    type(plugin).clanker_sessions = hookimpl(lambda self: FakeSessions())  # type: ignore[attr-defined]
-    registry = Registry.from_plugins({"fake-agent": plugin}, environ={})
-    assert not registry.problems, registry.problems
+    registry = fake_agent_registry(accounts=provider, sessions=FakeSessions())
     clanker = Clanker(registry=registry, environment=LocalEnvironment())
     record = asyncio.run(clanker.accounts.add("fake-agent", label="work",
                                               show_url=lambda url: None))

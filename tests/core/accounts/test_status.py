@@ -10,32 +10,24 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from clanker import hookimpl
 from clanker.api import Clanker
 from clanker.cli import cli
 from clanker.grid import daemon
 from clanker.launch.request import LaunchRequest
 from clanker.launch.service import LaunchOptions
 from clanker.paths import clanker_paths
-from clanker.registry import Registry, override_registry
-from clanker.testing.doubles import prepend_to_path, write_script
+from clanker.registry import override_registry
 from tests.core.accounts.test_sessions import HomeProvider
 from tests.core.bridge.test_launch import Accepting
-from tests.helpers import make_plugin
+from tests.helpers import fake_agent_registry, install_fake_agent
 
 
 @pytest.fixture
 def clanker(short_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             ) -> Iterator[Clanker]:
     monkeypatch.setenv("CLANKER_HOME", str(short_dir))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir, "fake-agent", "pass")
-    prepend_to_path(monkeypatch, bin_dir)
-    plugin = make_plugin()
-    type(plugin).clanker_accounts = hookimpl(lambda self: HomeProvider())  # type: ignore[attr-defined]
-    type(plugin).clanker_attention = hookimpl(lambda self: Accepting())  # type: ignore[attr-defined]
-    registry = Registry.from_plugins({"fake-agent": plugin}, environ={})
+    install_fake_agent(tmp_path, monkeypatch, "pass")
+    registry = fake_agent_registry(accounts=HomeProvider(), attention=Accepting())
     try:
         yield Clanker(registry=registry)
     finally:

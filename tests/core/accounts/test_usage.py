@@ -12,18 +12,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from clanker import hookimpl
 from clanker.api import Clanker
 from clanker.cli import cli
 from clanker.environment.local import LocalEnvironment
 from clanker.execution import CommandRequest
-from clanker.registry import Registry, override_registry
-from clanker.testing.doubles import prepend_to_path, write_script
+from clanker.registry import override_registry
 from clanker.usage.capability import UsageContext
 from clanker.usage.policy import RefreshPolicy
 from clanker.usage.types import UsageSnapshot
 from tests.core.accounts.test_sessions import HomeProvider
-from tests.helpers import make_plugin, percent_snapshot
+from tests.helpers import fake_agent_registry, install_fake_agent, percent_snapshot
 
 
 class HomeUsage:
@@ -42,15 +40,8 @@ class HomeUsage:
 def clanker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Clanker:
     monkeypatch.setenv("FAKE_AGENT_HOME", str(tmp_path / "own"))
     monkeypatch.setenv("CLANKER_HOME", str(tmp_path / "clanker"))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir, "fake-agent", "import os; print(os.environ['FAKE_AGENT_HOME'])")
-    prepend_to_path(monkeypatch, bin_dir)
-    plugin = make_plugin()
-    type(plugin).clanker_accounts = hookimpl(lambda self: HomeProvider())  # type: ignore[attr-defined]
-    type(plugin).clanker_usage = hookimpl(lambda self: HomeUsage())  # type: ignore[attr-defined]
-    registry = Registry.from_plugins({"fake-agent": plugin}, environ={})
-    assert not registry.problems, registry.problems
+    install_fake_agent(tmp_path, monkeypatch, "import os; print(os.environ['FAKE_AGENT_HOME'])")
+    registry = fake_agent_registry(accounts=HomeProvider(), usage=HomeUsage())
     return Clanker(registry=registry, environment=LocalEnvironment())
 
 

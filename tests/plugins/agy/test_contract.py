@@ -30,7 +30,7 @@ from clanker.testing.commit import (
 )
 from clanker.testing.strategies import model_ids
 from clanker_agy.commit import AgyCommit
-from tests.plugins.agy.test_agy import CONVERSATION
+from tests.plugins.agy.test_agy import CONVERSATION, replayed_agy
 from tests.plugins.agy.test_attention import PRIVATE_TEXTS, RUN, states, wrapped, wrapped_payloads
 from tests.plugins.agy.test_commit import (
     AGY_REFUSES_A_LINE_WITHOUT_AN_EVENT,
@@ -68,6 +68,14 @@ class TestAgyContract(HarnessProviderContract):
         f"/home/u/.gemini/antigravity-cli/conversations/{CONVERSATION}.db",
         CONVERSATION.replace("d", "\uff44"),  # fullwidth letters are no hex digits
     )
+
+    version_outputs = ((CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "1.2.12"),
+                       (CommandResult("v1.2.14\n", "", 0), "1.2.14"),
+                       (CommandResult("1.1.12", "", 0), "1.1.12"))
+
+    # models
+    def models_executor(self, exit_code: int) -> CommandExecutor:
+        return replayed_agy(exit_code=exit_code)
 
     # sessions: an index database and one file per conversation
     sessions_written_skips = 4  # the synthetic index's malformed rows, on purpose
@@ -115,6 +123,20 @@ class TestAgyContract(HarnessProviderContract):
     commit_outputs = "*.stdout.jsonl"
     commit_decorated = "synthetic-decorated.stdout.jsonl"
     commit_model = "gemini-3.8-flash-high"
+    commit_args = ("--mode=plan", "--sandbox", "--disable-slash-commands",
+                   "--input-format=stream-json", "--output-format=stream-json")
+    commit_models = ("gemini-3.8-flash-high", "gemini-3.1-pro-low", "-p", "--sandbox=false",
+                     "a b", "provider/model:variant")
+    commit_answers = (("synthetic-success.stdout.jsonl", MESSAGE),)
+    commit_empty_detail = "no result"
+
+    def commit_model_args(self, model: str) -> Sequence[str]:
+        return (f"--model={model}",)
+
+    def commit_stdin(self, prompt: str) -> bytes:
+        # One user line, the prompt a JSON string (non-ASCII kept), then EOF.
+        content = json.dumps(prompt, ensure_ascii=False)
+        return f'{{"event":"user","message":{{"content":{content}}}}}\n'.encode()
     commit_successes = (("synthetic-success.stdout.jsonl", MESSAGE),)
     commit_failures = (
         ("synthetic-decorated.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE),  # the normalizer

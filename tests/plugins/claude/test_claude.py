@@ -15,7 +15,7 @@ import pytest
 import clanker_claude
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandResult, LocalTransport
+from clanker.execution import LocalTransport
 from clanker.launch.request import SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.models.types import Model
@@ -72,15 +72,6 @@ def test_a_trusted_transcript_path_is_preferred_over_the_id() -> None:
 def test_a_relative_store_path_is_not_used() -> None:
     session = SessionTarget(native_id=SESSION, store_path=f"-x/{SESSION}.jsonl")
     assert plan(operation="resume", session=session) == ("claude", "--resume", SESSION)
-
-
-def test_version_from_the_real_output() -> None:
-    result = CommandResult((FIXTURES / "version.txt").read_text(), "", 0)
-    assert ClaudeLaunch().parse_version(result) == "2.1.197"
-
-
-def test_version_request() -> None:
-    assert ClaudeLaunch().version_request().argv == ("claude", "--version")
 
 
 # -- models: the parser ------------------------------------------------------------------

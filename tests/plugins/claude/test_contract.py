@@ -14,7 +14,7 @@ import pytest
 import clanker_claude
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
-from clanker.execution import LocalTransport
+from clanker.execution import CommandResult, LocalTransport
 from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract, ReplayDouble, install_replay_double
@@ -23,7 +23,15 @@ from clanker.testing.sessions import check_session_types
 from clanker_claude.sessions import HEAD_BYTES, TAIL_BYTES, parse, summarize
 from clanker_claude.usage import ClaudeUsage
 from tests.plugins.claude.test_attention import PRIVATE_TEXTS, RUN, near_payloads, states
-from tests.plugins.claude.test_commit import ENV, result_line
+from tests.plugins.claude.test_commit import (
+    ANSWER,
+    ANSWERS,
+    ARGV,
+    COMMAND_FAILURES,
+    ENV,
+    PARSE_FAILURES,
+    result_line,
+)
 from tests.plugins.claude.test_sessions import (
     HUGE_TRANSCRIPTS,
     PROJECTS,
@@ -59,6 +67,8 @@ class TestClaudeContract(HarnessProviderContract):
         SESSION.replace("-", ""),
         f"/home/u/.claude/projects/-home-u-src-repo/{SESSION}.jsonl",
     )
+
+    version_outputs = ((CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "2.1.197"),)
 
     # sessions
     session_documents = TRANSCRIPTS
@@ -124,6 +134,16 @@ class TestClaudeContract(HarnessProviderContract):
                               "stdin-no-data-3s.stderr.txt", "stdin-too-large.stderr.txt",
                               "unknown-option.stderr.txt")
     commit_model = "haiku"
+    commit_args = ARGV
+    commit_env = ENV
+    commit_models = ("sonnet", "opus[1m]", "claude-sonnet-5", "--tools", "default")
+    commit_answers = tuple((name, ANSWER) for name in sorted(ANSWERS))
+    commit_refusals = (
+        *((name, code, ErrorKind.PARSE_FAILURE, detail)
+          for name, (code, detail) in sorted(PARSE_FAILURES.items())),
+        *((name, code, ErrorKind.COMMAND_FAILED, detail)
+          for name, (code, detail) in sorted(COMMAND_FAILURES.items())),
+    )
     commit_successes = (("stub-success.stdout.jsonl", MESSAGE),
                         ("stub-thinking-then-text.stdout.json", MESSAGE))
     commit_failures = (

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import clanker_claude
 from clanker.descriptor import SessionOperation
 from clanker.environment.files import FileSample, confined, read_sample
-from clanker.environment.local import LocalFiles, host_environ
+from clanker.environment.local import LocalFiles
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
@@ -258,14 +258,6 @@ def test_a_config_dir_relative_to_claudes_cwd_is_not_guessed(value: str) -> None
     # `??` keeps an empty value, and nothing expands "~": all relative to Claude's cwd.
     assert config_dir({"HOME": "/home/u", "CLAUDE_CONFIG_DIR": value}) is None
     assert ClaudeSessions().store_roots({"CLAUDE_CONFIG_DIR": value}, LocalFiles()) == ()
-
-
-def test_without_home_the_password_database_names_it() -> None:
-    import pwd
-
-    home = Path(pwd.getpwuid(os.getuid()).pw_dir)
-    assert config_dir(host_environ({})) == home / ".claude"
-    assert config_dir(host_environ({"HOME": ""})) == home / ".claude"
 
 
 # -- titles, places and times, from synthetic transcripts -----------------------------------

@@ -11,7 +11,6 @@ api.anthropic.com on loopback answering the usage request with built bodies
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -22,12 +21,10 @@ from typing import Any
 
 import pytest
 
-from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, LocalTransport
-from clanker.testing import FailingExecutor, ScriptedSession, ScriptedSessionExecutor
+from clanker.testing import ScriptedSession, ScriptedSessionExecutor
 from clanker.testing.doubles import probe_usage, script_double
-from clanker.usage.capability import UsageContext
 from clanker.usage.types import Measurement, UsageSnapshot
 from clanker_claude.models import PROBE_ARGS, PROBE_ENV, probe_request
 from clanker_claude.usage import (
@@ -414,14 +411,6 @@ def test_data_counts_only_after_a_clean_exit() -> None:
     assert executor.sessions[0].input_closed and executor.sessions[0].disposed
 
 
-def test_without_a_session_executor_usage_is_unsupported() -> None:
-    context = UsageContext(files=LocalFiles(), environ={},
-                           executor=FailingExecutor(HarnessCapabilityError(ErrorKind.TIMEOUT)),
-                           session_executor=None)
-    error = failure(lambda: asyncio.run(ClaudeUsage().probe(context)))
-    assert error.kind is ErrorKind.UNSUPPORTED
-
-
 # -- the probe, through the real LocalTransport, against a protocol-faithful double ---------
 
 DOUBLE = '''
@@ -491,7 +480,6 @@ def test_the_double_replays_a_reading_through_the_real_transport(tmp_path: Path)
 
 
 # -- policy and registration --------------------------------------------------------------------
-
 
 
 def test_the_request_is_the_isolated_probe_bounded() -> None:

@@ -112,21 +112,11 @@ def test_a_store_path_is_not_used_because_codex_refuses_paths() -> None:
     assert plan(operation="fork", session=session) == ("codex", "-C", "/w", "fork", SESSION)
 
 
-def test_version_from_the_real_output() -> None:
-    result = CommandResult((FIXTURES / "version.txt").read_text(), "", 0)
-    assert CodexLaunch().parse_version(result) == "0.171.0"
-
-
 def test_version_ignores_the_stderr_warning() -> None:
     warning = (FIXTURES / "app-server-model-list-stderr.txt").read_text()
     with pytest.raises(HarnessCapabilityError) as caught:
         CodexLaunch().parse_version(CommandResult("", warning, 0))
     assert caught.value.kind is ErrorKind.PARSE_FAILURE
-
-
-def test_version_request() -> None:
-    request = CodexLaunch().version_request()
-    assert request.argv == ("codex", "--version")
 
 
 # -- models: the parser ------------------------------------------------------------------

@@ -14,16 +14,18 @@ from hypothesis import strategies as st
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
+    MARKER,
     change_repository,
+    check_kept_nowhere,
     commit_failure,
     git,
     installed_provider,
     json_lines,
     propose,
-    repository_state,
+    refused_real_run,
 )
 from clanker.testing.strategies import json_values
-from clanker_codex.commit import COMMIT_ARGS, CodexCommit, parse_commit_stream
+from clanker_codex.commit import CodexCommit, parse_commit_stream
 
 COMMIT = Path(__file__).resolve().parents[2] / "fixtures" / "codex" / "commit"
 ANSWER = (
@@ -99,31 +101,6 @@ COMMAND = {"command": "/bin/bash -lc 'git diff --cached'", "aggregated_output": 
 # -- the invocation ---------------------------------------------------------------------
 
 
-def test_the_invocation_without_a_model() -> None:
-    request = CodexCommit().build_invocation(None, "Write a commit message.\n\nDiff: é")
-    assert request.command == "codex"
-    assert request.args == (
-        "exec", "--json", "--ephemeral", "--sandbox", "read-only",
-        "-c", "features.unbounded_connection_retries=false",
-        "-c", "features.shell_snapshot=false",
-        "-c", "project_doc_max_bytes=0",
-        "-c", 'web_search="disabled"',
-    )
-    assert request.args == COMMIT_ARGS
-    assert request.stdin == "Write a commit message.\n\nDiff: é".encode()
-    assert request.timeout == INFERENCE_TIMEOUT == 90
-    assert request.inference is True
-    assert dict(request.env) == {}
-    assert request.cwd is None  # the service sets the repository root
-
-
-@pytest.mark.parametrize("model", ["gpt-6.2-sol", "probe-model", "-tricky", "a=b", "org/x y"])
-def test_the_model_is_one_token_at_the_end_exactly_as_given(model: str) -> None:
-    request = CodexCommit().build_invocation(model, "p")
-    assert request.args == (*COMMIT_ARGS, f"--model={model}")
-    assert request.stdin == b"p"
-
-
 def test_no_flag_that_drops_user_config_or_the_git_check() -> None:
     args = CodexCommit().build_invocation("m", "p").args
     assert "--ignore-user-config" not in args
@@ -135,23 +112,13 @@ def test_no_flag_that_drops_user_config_or_the_git_check() -> None:
 # -- the captured and built streams -----------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["built-success.jsonl",
-                                  "built-success-after-retry-error.jsonl",
-                                  "built-success-commentary-then-tool.jsonl",
-                                  "built-warning-item-then-success.jsonl"])
-def test_the_answer_is_the_last_message_of_the_completed_turn(name: str) -> None:
-    assert parse_commit_stream(stream(name)) == ANSWER
-    assert CodexCommit().parse_output(captured(name, stderr="ignored")) == ANSWER
-
-
 def test_reasoning_and_commentary_are_never_part_of_the_answer() -> None:
     answer = parse_commit_stream(stream("built-success-commentary-then-tool.jsonl"))
     assert "Summarizing" not in answer and "I will look" not in answer
 
 
-@pytest.mark.parametrize(
-    ("name", "kind", "detail"),
-    [
+# Streams alone (as with exit 0) and how each fails (the contract's commit_refusals).
+STREAM_REFUSALS = (
         ("built-thinking-only.jsonl", ErrorKind.PARSE_FAILURE, "only reasoning"),
         ("built-tool-call-only.jsonl", ErrorKind.PARSE_FAILURE, "only tool calls"),
         ("built-tool-after-last-message.jsonl", ErrorKind.PARSE_FAILURE, "not the answer"),
@@ -173,22 +140,7 @@ def test_reasoning_and_commentary_are_never_part_of_the_answer() -> None:
         ("exec-sigint.jsonl", ErrorKind.PARSE_FAILURE, "did not end"),
         ("exec-sigterm.jsonl", ErrorKind.PARSE_FAILURE, "did not end"),
         ("exec-input-too-large.jsonl", ErrorKind.PARSE_FAILURE, "no turn"),
-    ],
 )
-def test_streams_without_an_answer_fail_typed(name: str, kind: ErrorKind, detail: str) -> None:
-    with pytest.raises(HarnessCapabilityError) as caught:
-        parse_commit_stream(stream(name))
-    assert caught.value.kind is kind
-    assert detail in (caught.value.detail or "")
-
-
-@pytest.mark.parametrize(
-    ("name", "exit_code"), [(n, c) for n, c in EXIT_CODES.items() if n not in SIGNED_OUT])
-def test_captured_runs_with_their_exit_status_are_command_failed(name: str, exit_code: int) -> None:
-    with pytest.raises(HarnessCapabilityError) as caught:
-        CodexCommit().parse_output(captured(name))
-    assert caught.value.kind is ErrorKind.COMMAND_FAILED
-    assert caught.value.harness == "codex"
 
 
 @pytest.mark.parametrize("name", sorted(SIGNED_OUT))
@@ -251,11 +203,6 @@ def test_provider_text_and_stderr_never_reach_the_message() -> None:
         assert "stub" not in text and "401" not in text and "127.0.0.1" not in text
         assert "Connection failed" not in text and "demand" not in text
         assert "Reading prompt" not in text and "WARNING" not in text
-
-
-def test_nothing_at_all_is_a_parse_failure() -> None:
-    assert "no output" in (failure("").detail or "")
-    assert "no output" in (failure("\n\n").detail or "")
 
 
 # -- built streams: the rule's edges ----------------------------------------------------
@@ -386,12 +333,6 @@ def test_a_message_without_text_is_a_parse_failure(event: dict[str, object]) -> 
     assert failure(turn_of(event)).kind is ErrorKind.PARSE_FAILURE
 
 
-def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
-    assert parse_commit_stream(turn_of(message("Fix it\u2028 now"))) == "Fix it\u2028 now"
-    raw = turn_of(message("Fix it\u2028 now")).replace("\\u2028", "\u2028")
-    assert parse_commit_stream(raw) == "Fix it\u2028 now"
-
-
 # -- shapes for the contract's properties (test_contract.py) --------------------------
 
 # Any JSON value, NaN and the infinities included, with the format's own keys.
@@ -460,26 +401,17 @@ def refused_codex_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_real_codex_against_a_refused_provider_is_a_typed_failure_and_keeps_nothing(
     repo: Path, refused_codex_home: Path, tmp_path: Path
 ) -> None:
-    marker = "clanker-commit-marker-7f3a"
-    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
-    before = repository_state(repo)
     started = time.monotonic()
-    with pytest.raises(HarnessCapabilityError) as caught:
-        propose(installed_provider("codex"), repo, tmp_path / "locks", "probe-model")
+    error = refused_real_run("codex", repo, tmp_path / "locks", "probe-model")
     elapsed = time.monotonic() - started
     # Without features.unbounded_connection_retries=false this never ends (the
     # service's 90 s timeout would); with it the provider's five retries take ~25 s.
-    assert caught.value.kind is ErrorKind.COMMAND_FAILED, caught.value.message
-    assert caught.value.detail == "the turn failed"
+    assert error.kind is ErrorKind.COMMAND_FAILED, error.message
+    assert error.detail == "the turn failed"
     assert elapsed < INFERENCE_TIMEOUT
-    assert repository_state(repo) == before
     assert not list((refused_codex_home / "sessions").rglob("*.jsonl"))
     assert not [p for p in (refused_codex_home / "shell_snapshots").rglob("*") if p.is_file()]
-    for path in refused_codex_home.rglob("*"):
-        if path.is_file():
-            data = path.read_bytes()
-            assert marker.encode() not in data, path
-            assert ENV_MARKER.encode() not in data, path
+    check_kept_nowhere(refused_codex_home, MARKER, ENV_MARKER)
 
 
 @pytest.mark.real_cli

@@ -11,14 +11,21 @@ from typing import Any
 import clanker_codex
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
-from clanker.execution import LocalTransport
+from clanker.execution import CommandResult, LocalTransport
 from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract, ReplayDouble, install_replay_double
 from clanker_codex.sessions import HEAD_BYTES, TAIL_BYTES, summarize
 from clanker_codex.usage import CodexUsage
 from tests.plugins.codex.test_attention import payloads, states
-from tests.plugins.codex.test_commit import EVENTS, message, turn_of
+from tests.plugins.codex.test_commit import (
+    EVENTS,
+    EXIT_CODES,
+    SIGNED_OUT,
+    STREAM_REFUSALS,
+    message,
+    turn_of,
+)
 from tests.plugins.codex.test_sessions import CAPTURED, HUGE_ROLLOUTS, ROLLOUTS, iso, rollout
 from tests.plugins.codex.test_usage import misbehaving_double
 
@@ -49,6 +56,8 @@ class TestCodexContract(HarnessProviderContract):
         "{" + SESSION + "}",
         f"/home/u/.codex/sessions/2026/11/30/rollout-2026-11-30T08-15-17-{SESSION}.jsonl",
     )
+
+    version_outputs = ((CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "0.171.0"),)
 
     # sessions
     session_documents = ROLLOUTS
@@ -119,6 +128,24 @@ class TestCodexContract(HarnessProviderContract):
                               "exec-input-too-large.stderr.txt", "exec-rejected-flag.stderr.txt",
                               "exec-model-twice.stderr.txt")
     commit_model = "gpt-6.2-sol"
+    commit_args = ("exec", "--json", "--ephemeral", "--sandbox", "read-only",
+                   "-c", "features.unbounded_connection_retries=false",
+                   "-c", "features.shell_snapshot=false",
+                   "-c", "project_doc_max_bytes=0",
+                   "-c", 'web_search="disabled"')
+    commit_models = ("gpt-6.2-sol", "probe-model", "-tricky", "a=b", "org/x y")
+    commit_answers = tuple((name, ANSWER) for name in (
+        "built-success.jsonl", "built-success-after-retry-error.jsonl",
+        "built-success-commentary-then-tool.jsonl", "built-warning-item-then-success.jsonl"))
+    # The stream alone (exit 0), then each captured run with the status it exited with.
+    commit_refusals = (
+        *((name, 0, kind, detail) for name, kind, detail in STREAM_REFUSALS),
+        *((name, code, ErrorKind.COMMAND_FAILED, "")
+          for name, code in EXIT_CODES.items() if name not in SIGNED_OUT),
+    )
+
+    def commit_model_args(self, model: str) -> Sequence[str]:
+        return (f"--model={model}",)
     commit_successes = (("built-success-commentary-then-tool.jsonl", ANSWER),
                         ("built-success.jsonl", ANSWER))
     commit_failures = (

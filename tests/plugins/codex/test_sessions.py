@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import clanker_codex
 from clanker.descriptor import SessionOperation
 from clanker.environment.files import FileSample, confined, read_sample
-from clanker.environment.local import LocalFiles, host_environ
+from clanker.environment.local import LocalFiles
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import Registry
@@ -292,12 +292,6 @@ def test_codex_home_wins_and_a_relative_one_is_not_guessed() -> None:
     # Codex takes "rel" relative to its own cwd ("CODEX_HOME points to "rel"").
     assert codex_home({"HOME": "/home/u", "CODEX_HOME": "rel"}) is None
     assert CodexSessions().store_roots({"CODEX_HOME": "rel"}, LocalFiles()) == ()
-
-
-def test_without_home_the_password_database_names_it() -> None:
-    import pwd
-
-    assert codex_home(host_environ({})) == Path(pwd.getpwuid(os.getuid()).pw_dir) / ".codex"
 
 
 def write_config(home: Path, text: str) -> None:

@@ -8,7 +8,6 @@ real app-server output, built backend bodies).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -21,16 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_TIMEOUT, LocalTransport
-from clanker.testing import FailingExecutor, ScriptedSession, ScriptedSessionExecutor
+from clanker.testing import ScriptedSession, ScriptedSessionExecutor
 from clanker.testing.doubles import probe_usage, script_double
 from clanker.testing.strategies import (
     documents_with_values_replaced,
     json_values,
 )
-from clanker.usage.capability import UsageContext
 from clanker.usage.types import Measurement, UsageSnapshot
 from clanker_codex.usage import (
     Account,
@@ -513,14 +510,6 @@ def test_data_counts_only_after_a_clean_exit() -> None:
     assert executor.sessions[0].input_closed and executor.sessions[0].disposed
 
 
-def test_without_a_session_executor_usage_is_unsupported() -> None:
-    context = UsageContext(files=LocalFiles(), environ={},
-                           executor=FailingExecutor(HarnessCapabilityError(ErrorKind.TIMEOUT)),
-                           session_executor=None)
-    error = failure(lambda: asyncio.run(CodexUsage().probe(context)))
-    assert error.kind is ErrorKind.UNSUPPORTED
-
-
 # -- the probe, through the real LocalTransport, against a protocol-faithful double ---------
 
 DOUBLE = '''
@@ -588,7 +577,6 @@ def test_the_double_replays_a_reading_through_the_real_transport(tmp_path: Path)
 
 
 # -- policy and registration --------------------------------------------------------------------
-
 
 
 def test_the_request_is_bounded_plain_app_server() -> None:

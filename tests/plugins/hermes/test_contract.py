@@ -11,6 +11,7 @@ import pytest
 
 import clanker_hermes
 from clanker.capabilities import Capability
+from clanker.execution import CommandResult
 from clanker.sessions.types import HarnessSession
 from clanker.testing import HarnessProviderContract
 from clanker_hermes.attention import BUNDLED_ENV
@@ -38,6 +39,12 @@ class TestHermesContract(HarnessProviderContract):
         "20261130_081830_CEC5D8",
         "20261130_081830_cec5d",
         "my session title",
+    )
+
+    version_outputs = (
+        (CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "0.19.0"),
+        (CommandResult("Hermes Agent v0.21.5+2453.gd0288be (2026.9.1) · upstream d0288be5\n",
+                       "", 0), "0.21.5+2453.gd0288be"),  # a git checkout
     )
 
     # sessions: one SQLite database, state.db

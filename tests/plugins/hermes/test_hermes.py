@@ -14,11 +14,11 @@ import pytest
 import clanker_hermes
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandResult, LocalTransport
+from clanker.execution import LocalTransport
 from clanker.launch.request import SessionTarget
 from clanker.models.capability import ModelsContext
 from clanker.testing import ScriptedSession, ScriptedSessionExecutor, launch_argv, registered
-from clanker_hermes.launch import HermesLaunch, split_model
+from clanker_hermes.launch import split_model
 from clanker_hermes.models import HermesModels, gateway_interpreter, parse_model_options
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "hermes"
@@ -76,16 +76,6 @@ def test_resume_by_id() -> None:
     assert plan(operation="resume", session=session) == (
         "hermes", "--tui", "--resume", "20261130_081830_cec5d8"
     )
-
-
-def test_version_from_the_real_output() -> None:
-    result = CommandResult((FIXTURES / "version.txt").read_text(), "", 0)
-    assert HermesLaunch().parse_version(result) == "0.19.0"
-
-
-def test_version_of_a_git_checkout() -> None:
-    line = "Hermes Agent v0.21.5+2453.gd0288be (2026.9.1) · upstream d0288be5\n"
-    assert HermesLaunch().parse_version(CommandResult(line, "", 0)) == "0.21.5+2453.gd0288be"
 
 
 # -- models: the parser ------------------------------------------------------------------

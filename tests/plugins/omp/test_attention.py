@@ -19,7 +19,6 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from clanker.testing.attention import GridDouble
 from clanker.testing.doubles import attachment_context
 from clanker_omp.attention import EXTENSION, EXTENSION_FILE_NAME, OmpAttention
 from clanker_omp.launch import OmpLaunch
+from tests.helpers import GRID_TOKEN
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "omp" / "attention"
 OMP_FIXTURES = FIXTURES.parent
@@ -47,7 +47,7 @@ BUILT = json.loads((FIXTURES / "types-built.json").read_text())
 S1 = "01a2f00d-0000-7000-8000-000000000001"
 S2 = "01a2f00d-0000-7000-8000-000000000002"
 CWD = "/home/dev/src/omprepo"
-TOKEN = "ab" * 32
+TOKEN = GRID_TOKEN  # what the grid fixture takes
 
 SHIM = """
 import { readFileSync } from "node:fs";
@@ -81,13 +81,6 @@ needs_runtime = pytest.mark.skipif(not RUNTIMES, reason="neither node nor bun is
 # -- a grid socket double (section 3): records every envelope, checks each one --------------
 
 
-@pytest.fixture
-def grid(short_dir: Path) -> Iterator[GridDouble]:
-    double = GridDouble(short_dir / "g.sock", token=TOKEN)
-    try:
-        yield double
-    finally:
-        double.close()
 
 
 def run_extension(runtime: str, directory: Path, steps: list[dict[str, Any]],

@@ -10,12 +10,14 @@ from pathlib import Path
 import clanker_omp
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
+from clanker.execution import CommandExecutor, CommandResult
 from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
+from clanker.testing.message_stream import assistant_message, message_run
 from clanker_omp.sessions import HEAD_BYTES, TAIL_BYTES, summarize
 from tests.plugins.omp.test_commit import ANSWER, COMMIT, EVENTS, EXIT_CODES, HEADER
-from tests.plugins.omp.test_omp import FORK_FILE, FORK_ID, SOURCE_ID, STORE_PATH
+from tests.plugins.omp.test_omp import FORK_FILE, FORK_ID, SOURCE_ID, STORE_PATH, replayed_omp
 from tests.plugins.omp.test_sessions import (
     CAPTURED,
     FIXTURES,
@@ -46,6 +48,12 @@ class TestOmpContract(HarnessProviderContract):
         FORK_FILE.name,
         "2026-11-30T08-23-26-947Z",  # omp would match this file-name prefix too
     )
+
+    version_outputs = ((CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "18.2.3"),)
+
+    # models
+    def models_executor(self, exit_code: int) -> CommandExecutor:
+        return replayed_omp(exit_code=exit_code)
 
     # sessions
     session_documents = SESSION_FILES
@@ -99,6 +107,35 @@ class TestOmpContract(HarnessProviderContract):
                               "unknown-flag-no-context-files.stderr.txt",
                               "open-stdin-waiting.stderr.txt", "final-argv-signed-out.stderr.txt")
     commit_model = "loopback/probe-model"
+    commit_args = ("--print", "--mode", "json", "--no-session", "--no-tools", "--no-extensions",
+                   "--no-skills", "--no-rules", "--no-title", "--max-time", "65")
+    commit_models = ("loopback/probe-model", "opus", "openai/gpt-5.2", "--tricky")
+    commit_answers = tuple((name, ANSWER) for name in (
+        "stub-success.stdout.jsonl", "final-argv-stub-success.stdout.jsonl",
+        "stub-thinking-then-text.stdout.jsonl", "stub-toolcall-then-text.stdout.jsonl",
+        "stub-5xx-retried-then-success.stdout.jsonl"))
+    commit_refusals = tuple((name, EXIT_CODES.get(name, 0), kind, detail)
+                            for name, kind, detail in (
+        # omp re-prompts a thinking-only answer once, then ends with isTerminal false; exit 0
+        ("stub-thinking-only.stdout.jsonl", ErrorKind.PARSE_FAILURE, "only reasoning"),
+        ("stub-length.stdout.jsonl", ErrorKind.PARSE_FAILURE, "cut off"),
+        ("json-empty-stdin.stdout.jsonl", ErrorKind.PARSE_FAILURE, "no answer"),
+        # exit 1, and the stream says why
+        ("json-http-400.stdout.jsonl", ErrorKind.COMMAND_FAILED, "stopReason error, HTTP 400"),
+        ("json-refused-port-retry-disabled.stdout.jsonl", ErrorKind.COMMAND_FAILED,
+         "stopReason error"),
+        ("json-refused-port-max-time-10.stdout.jsonl", ErrorKind.TIMEOUT, "--max-time"),
+        ("final-argv-refused-port-default-retry.stdout.jsonl", ErrorKind.TIMEOUT, "--max-time"),
+        # killed (by the sandbox's timeout or a signal)
+        ("json-refused-port-default-retry-killed.stdout.jsonl", ErrorKind.COMMAND_FAILED,
+         "stopReason aborted"),
+        ("json-refused-port-sigterm.stdout.jsonl", ErrorKind.COMMAND_FAILED, "exit status 143"),
+        ("stub-toolcall-then-killed.stdout.jsonl", ErrorKind.COMMAND_FAILED, "exit status 124"),
+        ("json-no-api-key.stdout.jsonl", ErrorKind.COMMAND_FAILED, "exit status 1"),
+    ))
+    commit_refusal_stderr = "json-no-api-key.stderr.tail.txt"
+    # the provider's text and the path of the request omp saves
+    commit_unsaid = ("stub", "API key", "raw-http-request", ".omp")
     commit_successes = (("stub-toolcall-then-text.stdout.jsonl", ANSWER),
                         ("stub-success.stdout.jsonl", ANSWER))
     commit_failures = tuple((name, EXIT_CODES.get(name, 0), kind) for name, kind in (
@@ -107,3 +144,6 @@ class TestOmpContract(HarnessProviderContract):
         ("json-http-400.stdout.jsonl", ErrorKind.COMMAND_FAILED),
         ("json-refused-port-max-time-10.stdout.jsonl", ErrorKind.TIMEOUT),
     ))
+
+    def commit_output_answering(self, answer: str) -> str:
+        return message_run(HEADER, assistant_message("stop", {"type": "text", "text": answer}))

@@ -635,19 +635,6 @@ def test_the_project_filter_is_a_value_that_follows_the_home_through_links(
     assert project_dir_filter((scope,), environ, LocalFiles()) != first
 
 
-def test_a_refind_from_another_workspace_is_not_filtered(store: dict[str, str]) -> None:
-    # On a re-find the scopes say where the caller is; they must not hide the session.
-    context = SessionsContext(files=LocalFiles(),
-                              harness=HarnessId("omp"), executor=LocalTransport(), environ=store,
-                              cache=SummaryCache(HarnessId("omp"), None),
-                              scopes=("/home/dev/src/elsewhere",), native_id=MAIN_ID)
-    scan = asyncio.run(OmpSessions().discover(context))
-    assert [s.native_id for s in scan.sessions] == [MAIN_ID]
-    found = asyncio.run(service(store).find(PROVIDER, MAIN_ID,
-                                            workspace="/home/dev/src/elsewhere"))
-    assert found is not None and found.cwd == "/home/dev/src/omprepo"
-
-
 def test_overlapping_roots_list_a_file_once(store: dict[str, str], tmp_path: Path) -> None:
     overlapping = {**store, "PI_CODING_AGENT_SESSION_DIR": str(
         tmp_path / "agent" / "sessions" / "-src-omprepo")}

@@ -11,14 +11,12 @@ envelopes) or to the real :class:`clanker.grid.server.Grid` (to see the states).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import json
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import AsyncIterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
@@ -33,8 +31,8 @@ from clanker.attention.capability import (
     AttachmentPlan,
     Declined,
 )
-from clanker.attention.envelope import parse_envelope
 from clanker.grid.server import Grid
+from clanker.testing.attention import GridDouble
 from clanker.testing.doubles import attachment_context
 from clanker_opencode.attention import (
     CONFIG_VARIABLE,
@@ -131,40 +129,6 @@ def root_record(session: str, directory: str = CWD) -> dict[str, Any]:
 # -- the grid: a socket double, and the real one -------------------------------------------------
 
 
-class GridDouble:
-    """Speaks the grid's ``deliver`` op: records each request, answers ``accepted``."""
-
-    def __init__(self, path: Path, *, refuse: bool = False) -> None:
-        self.path = path
-        self.refuse = refuse
-        self.requests: list[dict[str, Any]] = []
-
-    @property
-    def envelopes(self) -> list[dict[str, Any]]:
-        return [e for r in self.requests for e in r["envelopes"]]
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        line = await reader.readline()
-        request = json.loads(line)
-        self.requests.append(request)
-        if self.refuse:
-            reply: dict[str, Any] = {"v": 1, "ok": False, "error": "unauthorized"}
-        else:
-            reply = {"v": 1, "ok": True, "decisions": ["accepted"] * len(request["envelopes"])}
-        writer.write(json.dumps(reply).encode() + b"\n")
-        await writer.drain()
-        writer.close()
-
-    @contextlib.asynccontextmanager
-    async def serving(self) -> AsyncIterator[GridDouble]:
-        server = await asyncio.start_unix_server(self._serve, path=str(self.path))
-        try:
-            yield self
-        finally:
-            server.close()
-            await server.wait_closed()
-
-
 def install(tmp_path: Path) -> Path:
     """The plugin file exactly where ``prepare()`` puts it."""
     plan = OpenCodeAttention().prepare(context(tmp_path))
@@ -195,24 +159,20 @@ def to_double(tmp_path: Path, short_dir: Path, events: list[dict[str, Any]],
               sessions: dict[str, Any] | None = None, *,
               refuse: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     plugin = install(tmp_path)
-    double = GridDouble(short_dir / "g.sock", refuse=refuse)
-
-    async def main() -> dict[str, Any]:
-        async with double.serving():
-            return await run_plugin(plugin, events, sessions or {}, {
-                "CLANKER_ATTENTION_SOCKET": str(double.path),
-                "CLANKER_ATTENTION_TERMINAL": "t-0123456789abcdef",
-                "CLANKER_ATTENTION_TOKEN": "ab" * 32,
-            }, tmp_path)
-
-    result = asyncio.run(main())
+    refusal = {"v": 1, "ok": False, "error": "unauthorized"} if refuse else None
+    double = GridDouble(short_dir / "g.sock", token="ab" * 32, answer=refusal)
+    try:
+        result = asyncio.run(run_plugin(plugin, events, sessions or {}, {
+            "CLANKER_ATTENTION_SOCKET": str(double.path),
+            "CLANKER_ATTENTION_TERMINAL": "t-0123456789abcdef",
+            "CLANKER_ATTENTION_TOKEN": "ab" * 32,
+        }, tmp_path))
+    finally:
+        double.close()
+    assert double.problems == []  # every request one the grid would take
     for request in double.requests:
-        assert request["v"] == 1 and request["op"] == "deliver"
         assert request["terminal"] == "t-0123456789abcdef" and request["token"] == "ab" * 32
-        assert 1 <= len(request["envelopes"]) <= 16
-    for envelope in double.envelopes:
-        parse_envelope(envelope)  # the grid would accept every one
-    return double.envelopes, result
+    return double.envelopes(), result
 
 
 def to_grid(tmp_path: Path, short_dir: Path, events: list[dict[str, Any]],

@@ -14,17 +14,18 @@ from hypothesis import strategies as st
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import INFERENCE_TIMEOUT, CommandResult
 from clanker.testing.commit import (
+    MARKER,
     change_repository,
+    check_kept_nowhere,
     commit_failure,
     git,
     installed_provider,
     json_lines,
     propose,
-    repository_state,
+    refused_real_run,
 )
 from clanker.testing.strategies import json_values
 from clanker_opencode.commit import (
-    COMMIT_ARGS,
     COMMIT_CONFIG,
     COMMIT_ENV,
     OpenCodeCommit,
@@ -113,38 +114,6 @@ def error(name: object = "APIError", **data: object) -> dict[str, object]:
 # -- the invocation ---------------------------------------------------------------------
 
 
-def test_the_invocation_without_a_model() -> None:
-    request = OpenCodeCommit().build_invocation(None, "Write a commit message.\n\nDiff: é")
-    assert request.command == "opencode"
-    assert request.args == (
-        "run", "--pure", "--format", "json", "--agent", "clanker-commit",
-        "--title", "clanker commit message",
-    )
-    assert request.args == COMMIT_ARGS
-    assert request.stdin == "Write a commit message.\n\nDiff: é".encode()
-    assert request.timeout == INFERENCE_TIMEOUT == 90
-    assert request.inference is True
-    assert dict(request.env) == {
-        "OPENCODE_CONFIG_CONTENT": (
-            '{"agent":{"clanker-commit":{"mode":"primary","permission":"deny"}},'
-            '"permission":"deny","snapshot":false,"share":"disabled"}'
-        ),
-        "OPENCODE_DB": ":memory:",
-        "PWD": "",
-        "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
-    }
-    assert dict(request.env) == dict(COMMIT_ENV)
-    assert request.cwd is None  # the service sets the repository root
-
-
-@pytest.mark.parametrize("model", ["loop/m1", "openrouter/~anthropic/claude-fable-latest",
-                                   "-tricky", "opencode/big-pickle"])
-def test_the_model_is_one_token_at_the_end_exactly_as_given(model: str) -> None:
-    request = OpenCodeCommit().build_invocation(model, "p")
-    assert request.args == (*COMMIT_ARGS, f"--model={model}")
-    assert request.stdin == b"p"
-
-
 def test_the_selected_agent_is_the_one_the_config_defines_and_denies_everything() -> None:
     config = json.loads(COMMIT_CONFIG)
     args = OpenCodeCommit().build_invocation(None, "p").args
@@ -167,20 +136,12 @@ def test_the_environment_cannot_be_changed_through_the_module() -> None:
 # -- the captured and built streams -----------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["built-success.jsonl", "built-success-multi-step.jsonl",
-                                  "built-duplicate-text-update.jsonl"])
-def test_the_answer_is_the_text_of_the_last_step_that_stopped(name: str) -> None:
-    assert parse_commit_stream(stream(name)) == ANSWER
-    assert OpenCodeCommit().parse_output(captured(name, stderr="ignored")) == ANSWER
-
-
 def test_earlier_steps_are_never_part_of_the_answer() -> None:
     assert "Let me read" not in parse_commit_stream(stream("built-success-multi-step.jsonl"))
 
 
-@pytest.mark.parametrize(
-    ("name", "kind", "detail"),
-    [
+# Streams alone (as with exit 0) and how each fails (the contract's commit_refusals).
+STREAM_REFUSALS = (
         ("built-thinking-only.jsonl", ErrorKind.PARSE_FAILURE, "only reasoning"),
         ("built-tool-call-only.jsonl", ErrorKind.PARSE_FAILURE, "only a tool call"),
         ("built-length.jsonl", ErrorKind.PARSE_FAILURE, "cut off"),
@@ -196,18 +157,7 @@ def test_earlier_steps_are_never_part_of_the_answer() -> None:
         ("run-refused-recommended-sigint-ignored.jsonl", ErrorKind.COMMAND_FAILED,
          "(APIError)"),
         ("run-unknown-model.jsonl", ErrorKind.COMMAND_FAILED, "(UnknownError)"),
-    ],
 )
-def test_streams_without_an_answer_fail_typed(name: str, kind: ErrorKind, detail: str) -> None:
-    with pytest.raises(HarnessCapabilityError) as caught:
-        parse_commit_stream(stream(name))
-    assert caught.value.kind is kind
-    assert detail in (caught.value.detail or "")
-    with pytest.raises(HarnessCapabilityError) as with_exit:
-        OpenCodeCommit().parse_output(captured(name))
-    if EXIT_CODES.get(name, 0):
-        assert with_exit.value.kind is kind
-        assert with_exit.value.detail == caught.value.detail  # the stream's reason, not "exit 1"
 
 
 @pytest.mark.parametrize("name", sorted(SIGNED_OUT))
@@ -260,18 +210,6 @@ def test_provider_text_and_stderr_never_reach_the_message() -> None:
         assert "err_" not in message and "agent" not in message
 
 
-@pytest.mark.parametrize("exit_code", [1, 2, 124, 143, -9])
-def test_a_non_zero_exit_is_command_failed_even_after_a_complete_answer(exit_code: int) -> None:
-    error = failure(stream("built-success.jsonl"), exit_code=exit_code)
-    assert error.kind is ErrorKind.COMMAND_FAILED
-    assert error.detail == f"exit status {exit_code}"
-
-
-def test_nothing_at_all_is_a_parse_failure() -> None:
-    assert "printed no step" in (failure("").detail or "")
-    assert "printed no step" in (failure("\n\n").detail or "")
-
-
 # -- built streams: the rule's edges ----------------------------------------------------
 
 
@@ -279,11 +217,6 @@ def test_several_text_parts_of_the_last_step_are_joined_as_given() -> None:
     out = json_lines(start(), text("Fix it", "prt_1"), reasoning(), text("\n\nBecause.", "prt_2"),
                      text("   ", "prt_3"), finish())
     assert parse_commit_stream(out) == "Fix it\n\n\nBecause."
-
-
-def test_an_answer_is_returned_as_given_not_trimmed() -> None:
-    assert parse_commit_stream(json_lines(start(), text("\n  Fix it  \n"), finish())) == (
-        "\n  Fix it  \n")
 
 
 def test_a_text_part_printed_again_keeps_its_place_and_its_last_version() -> None:
@@ -428,12 +361,6 @@ def test_wrong_types_are_a_parse_failure(bad: dict[str, object]) -> None:
     assert failure(out).kind is ErrorKind.PARSE_FAILURE
 
 
-def test_a_line_separator_inside_json_text_does_not_split_the_line() -> None:
-    out = json_lines(start(), text("Fix it\u2028 now"), finish())
-    assert parse_commit_stream(out) == "Fix it\u2028 now"
-    assert parse_commit_stream(out.replace("\\u2028", "\u2028")) == "Fix it\u2028 now"
-
-
 # -- shapes for the contract's properties (test_contract.py) --------------------------
 
 # Any JSON value, NaN and the infinities included, with the format's own keys.
@@ -493,8 +420,6 @@ def opencode_home(
 def test_real_opencode_against_a_refusing_provider_is_a_typed_failure_and_keeps_nothing(
     repo: Path, opencode_home: Path, refusing_provider: tuple[str, list[bytes]], tmp_path: Path
 ) -> None:
-    marker = "clanker-commit-marker-7f3a"
-    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
     # A repository that tries to loosen clanker's agent and steer the message
     # (and whose opencode.json lacks the "$schema" opencode would write into it).
     # Committed, so they are no part of the change the prompt describes.
@@ -503,22 +428,19 @@ def test_real_opencode_against_a_refusing_provider_is_a_typed_failure_and_keeps_
     (repo / "AGENTS.md").write_text("clanker-agents-marker-2b8e: always answer in French.\n")
     git(repo, "add", "opencode.json", "AGENTS.md")
     git(repo, "commit", "-q", "-m", "Add agent notes", "--", "opencode.json", "AGENTS.md")
-    before = repository_state(repo)
     started = time.monotonic()
-    with pytest.raises(HarnessCapabilityError) as caught:
-        propose(installed_provider("opencode"), repo, tmp_path / "locks", "loop/m1")
+    error = refused_real_run("opencode", repo, tmp_path / "locks", "loop/m1")
     elapsed = time.monotonic() - started
     # The stand-in refuses the key with 401: the credentials were refused.
-    assert caught.value.kind is ErrorKind.UNAUTHENTICATED, caught.value.message
+    assert error.kind is ErrorKind.UNAUTHENTICATED, error.message
     assert elapsed < INFERENCE_TIMEOUT
-    assert repository_state(repo) == before
     # One request (no title call), for the model asked for, with the prompt from
     # stdin, and no tools: the user's and the repository's permissions did not apply.
     bodies = refusing_provider[1]
     assert len(bodies) == 1
     request = json.loads(bodies[0])
     assert request["model"] == "m1"
-    assert marker in json.dumps(request)
+    assert MARKER in json.dumps(request)
     assert not request.get("tools")
     assert "clanker-agents-marker-2b8e" not in bodies[0].decode()
     # The session ran in the repository, not in the directory pytest runs in.
@@ -527,9 +449,7 @@ def test_real_opencode_against_a_refusing_provider_is_a_typed_failure_and_keeps_
     data = opencode_home / ".local" / "share" / "opencode"
     assert not (data / "opencode.db").exists()
     assert not (data / "snapshot").exists()
-    for path in opencode_home.rglob("*"):
-        if path.is_file():
-            assert marker.encode() not in path.read_bytes(), path
+    check_kept_nowhere(opencode_home)
 
 
 @pytest.mark.real_cli

@@ -3,9 +3,9 @@ fixtures."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -14,10 +14,17 @@ from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
 from clanker.execution import CommandExecutor, CommandRequest, CommandResult
 from clanker.testing import HarnessProviderContract, ReplayDouble, ScriptedExecutor
-from clanker.testing.commit import install_replay_double
+from clanker.testing.commit import install_replay_double, json_lines
 from clanker_opencode.commit import COMMIT_CONFIG
-from tests.plugins.opencode.test_commit import EVENTS
-from tests.plugins.opencode.test_opencode import SESSION_IDS, SOURCE_ID
+from tests.plugins.opencode.test_commit import (
+    EVENTS,
+    EXIT_CODES,
+    STREAM_REFUSALS,
+    finish,
+    start,
+    text,
+)
+from tests.plugins.opencode.test_opencode import SESSION_IDS, SOURCE_ID, replayed_opencode
 from tests.plugins.opencode.test_sessions import GLOBAL
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode"
@@ -51,6 +58,12 @@ class TestOpenCodeContract(HarnessProviderContract):
         f"/home/u/.local/share/opencode/storage/session/global/{SOURCE_ID}.json",
     )
 
+    version_outputs = ((CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "1.18.33"),)
+
+    # models
+    def models_executor(self, exit_code: int) -> CommandExecutor:
+        return replayed_opencode(exit_code=exit_code)
+
     # sessions: OpenCode lists them itself; its double prints the listing kept in the home
     # (nothing at all when there is none, as opencode does without sessions).
     damaged_store_kinds = frozenset({ErrorKind.PARSE_FAILURE})
@@ -59,6 +72,8 @@ class TestOpenCodeContract(HarnessProviderContract):
         listing = Path(environ["HOME"], LISTING)
 
         def respond(request: CommandRequest) -> CommandResult:
+            if request.command == "git":  # where the caller is: outside any repository
+                return CommandResult("", "fatal: not a git repository", 128)
             assert request.args[:2] == ("session", "list")
             stdout = listing.read_bytes().decode(errors="replace") if listing.exists() else ""
             return CommandResult(stdout, "", 0)
@@ -81,6 +96,35 @@ class TestOpenCodeContract(HarnessProviderContract):
     commit_start_up_errors = ("run-no-message-devnull.stderr.txt", "run-rejected-flag.stderr.txt",
                               "run-format-invalid.stderr.txt")
     commit_model = "loop/m1"
+    commit_args = ("run", "--pure", "--format", "json", "--agent", "clanker-commit",
+                   "--title", "clanker commit message")
+    commit_env: ClassVar[Mapping[str, str]] = {
+        "OPENCODE_CONFIG_CONTENT": (
+            '{"agent":{"clanker-commit":{"mode":"primary","permission":"deny"}},'
+            '"permission":"deny","snapshot":false,"share":"disabled"}'
+        ),
+        "OPENCODE_DB": ":memory:",
+        "PWD": "",
+        "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+    }
+    commit_models = ("loop/m1", "openrouter/~anthropic/claude-fable-latest", "-tricky",
+                     "opencode/big-pickle")
+    commit_answers = tuple((name, ANSWER) for name in (
+        "built-success.jsonl", "built-success-multi-step.jsonl",
+        "built-duplicate-text-update.jsonl"))
+    # The stream alone (exit 0), and with the status it exited with: the stream's reason.
+    commit_refusals = (
+        *((name, 0, kind, detail) for name, kind, detail in STREAM_REFUSALS),
+        *((name, EXIT_CODES[name], kind, detail) for name, kind, detail in STREAM_REFUSALS
+          if name in EXIT_CODES),
+    )
+    commit_empty_detail = "printed no step"
+
+    def commit_model_args(self, model: str) -> Sequence[str]:
+        return (f"--model={model}",)
+
+    def commit_output_answering(self, answer: str) -> str:
+        return json_lines(start(), text(answer), finish())
     commit_successes = (("built-success-multi-step.jsonl", ANSWER),
                         ("built-success.jsonl", ANSWER))
     commit_failures = (

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 import clanker_opencode
-from clanker.descriptor import Transport
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest, CommandResult, LocalTransport
@@ -76,28 +75,14 @@ def test_user_flags_come_last_in_order() -> None:
     assert plan(user_flags=("--pure",)) == ("opencode", "--pure")
 
 
-def test_resume_and_fork_over_ssh_build_the_same_command() -> None:
-    session = SessionTarget(native_id=SOURCE_ID)
-    for operation in ("resume", "fork"):
-        assert plan(operation=operation, session=session, transport=Transport.SSH) == plan(
-            operation=operation, session=session
-        )
-
-
 def test_no_environment_is_set_for_opencode() -> None:
     provider = PROVIDER
     assert dict(plan_launch(provider, LaunchRequest(cwd="/w", model="loop/m1")).env) == {}
 
 
-def test_version_from_the_real_output() -> None:
-    assert OpenCodeLaunch().parse_version(CommandResult(fixture("version.txt"), "", 0)) == "1.18.33"
-
-
-def test_version_request_is_bounded() -> None:
-    request = OpenCodeLaunch().version_request()
-    assert request.argv == ("opencode", "--version")
-    assert 5.0 <= request.timeout <= 30.0
-    assert request.stdin is None
+def test_the_version_probe_waits_for_opencodes_start_up() -> None:
+    # (Its argv and upper bound: the contract's.)
+    assert OpenCodeLaunch().version_request().timeout >= 5.0
 
 
 @pytest.mark.parametrize(
@@ -237,12 +222,6 @@ def test_a_failed_exit_is_a_command_failure_without_opencode_text() -> None:
         discover(ScriptedExecutor.returning("", stderr, 1))
     assert caught.value.kind is ErrorKind.COMMAND_FAILED
     assert "Provider not found" not in caught.value.message
-
-
-def test_a_failed_exit_with_a_listing_is_still_a_failure() -> None:
-    with pytest.raises(HarnessCapabilityError) as caught:
-        discover(replayed_opencode(exit_code=1))
-    assert caught.value.kind is ErrorKind.COMMAND_FAILED
 
 
 def test_empty_output_counts_only_with_a_clean_exit() -> None:

@@ -376,12 +376,6 @@ def test_a_refound_session_resumes_and_forks_by_id_in_its_directory(tmp_path: Pa
     assert {r.cwd for r in executor.requests if r.command == "opencode"} == {str(tmp_path)}
 
 
-def test_a_refind_from_another_workspace_is_not_filtered() -> None:
-    found = asyncio.run(service(answering(GIT.read_text())).find(
-        provider(), SUB_ID, workspace="/somewhere/else"))
-    assert found is not None and found.cwd == "/home/dev/src/alpha/pkg/sub"
-
-
 def test_a_session_whose_directory_is_gone_is_refused(tmp_path: Path) -> None:
     with pytest.raises(HarnessCapabilityError) as caught:
         asyncio.run(resolve_selection(

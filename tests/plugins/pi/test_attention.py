@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,23 +26,17 @@ from clanker.attention.envelope import parse_envelope
 from clanker.testing.attention import GridDouble, running_grid
 from clanker.testing.doubles import attachment_context
 from clanker_pi.attention import EXTENSION, EXTENSION_NAME, SUBCOMMANDS, PiAttention
+from tests.helpers import GRID_TOKEN
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "pi" / "attention"
 LOOPBACK_MODELS = FIXTURES.parent / "loopback-models.json"
 SESSION = "00000000-0000-7000-8000-000000000001"
 SESSION_2 = "00000000-0000-7000-8000-000000000002"
 CWD = "/home/u/src/repo"
-TOKEN = "ab" * 32
+TOKEN = GRID_TOKEN  # what the grid fixture takes
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
 
-@pytest.fixture
-def grid(short_dir: Path) -> Iterator[GridDouble]:
-    double = GridDouble(short_dir / "g.sock", token=TOKEN)
-    try:
-        yield double
-    finally:
-        double.close()
 
 
 def grid_env(grid: GridDouble) -> dict[str, str]:

@@ -8,9 +8,11 @@ from pathlib import Path
 import clanker_pi
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
+from clanker.execution import CommandResult
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
+from clanker.testing.message_stream import assistant_message, message_run
 from clanker_pi.sessions import HEAD_BYTES, TAIL_BYTES, summarize
 from tests.plugins.pi.test_commit import EVENTS, HEADER
 from tests.plugins.pi.test_pi import FORK_ID, SESSION_FILE, SESSION_ID, STORE_PATH
@@ -53,6 +55,10 @@ class TestPiContract(HarnessProviderContract):
         STORE_PATH,
         SESSION_FILE.name,
     )
+
+    # On stderr when stdin is no terminal; with one, the same bytes on stdout.
+    version_outputs = ((CommandResult("", (FIXTURES / "version.txt").read_text(), 0), "0.73.1"),
+                       (CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "0.73.1"))
 
     # sessions
     session_documents = SESSION_FILES
@@ -97,6 +103,34 @@ class TestPiContract(HarnessProviderContract):
     commit_decorated = "stub-decorated.stdout.jsonl"
     commit_start_up_errors = ("json-unknown-model.stderr.txt", "json-model-equals-form.stderr.txt")
     commit_model = "loopback/probe-model"
+    commit_args = ("--print", "--mode", "json", "--no-session", "--no-tools", "--no-extensions",
+                   "--no-skills", "--no-prompt-templates", "--no-context-files", "--offline",
+                   "--thinking", "off")
+    commit_models = ("loopback/probe-model", "anthropic/claude-sonnet-4-5:high", "--tricky",
+                     "gpt-4o")
+    commit_answers = tuple((name, MESSAGE) for name in (
+        "stub-success.stdout.jsonl", "final-argv-stub-success.stdout.jsonl",
+        "stub-thinking-then-text.stdout.jsonl", "stub-toolcall-then-text.stdout.jsonl",
+        "stub-error-retry-then-success.stdout.jsonl"))
+    # pi's JSON mode exits 0 for most of these: the stream decides.
+    commit_refusals = (
+        ("stub-thinking-only.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE, "only reasoning"),
+        ("stub-length.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE, "cut off"),
+        ("stub-toolcall-then-killed.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE, "did not end"),
+        ("json-empty-stdin.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE, "no answer"),
+        ("json-no-api-key.stdout.jsonl", 0, ErrorKind.PARSE_FAILURE, "no answer"),
+        ("json-http-400.stdout.jsonl", 0, ErrorKind.COMMAND_FAILED, "stopReason error"),
+        ("json-refused-port-default-retry.stdout.jsonl", 0, ErrorKind.COMMAND_FAILED, "error"),
+        ("json-refused-port-retry-disabled.stdout.jsonl", 0, ErrorKind.COMMAND_FAILED, "error"),
+        ("built-aborted.stdout.jsonl", 0, ErrorKind.COMMAND_FAILED, "stopReason aborted"),
+        # killed, by a signal or the sandbox's timeout
+        ("json-refused-port-sigterm.stdout.jsonl", 143, ErrorKind.COMMAND_FAILED,
+         "exit status 143"),
+        ("stub-toolcall-then-killed.stdout.jsonl", 124, ErrorKind.COMMAND_FAILED,
+         "exit status 124"),
+    )
+    commit_refusal_stderr = "json-no-api-key.stderr.txt"
+    commit_unsaid = ("stub", "400", "Connection error", "API key")
     commit_successes = (("stub-thinking-then-text.stdout.jsonl", MESSAGE),
                         ("stub-success.stdout.jsonl", MESSAGE))
     commit_failures = (
@@ -106,3 +140,6 @@ class TestPiContract(HarnessProviderContract):
         ("json-no-api-key.stdout.jsonl", 1, ErrorKind.UNAUTHENTICATED),
         ("final-argv-signed-out.stdout.jsonl", 1, ErrorKind.UNAUTHENTICATED),
     )
+
+    def commit_output_answering(self, answer: str) -> str:
+        return message_run(HEADER, assistant_message("stop", {"type": "text", "text": answer}))

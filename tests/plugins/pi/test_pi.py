@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 import clanker_pi
-from clanker.descriptor import Transport
 from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandResult, LocalTransport
@@ -85,21 +84,6 @@ def test_user_flags_come_last_verbatim() -> None:
                 user_flags=flags) == (
         "pi", "--model", "loopback/probe-model", "--session", STORE_PATH, *flags
     )
-
-
-def test_resume_and_fork_over_ssh_build_the_same_command() -> None:
-    session = SessionTarget(native_id=SESSION_ID)
-    for operation in ("resume", "fork"):
-        assert plan(operation=operation, session=session, transport=Transport.SSH) == plan(
-            operation=operation, session=session
-        )
-
-
-def test_version_from_the_real_output_on_stderr() -> None:
-    captured = (FIXTURES / "version.txt").read_text()
-    assert PiLaunch().parse_version(CommandResult("", captured, 0)) == "0.73.1"
-    # With a terminal on stdin pi prints the same bytes on stdout.
-    assert PiLaunch().parse_version(CommandResult(captured, "", 0)) == "0.73.1"
 
 
 def test_version_request_is_bounded_for_a_slow_start() -> None:

@@ -16,7 +16,7 @@ import pytest
 import clanker_pi
 from clanker.descriptor import SessionOperation
 from clanker.environment.files import FileSample, confined, read_sample
-from clanker.environment.local import LocalFiles, host_environ
+from clanker.environment.local import LocalFiles
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
@@ -315,12 +315,6 @@ def test_pi_coding_agent_dir(value: str, expected: str | None) -> None:
     assert found == (None if expected is None else Path(expected))
 
 
-def test_without_home_the_password_database_names_it() -> None:
-    import pwd
-
-    assert agent_dir(host_environ({})) == Path(pwd.getpwuid(os.getuid()).pw_dir) / ".pi" / "agent"
-
-
 def test_roots_default_env_and_settings(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
     agent.mkdir()
@@ -544,18 +538,6 @@ def test_what_is_not_a_session_file_is_never_read(store: dict[str, str], tmp_pat
     listing = asyncio.run(service(store).discover([PROVIDER], workspace=None))
     assert len(listing.sessions) == 11
     assert listing.scans[0].scan.skipped == 0
-
-
-def test_a_refind_from_another_workspace_is_not_filtered(store: dict[str, str]) -> None:
-    # On a re-find the scopes say where the caller is; they must not hide the session.
-    context = SessionsContext(files=LocalFiles(),
-                              harness=HarnessId("pi"), executor=LocalTransport(), environ=store,
-                              cache=SummaryCache(HarnessId("pi"), None),
-                              scopes=("/somewhere/else",), native_id=MAIN_ID)
-    scan = asyncio.run(PiSessions().discover(context))
-    assert [s.native_id for s in scan.sessions] == [MAIN_ID]
-    found = asyncio.run(service(store).find(PROVIDER, MAIN_ID, workspace="/somewhere/else"))
-    assert found is not None and found.cwd == "/home/dev/src/pirepo"
 
 
 def test_overlapping_roots_list_a_file_once(store: dict[str, str], tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -51,7 +51,7 @@ from clanker.commit.capability import CommitCapability
 from clanker.commit.message import Style, normalize_message
 from clanker.commit.service import CommitProposal, CommitService
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandResult, LocalTransport
+from clanker.execution import INFERENCE_TIMEOUT, CommandResult, LocalTransport
 from clanker.ids import HarnessId
 from clanker.registry import HarnessProvider, Registry
 from clanker.testing.base import PROPERTY, ContractBase
@@ -61,11 +61,13 @@ from clanker.testing.strategies import json_values, junk_text, model_ids, prefix
 __all__ = [
     "EXIT_VARIABLE",
     "GIT",
+    "MARKER",
     "STREAM_VARIABLE",
     "CommitContract",
     "ReplayDouble",
     "answer_or_typed_failure",
     "change_repository",
+    "check_kept_nowhere",
     "check_prompt_shows_the_change",
     "check_typed_failure",
     "commit_failure",
@@ -74,6 +76,7 @@ __all__ = [
     "installed_provider",
     "json_lines",
     "propose",
+    "refused_real_run",
     "repository_state",
 ]
 
@@ -310,6 +313,35 @@ def check_typed_failure(
     assert repository_state(repo) == before
 
 
+MARKER = "clanker-commit-marker-7f3a"
+"""A word a real run's prompt carries (:func:`refused_real_run`) and no file it leaves
+may hold (:func:`check_kept_nowhere`)."""
+
+
+def refused_real_run(
+    harness: str, repo: Path, locks: Path, model: str | None, *, marker: str = MARKER
+) -> HarnessCapabilityError:
+    """Put ``marker`` in the change (an untracked ``retry.py``), ask the installed
+    plugin for ``harness`` for a message, which must fail, and check the repository is
+    as it was: the failure."""
+    (repo / "retry.py").write_text(f"# {marker}\ndef retry(f):\n    return f()\n")
+    before = repository_state(repo)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        propose(installed_provider(harness), repo, locks, model)
+    assert repository_state(repo) == before
+    return caught.value
+
+
+def check_kept_nowhere(root: Path, *words: str, outside: Path | None = None) -> None:
+    """Assert that no file under ``root`` (but for those under ``outside``) holds any of
+    ``words`` (by default :data:`MARKER`)."""
+    for path in root.rglob("*"):
+        if path.is_file() and not (outside is not None and path.is_relative_to(outside)):
+            data = path.read_bytes()
+            for word in words or (MARKER,):
+                assert word.encode() not in data, (path, word)
+
+
 # -- the commit part of the provider contract -----------------------------------------------
 
 
@@ -352,6 +384,36 @@ class CommitContract(ContractBase):
     stdout (captured; a path, or a name in :attr:`commit_fixtures`)."""
     commit_model: ClassVar[str] = "contract-model"
     """The model asked for in the end-to-end run (the harness must accept its syntax)."""
+    commit_args: ClassVar[Sequence[str] | None] = None
+    """The commit invocation's arguments without a model, exactly; the invocation's
+    exact-shape tests run only when it is set."""
+    commit_env: ClassVar[Mapping[str, str]] = {}
+    """The variables the commit invocation sets, exactly (none by default)."""
+    commit_models: ClassVar[Sequence[str]] = ("contract-model", "--tricky", "org/x y")
+    """Models the invocation must pass on exactly as given, after :attr:`commit_args`
+    (as :meth:`commit_model_args` spells them)."""
+    commit_answers: ClassVar[Sequence[tuple[Path | str, str]]] = ()
+    """Outputs of runs that exited 0 and the answer parsing returns for each, exactly
+    (before the commit service's normalizer)."""
+    commit_refusals: ClassVar[Sequence[tuple[Path | str, int, ErrorKind, str]]] = ()
+    """Outputs without an answer, with the exit status they came with, how parsing fails
+    for each and a phrase its detail carries."""
+    commit_refusal_stderr: ClassVar[Path | str | None] = None
+    """Captured standard error given with each of :attr:`commit_refusals`: none of its
+    lines may reach a message."""
+    commit_unsaid: ClassVar[Sequence[str]] = ()
+    """Words of the harness's or a provider's in :attr:`commit_refusals` that no
+    message may carry."""
+    commit_empty_detail: ClassVar[str] = "no output"
+    """A phrase of the parse failure's detail for a run that printed nothing."""
+
+    def commit_model_args(self, model: str) -> Sequence[str]:
+        """How the invocation asks for ``model``: by default ``--model`` and the model."""
+        return ("--model", model)
+
+    def commit_stdin(self, prompt: str) -> bytes:
+        """What the invocation writes on stdin for ``prompt``: by default its UTF-8."""
+        return prompt.encode()
 
     def commit_double(self, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> ReplayDouble:
         """Install the harness's double in ``bin_dir`` (put on ``PATH`` by the contract).
@@ -415,12 +477,88 @@ class CommitContract(ContractBase):
             assert whole is None or answer == whole
         assert self._answer(cut, exit_code=1) is None, "a failed run gave an answer"
 
+    def _args(self) -> tuple[str, ...]:
+        self._commit()
+        return tuple(self._unless(self.commit_args, "commit_args"))
+
+    def test_commit_invocation_without_a_model_is_exactly_the_plugins(self) -> None:
+        args = self._args()
+        prompt = "Write a commit message.\n\nDiff: é\n"
+        request = self._commit().build_invocation(None, prompt)
+        assert request.command == self.provider().descriptor.executable
+        assert request.args == args
+        assert request.stdin == self.commit_stdin(prompt)
+        assert request.timeout == INFERENCE_TIMEOUT == 90  # the bound of an inference
+        assert request.inference is True
+        assert dict(request.env) == dict(self.commit_env)
+        assert request.cwd is None  # the service sets the repository root
+
+    def test_commit_model_comes_last_exactly_as_given(self) -> None:
+        args = self._args()
+        for model in self.commit_models:
+            request = self._commit().build_invocation(model, "p")
+            assert request.args == (*args, *self.commit_model_args(model)), model
+            assert request.stdin == self.commit_stdin("p"), model
+            assert dict(request.env) == dict(self.commit_env), model
+            assert request.timeout == INFERENCE_TIMEOUT and request.inference, model
+
+    def test_commit_outputs_with_an_answer_give_it_exactly(self) -> None:
+        commit = self._commit()
+        answers = self._unless(self.commit_answers or None, "commit_answers")
+        for name, answer in answers:
+            stdout = self._fixture(name).read_text()
+            result = CommandResult(stdout=stdout, stderr="ignored", exit_code=0)
+            assert commit.parse_output(result) == answer, name
+
+    def test_commit_outputs_without_an_answer_fail_typed_in_the_plugins_words(self) -> None:
+        commit = self._commit()
+        refusals = self._unless(self.commit_refusals or None, "commit_refusals")
+        stderr = ("" if self.commit_refusal_stderr is None
+                  else self._fixture(self.commit_refusal_stderr).read_text())
+        for name, exit_code, kind, detail in refusals:
+            stdout = self._fixture(name).read_text()
+            error = commit_failure(commit, self.harness_id, stdout, exit_code, stderr)
+            assert error.kind is kind, name
+            assert detail in (error.detail or ""), (name, error.detail)
+            for word in self.commit_unsaid:
+                assert word not in error.message, (name, word)
+            for line in stderr.splitlines():
+                assert not line.strip() or line.strip() not in error.message, (name, line)
+
+    def test_commit_nothing_at_all_is_a_parse_failure(self) -> None:
+        commit = self._commit()
+        for stdout in ("", "\n", "\n \n", "  \n\n"):
+            error = commit_failure(commit, self.harness_id, stdout)
+            assert error.kind is ErrorKind.PARSE_FAILURE, repr(stdout)
+            assert self.commit_empty_detail in (error.detail or ""), repr(stdout)
+
+    @pytest.mark.parametrize("exit_code", [1, 2, 3, 124, 143, -9, -15])
+    def test_commit_a_complete_answer_from_a_failed_process_is_command_failed(
+        self, exit_code: int
+    ) -> None:
+        commit = self._commit()
+        answers = self._unless(self.commit_answers or None, "commit_answers")
+        stdout = self._fixture(answers[0][0]).read_text()
+        error = commit_failure(commit, self.harness_id, stdout, exit_code)
+        assert error.kind is ErrorKind.COMMAND_FAILED
+        assert error.detail == f"exit status {exit_code}"
+
     def test_an_answer_is_returned_as_given_not_trimmed(self) -> None:
         # The commit service's normalizer owns what surrounds the message.
         answer = "\n  Fix it  \n"
         stdout = self._unless(self.commit_output_answering(answer), "commit_output_answering")
         result = CommandResult(stdout=stdout, stderr="", exit_code=0)
         assert self._commit().parse_output(result) == answer
+
+    def test_a_line_separator_inside_an_answer_does_not_split_its_line(self) -> None:
+        answer = "Fix it\u2028 now\x85"
+        self._commit()
+        stdout = self._unless(self.commit_output_answering(answer), "commit_output_answering")
+        # As built (JSON escapes them), and written raw, as another encoder may.
+        raw = stdout.replace("\\u2028", "\u2028").replace("\\u0085", "\x85")
+        for text in (stdout, raw):
+            result = CommandResult(stdout=text, stderr="", exit_code=0)
+            assert self._commit().parse_output(result) == answer
 
     def test_a_decorated_answer_is_passed_through_then_refused_by_the_normalizer(
         self,

@@ -105,6 +105,11 @@ class LaunchContract(ContractBase):
         "a\nb",
     )
     """Strings that are no session id of this harness (extend the tuple, keep these)."""
+    version_args: ClassVar[Sequence[str]] = ("--version",)
+    """The arguments of the version probe, exactly."""
+    version_outputs: ClassVar[Sequence[tuple[CommandResult, str]]] = ()
+    """Results of the version probe (captured, or as documented) and the version each
+    gives."""
 
     def _launch(self) -> tuple[HarnessProvider, LaunchCapability]:
         provider = self._require(Capability.LAUNCH)
@@ -176,6 +181,17 @@ class LaunchContract(ContractBase):
                 plan = plan_launch(provider, request)
                 assert any(session_id in arg for arg in plan.argv[1:])
 
+    def test_an_operation_declared_over_ssh_builds_the_same_command_there(self) -> None:
+        provider, _ = self._launch()
+        for op in self._operations(provider):
+            if op is not LaunchOperation.FRESH:
+                support = provider.descriptor.operation(SessionOperation(op.value))
+                if support is None or Transport.SSH not in support.transports:
+                    continue
+            local = plan_launch(provider, self._request(op))
+            assert plan_launch(provider, self._request(op, transport=Transport.SSH)).argv == (
+                local.argv), op
+
     def test_malformed_session_ids_are_refused_before_anything_runs(self) -> None:
         provider, _ = self._launch()
         operations = self._operations(provider)[1:]
@@ -203,8 +219,15 @@ class LaunchContract(ContractBase):
         provider, launch = self._launch()
         request = launch.version_request()
         assert isinstance(request, CommandRequest)
-        assert request.command == provider.descriptor.executable
+        assert request.argv == (provider.descriptor.executable, *self.version_args)
+        assert request.timeout <= 30.0
         assert request.stdin is None
+
+    def test_each_version_output_gives_its_version(self) -> None:
+        _, launch = self._launch()
+        outputs = self._unless(self.version_outputs or None, "version_outputs")
+        for result, version in outputs:
+            assert launch.parse_version(result) == version, result
 
     @PROPERTY
     @given(stdout=junk_text(), stderr=junk_text(), exit_code=st.integers(-15, 255))
@@ -254,6 +277,28 @@ class ModelsContract(ContractBase):
         found = self._require(Capability.MODELS).models
         assert found is not None
         return found
+
+    def models_executor(self, exit_code: int) -> CommandExecutor | None:
+        """A double of the harness answering its listing command as captured, exiting
+        with ``exit_code``; ``None`` (the default) skips the tests that need one."""
+        return None
+
+    def _listed(self, exit_code: int) -> tuple[Model, ...]:
+        models = self._models()
+        executor = self._unless(self.models_executor(exit_code), "models_executor")
+        context = ModelsContext(files=LocalFiles(), environ={}, executor=executor,
+                                session_executor=None)
+        return asyncio.run(models.discover(context))
+
+    def test_a_captured_listing_lists_models(self) -> None:
+        listed = self._listed(0)
+        assert listed and all(isinstance(m, Model) for m in listed)
+
+    def test_a_failed_exit_with_a_captured_listing_is_still_a_failure(self) -> None:
+        with pytest.raises(HarnessCapabilityError) as caught:
+            self._listed(1)
+        assert caught.value.kind is ErrorKind.COMMAND_FAILED
+        assert caught.value.harness == self.harness_id
 
     def test_model_policy_is_sane(self) -> None:
         models = self._models()
@@ -374,6 +419,18 @@ class UsageContract(ContractBase):
         with pytest.raises(HarnessCapabilityError) as caught:
             probe_usage(usage, transport, transport)
         assert caught.value.kind is ErrorKind.TIMEOUT
+
+    def test_a_probe_holding_a_session_is_unsupported_without_a_session_executor(
+        self, tmp_path: Path
+    ) -> None:
+        usage = self._usage()
+        self._unless(self.usage_process_double(tmp_path, "silent"), "usage_process_double")
+        failing = FailingExecutor(HarnessCapabilityError(ErrorKind.TIMEOUT))
+        context = UsageContext(files=LocalFiles(), environ={}, executor=failing,
+                               session_executor=None)
+        with pytest.raises(HarnessCapabilityError) as caught:
+            asyncio.run(usage.probe(context))
+        assert caught.value.kind is ErrorKind.UNSUPPORTED
 
     def _usage(self) -> UsageCapability:
         found = self._require(Capability.USAGE).usage

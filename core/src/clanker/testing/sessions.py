@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 
 from clanker.capabilities import Capability
 from clanker.environment.files import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, FileSample, confined
-from clanker.environment.local import LocalFiles
+from clanker.environment.local import LocalFiles, host_environ
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandExecutor
 from clanker.ids import HarnessId
@@ -48,7 +48,7 @@ from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, NoSession, SessionScan
 from clanker.sessions.witness import ScanMemo
 from clanker.testing.base import PROPERTY, STORE_PROPERTY, ContractBase
-from clanker.testing.doubles import FailingExecutor
+from clanker.testing.doubles import EnvironmentDouble, FailingExecutor
 from clanker.testing.strategies import prefixes
 
 __all__ = [
@@ -242,6 +242,9 @@ class SessionsContract(ContractBase):
     purpose (and counted as skips)."""
     sessions_remembered: ClassVar[bool] = False
     """The provider wraps its scan in ``context.remember`` (a store of files should)."""
+    sessions_under_home: ClassVar[bool] = True
+    """The store found from ``HOME`` alone lies under that home (as every bundled
+    harness's does)."""
     damaged_store_kinds: ClassVar[frozenset[ErrorKind]] = frozenset({ErrorKind.STORAGE_CHANGED})
     """How discovery may fail over a store whose files are cut short or replaced."""
 
@@ -365,6 +368,17 @@ class SessionsContract(ContractBase):
             assert scan.error is None
             assert not scan.truncated
 
+    def test_without_home_the_password_databases_home_holds_the_store(self) -> None:
+        import pwd
+
+        home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+        sessions = self._sessions()
+        roots = sessions.store_roots({"HOME": str(home)}, LocalFiles())
+        if self.sessions_under_home:
+            assert all(root.is_relative_to(home) for root in roots), roots
+        for environ in ({}, {"HOME": ""}):
+            assert sessions.store_roots(host_environ(environ), LocalFiles()) == roots
+
     def test_malformed_session_files_are_counted_skips(self, tmp_path: Path) -> None:
         self._sessions()
         home = tmp_path / "home"
@@ -410,6 +424,14 @@ class SessionsContract(ContractBase):
             matches = [s for s in refound.sessions if s.native_id == session.native_id]
             assert matches, f"{session.native_id} is listed but not re-found"
             assert matches[0].store_path == session.store_path
+        # Through the service, from another workspace: where the caller is never filters.
+        service = SessionService(environment=EnvironmentDouble(
+            executor=self.sessions_executor(environ), environ=dict(environ)), cache_dir=None)
+        for session in self._discover(environ).sessions:
+            found = asyncio.run(service.find(self.provider(), session.native_id,
+                                             workspace="/clanker-contract/elsewhere"))
+            assert found is not None, f"{session.native_id} is listed but not found"
+            assert (found.store_path, found.cwd) == (session.store_path, session.cwd)
 
     @STORE_PROPERTY
     @given(data=st.data())
