@@ -695,8 +695,8 @@ class Clanker:
         (:meth:`~clanker.launch.relayed.RelayedLaunch.move`); :meth:`launch` does this
         itself for a launch that can be moved.
 
-        Only a launch that :func:`~clanker.launch.relayed.relays` (a hot-replaced
-        harness with its bridge and attention attached); anything else raises
+        Only a launch that :func:`~clanker.launch.relayed.relays` (a harness that
+        declares how it moves, with its bridge and attention attached); anything else raises
         ``unsupported`` after releasing what it acquired. Call ``run()`` on the result:
         it relays until the child ends and releases the attachments.
         """
@@ -711,8 +711,8 @@ class Clanker:
             if not relays(provider, launch):
                 raise HarnessCapabilityError(
                     ErrorKind.UNSUPPORTED,
-                    "this launch cannot be moved (a hot-replaced harness with its bridge "
-                    "and attention attached)", harness=provider.id)
+                    "this launch cannot be moved (it needs a harness that declares how it "
+                    "moves, with its bridge and attention attached)", harness=provider.id)
             return self._launch_service().relay(provider, options, launch,
                                                 stdin_fd=stdin_fd, stdout_fd=stdout_fd)
         except BaseException:

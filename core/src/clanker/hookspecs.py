@@ -184,10 +184,12 @@ def clanker_checkout_rehome() -> CheckoutRehomeCapability:
     """Return how a live conversation moves to another checkout: the strategy
     and the resume flags for a target (``clanker.checkouts.capability``).
 
-    ``hot-replace`` makes a launch with the bridge and attention run under the
-    PTY relay, movable by ``clanker_create_isolated_checkout``; ``after-turn`` is
-    not used yet. Absent: the harness cannot be proven to continue in another
-    directory.
+    Either strategy makes a launch with the bridge and attention run under the
+    PTY relay, movable by ``clanker_create_isolated_checkout``: ``hot-replace``
+    starts and proves the successor while the first process runs;
+    ``after-turn`` waits for the turn to end, retires the first process, then
+    resumes in the target. Absent: the harness cannot be proven to continue in
+    another directory.
     """
 
 
