@@ -49,7 +49,9 @@ def test_exit_codes_come_from_the_turn(coder: Coder, prompt: str, approve: tuple
 def test_json_prints_one_event_per_line(coder: Coder) -> None:
     result = _run(coder, "--json", "--agent-command", AGENT, "hello")
     events = [json.loads(line) for line in result.stdout.splitlines()]
-    assert events[0]["event"] == "session"
+    # the agent's start (its first frame written), then its session
+    assert events[0]["event"] == "agent-started" and isinstance(events[0]["pid"], int)
+    assert events[1]["event"] == "session"
     assert events[-1] == {"event": "turn-ended", "stopReason": "end_turn"}
 
 
@@ -180,6 +182,48 @@ def test_other_commands_never_import_the_coder() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=60)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+_AT_SPAWN = """
+import json, sys
+seen = []
+
+def spawned(event, args):  # observes only: the audit event of each Popen
+    if event == "subprocess.Popen" and not seen and "fake_agent.py" in repr(args[1]):
+        seen.append(sorted(sys.modules))
+
+sys.addaudithook(spawned)
+from clanker.__main__ import main
+sys.argv = ["clanker", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exited:
+    code = exited.code
+print(json.dumps({"exit": code, "spawn": seen[0] if seen else None,
+                  "end": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+# Loaded after the agent is started and sent ``initialize`` (while it starts): the
+# configuration's parser, the registry with every plugin, the launch path and
+# accounts, the grid's client, the ACP client itself and the interface.
+_NOT_BEFORE_THE_SPAWN = ("cattrs", "tomllib", "pluggy", "clanker.config", "clanker.registry",
+                         "clanker.launch.service", "clanker.accounts.service",
+                         "clanker.grid.client", "clanker.acp.client", "clanker.acp.ui", "rich",
+                         "prompt_toolkit")
+
+
+def test_the_agent_is_spawned_before_what_it_does_not_need_is_imported(coder: Coder) -> None:
+    done = subprocess.run([sys.executable, "-c", _AT_SPAWN, "coder", "--no-attention",
+                           "--agent-command", AGENT, "hello"], cwd=coder.workspace,
+                          env=coder.environ, capture_output=True, text=True, timeout=120,
+                          check=False)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert (report["exit"], done.stdout) == (0, "Hello world\n")
+    at_spawn = set(report["spawn"])
+    assert sorted(m for m in at_spawn if m.split(".")[0] in _NOT_BEFORE_THE_SPAWN
+                  or m.startswith(_NOT_BEFORE_THE_SPAWN) or m.startswith("clanker_")) == []
+    # ... and then they were: the ladder was read from the configuration.
+    assert {"clanker.config", "clanker.acp.client"} <= set(report["end"])
 
 
 def _drain(main: int) -> bytes:
