@@ -181,6 +181,8 @@ class FakeAgent:
             await asyncio.sleep(0)  # let the chunk reach the pipe
             sys.stdout.flush()
             os._exit(3)
+        elif verb == "auth-required":  # the sign-in expired since the session started
+            raise RequestError(-32000, "Authentication required")
         elif verb == "usage-limit":
             raise RequestError(-32603, "Internal error",
                                {"details": "You've hit your usage limit · resets 3:10am"})

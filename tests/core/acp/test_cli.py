@@ -38,6 +38,7 @@ def test_one_turn_in_line_mode(coder: Coder) -> None:
     ("refuse", (), 32),
     ("die", (), 33),
     ("usage-limit", (), 34),
+    ("auth-required", (), 6),
 ])
 def test_exit_codes_come_from_the_turn(coder: Coder, prompt: str, approve: tuple[str, ...],
                                        code: int) -> None:

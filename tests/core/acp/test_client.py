@@ -199,6 +199,13 @@ def test_a_usage_limit_says_when_it_resets(coder: Coder) -> None:
     assert "resets 3:10am" in error.message
 
 
+def test_a_sign_in_asked_for_mid_session_is_its_own_failure(coder: Coder) -> None:
+    error = _failed_turn(coder, "auth-required")
+    assert (error.failure, error.exit_code) == (CoderFailure.UNAUTHENTICATED, 6)
+    assert "needs signing in (error -32000)" in error.message
+    assert {"event": "turn-failed", "reason": "unauthenticated", "code": -32000} in coder.events
+
+
 def test_a_flood_of_stderr_never_blocks_and_is_logged_bounded(coder: Coder) -> None:
     async def run() -> str:
         async with coder.session() as client:

@@ -211,6 +211,23 @@ def test_a_usage_limit_offers_to_send_the_prompt_again(coder: Coder) -> None:
     assert "clanker: the agent hit a usage limit, resets 3:10am" in shown
 
 
+def test_a_sign_in_the_agent_asks_for_offers_to_send_the_prompt_again(coder: Coder) -> None:
+    async def script(talk: Driver) -> None:
+        talk.type("auth-required\r")
+        assert "sign in (in another terminal), then: send the same prompt again?" in \
+            await talk.pane()
+        talk.type("y")
+        await talk.until(lambda: talk.scrollback.count("you  auth-required") == 2, "again")
+        await talk.pane()
+        talk.type("n")
+        await talk.until(lambda: talk.screen._pane is None, "the composer back")
+        talk.type("\x04")
+
+    code, shown = _converse(coder, script)
+    assert code == 0
+    assert "clanker: the agent needs signing in (error -32000)" in shown
+
+
 @pytest.mark.parametrize(("answer", "ended"), [("y", Restart("fake-1")), ("n", 33)])
 def test_a_dead_agent_offers_a_restart(coder: Coder, answer: str, ended: Any) -> None:
     async def script(talk: Driver) -> None:

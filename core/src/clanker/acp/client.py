@@ -36,6 +36,8 @@ STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", 
 _CLOSE_TIMEOUT: Final = 2.0
 _AUTH_REQUIRED: Final = -32000
 _USAGE_LIMIT: Final = re.compile(r"usage limit|rate limit|quota|too many requests", re.I)
+_SIGN_IN: Final = re.compile(r"auth(?:entication)? required|not (?:signed|logged) in|"
+                             r"unauthori[sz]ed|invalid api key|expired token", re.I)
 _RESETS: Final = re.compile(r"resets?\s+(?:at\s+)?([^.;)\n]{1,40})", re.I)
 
 Ask = Callable[[PermissionRequest, Decision], Awaitable[Answer]]
@@ -191,7 +193,8 @@ class AcpClient:
 
     async def prompt(self, text: str, *, idle_timeout: float | None = None) -> str:
         """Run one turn; return its stop reason. Raises ``turn-failed`` when the agent
-        dies or errs, ``usage-limit`` when its provider refused for quota, and
+        dies or errs, ``usage-limit`` when its provider refused for quota,
+        ``unauthenticated`` when it says it needs signing in, and
         ``silent`` when ``idle_timeout`` seconds pass without a frame from the agent
         while nobody is being asked (the turn is cancelled first)."""
         if self.session_id is None:
@@ -440,6 +443,11 @@ class AcpClient:
                          "resets": resets.group(1).strip() if resets else None})
             return CoderError(CoderFailure.USAGE_LIMIT,
                               f"the agent hit a usage limit{when}{self._resume_hint()}")
+        if exc.code == _AUTH_REQUIRED or _SIGN_IN.search(text):
+            self._event({"event": "turn-failed", "reason": "unauthenticated", "code": exc.code})
+            return CoderError(CoderFailure.UNAUTHENTICATED,
+                              f"the agent needs signing in (error {exc.code}): sign in, then "
+                              f"send the prompt again{self._resume_hint()}")
         self._event({"event": "turn-failed", "reason": "error", "code": exc.code})
         return CoderError(CoderFailure.TURN_FAILED, f"the agent answered the prompt with "
                                                     f"error {exc.code}")

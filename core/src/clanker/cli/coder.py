@@ -201,8 +201,8 @@ async def _conversation(client: AcpClient, printer: _LinePrinter,
     turn (``session/cancel``) and, at the prompt, ends the run (exit 130).
 
     A turn whose agent died offers a restart that continues the session (declined:
-    that turn's code); a usage limit offers to send the same prompt again. Neither
-    happens unless the person answers ``y``."""
+    that turn's code); a usage limit, or a sign-in the agent asks for, offers to
+    send the same prompt again. Neither happens unless the person answers ``y``."""
     import asyncio
     import signal
 
@@ -227,7 +227,7 @@ async def _conversation(client: AcpClient, printer: _LinePrinter,
         except CoderError as exc:
             printer.end_line()
             click.echo(f"clanker: {exc.message}", err=True)
-            if exc.failure is CoderFailure.USAGE_LIMIT:
+            if exc.failure in (CoderFailure.USAGE_LIMIT, CoderFailure.UNAUTHENTICATED):
                 if await _offer("send the same prompt again?"):
                     again = line
                 continue

@@ -49,6 +49,7 @@ from prompt_toolkit.output import Output
 from rich.console import RenderableType
 from rich.text import Text
 
+from clanker.acp.errors import CoderFailure
 from clanker.acp.policy import Answer
 from clanker.acp.state import Block, SessionState
 from clanker.acp.ui import blocks
@@ -71,6 +72,14 @@ _QUEUE_SHOWN: Final = 3
 # xterm's modifyOtherKeys form): read as Alt+Enter, a newline.
 for _sequence in ("\x1b[13;2u", "\x1b[27;2;13~"):
     ANSI_SEQUENCES.setdefault(_sequence, (Keys.Escape, Keys.ControlM))
+
+
+_AGAIN: Final = {
+    CoderFailure.USAGE_LIMIT: "send the same prompt again?",
+    CoderFailure.UNAUTHENTICATED: "sign in (in another terminal), then: send the same prompt "
+                                  "again?",
+}
+"""The failures after which the same prompt may be sent again, and the offer."""
 
 
 class ScreenUnavailable(Exception):
@@ -587,9 +596,10 @@ class Screen:
 
     async def converse(self, client: AcpClient, idle_timeout: float | None) -> int | Restart:
         """Turns until Ctrl+D (0) or Ctrl+C at rest (130); a dead agent offers a
-        restart that continues the session, a usage limit to send the prompt again;
-        neither happens unless the person answers ``y``."""
-        from clanker.acp.errors import CoderError, CoderFailure
+        restart that continues the session, a usage limit or a sign-in the agent
+        asks for to send the prompt again; nothing happens unless the person
+        answers ``y``."""
+        from clanker.acp.errors import CoderError
 
         self.attach(client)
         again: str | None = None
@@ -612,8 +622,8 @@ class Screen:
                 self.working = False
                 self._flush(final=True)
                 self.print(Text(f"clanker: {exc.message}", style="red"))
-                if exc.failure is CoderFailure.USAGE_LIMIT:
-                    if await self.offer("send the same prompt again?"):
+                if exc.failure in _AGAIN:
+                    if await self.offer(_AGAIN[exc.failure]):
                         again = line
                     continue
                 if client.agent_exited:
