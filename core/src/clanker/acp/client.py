@@ -84,20 +84,20 @@ class AcpClient:
                   "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False},
                                          "terminal": False},
                   "clientInfo": {"name": "clanker", "version": __version__}}
+        answer = await self._sent("initialize", params)
         try:
+            self._event({"event": "agent-started", "pid": self.process.pid})
+            if meanwhile is not None:
+                meanwhile()
+            # The bound starts once that is done: what ran meanwhile is not the agent's time.
             async with asyncio.timeout(timeout):
-                answer = await self._sent("initialize", params)
-                try:
-                    self._event({"event": "agent-started", "pid": self.process.pid})
-                    if meanwhile is not None:
-                        meanwhile()
-                    result = await self._answer("initialize", answer)
-                finally:
-                    answer.cancel()
+                result = await self._answer("initialize", answer)
         except TimeoutError:
             raise HarnessCapabilityError(
                 ErrorKind.TIMEOUT, f"no answer to initialize within {timeout:g}s",
                 harness=self._harness) from None
+        finally:
+            answer.cancel()
         if not isinstance(result, dict) or result.get("protocolVersion") != PROTOCOL_VERSION:
             version = result.get("protocolVersion") if isinstance(result, dict) else None
             raise HarnessCapabilityError(ErrorKind.UNSUPPORTED,
