@@ -104,13 +104,20 @@ def agent_workspace(root: Path, source: str) -> tuple[Path, dict[str, str]]:
     return agent, env
 
 
+def stop_grid(home: Path, env: dict[str, str]) -> None:
+    """Stop the grid a run under ``home`` started (its attention), so none is left."""
+    subprocess.run([sys.executable, "-m", "clanker", "grid", "stop"],
+                   env={**env, "CLANKER_HOME": str(home)}, check=False, capture_output=True)
+
+
 def warm_up(root: Path, agent: Path, env: dict[str, str], prompt: str) -> None:
     """One unmeasured run of ``clanker coder PROMPT`` and an import of the interface,
     so that every module's bytecode is written before the runs that are timed."""
+    home = root / "warm-up"
     subprocess.run([sys.executable, "-m", "clanker", "coder", "--agent-command",
-                    f"python3 {agent}", prompt], cwd=root,
-                   env={**env, "CLANKER_HOME": str(root / "warm-up")}, check=True,
-                   capture_output=True)
+                    f"python3 {agent}", prompt], cwd=root, env={**env, "CLANKER_HOME": str(home)},
+                   check=True, capture_output=True)
+    stop_grid(home, env)
     subprocess.run([sys.executable, "-c", "import clanker.acp.ui.screen"], env=env, check=True)
 
 
@@ -122,6 +129,7 @@ def _first_frame(root: Path, agent: Path, env: dict[str, str], runs: int) -> flo
         subprocess.run([sys.executable, "-m", "clanker", "coder", "--agent-command",
                         f"python3 {agent}", "1"], cwd=root, env={**env, "CLANKER_HOME": str(home)},
                        check=True, capture_output=True)
+        stop_grid(home, env)
         transcript = next((home / "state" / "coder").glob("bench-*.jsonl"))
         first = json.loads(transcript.read_text().splitlines()[0])
         times.append(first["t"] - start)
