@@ -186,11 +186,12 @@ def test_other_commands_never_import_the_coder() -> None:
 
 
 _AT_SPAWN = """
-import json, sys
+import json, os, sys
 seen = []
+agent = os.environ["SPAWN_MARK"]  # in the agent's argv
 
 def spawned(event, args):  # observes only: the audit event of each Popen
-    if event == "subprocess.Popen" and not seen and "fake_agent.py" in repr(args[1]):
+    if event == "subprocess.Popen" and not seen and agent in repr(args[1]):
         seen.append(sorted(sys.modules))
 
 sys.addaudithook(spawned)
@@ -213,16 +214,38 @@ _NOT_BEFORE_THE_SPAWN = ("cattrs", "tomllib", "pluggy", "clanker.config", "clank
                          "prompt_toolkit")
 
 
-def test_the_agent_is_spawned_before_what_it_does_not_need_is_imported(coder: Coder) -> None:
-    done = subprocess.run([sys.executable, "-c", _AT_SPAWN, "coder", "--no-attention",
-                           "--agent-command", AGENT, "hello"], cwd=coder.workspace,
-                          env=coder.environ, capture_output=True, text=True, timeout=120,
-                          check=False)
+@pytest.mark.parametrize("agent", ["--agent-command", "--harness"])
+def test_the_agent_is_spawned_before_what_it_does_not_need_is_imported(
+        coder: Coder, tmp_path: Path, agent: str) -> None:
+    if agent == "--harness":  # opencode's ACP server, here the fake agent
+        opencode = tmp_path / "bin" / "opencode"
+        opencode.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_AGENT}"\n')
+        opencode.chmod(0o755)
+    choice = ["--agent-command", AGENT] if agent == "--agent-command" else ["--harness",
+                                                                             "opencode"]
+    done = subprocess.run([sys.executable, "-c", _AT_SPAWN, "coder", "--no-attention", *choice,
+                           "hello"], cwd=coder.workspace,
+                          env={**coder.environ, "SPAWN_MARK": ("fake_agent.py" if agent ==
+                                                               "--agent-command" else "opencode")},
+                          capture_output=True, text=True, timeout=120, check=False)
     report = json.loads(done.stderr.strip().splitlines()[-1])
     assert (report["exit"], done.stdout) == (0, "Hello world\n")
     at_spawn = set(report["spawn"])
-    assert sorted(m for m in at_spawn if m.split(".")[0] in _NOT_BEFORE_THE_SPAWN
-                  or m.startswith(_NOT_BEFORE_THE_SPAWN) or m.startswith("clanker_")) == []
+    # A harness needs the registry (with its plugins) and the launch path for its
+    # server's argv and environment; an --agent-command needs neither.
+    harness = agent == "--harness"
+    needed = {"pluggy", "clanker.registry", "clanker.launch.service",
+              "clanker.accounts.service"} if harness else set()
+
+    def early(module: str) -> bool:
+        if module.split(".")[0] in needed or module in needed:
+            return False
+        if module.startswith("clanker_"):  # a plugin
+            return not harness
+        return module.split(".")[0] in _NOT_BEFORE_THE_SPAWN or module.startswith(
+            _NOT_BEFORE_THE_SPAWN)
+
+    assert sorted(filter(early, at_spawn)) == []
     # ... and then they were: the ladder was read from the configuration.
     assert {"clanker.config", "clanker.acp.client"} <= set(report["end"])
 
