@@ -295,7 +295,7 @@ class Screen:
             return FormattedText([("", " Enter queues · Esc Esc or Ctrl+C interrupts the "
                                        f"turn{dropped}")])
         return FormattedText([("", " Enter sends · Alt+Enter newline · Ctrl+O expand · "
-                                   "Ctrl+R diff view · Ctrl+D exits")])
+                                   "Ctrl+R diffs · Ctrl+D exits")])
 
     # -- keys ------------------------------------------------------------
 
