@@ -338,6 +338,15 @@ def test_ctrl_o_expands_the_last_cut_block_and_collapses_it(coder: Coder) -> Non
         await talk.until(lambda: "line 250" not in _shown(talk.screen._viewer_text()), "up")
         talk.type("\x0f")
         await talk.until(lambda: talk.screen.viewer is None, "collapsed")
+        talk.type("\x0f")  # expanded again, then a question comes: it gets the room
+        await talk.until(lambda: talk.screen.viewer is not None, "expanded again")
+        talk.type("permission execute standard\r")
+        await talk.pane()
+        assert talk.screen.viewer is None
+        talk.type("\x0f")  # not while the pane is up (the keys are read in order)
+        talk.type("n")
+        await talk.printed("outcome:reject-once")
+        assert talk.screen.viewer is None
         talk.type("\x04")
 
     code, shown = _converse(coder, script)

@@ -326,7 +326,7 @@ class Screen:
             self.composer.reset()
             self.prompts.append(text)
 
-        @keys.add("c-o")
+        @keys.add("c-o", filter=composing)  # a pane is what needs looking at then
         def _expand(event: KeyPressEvent) -> None:
             if self.viewer is not None:
                 self.viewer = None
@@ -518,6 +518,7 @@ class Screen:
         async with self._one_pane:
             future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
             self._pane = _Pane(render, frozenset(answers), future)
+            self.viewer = None  # the question gets the room
             with contextlib.suppress(ValueError):
                 self.app.layout.focus(self._pane_window)
             self.app.invalidate()
