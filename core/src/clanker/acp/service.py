@@ -159,14 +159,11 @@ class CoderService:
         from clanker.acp.client import AcpClient
         from clanker.acp.policy import Policy
 
-        def ladder() -> Policy:
-            return Policy(workspace=options.cwd, interactive=options.interactive,
-                          table=self._table(), approved=options.approve)
-
         def configure() -> None:
             # Before the answer to ``initialize`` is read, so before any permission
             # request can be: no request is ever decided by another ladder.
-            client.policy = ladder()
+            client.policy = Policy(workspace=options.cwd, interactive=options.interactive,
+                                   table=self._table(), approved=options.approve)
             if meanwhile is not None:
                 meanwhile()
 
