@@ -25,7 +25,6 @@ the event sink and the ``ask`` callable it was given.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import os
 import time
@@ -65,7 +64,6 @@ ESCAPE_WINDOW: Final = 5.0
 QUEUE_MAX: Final = 20
 """Prompts that can wait for the running turn to end."""
 _FINISHED_TOOL: Final = frozenset({"completed", "failed"})
-_COLLAPSED_KEPT: Final = 50
 _QUEUE_SHOWN: Final = 3
 
 # Shift+Enter as terminals that report it send it (the kitty/CSI-u form and
@@ -171,7 +169,8 @@ class Screen:
         self.split_diffs = False
         """Whether edits are shown side by side (Ctrl+R) rather than as unified patches."""
         self.viewer: _Viewer | None = None
-        self._collapsed: collections.deque[Block] = collections.deque(maxlen=_COLLAPSED_KEPT)
+        self._last_cut: Block | None = None
+        """The last block printed cut (as shown: redacted): what Ctrl+O expands."""
         self._ended: asyncio.Future[int] | None = None
         self._armed_at: float | None = None
         self._running_turn: asyncio.Task[str] | None = None
@@ -330,8 +329,8 @@ class Screen:
         def _expand(event: KeyPressEvent) -> None:
             if self.viewer is not None:
                 self.viewer = None
-            elif self._collapsed:
-                self.viewer = _Viewer(self._collapsed[-1])
+            elif self._last_cut is not None:
+                self.viewer = _Viewer(self._last_cut)
             else:
                 self.note = "nothing was cut: nothing to expand"
 
@@ -348,7 +347,9 @@ class Screen:
         @keys.add("pagedown", filter=viewing)
         def _page_down(event: KeyPressEvent) -> None:
             if self.viewer is not None:
-                self.viewer.offset += self._viewer_height()  # bounded when drawn
+                height = self._viewer_height()
+                end = max(0, len(self._viewer_lines(self.viewer)) - height)
+                self.viewer.offset = min(self.viewer.offset + height, end)
 
         @keys.add("escape", "enter", filter=composing)
         @keys.add("c-j", filter=composing)
@@ -462,7 +463,7 @@ class Screen:
             view = self._view(block)
             self.print(blocks.block_renderable(view, self.cwd, split=self.split_diffs))
             if blocks.collapsed(view, self.cwd):
-                self._collapsed.append(view)
+                self._last_cut = view
 
     def _note(self, kind: str, fields: dict[str, Any]) -> None:
         self._notes += 1
@@ -616,7 +617,7 @@ class Screen:
             you.text = line
             self.print(blocks.block_renderable(you, self.cwd))
             if blocks.collapsed(you, self.cwd):
-                self._collapsed.append(you)
+                self._last_cut = you
             try:
                 stop = await client.prompt(line, idle_timeout=idle_timeout)
             except CoderError as exc:
