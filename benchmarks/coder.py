@@ -87,7 +87,11 @@ def bare_start(runs: int) -> float:
 
 def agent_workspace(root: Path, source: str) -> tuple[Path, dict[str, str]]:
     """Write the agent ``source`` under ``root``; return it and an environment whose
-    ``python3`` is this interpreter (the agent's ``#!`` finds the same Python)."""
+    ``python3`` is this interpreter (the agent's ``#!`` finds the same Python).
+
+    Python may write its bytecode (``PYTHONDONTWRITEBYTECODE`` removed): with
+    :func:`warm_up` before anything is measured, what is timed is a start as a
+    person gets it, not the compilation of every module."""
     agent = root / "agent.py"
     agent.write_text(source)
     bin_dir = root / "bin"
@@ -95,7 +99,26 @@ def agent_workspace(root: Path, source: str) -> tuple[Path, dict[str, str]]:
     wrapper = bin_dir / "python3"
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     wrapper.chmod(0o755)
-    return agent, {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    return agent, env
+
+
+def stop_grid(home: Path, env: dict[str, str]) -> None:
+    """Stop the grid a run under ``home`` started (its attention), so none is left."""
+    subprocess.run([sys.executable, "-m", "clanker", "grid", "stop"],
+                   env={**env, "CLANKER_HOME": str(home)}, check=False, capture_output=True)
+
+
+def warm_up(root: Path, agent: Path, env: dict[str, str], prompt: str) -> None:
+    """One unmeasured run of ``clanker coder PROMPT`` and an import of the interface,
+    so that every module's bytecode is written before the runs that are timed."""
+    home = root / "warm-up"
+    subprocess.run([sys.executable, "-m", "clanker", "coder", "--agent-command",
+                    f"python3 {agent}", prompt], cwd=root, env={**env, "CLANKER_HOME": str(home)},
+                   check=True, capture_output=True)
+    stop_grid(home, env)
+    subprocess.run([sys.executable, "-c", "import clanker.acp.ui.screen"], env=env, check=True)
 
 
 def _first_frame(root: Path, agent: Path, env: dict[str, str], runs: int) -> float:
@@ -106,6 +129,7 @@ def _first_frame(root: Path, agent: Path, env: dict[str, str], runs: int) -> flo
         subprocess.run([sys.executable, "-m", "clanker", "coder", "--agent-command",
                         f"python3 {agent}", "1"], cwd=root, env={**env, "CLANKER_HOME": str(home)},
                        check=True, capture_output=True)
+        stop_grid(home, env)
         transcript = next((home / "state" / "coder").glob("bench-*.jsonl"))
         first = json.loads(transcript.read_text().splitlines()[0])
         times.append(first["t"] - start)
@@ -131,6 +155,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         agent, env = agent_workspace(root, AGENT)
+        warm_up(root, agent, env, "1")
         load = os.getloadavg()[0]
         bare = bare_start(args.runs)
         first = _first_frame(root, agent, env, args.runs)

@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from coder import agent_workspace, bare_start
+from coder import agent_workspace, bare_start, warm_up
 from results import record
 
 AGENT = r'''
@@ -210,6 +210,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         agent, env = agent_workspace(root, AGENT)
+        warm_up(root, agent, env, "chunks 1")
         load = os.getloadavg()[0]
         bare = bare_start(args.runs)
         agent_start = _agent_start(agent, args.runs)

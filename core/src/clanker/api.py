@@ -905,7 +905,7 @@ class Clanker:
         from clanker.acp.service import CoderService
 
         return CoderService(environment=self.environment, paths=self.paths,
-                            launch=self._launch_service())
+                            launch=self._launch_service)  # made when a harness needs it
 
     # -- isolated checkouts (git worktrees) -----------------------------------
 

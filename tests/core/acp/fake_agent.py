@@ -20,7 +20,13 @@ from typing import Any
 
 from acp import PROTOCOL_VERSION, run_agent
 from acp.exceptions import RequestError
-from acp.helpers import start_tool_call, update_agent_message_text
+from acp.helpers import (
+    start_tool_call,
+    text_block,
+    tool_content,
+    tool_diff_content,
+    update_agent_message_text,
+)
 from acp.schema import (
     AgentCapabilities,
     InitializeResponse,
@@ -60,6 +66,7 @@ class FakeAgent:
         self.conn: Any = None
         self.sessions: dict[str, list[str]] = {}
         self.cancelled: asyncio.Event = asyncio.Event()
+        self.calls = 0
         self.model = "m1"
 
     def models(self) -> list[SessionConfigOptionSelect]:
@@ -174,6 +181,8 @@ class FakeAgent:
             await asyncio.sleep(0)  # let the chunk reach the pipe
             sys.stdout.flush()
             os._exit(3)
+        elif verb == "auth-required":  # the sign-in expired since the session started
+            raise RequestError(-32000, "Authentication required")
         elif verb == "usage-limit":
             raise RequestError(-32603, "Internal error",
                                {"details": "You've hit your usage limit · resets 3:10am"})
@@ -197,6 +206,29 @@ class FakeAgent:
                 options=[PermissionOption(option_id=i, name=n, kind=k)
                          for i, n, k in OPTION_SETS["standard"]])
             await self.say(session_id, f"outcome:{answer.outcome.outcome} value:{value}")
+        elif verb == "output":  # output N: a finished command whose output is N lines
+            lines = "".join(f"line {i}\n" for i in range(1, int(rest) + 1))
+            self.calls += 1
+            await self.conn.session_update(session_id, start_tool_call(
+                f"out-{self.calls}", "seq", kind="execute", status="completed",
+                raw_input={"command": f"seq {rest}"},
+                content=[tool_content(text_block(lines))]))
+            await self.say(session_id, "printed")
+        elif verb == "edit":  # edit: a finished edit of work/f.py (one line changed)
+            old = "".join(f"x = {i}\n" for i in range(10))
+            self.calls += 1
+            await self.conn.session_update(session_id, start_tool_call(
+                f"edit-{self.calls}", "edit f.py", kind="edit", status="completed",
+                content=[tool_diff_content(os.path.join(os.getcwd(), "f.py"),
+                                           old.replace("x = 5", "x = 50"), old)]))
+            await self.say(session_id, "edited")
+        elif verb == "hold":  # hold PATH: a turn that runs until PATH exists, or a cancel
+            self.cancelled.clear()
+            while not os.path.exists(rest):
+                if self.cancelled.is_set():
+                    return PromptResponse(stop_reason="cancelled")
+                await asyncio.sleep(0.01)
+            await self.say(session_id, "released")
         elif verb == "model":
             await self.say(session_id, f"model:{self.model}")
         elif verb == "refuse":

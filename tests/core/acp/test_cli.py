@@ -38,6 +38,7 @@ def test_one_turn_in_line_mode(coder: Coder) -> None:
     ("refuse", (), 32),
     ("die", (), 33),
     ("usage-limit", (), 34),
+    ("auth-required", (), 6),
 ])
 def test_exit_codes_come_from_the_turn(coder: Coder, prompt: str, approve: tuple[str, ...],
                                        code: int) -> None:
@@ -49,7 +50,9 @@ def test_exit_codes_come_from_the_turn(coder: Coder, prompt: str, approve: tuple
 def test_json_prints_one_event_per_line(coder: Coder) -> None:
     result = _run(coder, "--json", "--agent-command", AGENT, "hello")
     events = [json.loads(line) for line in result.stdout.splitlines()]
-    assert events[0]["event"] == "session"
+    # the agent's start (its first frame written), then its session
+    assert events[0]["event"] == "agent-started" and isinstance(events[0]["pid"], int)
+    assert events[1]["event"] == "session"
     assert events[-1] == {"event": "turn-ended", "stopReason": "end_turn"}
 
 
@@ -180,6 +183,71 @@ def test_other_commands_never_import_the_coder() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=60)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+_AT_SPAWN = """
+import json, os, sys
+seen = []
+agent = os.environ["SPAWN_MARK"]  # in the agent's argv
+
+def spawned(event, args):  # observes only: the audit event of each Popen
+    if event == "subprocess.Popen" and not seen and agent in repr(args[1]):
+        seen.append(sorted(sys.modules))
+
+sys.addaudithook(spawned)
+from clanker.__main__ import main
+sys.argv = ["clanker", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exited:
+    code = exited.code
+print(json.dumps({"exit": code, "spawn": seen[0] if seen else None,
+                  "end": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+# Loaded after the agent is started and sent ``initialize`` (while it starts): the
+# configuration's parser, the registry with every plugin, the launch path and
+# accounts, the grid's client, the ACP client itself and the interface.
+_NOT_BEFORE_THE_SPAWN = ("cattrs", "tomllib", "pluggy", "clanker.config", "clanker.registry",
+                         "clanker.launch.service", "clanker.accounts.service",
+                         "clanker.grid.client", "clanker.acp.client", "clanker.acp.ui", "rich",
+                         "prompt_toolkit")
+
+
+@pytest.mark.parametrize("agent", ["--agent-command", "--harness"])
+def test_the_agent_is_spawned_before_what_it_does_not_need_is_imported(
+        coder: Coder, tmp_path: Path, agent: str) -> None:
+    if agent == "--harness":  # opencode's ACP server, here the fake agent
+        opencode = tmp_path / "bin" / "opencode"
+        opencode.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_AGENT}"\n')
+        opencode.chmod(0o755)
+    choice = ["--agent-command", AGENT] if agent == "--agent-command" else ["--harness",
+                                                                             "opencode"]
+    done = subprocess.run([sys.executable, "-c", _AT_SPAWN, "coder", "--no-attention", *choice,
+                           "hello"], cwd=coder.workspace,
+                          env={**coder.environ, "SPAWN_MARK": ("fake_agent.py" if agent ==
+                                                               "--agent-command" else "opencode")},
+                          capture_output=True, text=True, timeout=120, check=False)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert (report["exit"], done.stdout) == (0, "Hello world\n")
+    at_spawn = set(report["spawn"])
+    # A harness needs the registry (with its plugins) and the launch path for its
+    # server's argv and environment; an --agent-command needs neither.
+    harness = agent == "--harness"
+    needed = {"pluggy", "clanker.registry", "clanker.launch.service",
+              "clanker.accounts.service"} if harness else set()
+
+    def early(module: str) -> bool:
+        if module.split(".")[0] in needed or module in needed:
+            return False
+        if module.startswith("clanker_"):  # a plugin
+            return not harness
+        return module.split(".")[0] in _NOT_BEFORE_THE_SPAWN or module.startswith(
+            _NOT_BEFORE_THE_SPAWN)
+
+    assert sorted(filter(early, at_spawn)) == []
+    # ... and then they were: the ladder was read from the configuration.
+    assert {"clanker.config", "clanker.acp.client"} <= set(report["end"])
 
 
 def _drain(main: int) -> bytes:

@@ -189,3 +189,58 @@ def test_the_repository_and_branch_are_read_from_git(tmp_path: Path, worktree: b
         (where / ".git").write_text(f"gitdir: {git_dir}\n")
     assert git_place(str(where)) == ("clanker", "feature" if worktree else "main")
     assert git_place(str(tmp_path)) == (None, None)
+
+
+def _edit(old: str | None, new: str) -> Block:
+    return _tool(kind="edit", status="completed", title="edit",
+                 content=[{"type": "diff", "path": f"{CWD}/src/app.py", "oldText": old,
+                           "newText": new}])
+
+
+def test_a_split_diff_puts_old_and_new_lines_side_by_side_with_their_numbers() -> None:
+    old = "".join(f"v{i}\n" for i in range(1, 21))
+    new = old.replace("v3\n", "v3 changed\n").replace("v17\n", "")
+    shown = _plain(blocks.block_renderable(_edit(old, new), CWD, split=True), width=60)
+    rows = [line.rstrip() for line in shown.splitlines()]
+    assert rows[1].split() == ["a/src/app.py", "b/src/app.py"]
+    assert any(row.split() == ["3", "v3", "3", "v3", "changed"] for row in rows)
+    assert any(row.split() == ["17", "v17"] for row in rows)  # removed: nothing on the right
+    assert any(row.split() == ["⋯", "⋯"] for row in rows)  # between the two changes
+    assert not any(row.split()[:2] == ["10", "v10"] for row in rows)  # outside the context
+    unified = _plain(blocks.block_renderable(_edit(old, new), CWD), width=60)
+    assert "-v3\n+v3 changed\n" in unified
+
+
+def test_a_split_diff_of_a_new_file_and_its_bound() -> None:
+    new = "".join(f"n{i}\n" for i in range(300))
+    shown = _plain(blocks.split_diff({"path": f"{CWD}/new.py", "newText": new}, CWD), 60)
+    assert shown.splitlines()[0].split() == ["/dev/null", "b/new.py"]
+    assert "… truncated: 200 of 300 rows shown" in shown
+    pane = _plain(blocks.approval_pane(_edit(None, new).fields, cwd=CWD, warning=None,
+                                       session_choice=True, split=True), 60)
+    assert "… truncated: 30 of 300 rows shown" in pane
+
+
+def test_what_is_cut_is_collapsed_and_expanded_shows_it_whole() -> None:
+    output = "".join(f"line {i}\n" for i in range(1, 251))
+    long_run = _tool(kind="execute", status="completed", title="seq",
+                     content=[{"type": "content", "content": {"type": "text", "text": output}}])
+    short_run = _tool(kind="execute", status="completed", title="seq",
+                      content=[{"type": "content", "content": {"type": "text", "text": "ok"}}])
+    assert blocks.collapsed(long_run, CWD) and not blocks.collapsed(short_run, CWD)
+    assert "line 250" not in _plain(blocks.block_renderable(long_run, CWD))
+    expanded = _plain(blocks.block_renderable(long_run, CWD, expanded=True))
+    assert "line 250" in expanded and "truncated" not in expanded
+    answer = SessionState()
+    answer.apply({"sessionUpdate": "agent_message_chunk",
+                  "content": {"type": "text", "text": "a" * (blocks.MAX_MARKDOWN + 1)}})
+    (message,) = answer.blocks.values()
+    assert blocks.collapsed(message, CWD)
+    assert "truncated" not in _plain(blocks.block_renderable(message, CWD, expanded=True))
+    thought = Block("t", "thought")
+    thought.text = "first\nsecond"
+    assert blocks.collapsed(thought, CWD)
+    assert "second" in _plain(blocks.block_renderable(thought, CWD, expanded=True))
+    thought.text = "only one line\n"
+    assert not blocks.collapsed(thought, CWD)
+    assert not blocks.collapsed(_edit("a\n", "b\n"), CWD)

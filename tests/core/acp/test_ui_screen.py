@@ -1,11 +1,14 @@
 """The full-screen footer's keys through prompt_toolkit's pipe input, with the real
 client driving the fake agent in a subprocess: submitting, newlines, the approval
-pane, Esc Esc, Ctrl+C, Ctrl+D and the restart and usage-limit offers."""
+pane, Esc Esc, Ctrl+C, Ctrl+D, the restart and usage-limit offers, a prompt
+queued during a turn, Ctrl+O (expand and collapse) and Ctrl+R (the diff view)."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import keyring
@@ -69,7 +72,7 @@ def _converse(coder: Coder, script: Script, *,
                 driver = Driver(pipe, screen, written, now)
                 if early is not None:  # typed once the footer is up, before the first turn
                     driver.type(early)
-                    await driver.until(lambda: bool(screen._early), "sent early")
+                    await driver.until(lambda: bool(screen.prompts), "sent early")
                 talk = asyncio.get_running_loop().create_task(screen.converse(client, 60))
                 scripted = asyncio.get_running_loop().create_task(script(driver))
                 await asyncio.wait({talk, scripted}, return_when=asyncio.FIRST_EXCEPTION)
@@ -208,6 +211,23 @@ def test_a_usage_limit_offers_to_send_the_prompt_again(coder: Coder) -> None:
     assert "clanker: the agent hit a usage limit, resets 3:10am" in shown
 
 
+def test_a_sign_in_the_agent_asks_for_offers_to_send_the_prompt_again(coder: Coder) -> None:
+    async def script(talk: Driver) -> None:
+        talk.type("auth-required\r")
+        assert "sign in (in another terminal), then: send the same prompt again?" in \
+            await talk.pane()
+        talk.type("y")
+        await talk.until(lambda: talk.scrollback.count("you  auth-required") == 2, "again")
+        await talk.pane()
+        talk.type("n")
+        await talk.until(lambda: talk.screen._pane is None, "the composer back")
+        talk.type("\x04")
+
+    code, shown = _converse(coder, script)
+    assert code == 0
+    assert "clanker: the agent needs signing in (error -32000)" in shown
+
+
 @pytest.mark.parametrize(("answer", "ended"), [("y", Restart("fake-1")), ("n", 33)])
 def test_a_dead_agent_offers_a_restart(coder: Coder, answer: str, ended: Any) -> None:
     async def script(talk: Driver) -> None:
@@ -245,3 +265,113 @@ def test_what_the_screen_shows_is_redacted(coder: Coder) -> None:
     assert "show [redacted]" in shown
     assert "outcome:selected value:[redacted]" in shown
     assert SECRET not in shown
+
+
+def _shown(formatted: Any) -> str:
+    return "".join(text for _, text, *_ in formatted.__pt_formatted_text__())
+
+
+def test_enter_during_a_turn_queues_the_prompt_until_the_turn_ends(coder: Coder,
+                                                                   tmp_path: Path) -> None:
+    release = tmp_path / "release"
+
+    async def script(talk: Driver) -> None:
+        talk.type(f"hold {release}\r")
+        await talk.until(lambda: talk.screen.working, "the turn running")
+        talk.type("hello\r")
+        await talk.until(lambda: talk.screen.prompts == ["hello"], "queued")
+        assert talk.screen.composer.text == ""
+        assert "queued: hello" in _shown(talk.screen._queue_text())
+        assert "Enter queues" in _shown(talk.screen._hint_text())
+        assert "you  hello" not in talk.scrollback
+        release.touch()  # the turn ends: the queued prompt is the next one
+        await talk.printed("Hello world")
+        assert talk.screen.prompts == []
+        talk.type("\x04")
+
+    code, shown = _converse(coder, script)
+    assert code == 0
+    assert shown.index("released") < shown.index("you  hello") < shown.index("Hello world")
+
+
+@pytest.mark.parametrize("interrupt", ["esc-esc", "ctrl-c"])
+def test_an_interrupt_drops_the_queue(coder: Coder, tmp_path: Path, interrupt: str) -> None:
+    async def script(talk: Driver) -> None:
+        talk.type(f"hold {tmp_path / 'never'}\r")
+        await talk.until(lambda: talk.screen.working, "the turn running")
+        talk.type("one\r")
+        talk.type("two\r")
+        await talk.until(lambda: talk.screen.prompts == ["one", "two"], "two queued")
+        if interrupt == "ctrl-c":
+            talk.type("\x03")
+        else:
+            talk.type("\x1b")
+            await talk.until(lambda: talk.screen.armed, "armed")
+            talk.type("\x1b")
+        await talk.printed("[cancelled] session fake-1")
+        assert talk.screen.prompts == []
+        talk.type("\x04")
+
+    code, shown = _converse(coder, script)
+    assert code == 0
+    assert "you  one" not in shown and "you  two" not in shown
+
+
+def test_ctrl_o_expands_the_last_cut_block_and_collapses_it(coder: Coder) -> None:
+    async def script(talk: Driver) -> None:
+        talk.type("\x0f")  # nothing was cut yet
+        await talk.until(lambda: talk.screen.note is not None, "a note")
+        assert talk.screen.viewer is None
+        talk.type("output 250\r")
+        await talk.printed("[end_turn] session fake-1")
+        assert "… truncated: 200 of 250 lines shown" in talk.scrollback
+        assert "line 250" not in talk.scrollback
+        talk.type("\x0f")
+        await talk.until(lambda: talk.screen.viewer is not None, "expanded")
+        first = _shown(talk.screen._viewer_text())
+        assert "▾ expanded" in first and "$ seq 250" in first and "line 250" not in first
+        for _ in range(20):  # PageDown, to the end (bounded there)
+            talk.type("\x1b[6~")
+        await talk.until(lambda: "line 250" in _shown(talk.screen._viewer_text()), "the end")
+        assert "truncated" not in _shown(talk.screen._viewer_text())
+        talk.type("\x1b[5~")  # PageUp
+        await talk.until(lambda: "line 250" not in _shown(talk.screen._viewer_text()), "up")
+        talk.type("\x0f")
+        await talk.until(lambda: talk.screen.viewer is None, "collapsed")
+        talk.type("\x0f")  # expanded again, then a question comes: it gets the room
+        await talk.until(lambda: talk.screen.viewer is not None, "expanded again")
+        talk.type("permission execute standard\r")
+        await talk.pane()
+        assert talk.screen.viewer is None
+        talk.type("\x0f")  # not while the pane is up (the keys are read in order)
+        talk.type("n")
+        await talk.printed("outcome:reject-once")
+        assert talk.screen.viewer is None
+        talk.type("\x04")
+
+    code, shown = _converse(coder, script)
+    assert code == 0
+    assert "line 250" not in shown  # the scrollback keeps the cut block; the footer went
+
+
+def test_ctrl_r_shows_diffs_side_by_side_and_back(coder: Coder) -> None:
+    async def script(talk: Driver) -> None:
+        talk.type("edit\r")
+        await talk.until(lambda: talk.scrollback.count("edited") == 1, "one edit")
+        talk.type("\x12")
+        await talk.until(lambda: talk.screen.split_diffs, "split")
+        talk.type("edit\r")
+        await talk.until(lambda: talk.scrollback.count("edited") == 2, "two edits")
+        talk.type("\x12")
+        await talk.until(lambda: not talk.screen.split_diffs, "unified again")
+        talk.type("edit\r")
+        await talk.until(lambda: talk.scrollback.count("edited") == 3, "three edits")
+        talk.type("\x04")
+
+    code, shown = _converse(coder, script)
+    assert code == 0
+    first, second, third = shown.split("✎ edit f.py")[1:]
+    side_by_side = re.compile(r"^\s*6\s+x = 5\s+6\s+x = 50$", re.MULTILINE)
+    for unified in (first, third):
+        assert "-x = 5\n+x = 50\n" in unified and not side_by_side.search(unified)
+    assert side_by_side.search(second) and "+x = 50" not in second

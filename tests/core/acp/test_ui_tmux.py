@@ -141,3 +141,31 @@ def test_sigterm_exits_130_and_stops_the_agent(pane: Pane, tmp_path: Path) -> No
     agent = int((tmp_path / "agent.pid").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(agent, 0)
+
+
+def test_queue_a_prompt_expand_a_cut_block_and_split_a_diff(pane: Pane, tmp_path: Path) -> None:
+    release = tmp_path / "release"
+    pane.until("Enter sends")
+    pane.keys(f"hold {release}", "Enter")
+    pane.until("Enter queues")
+    pane.keys("hello", "Enter")
+    pane.until("queued: hello")
+    release.touch()
+    pane.until("Hello world")
+    pane.keys("output 250", "Enter")
+    pane.until("… truncated: 200 of 250 lines shown")
+    pane.keys("C-o")
+    pane.until("▾ expanded")
+    pane.keys("PageDown", "PageDown", "PageDown", "PageDown", "PageDown", "PageDown",
+              "PageDown", "PageDown", "PageDown", "PageDown")
+    pane.until("line 250")
+    pane.keys("C-o")
+    pane.keys("C-r", "edit", "Enter")
+    shown = pane.until("edited")
+    assert any(line.split() == ["6", "x", "=", "5", "6", "x", "=", "50"]
+               for line in shown.splitlines())
+    pane.keys("C-d")
+    assert pane.exit_code() == 0
+    final = pane.text()
+    assert final.index("released") < final.index("you  hello") < final.index("Hello world")
+    assert "▾ expanded" not in final and "line 250" not in final

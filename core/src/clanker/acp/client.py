@@ -24,19 +24,20 @@ from clanker.acp.errors import CoderError, CoderFailure
 from clanker.acp.policy import Answer, Decision, PermissionRequest, Policy
 from clanker.acp.state import SessionState
 from clanker.acp.transcript import Redactor, Transcript
-from clanker.acp.transport import AgentProcess
+from clanker.acp.transport import INITIALIZE_TIMEOUT, AgentProcess
 from clanker.errors import ErrorKind, HarnessCapabilityError
 
-__all__ = ["PROTOCOL_VERSION", "STOP_REASONS", "AcpClient", "Ask", "EventSink"]
+__all__ = ["INITIALIZE_TIMEOUT", "PROTOCOL_VERSION", "STOP_REASONS", "AcpClient", "Ask",
+           "EventSink"]
 
 PROTOCOL_VERSION: Final = 1
 STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal",
                                  "cancelled"})
-INITIALIZE_TIMEOUT: Final = 60.0
-"""How long an agent may take to answer ``initialize`` (a Bun or Node start on a busy host)."""
 _CLOSE_TIMEOUT: Final = 2.0
 _AUTH_REQUIRED: Final = -32000
 _USAGE_LIMIT: Final = re.compile(r"usage limit|rate limit|quota|too many requests", re.I)
+_SIGN_IN: Final = re.compile(r"auth(?:entication)? required|not (?:signed|logged) in|"
+                             r"unauthori[sz]ed|invalid api key|expired token", re.I)
 _RESETS: Final = re.compile(r"resets?\s+(?:at\s+)?([^.;)\n]{1,40})", re.I)
 
 Ask = Callable[[PermissionRequest, Decision], Awaitable[Answer]]
@@ -69,22 +70,34 @@ class AcpClient:
 
     # -- lifecycle -------------------------------------------------------
 
-    async def start(self, *, timeout: float = INITIALIZE_TIMEOUT) -> dict[str, Any]:
+    async def start(self, *, timeout: float = INITIALIZE_TIMEOUT,
+                    meanwhile: Callable[[], object] | None = None) -> dict[str, Any]:
         """Send ``initialize``; return the agent's answer. Raises ``timeout`` when
         it does not answer within ``timeout`` seconds, ``command-failed`` when it
-        exits first, ``unsupported`` for another protocol version."""
+        exits first, ``unsupported`` for another protocol version.
+
+        ``meanwhile`` is called once the frame is written, before the answer is
+        awaited: what the client needs only later (the configured ladder, the
+        interface) is loaded while the agent starts."""
         self._reader = asyncio.get_running_loop().create_task(self._connection.run())
         params = {"protocolVersion": PROTOCOL_VERSION,
                   "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False},
                                          "terminal": False},
                   "clientInfo": {"name": "clanker", "version": __version__}}
+        answer = await self._sent("initialize", params)
         try:
+            self._event({"event": "agent-started", "pid": self.process.pid})
+            if meanwhile is not None:
+                meanwhile()
+            # The bound starts once that is done: what ran meanwhile is not the agent's time.
             async with asyncio.timeout(timeout):
-                result = await self._call("initialize", params)
+                result = await self._answer("initialize", answer)
         except TimeoutError:
             raise HarnessCapabilityError(
                 ErrorKind.TIMEOUT, f"no answer to initialize within {timeout:g}s",
                 harness=self._harness) from None
+        finally:
+            answer.cancel()
         if not isinstance(result, dict) or result.get("protocolVersion") != PROTOCOL_VERSION:
             version = result.get("protocolVersion") if isinstance(result, dict) else None
             raise HarnessCapabilityError(ErrorKind.UNSUPPORTED,
@@ -180,7 +193,8 @@ class AcpClient:
 
     async def prompt(self, text: str, *, idle_timeout: float | None = None) -> str:
         """Run one turn; return its stop reason. Raises ``turn-failed`` when the agent
-        dies or errs, ``usage-limit`` when its provider refused for quota, and
+        dies or errs, ``usage-limit`` when its provider refused for quota,
+        ``unauthenticated`` when it says it needs signing in, and
         ``silent`` when ``idle_timeout`` seconds pass without a frame from the agent
         while nobody is being asked (the turn is cancelled first)."""
         if self.session_id is None:
@@ -351,8 +365,24 @@ class AcpClient:
     # -- helpers ---------------------------------------------------------
 
     async def _call(self, method: str, params: object, *, remote_errors: bool = True) -> Any:
+        answer = await self._sent(method, params)
         try:
-            return await self._connection.request(method, params)
+            return await self._answer(method, answer, remote_errors=remote_errors)
+        finally:
+            answer.cancel()
+
+    async def _sent(self, method: str, params: object) -> asyncio.Future[Any]:
+        try:
+            return await self._connection.send_request(method, params)
+        except AgentExited:
+            raise HarnessCapabilityError(ErrorKind.COMMAND_FAILED,
+                                         f"the agent exited before answering {method}",
+                                         harness=self._harness) from None
+
+    async def _answer(self, method: str, answer: asyncio.Future[Any], *,
+                      remote_errors: bool = True) -> Any:
+        try:
+            return await answer
         except AgentExited:
             raise HarnessCapabilityError(ErrorKind.COMMAND_FAILED,
                                          f"the agent exited before answering {method}",
@@ -413,6 +443,11 @@ class AcpClient:
                          "resets": resets.group(1).strip() if resets else None})
             return CoderError(CoderFailure.USAGE_LIMIT,
                               f"the agent hit a usage limit{when}{self._resume_hint()}")
+        if exc.code == _AUTH_REQUIRED or _SIGN_IN.search(text):
+            self._event({"event": "turn-failed", "reason": "unauthenticated", "code": exc.code})
+            return CoderError(CoderFailure.UNAUTHENTICATED,
+                              f"the agent needs signing in (error {exc.code}): sign in, then "
+                              f"send the prompt again{self._resume_hint()}")
         self._event({"event": "turn-failed", "reason": "error", "code": exc.code})
         return CoderError(CoderFailure.TURN_FAILED, f"the agent answered the prompt with "
                                                     f"error {exc.code}")

@@ -93,18 +93,30 @@ class Connection:
     async def request(self, method: str, params: object) -> Any:
         """Send a request and return its result; raise :class:`RemoteError` or
         :class:`AgentExited`. The caller bounds the wait."""
+        answer = await self.send_request(method, params)
+        try:
+            return await answer
+        finally:
+            answer.cancel()  # abandoned (the caller was cancelled): nobody waits for it
+
+    async def send_request(self, method: str, params: object) -> asyncio.Future[Any]:
+        """Send a request; return, once it is written, the future of its result
+        (which raises :class:`RemoteError` or :class:`AgentExited`). Whoever gets it
+        awaits or cancels it."""
         if self.closed:
             raise AgentExited("the agent's output ended")
         request_id = self._next_id
         self._next_id += 1
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
+        future.add_done_callback(lambda _: self._pending.pop(request_id, None))
         try:
             await self._send({"jsonrpc": "2.0", "id": request_id, "method": method,
                               "params": params})
-            return await future
-        finally:
-            self._pending.pop(request_id, None)
+        except BaseException:
+            future.cancel()
+            raise
+        return future
 
     async def notify(self, method: str, params: object) -> None:
         await self._send({"jsonrpc": "2.0", "method": method, "params": params})

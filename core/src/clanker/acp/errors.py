@@ -19,6 +19,8 @@ class CoderFailure(enum.StrEnum):
     """The agent died mid-turn, or answered the prompt with an error."""
     USAGE_LIMIT = "usage-limit"
     """The agent's provider refused for a usage limit (the reset time, when it said one)."""
+    UNAUTHENTICATED = "unauthenticated"
+    """The agent answered the prompt that it needs signing in (ACP ``auth_required``)."""
     RESUME_FAILED = "resume-failed"
     """Neither ``session/resume`` nor ``session/load`` continued the session asked for."""
     REFUSED = "refused"
@@ -35,6 +37,7 @@ EXIT_CODES: Final[dict[CoderFailure, int]] = {
     CoderFailure.STOPPED: errors.EXIT_CODER_STOPPED,
     CoderFailure.TURN_FAILED: errors.EXIT_CODER_TURN_FAILED,
     CoderFailure.USAGE_LIMIT: errors.EXIT_CODER_USAGE_LIMIT,
+    CoderFailure.UNAUTHENTICATED: errors.EXIT_CODES[errors.ErrorKind.UNAUTHENTICATED],
     CoderFailure.RESUME_FAILED: errors.EXIT_CODER_RESUME_FAILED,
     CoderFailure.REFUSED: errors.EXIT_CODER_REFUSED,
     CoderFailure.NO_TRANSCRIPT: errors.EXIT_CODER_NO_TRANSCRIPT,

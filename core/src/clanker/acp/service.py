@@ -22,22 +22,25 @@ from typing import TYPE_CHECKING, Any, Final
 from attrs import frozen
 
 from clanker.acp.capability import AcpServer
-from clanker.acp.client import INITIALIZE_TIMEOUT, AcpClient, Ask, EventSink
 from clanker.acp.errors import CoderError, CoderFailure
-from clanker.acp.policy import Policy
 from clanker.acp.transcript import Redactor, Transcript, read_transcript, transcript_path
-from clanker.acp.transport import AgentProcess
-from clanker.environment import Environment
+from clanker.acp.transport import INITIALIZE_TIMEOUT, AgentProcess
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.launch.service import LaunchService
-from clanker.paths import ClankerPaths
-from clanker.registry import HarnessProvider
 
 if TYPE_CHECKING:
+    # What the agent's spawn does not need is imported once it runs (the
+    # ``initialize`` frame goes first): the configuration's parser, the launch
+    # path (and the registry, with every plugin) unless a harness is chosen.
+    from collections.abc import Callable
     from datetime import timedelta
 
     from clanker.acp.cleanup import CoderCleanup
+    from clanker.acp.client import AcpClient, Ask, EventSink
     from clanker.acp.secrets import AgentSecrets
+    from clanker.environment import Environment
+    from clanker.launch.service import LaunchService
+    from clanker.paths import ClankerPaths
+    from clanker.registry import HarnessProvider
 
 __all__ = ["CoderOptions", "CoderService", "parse_agent_command"]
 
@@ -87,13 +90,22 @@ class CoderService:
     """Opens coder sessions in one environment."""
 
     def __init__(self, *, environment: Environment, paths: ClankerPaths,
-                 launch: LaunchService) -> None:
+                 launch: LaunchService | Callable[[], LaunchService]) -> None:
         self._environment = environment
-        self._launch = launch
+        self._launch_or_factory = launch
         self._paths = paths
         self._config = paths.config
         self.directory = paths.state / "coder"
         """Where transcripts (``<session>.jsonl``) and agent stderr logs live (0700)."""
+
+    @property
+    def _launch(self) -> LaunchService:
+        """The launch path (made on first use: an ``--agent-command`` never needs it)."""
+        from clanker.launch.service import LaunchService
+
+        if not isinstance(self._launch_or_factory, LaunchService):
+            self._launch_or_factory = self._launch_or_factory()
+        return self._launch_or_factory
 
     def server(self, provider: HarnessProvider) -> AcpServer:
         """``provider``'s ACP server command; ``unsupported`` when it has none."""
@@ -103,11 +115,16 @@ class CoderService:
         return server
 
     async def open(self, *, harness: HarnessProvider | None, agent_command: Sequence[str] | None,
-                   options: CoderOptions, on_event: EventSink,
-                   ask: Ask | None = None) -> AcpClient:
+                   options: CoderOptions, on_event: EventSink, ask: Ask | None = None,
+                   meanwhile: Callable[[], object] | None = None) -> AcpClient:
         """Start the agent and ``initialize`` it; return the client (call
         :meth:`AcpClient.new_session` or :meth:`AcpClient.resume` next, and
         always :meth:`AcpClient.close`).
+
+        The agent is started, and ``initialize`` written to it, before anything
+        else is loaded: the configured ladder (``[coder.approvals]``) is read,
+        and ``meanwhile`` called, while the agent starts. A configuration error
+        still fails the open (the agent is stopped).
 
         Raises ``binary-unavailable`` (with the install line, for an adapter that
         is not installed), ``timeout`` (no answer to ``initialize`` in time),
@@ -130,8 +147,6 @@ class CoderService:
             raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, detail, harness=name)
         secrets = self._agent_secrets(name, injected, on_event)
         env.update(secrets)
-        policy = Policy(workspace=options.cwd, interactive=options.interactive,
-                        table=self._table(), approved=options.approve)
         self._prepare_directory()
         redactor = Redactor([*injected.values(), *secrets.values()])
         transcript = Transcript(self.directory, redactor)
@@ -141,10 +156,25 @@ class CoderService:
         except BaseException:
             transcript.close()
             raise
-        client = AcpClient(process, policy=policy, transcript=transcript, on_event=on_event,
-                           ask=ask, harness=name)
+        from clanker.acp.client import AcpClient
+        from clanker.acp.policy import Policy
+
+        def configure() -> None:
+            # Before the answer to ``initialize`` is read, so before any permission
+            # request can be: no request is ever decided by another ladder.
+            client.policy = Policy(workspace=options.cwd, interactive=options.interactive,
+                                   table=self._table(), approved=options.approve)
+            if meanwhile is not None:
+                meanwhile()
+
+        # The ladder's defaults until the configured one is read (no request comes
+        # before ``session/new``, and that waits for ``initialize``).
+        client = AcpClient(process, policy=Policy(workspace=options.cwd,
+                                                  interactive=options.interactive,
+                                                  approved=options.approve),
+                           transcript=transcript, on_event=on_event, ask=ask, harness=name)
         try:
-            await client.start(timeout=options.initialize_timeout)
+            await client.start(timeout=options.initialize_timeout, meanwhile=configure)
         except BaseException:
             await client.close()
             raise
@@ -159,15 +189,18 @@ class CoderService:
         ``session/resume``, else ``session/load``, else ``resume-failed``); the
         agent is stopped when the block ends."""
         attention = None
+        meanwhile = None
         if options.attention:
             from clanker.acp.attention import CoderAttention
 
             name = harness.id if harness is not None else "coder"
             attention = CoderAttention(self._paths, str(name), options.cwd)
-            attention.start()
-            if attention.notice is not None:
-                on_event({"event": "notice", "text": attention.notice})
             reporter = attention
+
+            def meanwhile() -> None:  # the grid is reached while the agent starts
+                reporter.start()
+                if reporter.notice is not None:
+                    on_event({"event": "notice", "text": reporter.notice})
 
             def both(event: dict[str, Any]) -> None:
                 reporter(event)
@@ -178,7 +211,8 @@ class CoderService:
             sink = on_event
         try:
             client = await self.open(harness=harness, agent_command=agent_command,
-                                     options=options, on_event=sink, ask=ask)
+                                     options=options, on_event=sink, ask=ask,
+                                     meanwhile=meanwhile)
             try:
                 if resume is None:
                     await client.new_session(options.cwd)

@@ -20,7 +20,10 @@ from typing import IO, Final
 from clanker.execution.process import Child, spawn, terminate
 from clanker.execution.request import CommandRequest
 
-__all__ = ["MAX_LINE", "STDERR_LOG_MAX", "AgentProcess"]
+__all__ = ["INITIALIZE_TIMEOUT", "MAX_LINE", "STDERR_LOG_MAX", "AgentProcess"]
+
+INITIALIZE_TIMEOUT: Final = 60.0
+"""How long an agent may take to answer ``initialize`` (a Bun or Node start on a busy host)."""
 
 MAX_LINE: Final = 2 * 1024 * 1024
 STDERR_LOG_MAX: Final = 1024 * 1024

@@ -35,12 +35,15 @@ from clanker.cli.common import (
     run_async,
 )
 from clanker.errors import EXIT_USAGE, HarnessCapabilityError
-from clanker.registry import HarnessProvider
 
 if TYPE_CHECKING:
+    # Nothing the agent's spawn does not need is imported before it: the
+    # registry (with every plugin) only when --harness names one, the interface
+    # once the agent is starting (``tests/core/acp/test_cli.py`` pins the set).
     from clanker.acp.client import AcpClient, Ask, EventSink
     from clanker.acp.policy import Answer, Decision, PermissionRequest
     from clanker.acp.ui.screen import Screen
+    from clanker.registry import HarnessProvider
 
 __all__ = ["coder"]
 
@@ -198,8 +201,8 @@ async def _conversation(client: AcpClient, printer: _LinePrinter,
     turn (``session/cancel``) and, at the prompt, ends the run (exit 130).
 
     A turn whose agent died offers a restart that continues the session (declined:
-    that turn's code); a usage limit offers to send the same prompt again. Neither
-    happens unless the person answers ``y``."""
+    that turn's code); a usage limit, or a sign-in the agent asks for, offers to
+    send the same prompt again. Neither happens unless the person answers ``y``."""
     import asyncio
     import signal
 
@@ -224,7 +227,7 @@ async def _conversation(client: AcpClient, printer: _LinePrinter,
         except CoderError as exc:
             printer.end_line()
             click.echo(f"clanker: {exc.message}", err=True)
-            if exc.failure is CoderFailure.USAGE_LIMIT:
+            if exc.failure in (CoderFailure.USAGE_LIMIT, CoderFailure.UNAUTHENTICATED):
                 if await _offer("send the same prompt again?"):
                     again = line
                 continue
@@ -242,12 +245,16 @@ async def _conversation(client: AcpClient, printer: _LinePrinter,
 
 class _Router:
     """The event sink and ``ask`` handed to the client before it is known where they
-    go (the screen starts once the session is open): events wait until then."""
+    go (the screen starts once the session is open): events wait until then.
 
-    def __init__(self) -> None:
+    ``on_start`` is called when the agent has been started and sent its first
+    frame (the full-screen interface is loaded then, while the agent starts)."""
+
+    def __init__(self, on_start: Callable[[], object] | None = None) -> None:
         self._sink: EventSink | None = None
         self._ask: Ask | None = None
         self._waiting: list[dict[str, Any]] = []
+        self._on_start = on_start
 
     def use(self, sink: EventSink, ask: Ask | None) -> None:
         self._sink, self._ask = sink, ask
@@ -256,6 +263,8 @@ class _Router:
             sink(event)
 
     def __call__(self, event: dict[str, Any]) -> None:
+        if event.get("event") == "agent-started" and self._on_start is not None:
+            self._on_start()
         if self._sink is None:
             self._waiting.append(event)
         else:
@@ -269,15 +278,31 @@ class _Router:
         return await self._ask(request, decision)
 
 
-async def _open_screen(agent: str) -> Screen | None:
+class _Preload:
+    """The interface's modules, imported in a thread from when the agent has been
+    sent its first frame (rich and prompt_toolkit never delay the agent's start)."""
+
+    def __init__(self) -> None:
+        self._future: Any = None
+
+    def start(self) -> None:
+        if self._future is None:
+            import asyncio
+            import importlib
+
+            self._future = asyncio.get_running_loop().run_in_executor(
+                None, importlib.import_module, "clanker.acp.ui.screen")
+
+    async def module(self) -> Any:
+        self.start()
+        return await self._future
+
+
+async def _open_screen(agent: str, preload: _Preload) -> Screen | None:
     """The full-screen interface, or ``None`` after one notice on stderr when it
     cannot start here (the conversation then runs in line mode)."""
-    import asyncio
-    import importlib
-
     try:
-        # Imported once the agent runs: its start is not delayed by rich and prompt_toolkit.
-        module = await asyncio.to_thread(importlib.import_module, "clanker.acp.ui.screen")
+        module = await preload.module()
         screen: Screen = module.Screen(cwd=os.getcwd(), agent=agent)
     except Exception as exc:  # any reason at all: the agent is not the interface's to stop
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
@@ -314,7 +339,8 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, on_term)
     clanker = library()
-    router = _Router()
+    preload = _Preload()
+    router = _Router(preload.start if full_screen else None)
     questions = _TtyQuestions(os.getcwd()) if interactive else None
     if not full_screen:
         router.use(printer, questions)
@@ -337,7 +363,7 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
                     if prompt is None:
                         if full_screen and screen is None:
                             screen = await _started(stack, _agent_name(client, fallback),
-                                                    on_term)
+                                                    on_term, preload)
                             full_screen = screen is not None
                             router.use(*((screen.on_event, screen.ask) if screen is not None
                                          else (printer, questions)))
@@ -361,14 +387,14 @@ async def _turn(harness: HarnessProvider | None, agent_command: tuple[str, ...] 
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-async def _started(stack: AsyncExitStack, agent: str,
-                   on_signal: Callable[[], None]) -> Screen | None:
+async def _started(stack: AsyncExitStack, agent: str, on_signal: Callable[[], None],
+                   preload: _Preload) -> Screen | None:
     """Open the screen and run its footer until ``stack`` closes; in raw mode
     Ctrl+C is a key, so a SIGINT from elsewhere ends the run as SIGTERM does."""
     import asyncio
     import signal
 
-    screen = await _open_screen(agent)
+    screen = await _open_screen(agent, preload)
     if screen is None:
         return None
     try:
@@ -486,7 +512,6 @@ def _agent(harness: HarnessProvider | None, agent_command: str | None, account: 
     every failure into the CLI's one error line and exit code."""
     from clanker.acp.errors import CoderError
     from clanker.acp.service import parse_agent_command
-    from clanker.config import ConfigError
 
     argv = None
     if agent_command is not None:
@@ -503,8 +528,13 @@ def _agent(harness: HarnessProvider | None, agent_command: str | None, account: 
         raise CapabilityFailure(exc) from exc
     except CoderError as exc:
         raise Failure(exc.message, exc.exit_code, kind=exc.failure.value) from None
-    except ConfigError as exc:
-        raise Failure(str(exc), EXIT_USAGE) from None
+    except Exception as exc:
+        # The configuration is parsed once the agent runs: an error from it can only
+        # come once its module is loaded, and the agent need not wait for that.
+        config = sys.modules.get("clanker.config")
+        if config is not None and isinstance(exc, config.ConfigError):
+            raise Failure(str(exc), EXIT_USAGE) from None
+        raise
     finally:
         if printer is not None:
             printer.end_line()

@@ -23,18 +23,23 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.rule import Rule
 from rich.syntax import Syntax
+from rich.table import Table
 from rich.text import Text
 
 from clanker.acp.state import Block, SessionState
 
 __all__ = [
+    "EXPANDED_LINES",
+    "EXPANDED_MARKDOWN",
     "MAX_LINES",
     "MAX_MARKDOWN",
     "Status",
     "approval_pane",
     "block_renderable",
+    "collapsed",
     "live_lines",
     "offer_pane",
+    "split_diff",
     "status_line",
     "to_ansi",
     "tool_body",
@@ -44,6 +49,11 @@ MAX_LINES: Final = 200
 """Lines of a file read, a patch or a command's output shown in the scrollback."""
 MAX_MARKDOWN: Final = 64 * 1024
 """Characters of an answer rendered as Markdown; the rest is cut, and said so."""
+EXPANDED_LINES: Final = 10_000
+"""Lines of a body shown when its block is expanded (Ctrl+O): bounded too."""
+EXPANDED_MARKDOWN: Final = 1024 * 1024
+"""Characters of an answer shown when it is expanded."""
+_THOUGHT_LINE: Final = 120
 PANE_LINES: Final = 30
 """Lines of a command or patch shown in the approval pane."""
 _ANSI: Final = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]")
@@ -184,13 +194,56 @@ def _marker(text: str) -> Text:
     return Text(text, style="dim italic")
 
 
-def tool_body(fields: Mapping[str, Any], cwd: str) -> list[RenderableType]:
+def split_diff(item: Mapping[str, Any], cwd: str, limit: int = MAX_LINES) -> RenderableType:
+    """A ``diff`` content item side by side: the old lines on the left, the new on
+    the right, each numbered, three lines of context around each change; at most
+    ``limit`` rows, and a line saying how many there were when cut."""
+    path = relative(str(item["path"]), cwd)
+    old = item.get("oldText")
+    old_lines = old.splitlines() if isinstance(old, str) else []
+    new_lines = str(item["newText"]).splitlines()
+    table = Table(box=None, expand=True, pad_edge=False, show_edge=False, padding=(0, 1))
+    table.add_column(style="dim", justify="right", no_wrap=True)
+    table.add_column("/dev/null" if old is None else f"a/{path}", ratio=1, overflow="fold")
+    table.add_column(style="dim", justify="right", no_wrap=True)
+    table.add_column(f"b/{path}", ratio=1, overflow="fold")
+    rows: list[tuple[str, Text, str, Text]] = []
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    for number, group in enumerate(matcher.get_grouped_opcodes(3)):
+        if number:
+            rows.append(("", Text("⋯", style="dim"), "", Text("⋯", style="dim")))
+        for tag, i1, i2, j1, j2 in group:
+            left, right = range(i1, i2), range(j1, j2)
+            for row in range(max(len(left), len(right))):
+                i = left[row] if row < len(left) else None
+                j = right[row] if row < len(right) else None
+                style = "" if tag == "equal" else None
+                rows.append((
+                    "" if i is None else str(i + 1),
+                    Text("" if i is None else old_lines[i],
+                         style=style if style is not None else "red"),
+                    "" if j is None else str(j + 1),
+                    Text("" if j is None else new_lines[j],
+                         style=style if style is not None else "green")))
+    for row_cells in rows[:limit]:
+        table.add_row(*row_cells)
+    if len(rows) <= limit:
+        return table
+    return Group(table, _marker(f"… truncated: {limit} of {len(rows)} rows shown"))
+
+
+def tool_body(fields: Mapping[str, Any], cwd: str, *, split: bool = False,
+              limit: int = MAX_LINES) -> list[RenderableType]:
     """What a tool call shows under its header: a file read with its syntax, an
-    edit as a unified diff, a command's output plain (ANSI stripped); bounded."""
+    edit as a unified diff (``split``: side by side), a command's output plain
+    (ANSI stripped); each at most ``limit`` lines, and said so when cut."""
     kind = fields.get("kind")
     body: list[RenderableType] = []
     for item in _diffs(fields.get("content")):
-        patch, cut = _bounded_lines(unified_diff(item, cwd), MAX_LINES)
+        if split:
+            body.append(split_diff(item, cwd, limit))
+            continue
+        patch, cut = _bounded_lines(unified_diff(item, cwd), limit)
         body.append(Syntax(patch, "diff", theme="ansi_dark", word_wrap=True))
         if cut:
             body.append(_marker(cut))
@@ -200,23 +253,49 @@ def tool_body(fields: Mapping[str, Any], cwd: str) -> list[RenderableType]:
     if kind == "read":
         paths = [loc["path"] for loc in fields.get("locations") or []
                  if isinstance(loc, dict) and isinstance(loc.get("path"), str)]
-        shown, cut = _bounded_lines(output, MAX_LINES)
+        shown, cut = _bounded_lines(output, limit)
         lexer = _lexer(paths[0]) if paths else "text"
         body.append(Syntax(shown, lexer, theme="ansi_dark", line_numbers=True, word_wrap=True))
     else:
-        shown, cut = _bounded_lines(_ANSI.sub("", output), MAX_LINES)
+        shown, cut = _bounded_lines(_ANSI.sub("", output), limit)
         body.append(Text(shown, style="dim" if kind != "execute" else ""))
     if cut:
         body.append(_marker(cut))
     return body
 
 
-def _message(block: Block) -> RenderableType:
+def _line_count(text: str) -> int:
+    return len(text.splitlines())  # as the cut counts them (:func:`_bounded_lines`)
+
+
+def collapsed(block: Block, cwd: str) -> bool:
+    """Whether ``block`` goes into the scrollback cut: a body over
+    :data:`MAX_LINES` lines, an answer over :data:`MAX_MARKDOWN`, a thought
+    longer than its first line (Ctrl+O shows such a block whole)."""
+    if block.kind == "agent":
+        return block.size > MAX_MARKDOWN
+    if block.kind == "user":
+        return _line_count(block.text) > MAX_LINES
+    if block.kind == "thought":
+        whole = block.text.strip()
+        first = whole.splitlines()[:1]
+        return len(whole) > len(first[0][:_THOUGHT_LINE] if first else "")
+    if block.kind != "tool":
+        return False
+    fields = block.fields
+    if any(_line_count(unified_diff(item, cwd)) > MAX_LINES
+           for item in _diffs(fields.get("content"))):
+        return True
+    output = _output(fields)
+    return output is not None and _line_count(output) > MAX_LINES
+
+
+def _message(block: Block, limit: int = MAX_MARKDOWN) -> RenderableType:
     size = block.size
-    text = block.text if size <= MAX_MARKDOWN else block.text[:MAX_MARKDOWN]
+    text = block.text if size <= limit else block.text[:limit]
     parts: list[RenderableType] = [Markdown(text)]
-    if size > MAX_MARKDOWN:
-        parts.append(_marker(f"… truncated: {_size(MAX_MARKDOWN)} of {_size(size)} shown "
+    if size > limit:
+        parts.append(_marker(f"… truncated: {_size(limit)} of {_size(size)} shown "
                              "(the whole answer is in the transcript: clanker coder --show)"))
     return Group(*parts)
 
@@ -236,30 +315,45 @@ def _plan(fields: Mapping[str, Any]) -> RenderableType:
     return text
 
 
-def _user(block: Block) -> RenderableType:
-    text, cut = _bounded_lines(block.text, MAX_LINES)
+def _user(block: Block, limit: int = MAX_LINES) -> RenderableType:
+    text, cut = _bounded_lines(block.text, limit)
     you = Text("you  ", style="bold green")
     you.append(text)
     return Group(Rule(style="dim"), you, *([_marker(cut)] if cut else []))
 
 
-def _thought(block: Block) -> RenderableType:
-    """Dim and collapsed to its first line (nothing the person needs lives only there)."""
+def _thought(block: Block, expanded: bool = False) -> RenderableType:
+    """Dim and collapsed to its first line (nothing the person needs lives only there);
+    expanded, the whole of it (bounded)."""
+    if expanded:
+        shown, cut = _bounded_lines(block.text.strip(), EXPANDED_LINES)
+        return Group(Text(f"(thinking) {shown}", style="dim italic"),
+                     *([_marker(cut)] if cut else []))
     first = block.text.strip().splitlines()[:1]
-    line = first[0][:120] if first else ""
+    line = first[0][:_THOUGHT_LINE] if first else ""
     return Text(f"(thinking) {line}" + (" …" if block.size > len(line) else ""),
                 style="dim italic")
 
 
-_BY_KIND: Final = {"agent": _message, "user": _user, "thought": _thought}
+_TEXT_BLOCKS: Final[dict[str, Callable[[Block, bool], RenderableType]]] = {
+    "agent": lambda block, expanded: _message(
+        block, EXPANDED_MARKDOWN if expanded else MAX_MARKDOWN),
+    "user": lambda block, expanded: _user(block, EXPANDED_LINES if expanded else MAX_LINES),
+    "thought": _thought,
+}
 
 
-def block_renderable(block: Block, cwd: str) -> RenderableType:
-    """One finished block as it goes into the scrollback."""
-    if block.kind in _BY_KIND:
-        return _BY_KIND[block.kind](block)
+def block_renderable(block: Block, cwd: str, *, split: bool = False,
+                     expanded: bool = False) -> RenderableType:
+    """One finished block as it goes into the scrollback (``split``: edits side by
+    side), or, ``expanded``, as Ctrl+O shows it: whole, up to the larger bounds
+    (:data:`EXPANDED_LINES`, :data:`EXPANDED_MARKDOWN`)."""
+    if block.kind in _TEXT_BLOCKS:
+        return _TEXT_BLOCKS[block.kind](block, expanded)
     if block.kind == "tool":
-        return Group(tool_header(block.fields, cwd), *tool_body(block.fields, cwd))
+        return Group(tool_header(block.fields, cwd),
+                     *tool_body(block.fields, cwd, split=split,
+                                limit=EXPANDED_LINES if expanded else MAX_LINES))
     if block.kind == "plan":
         return _plan(block.fields)
     if block.kind == "approval":
@@ -337,7 +431,7 @@ def status_line(state: SessionState, status: Status) -> str:
 
 
 def approval_pane(fields: Mapping[str, Any], *, cwd: str, warning: str | None,
-                  session_choice: bool) -> RenderableType:
+                  session_choice: bool, split: bool = False) -> RenderableType:
     """The decision pane: the tool, its kind, the exact command or patch, the
     paths relative to the workspace, and the keys. No justification written by
     the model: the argument for an action is the action."""
@@ -356,6 +450,9 @@ def approval_pane(fields: Mapping[str, Any], *, cwd: str, warning: str | None,
         if cut:
             lines.append(_marker(cut))
     for item in _diffs(fields.get("content")):
+        if split:
+            lines.append(split_diff(item, cwd, PANE_LINES))
+            continue
         patch, cut = _bounded_lines(unified_diff(item, cwd), PANE_LINES)
         lines.append(Syntax(patch, "diff", theme="ansi_dark", word_wrap=True))
         if cut:

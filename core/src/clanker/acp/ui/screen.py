@@ -8,11 +8,15 @@ the terminal's native scrollback. The footer is what is still live: the
 blocks not finished yet (a few lines), the status line, and either the
 composer or a pane (an approval, or a yes/no offer) in its place.
 
-Keys: Enter submits; Alt+Enter (or Shift+Enter where the terminal reports
-it) and Ctrl+J insert a newline; Esc arms the interrupt and a second Esc
-within five seconds sends ``session/cancel`` (any other key disarms it);
-Ctrl+C interrupts a running turn, else ends the run (exit 130); Ctrl+D on an
-empty composer ends it (exit 0); ``y`` / ``a`` / ``n`` in the approval pane.
+Keys: Enter submits (during a turn the prompt is queued, and sent when the
+turn ends); Alt+Enter (or Shift+Enter where the terminal reports it) and
+Ctrl+J insert a newline; Esc arms the interrupt and a second Esc within five
+seconds sends ``session/cancel`` (any other key disarms it); Ctrl+C
+interrupts a running turn, else ends the run (exit 130); an interrupt drops
+the queued prompts; Ctrl+D on an empty composer ends it (exit 0); Ctrl+O
+expands the last block that went into the scrollback cut (in the footer,
+PageUp / PageDown scroll it) and collapses it again; Ctrl+R shows diffs side
+by side or unified; ``y`` / ``a`` / ``n`` in the approval pane.
 
 The client knows nothing of this module: it reaches the screen only through
 the event sink and the ``ask`` callable it was given.
@@ -44,6 +48,7 @@ from prompt_toolkit.output import Output
 from rich.console import RenderableType
 from rich.text import Text
 
+from clanker.acp.errors import CoderFailure
 from clanker.acp.policy import Answer
 from clanker.acp.state import Block, SessionState
 from clanker.acp.ui import blocks
@@ -56,12 +61,23 @@ __all__ = ["ESCAPE_WINDOW", "Restart", "Screen", "ScreenUnavailable", "git_place
 
 ESCAPE_WINDOW: Final = 5.0
 """Seconds within which a second Esc interrupts the turn."""
+QUEUE_MAX: Final = 20
+"""Prompts that can wait for the running turn to end."""
 _FINISHED_TOOL: Final = frozenset({"completed", "failed"})
+_QUEUE_SHOWN: Final = 3
 
 # Shift+Enter as terminals that report it send it (the kitty/CSI-u form and
 # xterm's modifyOtherKeys form): read as Alt+Enter, a newline.
 for _sequence in ("\x1b[13;2u", "\x1b[27;2;13~"):
     ANSI_SEQUENCES.setdefault(_sequence, (Keys.Escape, Keys.ControlM))
+
+
+_AGAIN: Final = {
+    CoderFailure.USAGE_LIMIT: "send the same prompt again?",
+    CoderFailure.UNAUTHENTICATED: "sign in (in another terminal), then: send the same prompt "
+                                  "again?",
+}
+"""The failures after which the same prompt may be sent again, and the offer."""
 
 
 class ScreenUnavailable(Exception):
@@ -104,11 +120,22 @@ def git_place(cwd: str) -> tuple[str | None, str | None]:
 
 @frozen
 class _Pane:
-    """What replaces the composer: an approval or a yes/no offer."""
+    """What replaces the composer: an approval or a yes/no offer (rendered again
+    when the diff view changes)."""
 
-    renderable: RenderableType
+    render: Callable[[], RenderableType]
     answers: frozenset[str]
     future: asyncio.Future[str]
+
+
+class _Viewer:
+    """A block expanded in the footer (Ctrl+O): its lines, from ``offset``."""
+
+    def __init__(self, block: Block) -> None:
+        self.block = block
+        self.offset = 0
+        self.lines: list[str] = []
+        self.rendered_as: tuple[int, bool] | None = None
 
 
 class Screen:
@@ -137,7 +164,13 @@ class Screen:
         self._pane: _Pane | None = None
         self._one_pane = asyncio.Lock()
         self._submitted: asyncio.Future[str | None] | None = None
-        self._early: list[str] = []
+        self.prompts: list[str] = []
+        """Prompts waiting for a turn: typed during one, or before the session was ready."""
+        self.split_diffs = False
+        """Whether edits are shown side by side (Ctrl+R) rather than as unified patches."""
+        self.viewer: _Viewer | None = None
+        self._last_cut: Block | None = None
+        """The last block printed cut (as shown: redacted): what Ctrl+O expands."""
         self._ended: asyncio.Future[int] | None = None
         self._armed_at: float | None = None
         self._running_turn: asyncio.Task[str] | None = None
@@ -161,6 +194,7 @@ class Screen:
 
     def _application(self, input: Input | None, output: Output | None) -> Application[None]:
         pane_shown = Condition(lambda: self._pane is not None)
+        viewing = Condition(lambda: self.viewer is not None)
         composer = Window(BufferControl(self.composer), height=Dimension(min=1, max=10),
                           wrap_lines=True, dont_extend_height=True,
                           get_line_prefix=lambda line, wrap: "> " if line == 0 and not wrap
@@ -168,16 +202,22 @@ class Screen:
         self._pane_window = Window(FormattedTextControl(self._pane_text, focusable=True),
                                    wrap_lines=False, dont_extend_height=True)
         layout = HSplit([
+            ConditionalContainer(Window(FormattedTextControl(self._viewer_text),
+                                        wrap_lines=False, dont_extend_height=True),
+                                 filter=viewing),
             ConditionalContainer(Window(FormattedTextControl(self._live_text),
                                         wrap_lines=False, dont_extend_height=True),
                                  filter=Condition(lambda: bool(self._open))),
+            ConditionalContainer(Window(FormattedTextControl(self._queue_text),
+                                        wrap_lines=False, dont_extend_height=True),
+                                 filter=Condition(lambda: bool(self.prompts))),
             Window(FormattedTextControl(self._status_text), height=1, style="reverse"),
             ConditionalContainer(composer, filter=~pane_shown),
             ConditionalContainer(self._pane_window, filter=pane_shown),
             Window(FormattedTextControl(self._hint_text), height=1, style="fg:ansibrightblack"),
         ])
         return Application(layout=Layout(layout, focused_element=composer),
-                           key_bindings=self._bindings(pane_shown), full_screen=False,
+                           key_bindings=self._bindings(pane_shown, viewing), full_screen=False,
                            input=input, output=output, erase_when_done=True,
                            min_redraw_interval=0.05, mouse_support=False)
 
@@ -204,8 +244,44 @@ class Screen:
     def _pane_text(self) -> ANSI:
         if self._pane is None:
             return ANSI("")
-        return ANSI(blocks.to_ansi(self._pane.renderable, self._width(),
+        return ANSI(blocks.to_ansi(self._pane.render(), self._width(),
                                    color=self._color).rstrip("\n"))
+
+    def _viewer_height(self) -> int:
+        return max(self.app.output.get_size().rows - 8, 3)
+
+    def _viewer_lines(self, viewer: _Viewer) -> list[str]:
+        width = self._width()
+        if viewer.rendered_as != (width, self.split_diffs):
+            shown = blocks.block_renderable(viewer.block, self.cwd, split=self.split_diffs,
+                                            expanded=True)
+            viewer.lines = blocks.to_ansi(shown, width, color=self._color).rstrip(
+                "\n").split("\n")
+            viewer.rendered_as = (width, self.split_diffs)
+        return viewer.lines
+
+    def _viewer_text(self) -> ANSI:
+        viewer = self.viewer
+        if viewer is None:
+            return ANSI("")
+        lines = self._viewer_lines(viewer)
+        height = self._viewer_height()
+        viewer.offset = max(0, min(viewer.offset, len(lines) - height))
+        last = min(viewer.offset + height, len(lines))
+        head = (f"\x1b[1m▾ expanded\x1b[0m \x1b[2mlines {viewer.offset + 1}-{last} of "
+                f"{len(lines)} · PgUp/PgDn scroll · Ctrl+O collapses\x1b[0m")
+        return ANSI("\n".join([head, *lines[viewer.offset:last]]))
+
+    def _queue_text(self) -> FormattedText:
+        rows = []
+        for text in self.prompts[:_QUEUE_SHOWN]:
+            first = text.strip().splitlines()[0] if text.strip() else ""
+            more = " …" if len(first) > 60 or "\n" in text.strip() else ""
+            rows.append(("fg:ansibrightblack", f" queued: {first[:60]}{more}\n"))
+        if len(self.prompts) > _QUEUE_SHOWN:
+            rows.append(("fg:ansibrightblack",
+                         f" and {len(self.prompts) - _QUEUE_SHOWN} more queued\n"))
+        return FormattedText(rows)
 
     def _hint_text(self) -> FormattedText:
         if self.armed:
@@ -214,8 +290,11 @@ class Screen:
             return FormattedText([("", " " + " · ".join(
                 f"{key}" for key in sorted(self._pane.answers)) + " to answer")])
         if self.working:
-            return FormattedText([("", " Esc Esc or Ctrl+C interrupts the turn")])
-        return FormattedText([("", " Enter sends · Alt+Enter newline · Ctrl+D exits")])
+            dropped = " (and drops the queue)" if self.prompts else ""
+            return FormattedText([("", " Enter queues · Esc Esc or Ctrl+C interrupts the "
+                                       f"turn{dropped}")])
+        return FormattedText([("", " Enter sends · Alt+Enter newline · Ctrl+O expand · "
+                                   "Ctrl+R diffs · Ctrl+D exits")])
 
     # -- keys ------------------------------------------------------------
 
@@ -224,7 +303,7 @@ class Screen:
         """Whether one Esc was pressed, less than five seconds ago, and nothing since."""
         return self._armed_at is not None and self._clock() - self._armed_at < ESCAPE_WINDOW
 
-    def _bindings(self, pane_shown: Condition) -> KeyBindings:
+    def _bindings(self, pane_shown: Condition, viewing: Condition) -> KeyBindings:
         keys = KeyBindings()
         composing = ~pane_shown
 
@@ -233,15 +312,44 @@ class Screen:
             text = self.composer.text
             if not text.strip():
                 return
-            if self.working:
-                self.note = "a turn is running: Esc Esc interrupts it"
+            if self._submitted is not None and not self._submitted.done():
+                self.note = None
+                self.composer.reset()
+                self._submitted.set_result(text)
+                return
+            # During a turn, or before the session is ready: sent when the turn ends.
+            if len(self.prompts) >= QUEUE_MAX:
+                self.note = f"{QUEUE_MAX} prompts are queued already"
                 return
             self.note = None
             self.composer.reset()
-            if self._submitted is not None and not self._submitted.done():
-                self._submitted.set_result(text)
-            else:  # sent before the session was ready (or between turns): the next turn
-                self._early.append(text)
+            self.prompts.append(text)
+
+        @keys.add("c-o", filter=composing)  # a pane is what needs looking at then
+        def _expand(event: KeyPressEvent) -> None:
+            if self.viewer is not None:
+                self.viewer = None
+            elif self._last_cut is not None:
+                self.viewer = _Viewer(self._last_cut)
+            else:
+                self.note = "nothing was cut: nothing to expand"
+
+        @keys.add("c-r")
+        def _diff_view(event: KeyPressEvent) -> None:
+            self.split_diffs = not self.split_diffs
+            self.note = "diffs side by side" if self.split_diffs else "diffs unified"
+
+        @keys.add("pageup", filter=viewing)
+        def _page_up(event: KeyPressEvent) -> None:
+            if self.viewer is not None:
+                self.viewer.offset = max(0, self.viewer.offset - self._viewer_height())
+
+        @keys.add("pagedown", filter=viewing)
+        def _page_down(event: KeyPressEvent) -> None:
+            if self.viewer is not None:
+                height = self._viewer_height()
+                end = max(0, len(self._viewer_lines(self.viewer)) - height)
+                self.viewer.offset = min(self.viewer.offset + height, end)
 
         @keys.add("escape", "enter", filter=composing)
         @keys.add("c-j", filter=composing)
@@ -281,9 +389,11 @@ class Screen:
 
     def interrupt(self) -> None:
         """Send ``session/cancel`` when a turn is running (its pending approvals are
-        answered ``cancelled`` by the client)."""
+        answered ``cancelled`` by the client); the queued prompts are dropped."""
         if self.working and self._client is not None:
-            self.note = "interrupting"
+            dropped = len(self.prompts)
+            self.prompts.clear()
+            self.note = "interrupting" + (f"; {dropped} queued dropped" if dropped else "")
             asyncio.get_running_loop().create_task(self._client.cancel())
             self.app.invalidate()
 
@@ -350,7 +460,10 @@ class Screen:
                 return
             self._open.pop(0)
             self._shown.add(block.key)
-            self.print(blocks.block_renderable(self._view(block), self.cwd))
+            view = self._view(block)
+            self.print(blocks.block_renderable(view, self.cwd, split=self.split_diffs))
+            if blocks.collapsed(view, self.cwd):
+                self._last_cut = view
 
     def _note(self, kind: str, fields: dict[str, Any]) -> None:
         self._notes += 1
@@ -402,10 +515,11 @@ class Screen:
 
     # -- questions -------------------------------------------------------
 
-    async def _show_pane(self, renderable: RenderableType, answers: set[str]) -> str:
+    async def _show_pane(self, render: Callable[[], RenderableType], answers: set[str]) -> str:
         async with self._one_pane:
             future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-            self._pane = _Pane(renderable, frozenset(answers), future)
+            self._pane = _Pane(render, frozenset(answers), future)
+            self.viewer = None  # the question gets the room
             with contextlib.suppress(ValueError):
                 self.app.layout.focus(self._pane_window)
             self.app.invalidate()
@@ -426,15 +540,19 @@ class Screen:
                       **{k: v for k, v in fields.items() if v is not None}}
         fields.setdefault("kind", request.tool_kind)
         fields.setdefault("title", request.title)
-        pane = blocks.approval_pane(fields, cwd=self.cwd, warning=decision.warning,
-                                    session_choice=decision.session_choice)
+        def pane() -> RenderableType:
+            return blocks.approval_pane(fields, cwd=self.cwd, warning=decision.warning,
+                                        session_choice=decision.session_choice,
+                                        split=self.split_diffs)
+
         answers = {"y", "n"} | ({"a"} if decision.session_choice else set())
         chosen = await self._show_pane(pane, answers)
         return {"y": Answer.ONCE, "a": Answer.SESSION}.get(chosen, Answer.REJECT)
 
     async def offer(self, question: str) -> bool:
         """A yes/no question in place of the composer; only ``y`` says yes."""
-        return await self._show_pane(blocks.offer_pane(question), {"y", "n", "enter"}) == "y"
+        return await self._show_pane(lambda: blocks.offer_pane(question),
+                                     {"y", "n", "enter"}) == "y"
 
     # -- the conversation ------------------------------------------------
 
@@ -461,8 +579,8 @@ class Screen:
     async def _next(self) -> str | int:
         """The next prompt submitted, or the exit code when the run is ended."""
         assert self._ended is not None
-        if self._early:
-            return self._early.pop(0)
+        if self.prompts:
+            return self.prompts.pop(0)
         submitted: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._submitted = submitted
         self.app.invalidate()
@@ -480,9 +598,10 @@ class Screen:
 
     async def converse(self, client: AcpClient, idle_timeout: float | None) -> int | Restart:
         """Turns until Ctrl+D (0) or Ctrl+C at rest (130); a dead agent offers a
-        restart that continues the session, a usage limit to send the prompt again;
-        neither happens unless the person answers ``y``."""
-        from clanker.acp.errors import CoderError, CoderFailure
+        restart that continues the session, a usage limit or a sign-in the agent
+        asks for to send the prompt again; nothing happens unless the person
+        answers ``y``."""
+        from clanker.acp.errors import CoderError
 
         self.attach(client)
         again: str | None = None
@@ -497,14 +616,16 @@ class Screen:
             you = Block("screen-you", "user")
             you.text = line
             self.print(blocks.block_renderable(you, self.cwd))
+            if blocks.collapsed(you, self.cwd):
+                self._last_cut = you
             try:
                 stop = await client.prompt(line, idle_timeout=idle_timeout)
             except CoderError as exc:
                 self.working = False
                 self._flush(final=True)
                 self.print(Text(f"clanker: {exc.message}", style="red"))
-                if exc.failure is CoderFailure.USAGE_LIMIT:
-                    if await self.offer("send the same prompt again?"):
+                if exc.failure in _AGAIN:
+                    if await self.offer(_AGAIN[exc.failure]):
                         again = line
                     continue
                 if client.agent_exited:
