@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import json
 import os
@@ -40,6 +41,19 @@ def short_dir() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def grid_home(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """CLANKER_HOME on a short path (the grid's socket must fit); a grid started
+    under it is stopped afterwards."""
+    monkeypatch.setenv("CLANKER_HOME", str(short_dir))
+    try:
+        yield short_dir
+    finally:
+        # The test may have left the directory unusable on purpose.
+        with contextlib.suppress(Exception):
+            _stop_grid(short_dir)
 
 
 @pytest.fixture(autouse=True)

@@ -4,12 +4,10 @@ request that carries the count."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +24,6 @@ from clanker.grid.protocol import (
     encode_request,
     parse_request,
 )
-from clanker.paths import clanker_paths
 
 TOKEN = "ab" * 32
 COUNTER = """
@@ -44,13 +41,8 @@ def invoke(*args: str) -> Result:
 
 
 @pytest.fixture
-def home(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv("CLANKER_HOME", str(short_dir))
-    try:
-        yield short_dir
-    finally:
-        with contextlib.suppress(Exception):
-            daemon.stop(clanker_paths())
+def home(grid_home: Path) -> Path:
+    return grid_home
 
 
 def _hook(env: dict[str, str], stdin: bytes) -> None:

@@ -3,19 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from clanker.grid import daemon
-from clanker.paths import clanker_paths
-
 
 @pytest.fixture
-def home(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv("CLANKER_HOME", str(short_dir))
-    try:
-        yield short_dir
-    finally:
-        daemon.stop(clanker_paths())
+def home(grid_home: Path) -> Path:
+    return grid_home

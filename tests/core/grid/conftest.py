@@ -15,24 +15,15 @@ from typing import Any, TypeVar
 
 import pytest
 
-from clanker.grid import daemon
 from clanker.grid.protocol import Registration
 from clanker.grid.server import Grid
-from clanker.paths import clanker_paths
 
 T = TypeVar("T")
 
 
 @pytest.fixture
-def home(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """CLANKER_HOME on a short path; any daemon started under it is stopped afterwards."""
-    monkeypatch.setenv("CLANKER_HOME", str(short_dir))
-    try:
-        yield short_dir
-    finally:
-        # The test may have left the directory unusable on purpose.
-        with contextlib.suppress(Exception):
-            daemon.stop(clanker_paths())
+def home(grid_home: Path) -> Path:
+    return grid_home
 
 
 # Registers itself when it is sent a socket path (the grid believes a launcher only
