@@ -82,6 +82,34 @@ def test_commands_without_a_store_load_no_database(argv: list[str], tmp_path: Pa
     assert sorted(modules & {"sqlite3", "hashlib", "clanker.accounts.service"}) == []
 
 
+# With nothing installed there is no version to ask: no event loop, no process.
+_NOT_FOR_A_LOOKUP = ("asyncio", "ssl", "subprocess", "shutil", "concurrent.futures",
+                     "clanker.execution.local", "clanker.execution.process",
+                     "clanker.execution.session")
+
+
+def test_harnesses_with_nothing_installed_starts_no_event_loop(tmp_path: Path) -> None:
+    code, modules, out = _run(["harnesses", "--json"], tmp_path)
+    assert code == 0
+    records = json.loads(out)
+    assert {record["id"] for record in records} >= {"claude", "codex", "pi"}
+    assert not any(record["installed"] for record in records)
+    assert sorted(modules & set(_NOT_FOR_A_LOOKUP)) == []
+
+
+def test_harnesses_with_one_installed_asks_it_for_its_version(tmp_path: Path) -> None:
+    # The same command with Codex on PATH: its version is asked through the executor.
+    bin_dir = tmp_path / "no-bin"
+    bin_dir.mkdir()
+    (bin_dir / "codex").write_text("#!/bin/sh\necho 'codex-cli 0.171.0'\n")
+    (bin_dir / "codex").chmod(0o755)
+    code, modules, out = _run(["harnesses", "--json"], tmp_path)
+    assert code == 0
+    codex = next(record for record in json.loads(out) if record["id"] == "codex")
+    assert (codex["installed"], codex["path"], codex["version"]) == (
+        True, str(bin_dir / "codex"), "0.171.0")
+    assert {"asyncio", "clanker.execution.local"} <= modules
+
 
 _INTERFACE = ("rich", "prompt_toolkit", "clanker.acp.ui", "clanker.acp.ui.blocks",
               "clanker.acp.ui.screen")

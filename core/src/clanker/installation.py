@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from attrs import frozen
 
-from clanker.environment import Environment
+from clanker.environment import Environment, LocatesAtOnce
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.registry import HarnessProvider
 
-__all__ = ["Installation", "probe_installation", "probe_installations"]
+__all__ = ["Installation", "installations_at_once", "probe_installation", "probe_installations"]
 
 
 @frozen(kw_only=True)
@@ -59,7 +58,34 @@ async def probe_installations(
     """Locate every executable in one lookup, then ask each for its version
     concurrently (each probe is bounded by its own timeout)."""
     found = await environment.locate({p.descriptor.executable for p in providers})
+    if not _to_ask(providers, found):
+        return _unasked(providers, found)
+    import asyncio  # here: with nothing to ask, no event loop is needed
+
     return list(await asyncio.gather(*(
         probe_installation(p, environment, found.get(p.descriptor.executable))
         for p in providers
     )))
+
+
+def installations_at_once(
+    providers: Sequence[HarnessProvider], environment: Environment
+) -> list[Installation] | None:
+    """What :func:`probe_installations` answers, when it can be known without
+    waiting: the environment looks executables up at once (this machine) and no
+    executable found has a version to ask. Otherwise ``None``: probe them."""
+    if not isinstance(environment, LocatesAtOnce):
+        return None
+    found = environment.locate_now({p.descriptor.executable for p in providers})
+    return None if _to_ask(providers, found) else _unasked(providers, found)
+
+
+def _unasked(providers: Sequence[HarnessProvider], found: Mapping[str, str | None]
+             ) -> list[Installation]:
+    return [Installation(provider=p, path=found.get(p.descriptor.executable)) for p in providers]
+
+
+def _to_ask(providers: Sequence[HarnessProvider], found: Mapping[str, str | None]) -> bool:
+    """Whether any provider's executable was found and has a version to ask."""
+    return any(found.get(p.descriptor.executable) is not None and p.launch is not None
+               for p in providers)

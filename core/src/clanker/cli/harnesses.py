@@ -8,7 +8,7 @@ import click
 
 from clanker.cli.common import echo_json, echo_table, json_option, library, run_async
 from clanker.environment import TRANSPORTS
-from clanker.installation import Installation
+from clanker.installation import Installation, installations_at_once
 
 __all__ = ["harnesses", "installation_record", "installation_state"]
 
@@ -55,7 +55,11 @@ def installation_state(record: dict[str, Any]) -> str:
 @json_option
 def harnesses(as_json: bool) -> None:
     """List every known harness: installed or not, version, path, capabilities."""
-    found = run_async(library().installations())
+    clanker = library()
+    # Nothing installed to ask a version of: the answer needs no event loop.
+    found = installations_at_once(clanker.harnesses(), clanker.environment)
+    if found is None:
+        found = run_async(clanker.installations())
     records = [installation_record(f) for f in found]
     if as_json:
         echo_json(records)

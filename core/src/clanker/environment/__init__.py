@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from clanker.environment.files import Candidate, FileSample
     from clanker.environment.witness import Witness
 
-__all__ = ["TRANSPORTS", "Environment", "HostContext", "HostFiles"]
+__all__ = ["TRANSPORTS", "Environment", "HostContext", "HostFiles", "LocatesAtOnce"]
 
 _T = TypeVar("_T")
 
@@ -166,6 +166,16 @@ class Environment(Protocol):
         """
         ...
 
+
+@runtime_checkable
+class LocatesAtOnce(Protocol):
+    """An environment that finds commands without waiting (this machine): what
+    needs only that, such as ``clanker harnesses`` with nothing to ask a version
+    of, runs without an event loop."""
+
+    def locate_now(self, commands: Iterable[str]) -> Mapping[str, str | None]:
+        """:meth:`Environment.locate`, answered at once."""
+        ...
 
 
 @frozen(kw_only=True)

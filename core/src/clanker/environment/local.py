@@ -4,24 +4,23 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import stat as stat_module
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from clanker.descriptor import Transport
 from clanker.envvars import strip_credentials
-from clanker.execution import LocalTransport
 
 if TYPE_CHECKING:
     import sqlite3
+    from pathlib import Path
 
     from clanker.environment.files import Candidate, FileSample
     from clanker.environment.witness import Witness
+    from clanker.execution import LocalTransport
 
-__all__ = ["LocalEnvironment", "LocalFiles", "host_environ"]
+__all__ = ["LocalEnvironment", "LocalFiles", "host_environ", "which"]
 
 _T = TypeVar("_T")
 
@@ -46,6 +45,30 @@ def host_environ(environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+def which(command: str, search_path: str) -> str | None:
+    """:func:`shutil.which` on this (POSIX) machine, without importing :mod:`shutil`
+    (and its archive modules) for a lookup: the first ``search_path`` entry
+    holding ``command`` as an executable that is not a directory; a command
+    with a directory part is checked as it is."""
+    if os.path.dirname(command):
+        return command if _executable(command) else None
+    if not search_path:
+        return None
+    seen: set[str] = set()
+    for directory in search_path.split(os.pathsep):
+        if directory in seen:
+            continue
+        seen.add(directory)
+        candidate = os.path.join(directory, command)
+        if _executable(candidate):
+            return candidate
+    return None
+
+
+def _executable(path: str) -> bool:
+    return os.path.exists(path) and os.access(path, os.F_OK | os.X_OK) and not os.path.isdir(path)
+
+
 class LocalFiles:
     """This machine's files, read the bounded way every store reader shares."""
 
@@ -58,6 +81,8 @@ class LocalFiles:
         accept_dir: Callable[[int, str], bool] = lambda level, name: True,
         witness: Witness | None = None,
     ) -> tuple[list[Candidate], bool]:
+        from pathlib import Path
+
         from clanker.environment.files import find_files
 
         return find_files(Path(root), depth=depth, accept_file=accept_file,
@@ -71,6 +96,8 @@ class LocalFiles:
         tail_bytes: int,
         stat: os.stat_result | None = None,
     ) -> FileSample:
+        from pathlib import Path
+
         from clanker.environment.files import read_sample
 
         return read_sample(Path(path), head_bytes=head_bytes, tail_bytes=tail_bytes, stat=stat)
@@ -102,6 +129,8 @@ class LocalFiles:
         return os.path.realpath(path)
 
     def confined(self, path: str | os.PathLike[str], roots: Iterable[os.PathLike[str]]) -> bool:
+        from pathlib import Path
+
         from clanker.environment.files import confined
 
         return confined(Path(path), tuple(Path(root) for root in roots))
@@ -109,12 +138,14 @@ class LocalFiles:
     def sqlite(
         self, path: str | os.PathLike[str], *, harness: str
     ) -> AbstractContextManager[sqlite3.Connection]:
+        from pathlib import Path
+
         from clanker.environment.sqlite import open_readonly
 
         return open_readonly(Path(path), harness=harness)
 
     def which(self, command: str, search_path: str | None) -> str | None:
-        return shutil.which(command, path=os.defpath if search_path is None else search_path)
+        return which(command, os.defpath if search_path is None else search_path)
 
 
 class LocalEnvironment:
@@ -129,7 +160,7 @@ class LocalEnvironment:
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._environ = host_environ(os.environ if environ is None else environ)
-        self._transport = LocalTransport(self._environ)
+        self._transport: LocalTransport | None = None  # made on first use: it needs asyncio
         self._files = LocalFiles()
 
     def __repr__(self) -> str:
@@ -137,11 +168,15 @@ class LocalEnvironment:
 
     @property
     def executor(self) -> LocalTransport:
+        if self._transport is None:
+            from clanker.execution import LocalTransport
+
+            self._transport = LocalTransport(self._environ)
         return self._transport
 
     @property
     def session_executor(self) -> LocalTransport:
-        return self._transport
+        return self.executor
 
     @property
     def files(self) -> LocalFiles:
@@ -152,6 +187,10 @@ class LocalEnvironment:
         return self._environ
 
     async def locate(self, commands: Iterable[str]) -> dict[str, str | None]:
+        return self.locate_now(commands)
+
+    def locate_now(self, commands: Iterable[str]) -> dict[str, str | None]:
+        """:meth:`locate`, answered at once (this machine needs no round trip)."""
         search = self._environ.get("PATH", os.defpath)
         return {command: self._files.which(command, search) for command in commands}
 

@@ -8,14 +8,19 @@ Two forms, one validation (:class:`CommandRequest`):
 
 Providers are handed objects satisfying :class:`CommandExecutor` /
 :class:`SessionExecutor`; they never learn which transport runs them.
+
+The transport and the session (:class:`LocalTransport`, :class:`CommandSession`,
+:class:`SessionExit`) import :mod:`asyncio`; they load when first named, so
+what only needs these protocols or a request (binary lookup, the registry,
+``clanker harnesses`` with nothing installed) runs without it.
 """
 
 from __future__ import annotations
 
+import importlib
 from types import TracebackType
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
-from clanker.execution.local import LocalTransport
 from clanker.execution.request import (
     ATTENDED_TIMEOUT,
     DEFAULT_MAX_OUTPUT,
@@ -27,7 +32,10 @@ from clanker.execution.request import (
     CommandRequest,
     CommandResult,
 )
-from clanker.execution.session import CommandSession, SessionExit
+
+if TYPE_CHECKING:
+    from clanker.execution.local import LocalTransport
+    from clanker.execution.session import CommandSession, SessionExit
 
 __all__ = [
     "ATTENDED_TIMEOUT",
@@ -46,6 +54,19 @@ __all__ = [
     "SessionExecutor",
     "SessionExit",
 ]
+
+_LAZY: Final = {"LocalTransport": "clanker.execution.local",
+                "CommandSession": "clanker.execution.session",
+                "SessionExit": "clanker.execution.session"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 @runtime_checkable
