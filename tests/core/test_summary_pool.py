@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import tempfile
 import threading
 from pathlib import Path
@@ -192,3 +193,46 @@ def test_two_scans_at_once_share_the_worker_without_mixing_their_answers() -> No
         thread.join()
     assert answers == [alone, alone, alone]
     assert not pool._WORKER._failed
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the kernel reports ``pid`` as stopped (state ``T``)."""
+    state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    return state in ("T", "t")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+@pytest.mark.skipif(pool._processors() < 2, reason="the worker takes part only with two processors")
+@pytest.mark.usefixtures("through_the_pool")
+def test_a_stopped_worker_does_not_hold_the_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that never answers (here a real one, stopped with SIGSTOP) is ended
+    once its bound passes, and its files are summarized here: the same answer."""
+    monkeypatch.setattr(pool, "ANSWER_SECONDS", 0.5)
+    worker = pool._Worker()  # this test's own: the one the others share stays usable
+    monkeypatch.setattr(pool, "_WORKER", worker)
+    jobs = _pi_jobs() * 4
+    alone = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+    process = worker.start()
+    assert process is not None
+    try:
+        os.kill(process.pid, signal.SIGSTOP)
+        seen = threading.Event()
+        # Waits for the kernel to stop it however slow the machine; never a bound on time.
+        for _ in range(6000):
+            if _stopped(process.pid):
+                seen.set()
+                break
+            seen.wait(0.01)
+        assert seen.is_set()
+        assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+                                    tail_bytes=128 * 1024, local_files=True) == alone
+        assert process.returncode == -signal.SIGKILL  # ended, and reaped
+        assert worker._failed and worker._process is None
+        # From now on this process summarizes alone, with the same answers.
+        assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+                                    tail_bytes=128 * 1024, local_files=True) == alone
+    finally:
+        if process.returncode is None:
+            process.kill()
+            process.wait()
+        worker.rest()

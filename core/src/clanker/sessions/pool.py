@@ -36,7 +36,8 @@ from clanker._logging import get_logger
 from clanker.environment.files import FileSample, read_sample
 from clanker.sessions.types import HarnessSession, NoSession
 
-__all__ = ["CHUNK", "IDLE_SECONDS", "MIN_FILES", "Job", "Outcome", "summarize_files"]
+__all__ = ["ANSWER_SECONDS", "CHUNK", "IDLE_SECONDS", "MIN_FILES", "Job", "Outcome",
+           "summarize_files"]
 
 log = get_logger(__name__)
 
@@ -50,6 +51,12 @@ waiting long, large enough that sending them costs little."""
 
 IDLE_SECONDS: Final = 30.0
 """The worker stops when no scan has used it for this long."""
+
+ANSWER_SECONDS: Final = 5.0
+"""Once the scanning thread has summarized everything but the piece the worker
+holds, it waits at most this long for that piece (a piece takes milliseconds,
+the worker's start a fraction of a second). A worker that has not answered by
+then (stopped, swapped out, stuck) is ended, and its piece summarized here."""
 
 Job = tuple[str, os.stat_result]
 """One file to summarize: its path and the stat the walk took of it."""
@@ -119,6 +126,25 @@ class _Worker:
                 return
             self._failed = True
         self.stop()
+
+    def abandon(self, process: subprocess.Popen[bytes]) -> None:
+        """``process`` has not answered within :data:`ANSWER_SECONDS`: end it at once
+        (a stopped process cannot read the end of its input) and summarize here from
+        now on. Its pipes are left to :meth:`close`, once nothing reads them."""
+        with self._lock:
+            self._failed = True
+            if self._process is process:
+                self._process = None
+        with contextlib.suppress(OSError):
+            process.kill()
+        process.wait()
+
+    @staticmethod
+    def close(process: subprocess.Popen[bytes]) -> None:
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
 
     def stop(self) -> None:
         with self._lock:
@@ -274,7 +300,12 @@ def summarize_files(summarize: Summarize, jobs: Sequence[Job], *, head_bytes: in
     finally:
         with lock:
             ends[0] = ends[1]  # on an error here, the worker takes nothing more
-        feeder.join()
+        feeder.join(ANSWER_SECONDS)
+        if feeder.is_alive():  # the worker holds its piece past the bound
+            log.debug("summary worker did not answer in %gs", ANSWER_SECONDS)
+            _WORKER.abandon(process)  # its pipes end: the feeder's read returns
+            feeder.join()
+            _WORKER.close(process)
         _WORKER.rest()
     results: list[Outcome] = []
     for index, piece in enumerate(pieces):
