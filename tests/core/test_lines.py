@@ -82,6 +82,7 @@ def test_marked_lines_are_exactly_the_complete_lines_holding_a_marker(
             assert newest == wanted[::-1]
         assert [region.buf[a:b] for a, b in region.spans()] == [
             line for line in expected if line.strip()]
+        assert region.first() == next(iter(region.spans()), None)
 
 
 @_thorough
@@ -104,6 +105,7 @@ def test_a_head_region_can_start_past_its_first_lines(data: bytes, start: int,
     assert tail is head
     expected = [line for line in data[lo:].split(b"\n") if marker in line]
     assert [head.buf[a:b] for a, b in head.spans_with(marker)] == expected
+    assert head.first() == next(iter(head.spans()), None)
 
 
 def test_a_line_cut_by_either_bound_is_never_found() -> None:

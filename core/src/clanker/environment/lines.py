@@ -89,6 +89,18 @@ class LineRegion:
             lo = end + 1
         return spans
 
+    def first(self) -> Span | None:
+        """The first span of :meth:`spans` (``None`` when there is none), found without
+        looking past it: a reader that decides from line 1 alone pays for line 1."""
+        buf, lo, hi = self.buf, self.lo, self.hi
+        while lo < hi:
+            end = buf.find(b"\n", lo, hi)
+            end = hi if end < 0 else end
+            if buf[lo] == 0x7B or buf[lo:end].strip():
+                return lo, end
+            lo = end + 1
+        return None
+
     def spans_with(self, markers: bytes | tuple[bytes, ...], *,
                    newest_first: bool = False) -> Iterator[Span]:
         """Each complete line holding one of ``markers``, once, oldest or newest first.

@@ -440,13 +440,18 @@ def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSess
     """:func:`summarize`, for a file in a directory Pi reads when ``pi_reads``: one
     without a title slot is then Pi's (:data:`~clanker.stores.FOREIGN`)."""
     head_region, tail_region = head_and_tail(sample)
+    if pi_reads:
+        # Decided from line 1 alone (most files where Pi reads are Pi's): a header
+        # there is _header's "no slot" (its first line is the first of head.spans).
+        first = head_region.first()
+        opening = None if first is None else head_region.object_at(first)
+        if opening is not None and opening.get("type") == "session":
+            return FOREIGN  # Pi's format, where Pi reads: Pi lists it
     head = pistore.Lines(head_region)
     found = _header(head)
     if found is None:
         return None
-    header, slot, start = found
-    if pi_reads and start == 1:
-        return FOREIGN  # Pi's format, where Pi reads: Pi lists it
+    header, slot, start = found  # start is 2 where Pi reads: line 1 was no header
     native_id = bounded_text(header.get("id"), 200)
     cwd = bounded_text(header.get("cwd"), pistore.TEXT_LIMIT)
     if native_id is None or not native_id.isprintable() or native_id != native_id.strip():
