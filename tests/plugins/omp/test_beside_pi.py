@@ -11,13 +11,10 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from attrs import evolve
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import clanker_omp
 import clanker_pi
@@ -191,34 +188,3 @@ def test_a_store_that_stops_being_shared_is_read_afresh(tmp_path: Path) -> None:
     # longer holds, so they are not reused.
     (home / ".pi").unlink()
     assert set(pi_files) <= omp_paths()
-
-
-_LINES = st.sampled_from([
-    b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00Z","cwd":"/w"}',
-    b'{"type":"title","title":"named"}', b'{"type":"title"', b"", b"   ", b"\t",
-    b'{"type":"message","id":"m1","message":{"role":"user","content":"hi"}}',
-    b"not json", b'["type","session"]', b' {"type":"session","id":"s2","cwd":"/w"}'])
-
-
-@settings(max_examples=300)
-@given(st.lists(_LINES, max_size=6), st.sampled_from([b"\n", b""]))
-def test_where_pi_reads_a_file_is_pis_exactly_when_its_first_line_is_a_header(
-        lines: list[bytes], end: bytes) -> None:
-    """The early answer where Pi reads (from line 1 alone) is the one omp's header rule
-    gives: Pi's (foreign) when the first non-blank line is a session header, and
-    otherwise omp's own summary, as where Pi does not read."""
-    from clanker.environment.files import FileSample
-    from clanker.environment.lines import decode_object
-    from clanker.sessions.types import FOREIGN
-    from clanker_omp.sessions import _summarize
-
-    data = b"\n".join(lines) + end
-    sample = FileSample(path=Path("/s/--w--/a.jsonl"), size=len(data),
-                        mtime=datetime(2026, 1, 2, tzinfo=UTC), head=data, tail=b"")
-    first = next((line for line in data.split(b"\n") if line.strip()), None)
-    opening = None if first is None else decode_object(first)
-    pis = opening is not None and opening.get("type") == "session"
-    beside = _summarize(sample, pi_reads=True)
-    assert (beside is FOREIGN) == pis
-    if not pis:
-        assert beside == _summarize(sample, pi_reads=False)

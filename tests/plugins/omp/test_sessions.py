@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import json
 import os
+import pickle
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -13,20 +14,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import clanker_omp
 from clanker.descriptor import SessionOperation
 from clanker.environment.files import FileSample, confined, read_sample
+from clanker.environment.lines import decode_object
 from clanker.environment.local import LocalFiles
 from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.launch.planning import plan_launch
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
 from clanker.registry import Registry
+from clanker.sessions import pool
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import resolve_selection
-from clanker.sessions.types import parse_timestamp
+from clanker.sessions.types import FOREIGN, parse_timestamp
 from clanker.testing import registered
 from clanker.testing.sessions import (
     sample_of_bytes,
@@ -36,11 +41,14 @@ from clanker.testing.strategies import awkward_values, json_line_records
 from clanker_omp.sessions import (
     HEAD_BYTES,
     TAIL_BYTES,
+    BesidePi,
     OmpSessions,
     SessionRoot,
+    _summarize,
     agent_dir,
     encode_cwd,
     parent_from,
+    pi_places,
     profile_name,
     project_dir_filter,
     session_roots,
@@ -723,3 +731,65 @@ def test_real_omp_session_is_found_and_continued_by_path_once_its_directory_is_g
     again = asyncio.run(service(omp_home).find(PROVIDER, found.native_id))
     assert again is not None and again.store_path == found.store_path
     assert again.message_count == 4
+
+
+# -- beside Pi: the early answer, and the other core -----------------------------------------
+
+_LINES = st.sampled_from([
+    b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00Z","cwd":"/w"}',
+    b'{"type":"title","title":"named"}', b'{"type":"title"', b"", b"   ", b"\t",
+    b'{"type":"message","id":"m1","message":{"role":"user","content":"hi"}}',
+    b"not json", b'["type","session"]', b' {"type":"session","id":"s2","cwd":"/w"}'])
+
+
+@settings(max_examples=300)
+@given(st.lists(_LINES, max_size=6), st.sampled_from([b"\n", b""]))
+def test_where_pi_reads_a_file_is_pis_exactly_when_its_first_line_is_a_header(
+        lines: list[bytes], end: bytes) -> None:
+    """The early answer where Pi reads (from line 1 alone) is the one omp's header rule
+    gives: Pi's (foreign) when the first non-blank line is a session header, and
+    otherwise omp's own summary, as where Pi does not read."""
+    data = b"\n".join(lines) + end
+    sample = FileSample(path=Path("/s/--w--/a.jsonl"), size=len(data),
+                        mtime=datetime(2026, 1, 2, tzinfo=UTC), head=data, tail=b"")
+    first = next((line for line in data.split(b"\n") if line.strip()), None)
+    opening = None if first is None else decode_object(first)
+    pis = opening is not None and opening.get("type") == "session"
+    beside = _summarize(sample, pi_reads=True)
+    assert (beside is FOREIGN) == pis
+    if not pis:
+        assert beside == _summarize(sample, pi_reads=False)
+
+
+def test_beside_pi_the_summary_worker_answers_what_this_process_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """omp's summarizer where Pi reads can be sent to the summary worker, and a shared
+    store listed through it is the listing of one process."""
+    agent, flat = tmp_path / "agent", tmp_path / "flat"
+    for source, target in ((FIXTURES.parent / "pi/sessions/pi-agent/sessions", agent / "sessions"),
+                           (STORE / "omp-agent/sessions", agent / "sessions"),
+                           (FIXTURES.parent / "pi/sessions/custom-session-dir", flat),
+                           (STORE / "custom-session-dirs/envsess", flat)):
+        shutil.copytree(source, target, dirs_exist_ok=True)
+    environ = {"HOME": "/home/dev", "TMPDIR": "/tmp", "PATH": os.environ["PATH"],
+               "PI_CODING_AGENT_DIR": str(agent), "PI_CODING_AGENT_SESSION_DIR": str(flat)}
+    files = LocalFiles()
+    roots = session_roots(environ, files)
+    summarizer = BesidePi(pi_places(environ, files),
+                          {str(root.path): (root, files.realpath(root.path)) for root in roots})
+    assert pool._sendable(summarizer)
+    sample = read_sample(next((agent / "sessions").rglob("*.jsonl")), head_bytes=HEAD_BYTES,
+                         tail_bytes=TAIL_BYTES)
+    assert pickle.loads(pickle.dumps(summarizer))(sample) == summarizer(sample)
+
+    def listed() -> list[object]:
+        listing = asyncio.run(service(environ).discover([PROVIDER], workspace=None,
+                                                        limit=100_000))
+        return [*(r.scan.skipped for r in listing.scans), *listing.sessions]
+
+    monkeypatch.setattr(pool, "MIN_FILES", 10**9)
+    alone = listed()
+    monkeypatch.setattr(pool, "MIN_FILES", 1)
+    monkeypatch.setattr(pool, "CHUNK", 1)
+    assert listed() == alone
+    assert len(alone) > 3

@@ -49,6 +49,7 @@ SessionRoot = pistore.SessionRoot
 __all__ = [
     "HEAD_BYTES",
     "TAIL_BYTES",
+    "BesidePi",
     "OmpSessions",
     "PiPlaces",
     "ProjectDirs",
@@ -498,6 +499,39 @@ def _every_dir(level: int, name: str) -> bool:
     return True
 
 
+class BesidePi:
+    """omp's summarizer for one scan: :func:`_summarize`, told whether Pi reads the
+    file's directory (``beside``: each root's path, the root and where it resolves).
+
+    An object of a module's class rather than a closure, so that the summary worker
+    (:mod:`clanker.sessions.pool`) can be sent it and summarize omp's files on the
+    other core; what it answers depends on the strings it holds, not on the process.
+    """
+
+    __slots__ = ("_beside", "_places", "_shared")
+
+    def __init__(self, places: PiPlaces, beside: Mapping[str, tuple[SessionRoot, str]]) -> None:
+        self._places = places
+        self._beside = dict(beside)
+        self._shared: dict[str, bool] = {}  # a directory: whether Pi reads it
+
+    def __reduce__(self) -> tuple[type[BesidePi], tuple[PiPlaces, dict[str, Any]]]:
+        return BesidePi, (self._places, self._beside)
+
+    def pi_reads(self, path: str) -> bool:
+        directory = path.rpartition("/")[0] or "/"
+        known = self._shared.get(directory)
+        if known is None:
+            beside = self._beside
+            top = directory if directory in beside else directory.rpartition("/")[0] or "/"
+            root, real = beside[top]
+            known = self._shared[directory] = self._places.holds(directory, root, real)
+        return known
+
+    def __call__(self, sample: FileSample) -> HarnessSession | NoSession | None:
+        return _summarize(sample, pi_reads=self.pi_reads(str(sample.path)))
+
+
 class OmpSessions(pistore.SessionFiles):
     """omp's session files, from the managed sessions dir and an explicit session dir."""
 
@@ -524,21 +558,8 @@ class OmpSessions(pistore.SessionFiles):
         # read, so a summary kept under other places is not reused.
         places = pi_places(context.environ, context.files)
         real_roots = tuple(context.files.realpath(root.path) for root in roots)
-        beside = {str(root.path): (root, real) for root, real in zip(roots, real_roots,
-                                                                       strict=True)}
-        shared: dict[str, bool] = {}
-
-        def pi_reads(path: str) -> bool:
-            directory = path.rpartition("/")[0] or "/"
-            known = shared.get(directory)
-            if known is None:
-                top = directory if directory in beside else directory.rpartition("/")[0] or "/"
-                root, real = beside[top]
-                known = shared[directory] = places.holds(directory, root, real)
-            return known
-
-        def summarize_here(sample: FileSample) -> HarnessSession | NoSession | None:
-            return _summarize(sample, pi_reads=pi_reads(str(sample.path)))
+        summarize_here = BesidePi(places, {str(root.path): (root, real) for root, real
+                                           in zip(roots, real_roots, strict=True)})
 
         def read(witness: Witness) -> SessionScan:
             found, cut = pistore.candidates(context, roots, accept_dir, witness)
