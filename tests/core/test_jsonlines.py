@@ -1,4 +1,4 @@
-"""JSON-lines framing over a session."""
+"""JSON-lines framing over a session, and the one-document reader."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution.jsonlines import end_cleanly, read_matching, send
+from clanker.execution.jsonlines import document_list, end_cleanly, read_matching, send
 from clanker.testing import ScriptedSession
 
 
@@ -61,3 +61,30 @@ def test_any_other_exit_is_command_failed(exit_code: int) -> None:
     assert raised.value.harness == "h"
     assert raised.value.detail == f"server exited {exit_code}"
     assert session.input_closed
+
+
+def test_a_document_gives_its_root_and_the_named_list() -> None:
+    document, entries = document_list(
+        '{"plan": "pro", "windows": [{"a": 1}, 2]}', "windows", command="x --json", harness="h"
+    )
+    assert document["plan"] == "pro"
+    assert entries == [{"a": 1}, 2]
+
+
+@pytest.mark.parametrize(
+    ("stdout", "message"),
+    [
+        ("", "x --json did not print one JSON document"),
+        ('{"windows": []} {"windows": []}', "x --json did not print one JSON document"),
+        ("[" * 100_000, "x --json did not print one JSON document"),
+        ('[{"windows": []}]', "the document has no windows list"),
+        ('{"windows": {}}', "the document has no windows list"),
+        ('{"other": []}', "the document has no windows list"),
+    ],
+)
+def test_anything_else_is_a_parse_failure_naming_the_command(stdout: str, message: str) -> None:
+    with pytest.raises(HarnessCapabilityError) as caught:
+        document_list(stdout, "windows", command="x --json", harness="h")
+    assert caught.value.kind is ErrorKind.PARSE_FAILURE
+    assert caught.value.harness == "h"
+    assert message in str(caught.value)

@@ -1,11 +1,16 @@
-"""JSON-per-line request/response over a :class:`~clanker.execution.LineSession`.
+"""JSON from a harness's output: one document, or one object per line.
+
+A one-shot command that prints one JSON document (a usage report, a model
+catalog) is read with :func:`document_list`: the root object and the list
+under one key, or a ``parse-failure``, worded the same for every harness.
 
 Several harnesses speak a JSON-RPC-like protocol over stdio (app servers,
-control protocols, gateways). The provider owns the protocol: what to send,
-which message answers it. This module only frames: it encodes one object per
-line, and reads lines until one matches, skipping unrelated messages up to a
-bound so a chatty server cannot keep us reading forever; :func:`end_cleanly`
-ends the exchange, so that an answer counts only from a process that exited 0.
+control protocols, gateways), over a :class:`~clanker.execution.LineSession`.
+The provider owns the protocol: what to send, which message answers it. This
+module only frames: it encodes one object per line, and reads lines until one
+matches, skipping unrelated messages up to a bound so a chatty server cannot
+keep us reading forever; :func:`end_cleanly` ends the exchange, so that an
+answer counts only from a process that exited 0.
 """
 
 from __future__ import annotations
@@ -17,11 +22,35 @@ from typing import Any, Final
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LineSession
 
-__all__ = ["DEFAULT_MAX_SKIPPED", "end_cleanly", "read_matching", "send"]
+__all__ = ["DEFAULT_MAX_SKIPPED", "document_list", "end_cleanly", "read_matching", "send"]
 
 DEFAULT_MAX_SKIPPED: Final = 256
 
 JsonObject = dict[str, Any]
+
+
+def document_list(
+    stdout: str, key: str, *, command: str, harness: str
+) -> tuple[JsonObject, list[Any]]:
+    """Return the one JSON object ``stdout`` holds and the list under ``key``.
+
+    Output that is not one JSON document (or nests too deeply to decode), a
+    root that is not an object, or no list under ``key`` is a
+    ``parse-failure`` ("<command> did not print one JSON document", "the
+    document has no <key> list"). The entries are the caller's to check.
+    """
+    try:
+        document = json.loads(stdout)
+    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly nested input
+        raise HarnessCapabilityError(
+            ErrorKind.PARSE_FAILURE, f"{command} did not print one JSON document", harness=harness
+        ) from exc
+    entries = document.get(key) if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        raise HarnessCapabilityError(
+            ErrorKind.PARSE_FAILURE, f"the document has no {key} list", harness=harness
+        )
+    return document, entries
 
 
 async def send(session: LineSession, message: Mapping[str, Any]) -> None:
@@ -78,5 +107,6 @@ async def end_cleanly(session: LineSession, *, harness: str, process: str) -> No
     await session.close_input()
     ended = await session.wait()
     if ended.exit_code != 0:
-        raise HarnessCapabilityError(ErrorKind.COMMAND_FAILED,
-                                     f"{process} exited {ended.exit_code}", harness=harness)
+        raise HarnessCapabilityError(
+            ErrorKind.COMMAND_FAILED, f"{process} exited {ended.exit_code}", harness=harness
+        )

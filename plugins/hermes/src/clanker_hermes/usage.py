@@ -32,7 +32,6 @@ Upstream assumptions this parser relies on:
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from datetime import UTC, datetime, timedelta
@@ -40,6 +39,7 @@ from typing import Final
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
+from clanker.execution.jsonlines import document_list
 from clanker.stores import clean_text
 from clanker.usage.capability import (
     Measurement,
@@ -83,10 +83,6 @@ def _parse_failure(detail: str) -> HarnessCapabilityError:
     return HarnessCapabilityError(ErrorKind.PARSE_FAILURE, detail, harness=_HARNESS)
 
 
-
-
-
-
 def _used_percent(value: object) -> float | None:
     """``None`` for a window without a number; a parse failure for a bad one."""
     if value is None:
@@ -110,12 +106,9 @@ def parse_hermes_usage(stdout: str, *, completed_at: datetime) -> UsageSnapshot:
     is skipped; an unreadable resets_at/fetched_at is only omitted. With
     ``unavailable_reason`` set and no measurement: ``unsupported``.
     """
-    try:
-        document = json.loads(stdout)
-    except (ValueError, RecursionError) as exc:
-        raise _parse_failure("hermes usage --json did not print one JSON document") from exc
-    if not isinstance(document, dict) or not isinstance(document.get("windows"), list):
-        raise _parse_failure("the document has no windows list")
+    document, windows = document_list(
+        stdout, "windows", command="hermes usage --json", harness=_HARNESS
+    )
     provider = label_text(document.get("provider"))
     if provider is None:
         raise _parse_failure("the document names no provider")
@@ -124,7 +117,7 @@ def parse_hermes_usage(stdout: str, *, completed_at: datetime) -> UsageSnapshot:
         raise _parse_failure("unavailable_reason is not text")
     scope = Scope(provider_id=provider, plan_label=label_text(document.get("plan")))
     measurements = []
-    for window in document["windows"]:
+    for window in windows:
         label = label_text(window.get("label")) if isinstance(window, dict) else None
         if label is None:
             raise _parse_failure("a window has no label")
@@ -132,19 +125,21 @@ def parse_hermes_usage(stdout: str, *, completed_at: datetime) -> UsageSnapshot:
         if used is None:
             continue  # the provider did not report this window
         resets_at = offset_timestamp(window.get("resets_at"))
-        measurements.append(Measurement(
-            kind=MeasurementKind.RATE_LIMIT if resets_at else MeasurementKind.ALLOWANCE,
-            unit="percent",
-            label=label,
-            scope=scope,
-            used=used,
-            remaining=100 - used,
-            limit=100.0,
-            period=Period(label=label),
-            resets_at=resets_at,
-            # The spec maps a window's detail to its description (one line, printable).
-            description=clean_text(window.get("detail")),
-        ))
+        measurements.append(
+            Measurement(
+                kind=MeasurementKind.RATE_LIMIT if resets_at else MeasurementKind.ALLOWANCE,
+                unit="percent",
+                label=label,
+                scope=scope,
+                used=used,
+                remaining=100 - used,
+                limit=100.0,
+                period=Period(label=label),
+                resets_at=resets_at,
+                # The spec maps a window's detail to its description (one line, printable).
+                description=clean_text(window.get("detail")),
+            )
+        )
     if reason is not None and reason.strip() and not measurements:
         # Free text (an API key where OAuth is needed, ...): only its presence is used.
         raise HarnessCapabilityError(
@@ -179,5 +174,6 @@ class HermesUsage:
     async def probe(self, context: UsageContext) -> UsageSnapshot:
         result = await context.executor.run(usage_request())
         return interpret_result(result, completed_at=datetime.now(UTC))
+
 
 implementation = HermesUsage

@@ -8,11 +8,11 @@ omp refreshes provider catalogs it has not cached (``refresh`` forces that).
 
 from __future__ import annotations
 
-import json
 from typing import Final
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest
+from clanker.execution.jsonlines import document_list
 from clanker.models.capability import Model, ModelsContext, model_text
 
 __all__ = ["OmpModels", "listing_args", "parse_models_json"]
@@ -38,14 +38,9 @@ def parse_models_json(stdout: str) -> tuple[Model, ...]:
 
     An empty list is a valid answer: omp lists nothing without credentials.
     """
-    try:
-        document = json.loads(stdout)
-    except (ValueError, RecursionError) as exc:
-        raise _parse_failure("omp models --json did not print one JSON document") from exc
-    if not isinstance(document, dict) or not isinstance(document.get("models"), list):
-        raise _parse_failure("the document has no models list")
+    _, entries = document_list(stdout, "models", command="omp models --json", harness="omp")
     models: dict[str, Model] = {}
-    for entry in document["models"]:
+    for entry in entries:
         if not isinstance(entry, dict):
             raise _parse_failure("a model entry is not an object")
         kind = entry.get("kind", _CHAT)
@@ -79,5 +74,6 @@ class OmpModels:
         result = await context.executor.run(request)
         result.require_success("omp")
         return parse_models_json(result.stdout)
+
 
 implementation = OmpModels

@@ -29,13 +29,13 @@ would use.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandRequest
+from clanker.execution.jsonlines import document_list
 from clanker.usage.capability import (
     Measurement,
     MeasurementKind,
@@ -84,12 +84,6 @@ class _Malformed(Exception):
 
 def _parse_failure(detail: str) -> HarnessCapabilityError:
     return HarnessCapabilityError(ErrorKind.PARSE_FAILURE, detail, harness=_HARNESS)
-
-
-
-
-
-
 
 
 def _object(value: object) -> Mapping[str, Any]:
@@ -213,16 +207,11 @@ def parse_omp_usage(stdout: str, *, completed_at: datetime) -> UsageSnapshot:
     ``observed_at`` is the oldest valid report's ``fetchedAt``, else
     ``completed_at`` (when the probe finished).
     """
-    try:
-        document = json.loads(stdout)
-    except (ValueError, RecursionError) as exc:
-        raise _parse_failure("omp usage --json did not print one JSON document") from exc
-    if not isinstance(document, dict) or not isinstance(document.get("reports"), list):
-        raise _parse_failure("the document has no reports list")
+    _, reports = document_list(stdout, "reports", command="omp usage --json", harness=_HARNESS)
     measurements: list[Measurement] = []
     fetched: list[datetime] = []
     malformed = False
-    for report in document["reports"]:
+    for report in reports:
         provider = label_text(report.get("provider")) if isinstance(report, dict) else None
         if provider is None or not isinstance(report.get("limits"), list):
             malformed = True
@@ -262,5 +251,6 @@ class OmpUsage:
         # minified source). Neither stream is read.
         result.require_success(_HARNESS)
         return parse_omp_usage(result.stdout, completed_at=datetime.now(UTC))
+
 
 implementation = OmpUsage
