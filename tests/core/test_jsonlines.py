@@ -7,7 +7,13 @@ import asyncio
 import pytest
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution.jsonlines import document_list, end_cleanly, read_matching, send
+from clanker.execution.jsonlines import (
+    document_list,
+    end_cleanly,
+    read_matching,
+    send,
+    transcript_objects,
+)
 from clanker.testing import ScriptedSession
 
 
@@ -88,3 +94,22 @@ def test_anything_else_is_a_parse_failure_naming_the_command(stdout: str, messag
     assert caught.value.kind is ErrorKind.PARSE_FAILURE
     assert caught.value.harness == "h"
     assert message in str(caught.value)
+
+
+def test_a_transcript_is_its_lines_as_objects_in_order() -> None:
+    assert transcript_objects('{"id":2}\n{"method":"note"}\r\n{"id":1}', harness="h") == [
+        {"id": 2},
+        {"method": "note"},
+        {"id": 1},
+    ]
+    assert transcript_objects("", harness="h") == []
+
+
+@pytest.mark.parametrize(
+    "stdout", ['{"id":1}\nnot json', '{"id":1}\n\n{"id":2}', "[1]", "[" * 100_000]
+)
+def test_a_transcript_line_that_is_not_an_object_is_a_parse_failure(stdout: str) -> None:
+    with pytest.raises(HarnessCapabilityError) as caught:
+        transcript_objects(stdout, harness="h")
+    assert caught.value.kind is ErrorKind.PARSE_FAILURE
+    assert "a line that is not a JSON object" in str(caught.value)

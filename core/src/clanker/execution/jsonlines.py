@@ -2,7 +2,8 @@
 
 A one-shot command that prints one JSON document (a usage report, a model
 catalog) is read with :func:`document_list`: the root object and the list
-under one key, or a ``parse-failure``, worded the same for every harness.
+under one key, or a ``parse-failure``, worded the same for every harness; a
+whole recorded stdio transcript, with :func:`transcript_objects`.
 
 Several harnesses speak a JSON-RPC-like protocol over stdio (app servers,
 control protocols, gateways), over a :class:`~clanker.execution.LineSession`.
@@ -22,7 +23,14 @@ from typing import Any, Final
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import LineSession
 
-__all__ = ["DEFAULT_MAX_SKIPPED", "document_list", "end_cleanly", "read_matching", "send"]
+__all__ = [
+    "DEFAULT_MAX_SKIPPED",
+    "document_list",
+    "end_cleanly",
+    "read_matching",
+    "send",
+    "transcript_objects",
+]
 
 DEFAULT_MAX_SKIPPED: Final = 256
 
@@ -53,6 +61,33 @@ def document_list(
     return document, entries
 
 
+def transcript_objects(stdout: str, *, harness: str) -> list[JsonObject]:
+    """Return every line of a recorded stdio exchange (a probe's whole stdout) as
+    a JSON object, in order; any line that is not one (a blank line too) is the
+    ``parse-failure`` :func:`read_matching` gives it."""
+    messages = []
+    for line in stdout.splitlines():
+        message = _object(line)
+        if message is None:
+            raise _not_an_object(harness)
+        messages.append(message)
+    return messages
+
+
+def _object(line: str) -> JsonObject | None:
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):  # RecursionError: absurdly nested input
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _not_an_object(harness: str) -> HarnessCapabilityError:
+    return HarnessCapabilityError(
+        ErrorKind.PARSE_FAILURE, "a line that is not a JSON object", harness=harness
+    )
+
+
 async def send(session: LineSession, message: Mapping[str, Any]) -> None:
     """Write ``message`` as one compact JSON line."""
     await session.write_line(json.dumps(message, separators=(",", ":"), ensure_ascii=False))
@@ -80,15 +115,10 @@ async def read_matching(
             raise HarnessCapabilityError(
                 ErrorKind.COMMAND_FAILED, "the server ended before answering", harness=harness
             )
-        try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: absurdly nested input
-            message = None
-        if not isinstance(message, dict):
+        message = _object(line)
+        if message is None:
             if not allow_non_json:
-                raise HarnessCapabilityError(
-                    ErrorKind.PARSE_FAILURE, "a line that is not a JSON object", harness=harness
-                )
+                raise _not_an_object(harness)
         elif matches(message):
             return message
         skipped += 1

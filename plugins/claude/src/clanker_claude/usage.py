@@ -44,7 +44,6 @@ against a fake login and a fake loopback backend, see docs/harnesses/claude.md
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -52,7 +51,7 @@ from typing import Any, Final
 from attrs import evolve, frozen
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution.jsonlines import end_cleanly, read_matching, send
+from clanker.execution.jsonlines import end_cleanly, read_matching, send, transcript_objects
 from clanker.usage.capability import (
     Measurement,
     MeasurementKind,
@@ -84,7 +83,9 @@ PROVIDER_ID: Final = "anthropic"
 _INIT_ID: Final = "clanker-init"
 _USAGE_ID: Final = "clanker-usage"
 INITIALIZE_REQUEST: Final = {
-    "type": "control_request", "request_id": _INIT_ID, "request": {"subtype": "initialize"},
+    "type": "control_request",
+    "request_id": _INIT_ID,
+    "request": {"subtype": "initialize"},
 }
 USAGE_REQUEST: Final = {
     "type": "control_request",
@@ -196,8 +197,12 @@ def _utilization(window: object) -> tuple[float, datetime | None] | None:
 
 
 def _measurement(
-    label: str, used: float, resets_at: datetime | None, scope: Scope,
-    period_label: str, duration: timedelta | None,
+    label: str,
+    used: float,
+    resets_at: datetime | None,
+    scope: Scope,
+    period_label: str,
+    duration: timedelta | None,
 ) -> Measurement:
     starts_at = None
     if duration is not None and resets_at is not None:
@@ -228,9 +233,7 @@ def _limits(rate_limits: Mapping[str, Any], scope: Scope) -> tuple[list[Measurem
             if reading is None:
                 continue
             window_scope = scope if model is None else evolve(scope, model_id=model)
-            measurements.append(
-                _measurement(label, *reading, window_scope, period_label, duration)
-            )
+            measurements.append(_measurement(label, *reading, window_scope, period_label, duration))
         except (_Malformed, ValueError):
             malformed = True
             continue
@@ -304,15 +307,7 @@ def _answer(messages: list[dict[str, Any]], request_id: str) -> dict[str, Any]:
 
 def parse_claude_usage(stdout: str, *, completed_at: datetime) -> UsageSnapshot:
     """Interpret a whole control-protocol transcript (the probe's stdout), as the probe does."""
-    messages = []
-    for line in stdout.splitlines():
-        try:
-            message = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise _fail(ErrorKind.PARSE_FAILURE, "a line that is not a JSON object") from exc
-        if not isinstance(message, dict):
-            raise _fail(ErrorKind.PARSE_FAILURE, "a line that is not a JSON object")
-        messages.append(message)
+    messages = transcript_objects(stdout, harness="claude")
     account = read_account(_answer(messages, _INIT_ID))
     return parse_get_usage(_answer(messages, _USAGE_ID), account, completed_at=completed_at)
 
@@ -329,9 +324,9 @@ class ClaudeUsage:
         sessions = context.require_sessions("claude")
         async with await sessions.open(probe_request(self._timeout)) as session:
             await send(session, INITIALIZE_REQUEST)
-            account = read_account(await read_matching(
-                session, answers(_INIT_ID, _PURPOSE), harness="claude"
-            ))
+            account = read_account(
+                await read_matching(session, answers(_INIT_ID, _PURPOSE), harness="claude")
+            )
             await send(session, USAGE_REQUEST)
             snapshot = parse_get_usage(
                 await read_matching(session, answers(_USAGE_ID, _PURPOSE), harness="claude"),
@@ -340,5 +335,6 @@ class ClaudeUsage:
             )
             await end_cleanly(session, harness="claude", process="claude")
         return evolve(snapshot, observed_at=datetime.now(UTC))
+
 
 implementation = ClaudeUsage

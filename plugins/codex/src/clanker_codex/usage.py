@@ -39,7 +39,6 @@ against a fake loopback backend, see docs/harnesses/codex.md "Usage"):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -48,7 +47,7 @@ from attrs import evolve, frozen
 
 from clanker.errors import ErrorKind
 from clanker.execution import CommandRequest, LineSession
-from clanker.execution.jsonlines import end_cleanly, send
+from clanker.execution.jsonlines import end_cleanly, send, transcript_objects
 from clanker.usage.capability import (
     Measurement,
     MeasurementKind,
@@ -200,8 +199,11 @@ class _Malformed(Exception):
 def _duration_label(minutes: int) -> str:
     if minutes in _NAMED_DURATIONS:
         return _NAMED_DURATIONS[minutes]
-    for size, unit in ((_MINUTES_PER_WEEK, "week"), (_MINUTES_PER_DAY, "day"),
-                       (_MINUTES_PER_HOUR, "hour")):
+    for size, unit in (
+        (_MINUTES_PER_WEEK, "week"),
+        (_MINUTES_PER_DAY, "day"),
+        (_MINUTES_PER_HOUR, "hour"),
+    ):
         if minutes % size == 0:
             return f"{minutes // size} {unit}"
     return f"{minutes} min"
@@ -372,13 +374,7 @@ def parse_rate_limits(
 
 def _responses(stdout: str) -> dict[int, dict[str, Any]]:
     found: dict[int, dict[str, Any]] = {}
-    for line in stdout.splitlines():
-        try:
-            message = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise fail(ErrorKind.PARSE_FAILURE, "a line that is not a JSON object") from exc
-        if not isinstance(message, dict):
-            raise fail(ErrorKind.PARSE_FAILURE, "a line that is not a JSON object")
+    for message in transcript_objects(stdout, harness="codex"):
         request_id = message.get("id")
         if "method" not in message and type(request_id) is int:
             found.setdefault(request_id, message)
@@ -420,8 +416,9 @@ class CodexUsage:
         sessions = context.require_sessions("codex")
         async with await sessions.open(usage_request(self._timeout)) as session:
             await start(session)
-            await send(session, {"id": ACCOUNT_ID, "method": "account/read",
-                                 "params": _ACCOUNT_PARAMS})
+            await send(
+                session, {"id": ACCOUNT_ID, "method": "account/read", "params": _ACCOUNT_PARAMS}
+            )
             account = read_account(await answer(session, ACCOUNT_ID))
             result = await self._limits(session, account)
             snapshot = parse_rate_limits(result, account, completed_at=datetime.now(UTC))
@@ -430,17 +427,19 @@ class CodexUsage:
 
     @staticmethod
     async def _limits(session: LineSession, account: Account) -> dict[str, Any]:
-        await send(session, {"id": LIMITS_ID, "method": "account/rateLimits/read",
-                             "params": _LIMITS_PARAMS})
+        await send(
+            session,
+            {"id": LIMITS_ID, "method": "account/rateLimits/read", "params": _LIMITS_PARAMS},
+        )
         result = limits_result(await answer(session, LIMITS_ID), account)
         if result is not None:
             return result
         # The TUI's compatibility retry: the same read with the old params form.
-        await send(session, {"id": RETRY_ID, "method": "account/rateLimits/read",
-                             "params": None})
+        await send(session, {"id": RETRY_ID, "method": "account/rateLimits/read", "params": None})
         retried = limits_result(await answer(session, RETRY_ID), account, retried=True)
         if retried is None:  # pragma: no cover - limits_result never retries twice
             raise fail(ErrorKind.COMMAND_FAILED, "account/rateLimits/read was refused")
         return retried
+
 
 implementation = CodexUsage
