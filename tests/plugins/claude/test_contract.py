@@ -14,7 +14,7 @@ import pytest
 import clanker_claude
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
-from clanker.execution import CommandResult, LocalTransport
+from clanker.execution import CommandResult, LocalTransport, SessionExecutor
 from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract, ReplayDouble, install_replay_double
@@ -23,6 +23,7 @@ from clanker.testing.sessions import check_session_types
 from clanker_claude.sessions import HEAD_BYTES, TAIL_BYTES, parse, summarize
 from clanker_claude.usage import ClaudeUsage
 from tests.plugins.claude.test_attention import PRIVATE_TEXTS, RUN, near_payloads, states
+from tests.plugins.claude.test_claude import replayed
 from tests.plugins.claude.test_commit import (
     ANSWER,
     ANSWERS,
@@ -69,6 +70,10 @@ class TestClaudeContract(HarnessProviderContract):
     )
 
     version_outputs = ((CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "2.1.197"),)
+
+    # models: the control protocol's initialize answer
+    def models_session_executor(self, exit_code: int) -> SessionExecutor:
+        return replayed(exit_code=exit_code)
 
     # sessions
     session_documents = TRANSCRIPTS

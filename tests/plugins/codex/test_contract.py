@@ -11,13 +11,14 @@ from typing import Any
 import clanker_codex
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
-from clanker.execution import CommandResult, LocalTransport
+from clanker.execution import CommandResult, LocalTransport, SessionExecutor
 from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract, ReplayDouble, install_replay_double
 from clanker_codex.sessions import HEAD_BYTES, TAIL_BYTES, summarize
 from clanker_codex.usage import CodexUsage
 from tests.plugins.codex.test_attention import payloads, states
+from tests.plugins.codex.test_codex import replayed_app_server
 from tests.plugins.codex.test_commit import (
     EVENTS,
     EXIT_CODES,
@@ -58,6 +59,10 @@ class TestCodexContract(HarnessProviderContract):
     )
 
     version_outputs = ((CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "0.171.0"),)
+
+    # models: the app server's paginated model/list
+    def models_session_executor(self, exit_code: int) -> SessionExecutor:
+        return replayed_app_server(exit_code=exit_code)
 
     # sessions
     session_documents = ROLLOUTS

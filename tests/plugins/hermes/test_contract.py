@@ -6,16 +6,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 import clanker_hermes
 from clanker.capabilities import Capability
-from clanker.execution import CommandResult
+from clanker.execution import CommandResult, SessionExecutor
 from clanker.sessions.types import HarnessSession
-from clanker.testing import HarnessProviderContract
+from clanker.testing import HarnessProviderContract, ScriptedSessionExecutor
 from clanker_hermes.attention import BUNDLED_ENV
 from tests.plugins.hermes.test_attention import fake_bundled
+from tests.plugins.hermes.test_hermes import ReplayedGateway
 from tests.plugins.hermes.test_sessions import build, check_types
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "hermes"
@@ -46,6 +48,17 @@ class TestHermesContract(HarnessProviderContract):
         (CommandResult("Hermes Agent v0.21.5+2453.gd0288be (2026.9.1) · upstream d0288be5\n",
                        "", 0), "0.21.5+2453.gd0288be"),  # a git checkout
     )
+
+    # models: the gateway's model.options
+    models_environ: ClassVar[Mapping[str, str]] = {"HERMES_PYTHON": sys.executable}
+
+    def models_session_executor(self, exit_code: int) -> SessionExecutor | None:
+        if exit_code != 0:
+            # How the gateway exits after stdin EOF was never captured, so the listing
+            # does not read its status: no failed-exit double.
+            return None
+        gateway = ReplayedGateway("gateway-model-options-custom-loopback.stdout.ndjson")
+        return ScriptedSessionExecutor(gateway.session)
 
     # sessions: one SQLite database, state.db
     def write_sessions(self, environ: Mapping[str, str]) -> None:

@@ -8,14 +8,14 @@ from pathlib import Path
 import clanker_pi
 from clanker.capabilities import Capability
 from clanker.errors import ErrorKind
-from clanker.execution import CommandResult
+from clanker.execution import CommandResult, SessionExecutor
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
 from clanker.testing.message_stream import assistant_message, message_run
 from clanker_pi.sessions import HEAD_BYTES, TAIL_BYTES, summarize
 from tests.plugins.pi.test_commit import EVENTS, HEADER
-from tests.plugins.pi.test_pi import FORK_ID, SESSION_FILE, SESSION_ID, STORE_PATH
+from tests.plugins.pi.test_pi import FORK_ID, SESSION_FILE, SESSION_ID, STORE_PATH, replayed_rpc
 from tests.plugins.pi.test_sessions import (
     CAPTURED,
     FIXTURES,
@@ -59,6 +59,10 @@ class TestPiContract(HarnessProviderContract):
     # On stderr when stdin is no terminal; with one, the same bytes on stdout.
     version_outputs = ((CommandResult("", (FIXTURES / "version.txt").read_text(), 0), "0.73.1"),
                        (CommandResult((FIXTURES / "version.txt").read_text(), "", 0), "0.73.1"))
+
+    # models: the RPC mode's get_available_models
+    def models_session_executor(self, exit_code: int) -> SessionExecutor:
+        return replayed_rpc("rpc-get_available_models-loopback.jsonl", exit_code=exit_code)
 
     # sessions
     session_documents = SESSION_FILES

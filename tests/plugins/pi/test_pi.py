@@ -262,13 +262,6 @@ def test_other_messages_before_the_answer_are_skipped() -> None:
     assert [m.id for m in discover(executor)] == ["loopback/probe-model"]
 
 
-def test_a_failed_exit_after_the_answer_is_a_command_failure() -> None:
-    executor = replayed_rpc("rpc-get_available_models-loopback.jsonl", exit_code=1)
-    with pytest.raises(HarnessCapabilityError) as caught:
-        discover(executor)
-    assert caught.value.kind is ErrorKind.COMMAND_FAILED
-
-
 def test_pi_ending_before_it_answers_is_a_command_failure() -> None:
     stderr = (FIXTURES / "short-m-rejected.stderr.txt").read_text()
     executor = ScriptedSessionExecutor(lambda _: ScriptedSession(exit_code=1, stderr=stderr))
@@ -283,15 +276,6 @@ def test_a_pathologically_nested_line_is_a_parse_failure() -> None:
     with pytest.raises(HarnessCapabilityError) as caught:
         discover(executor)
     assert caught.value.kind is ErrorKind.PARSE_FAILURE
-
-
-def test_listing_needs_a_session_executor() -> None:
-    executor = replayed_rpc("rpc-get_available_models-loopback.jsonl")
-    context = ModelsContext(files=LocalFiles(), environ={},
-                            executor=executor, session_executor=None)  # type: ignore[arg-type]
-    with pytest.raises(HarnessCapabilityError) as caught:
-        asyncio.run(PiModels().discover(context))
-    assert caught.value.kind is ErrorKind.UNSUPPORTED
 
 
 # -- the real CLI, when it is installed ---------------------------------------------------

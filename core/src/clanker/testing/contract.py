@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -278,17 +278,39 @@ class ModelsContract(ContractBase):
         assert found is not None
         return found
 
+    models_environ: ClassVar[Mapping[str, str]] = {}
+    """The host environment the listing tests run with (where the harness's own
+    interpreter is, say); empty by default."""
+
     def models_executor(self, exit_code: int) -> CommandExecutor | None:
         """A double of the harness answering its listing command as captured, exiting
         with ``exit_code``; ``None`` (the default) skips the tests that need one."""
         return None
 
+    def models_session_executor(self, exit_code: int) -> SessionExecutor | None:
+        """For a listing that holds a session with the harness (a control protocol, an
+        app server): a double answering it as captured, then exiting with
+        ``exit_code``; ``None`` (the default): the listing runs one command
+        (:meth:`models_executor`), and the session tests skip."""
+        return None
+
     def _listed(self, exit_code: int) -> tuple[Model, ...]:
         models = self._models()
-        executor = self._unless(self.models_executor(exit_code), "models_executor")
-        context = ModelsContext(files=LocalFiles(), environ={}, executor=executor,
-                                session_executor=None)
-        return asyncio.run(models.discover(context))
+        sessions = self.models_session_executor(exit_code)
+        if sessions is None:
+            executor = self._unless(
+                self.models_executor(exit_code), "models_executor (or models_session_executor)"
+            )
+        else:
+            # A listing over a session runs no one-shot command: one that did fails here.
+            executor = FailingExecutor(HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE))
+        context = ModelsContext(files=LocalFiles(), environ=self.models_environ,
+                                executor=executor, session_executor=sessions)
+        try:
+            return asyncio.run(models.discover(context))
+        finally:
+            if isinstance(sessions, ScriptedSessionExecutor):
+                assert all(session.disposed for session in sessions.sessions)
 
     def test_a_captured_listing_lists_models(self) -> None:
         listed = self._listed(0)
@@ -299,6 +321,18 @@ class ModelsContract(ContractBase):
             self._listed(1)
         assert caught.value.kind is ErrorKind.COMMAND_FAILED
         assert caught.value.harness == self.harness_id
+
+    def test_a_listing_holding_a_session_is_unsupported_without_a_session_executor(
+        self,
+    ) -> None:
+        models = self._models()
+        self._unless(self.models_session_executor(0), "models_session_executor")
+        failing = FailingExecutor(HarnessCapabilityError(ErrorKind.TIMEOUT))
+        context = ModelsContext(files=LocalFiles(), environ=self.models_environ,
+                                executor=failing, session_executor=None)
+        with pytest.raises(HarnessCapabilityError) as caught:
+            asyncio.run(models.discover(context))
+        assert caught.value.kind is ErrorKind.UNSUPPORTED
 
     def test_model_policy_is_sane(self) -> None:
         models = self._models()
