@@ -139,9 +139,7 @@ class AttentionContract(ContractBase):
     # -- helpers ---------------------------------------------------------------------------
 
     def _attention(self) -> AttentionCapability:
-        found = self._require(Capability.ATTENTION).attention
-        assert found is not None
-        return found
+        return cast(AttentionCapability, self._implementation(Capability.ATTENTION))
 
     def _interpreter(self) -> ModuleType:
         path = self._attention().interpreter

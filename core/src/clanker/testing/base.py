@@ -82,6 +82,13 @@ class ContractBase:
             pytest.skip(f"{self.harness_id} has no {capability.value} capability")
         return provider
 
+    def _implementation(self, capability: Capability) -> Any:
+        """The plugin's object for ``capability``, or skip the test: the plugin has none.
+        (Each part's typed accessor casts it to the capability's protocol.)"""
+        found = self._require(capability).capability(capability)
+        assert found is not None
+        return found
+
     @staticmethod
     def _unless(supplied: _T | None, what: str) -> _T:
         """``supplied``, or skip the test: the plugin did not supply ``what``."""

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 import pytest
 from hypothesis import given
@@ -61,14 +62,10 @@ class BridgingContract(ContractBase):
         return {"HOME": str(home)}
 
     def _bridge(self) -> AgentBridgeCapability:
-        found = self._require(Capability.AGENT_BRIDGE).agent_bridge
-        assert found is not None
-        return found
+        return cast(AgentBridgeCapability, self._implementation(Capability.AGENT_BRIDGE))
 
     def _guidance(self) -> GuidanceCapability:
-        found = self._require(Capability.GUIDANCE).guidance
-        assert found is not None
-        return found
+        return cast(GuidanceCapability, self._implementation(Capability.GUIDANCE))
 
     def _requests(self, flags: tuple[str, ...], cwd: str) -> list[LaunchRequest]:
         provider = self.provider()

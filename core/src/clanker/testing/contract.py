@@ -34,7 +34,7 @@ import os
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import pytest
 from hypothesis import given
@@ -274,9 +274,7 @@ class ModelsContract(ContractBase):
     """Models: a sane policy, typed failures, never a crash on what a listing prints."""
 
     def _models(self) -> ModelsCapability:
-        found = self._require(Capability.MODELS).models
-        assert found is not None
-        return found
+        return cast(ModelsCapability, self._implementation(Capability.MODELS))
 
     models_environ: ClassVar[Mapping[str, str]] = {}
     """The host environment the listing tests run with (where the harness's own
@@ -467,9 +465,7 @@ class UsageContract(ContractBase):
         assert caught.value.kind is ErrorKind.UNSUPPORTED
 
     def _usage(self) -> UsageCapability:
-        found = self._require(Capability.USAGE).usage
-        assert found is not None
-        return found
+        return cast(UsageCapability, self._implementation(Capability.USAGE))
 
     def _probe(
         self, output: str, exit_code: int = 0, stderr: str = ""

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pytest
 
 from clanker.capabilities import Capability
+from clanker.commit.capability import CommitCapability
 from clanker.errors import ErrorKind
 from clanker.testing.base import ContractBase
 from clanker.testing.commit import commit_failure, json_lines
@@ -67,6 +68,9 @@ class MessageStreamContract(ContractBase):
         {"type": "thinking", "thinking": "Fix it"},)
     """Content blocks the harness uses for reasoning: never the answer."""
 
+    def _commit(self) -> CommitCapability:
+        return cast(CommitCapability, self._implementation(Capability.COMMIT))
+
     def _header(self) -> Mapping[str, Any]:
         self._require(Capability.COMMIT)
         return self._unless(self.commit_stream_header, "commit_stream_header")
@@ -77,14 +81,10 @@ class MessageStreamContract(ContractBase):
     def _parsed(self, stdout: str) -> str:
         from clanker.execution import CommandResult
 
-        found = self._require(Capability.COMMIT).commit
-        assert found is not None
-        return found.parse_output(CommandResult(stdout=stdout, stderr="", exit_code=0))
+        return self._commit().parse_output(CommandResult(stdout=stdout, stderr="", exit_code=0))
 
     def _refusal(self, stdout: str) -> tuple[ErrorKind, str]:
-        found = self._require(Capability.COMMIT).commit
-        assert found is not None
-        error = commit_failure(found, self.harness_id, stdout)
+        error = commit_failure(self._commit(), self.harness_id, stdout)
         return error.kind, error.detail or ""
 
     def test_stream_text_blocks_are_joined_and_returned_as_given(self) -> None:

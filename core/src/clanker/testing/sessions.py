@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, cast
 
 import pytest
 from attrs import evolve
@@ -291,9 +291,7 @@ class SessionsContract(ContractBase):
     # -- helpers ---------------------------------------------------------------------------
 
     def _sessions(self) -> SessionsCapability:
-        found = self._require(Capability.SESSIONS).sessions
-        assert found is not None
-        return found
+        return cast(SessionsCapability, self._implementation(Capability.SESSIONS))
 
     def _context(self, environ: Mapping[str, str], **fields: Any) -> SessionsContext:
         return sessions_context(self.harness_id, dict(environ),
