@@ -232,21 +232,29 @@ def split_diff(item: Mapping[str, Any], cwd: str, limit: int = MAX_LINES) -> Ren
     return Group(table, _marker(f"… truncated: {limit} of {len(rows)} rows shown"))
 
 
+def _diff_blocks(fields: Mapping[str, Any], cwd: str, *, split: bool,
+                 limit: int) -> list[RenderableType]:
+    """Each edit of a tool call as a unified diff (``split``: side by side), at most
+    ``limit`` lines each, and said so when cut."""
+    blocks: list[RenderableType] = []
+    for item in _diffs(fields.get("content")):
+        if split:
+            blocks.append(split_diff(item, cwd, limit))
+            continue
+        patch, cut = _bounded_lines(unified_diff(item, cwd), limit)
+        blocks.append(Syntax(patch, "diff", theme="ansi_dark", word_wrap=True))
+        if cut:
+            blocks.append(_marker(cut))
+    return blocks
+
+
 def tool_body(fields: Mapping[str, Any], cwd: str, *, split: bool = False,
               limit: int = MAX_LINES) -> list[RenderableType]:
     """What a tool call shows under its header: a file read with its syntax, an
     edit as a unified diff (``split``: side by side), a command's output plain
     (ANSI stripped); each at most ``limit`` lines, and said so when cut."""
     kind = fields.get("kind")
-    body: list[RenderableType] = []
-    for item in _diffs(fields.get("content")):
-        if split:
-            body.append(split_diff(item, cwd, limit))
-            continue
-        patch, cut = _bounded_lines(unified_diff(item, cwd), limit)
-        body.append(Syntax(patch, "diff", theme="ansi_dark", word_wrap=True))
-        if cut:
-            body.append(_marker(cut))
+    body = _diff_blocks(fields, cwd, split=split, limit=limit)
     output = _output(fields)
     if output is None or not output.strip():
         return body
@@ -449,14 +457,7 @@ def approval_pane(fields: Mapping[str, Any], *, cwd: str, warning: str | None,
         lines.append(Syntax(shown, "bash", theme="ansi_dark", word_wrap=True))
         if cut:
             lines.append(_marker(cut))
-    for item in _diffs(fields.get("content")):
-        if split:
-            lines.append(split_diff(item, cwd, PANE_LINES))
-            continue
-        patch, cut = _bounded_lines(unified_diff(item, cwd), PANE_LINES)
-        lines.append(Syntax(patch, "diff", theme="ansi_dark", word_wrap=True))
-        if cut:
-            lines.append(_marker(cut))
+    lines += _diff_blocks(fields, cwd, split=split, limit=PANE_LINES)
     if warning:
         lines.append(Text(f"warning: {warning}", style="bold yellow"))
     keys = Text("[y] approve once", style="bold")
