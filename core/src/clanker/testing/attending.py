@@ -200,9 +200,7 @@ class AttentionContract(ContractBase):
         self, flags: tuple[str, ...]
     ) -> None:
         attention = self._attention()
-        provider = self.provider()
-        if provider.launch is None:
-            pytest.skip(f"{self.harness_id} has no launch capability")
+        provider = self._require(Capability.LAUNCH)
         with tempfile.TemporaryDirectory() as raw:
             base = Path(raw)
             (base / "home").mkdir()

@@ -81,9 +81,7 @@ class BridgingContract(ContractBase):
     @contextmanager
     def _launches(self, flags: tuple[str, ...], token: str
                   ) -> Iterator[Iterator[tuple[AttachmentContext, tuple[str, ...]]]]:
-        provider = self.provider()
-        if provider.launch is None:
-            pytest.skip(f"{self.harness_id} has no launch capability")
+        provider = self._require(Capability.LAUNCH)
         with tempfile.TemporaryDirectory() as raw:
             base = Path(raw)
             (base / "home").mkdir()
