@@ -23,6 +23,10 @@ checkout, as the provider's strategy says:
   on the same terminal. If the target fails, the same conversation is resumed
   back where it was (relocated back first); if that fails too, nothing runs it,
   the launch ends, and the answer is ``unrecovered``: resume it from history.
+  What the person types while no child runs is held (64 KiB at most) and given
+  to the resume in the target once it is proven and relayed; a recovery where it
+  was discards it and says so on the terminal (a prompt typed for the target must
+  not run, unread, in the checkout the move left).
   The old attachments are released once the outcome is known and answered,
   so the grid hears it over the old terminal's own channel.
 
@@ -54,7 +58,13 @@ from clanker.checkouts.capability import (
     relocation_of,
 )
 from clanker.checkouts.rehome import rehome_request
-from clanker.environment.pty_relay import PtyChild, PtyRelay, run_in_pty, terminal_size
+from clanker.environment.pty_relay import (
+    PtyChild,
+    PtyRelay,
+    Typed,
+    run_in_pty,
+    terminal_size,
+)
 from clanker.launch import attention
 from clanker.launch.replacement import (
     Proof,
@@ -359,7 +369,8 @@ class RelayedLaunch:
         log.info("relay: the resume in the target failed (%s); resuming where it was",
                  failed.why.value)
         try:
-            recovered = self._resume_in(rehome, session, source, (), proof, size)
+            recovered = self._resume_in(rehome, session, source, (), proof, size,
+                                        typed=Typed.DISCARD)
         except ReplacementRefused as again:
             self._unrecovered(on_settled, f"the resume failed in the target "
                                           f"({failed.why.value}) and where it was "
@@ -381,10 +392,12 @@ class RelayedLaunch:
 
     def _resume_in(self, rehome: CheckoutRehomeCapability, session: SessionTarget,
                    where: str, user_flags: tuple[str, ...], proof: Proof,
-                   size: tuple[int, int] | None) -> Launch:
+                   size: tuple[int, int] | None, *, typed: Typed = Typed.DELIVER) -> Launch:
         """Resume ``session`` in ``where`` on the relay, whose child was retired: the
         provider's relocation first (if it declares one), then its resume, proven and
-        retried on a declared transient contention. Raises :class:`ReplacementRefused`."""
+        retried on a declared transient contention. What the user typed since the
+        source was taken out of the relay goes to it as ``typed`` says. Raises
+        :class:`ReplacementRefused`."""
         from clanker.checkouts.relocation import RelocationError, relocate
 
         relocation = relocation_of(rehome, session.native_id, where)
@@ -426,7 +439,7 @@ class RelayedLaunch:
                 moved.dispose()
                 raise
             try:
-                self._relay.replace(candidate, prefix=held)
+                self._relay.replace(candidate, prefix=held, typed=typed)
             except RuntimeError as error:  # the relay cannot end during a handover
                 retire_group(candidate)
                 moved.dispose()
