@@ -347,3 +347,45 @@ def test_an_interrupted_turn_cancels_the_move_and_keeps_the_checkout(
     assert after.terminal == before.terminal and after.pending_move is None
     assert os.path.isdir(path)
     assert agent.user.finish() == 0
+
+
+def _kill_the_grid(env: dict[str, str]) -> None:
+    """SIGKILL the grid daemon (nothing of it runs its shutdown) and wait, bounded, until
+    the kernel has released its lock: the next ``clanker launch`` starts a new one."""
+    import signal
+
+    from clanker.grid.daemon import _lock_held, grid_location
+
+    pid = GridClient(env[attention.SOCKET_VARIABLE]).hello().pid
+    os.kill(pid, signal.SIGKILL)
+    lock = grid_location().lock
+    for _ in range(1200):
+        if not _lock_held(lock):
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError("the killed grid still holds its lock")
+
+
+def test_a_move_survives_a_killed_grid_and_is_made_when_the_conversation_is_resumed(
+    repository: Path,
+) -> None:
+    first = Agent(library(), repository)
+    path = schedule(first)
+    _kill_the_grid(first.env)
+    assert first.user.finish() == 0  # the person quits the launch the grid lost
+    # `clanker resume` of the same conversation from the same place: a new grid starts,
+    # reloads the move and re-arms it on the new terminal.
+    agent = Agent(library(), repository)
+    [resumed] = agent.clanker.agents()
+    assert resumed.pending_move is not None and resumed.pending_move.state == "scheduled"
+    assert resumed.pending_move.path == path
+    with notices(agent) as heard:
+        agent.report(("turn_started", {"turnId": "turn-2"}))
+        agent.user.type("still here\n")
+        agent.user.read_until(f"echo still here in {repository}")  # nothing moved yet
+        agent.report(("turn_completed", {"turnId": "turn-2"}))
+        agent.user.read_until(f"codex resume {SESSION} in {path}")
+        wait_for(heard, f"isolated checkout ready: the agent continues in {path}")
+    [after] = agent.clanker.agents()
+    assert after.cwd == path and after.pending_move is None
+    assert agent.user.finish() == 0
