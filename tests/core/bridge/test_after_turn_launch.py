@@ -65,7 +65,12 @@ CODEX = """
         open(counter, "w").write(str(left - 1))
         print(f"Error: failed to acquire thread writer lock {root}/x.lock", flush=True)
         raise SystemExit(1)
-    print(f"codex {' '.join(args[:2]) or 'fresh'} in {root}", flush=True)
+    live = ""
+    if moved:  # how many terminals the grid lists while this resume starts
+        from clanker.grid.client import GridClient
+        listed = GridClient(os.environ["CLANKER_ATTENTION_SOCKET"]).list_terminals()
+        live = f" beside {len(listed) - 1}"
+    print(f"codex {' '.join(args[:2]) or 'fresh'} in {root}{live}", flush=True)
     for line in sys.stdin:
         if line.strip() == "/exit":
             break
@@ -205,7 +210,9 @@ def test_the_completed_turn_moves_the_conversation_into_the_checkout(repository:
         agent.user.type("still here\n")
         agent.user.read_until(f"echo still here in {repository}")  # nothing moved yet
         agent.report(("turn_completed", {"turnId": "turn-1"}))
-        agent.user.read_until(f"codex resume {SESSION} in {path}")
+        # The source's registration was released before the resume registered: the
+        # resume starts as the only terminal the grid lists (never two roots).
+        agent.user.read_until(f"codex resume {SESSION} in {path} beside 0")
         wait_for(heard, f"isolated checkout ready: the agent continues in {path}")
     assert agent.user.relayed.listening.wait(60)
     agent.user.type("hello\n")

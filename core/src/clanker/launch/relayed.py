@@ -27,8 +27,12 @@ checkout, as the provider's strategy says:
   to the resume in the target once it is proven and relayed; a recovery where it
   was discards it and says so on the terminal (a prompt typed for the target must
   not run, unread, in the checkout the move left).
-  The old attachments are released once the outcome is known and answered,
-  so the grid hears it over the old terminal's own channel.
+  The old attachments (attention's registration, the bridge credential) are
+  released as soon as the source's exit is proven, before the resume registers,
+  so the conversation never has two authoritative roots; the outcome is then
+  answered over the old terminal's channel, which the grid keeps for that one
+  answer (:mod:`clanker.grid.moves`). The order is the spec's: source retired,
+  replacement proven, terminal replaced.
 
 While it runs, the launch listens for the grid's move instructions over its
 terminal's own registration (``await-move``, authenticated with attention's
@@ -293,7 +297,8 @@ class RelayedLaunch:
         resume raises; for an after-turn one :class:`ReplacementRefused` only while the
         original still runs (it had ended), then :class:`MoveFailed` (recovered where it
         was, or not). ``on_settled`` hears the outcome once it is final (a resume has
-        taken over, or nothing will), before the old attachments are released.
+        taken over, or nothing will): for a hot replacement before the old attachments
+        are released, for an after-turn move after (they went with the source).
         """
         rehome = self._provider.checkout_rehome
         if rehome is None:
@@ -329,7 +334,8 @@ class RelayedLaunch:
     def _adopt(self, launch: Launch, on_settled: Callable[[MoveOutcome], None] | None, *,
                moved: bool, why: str | None = None) -> None:
         """``launch`` runs the conversation now: tell ``on_settled``, then release the
-        old attachments (revoking the old credential)."""
+        old attachments (revoking the old credential; an after-turn move released them
+        already, and releasing is idempotent)."""
         from clanker.grid.protocol import MoveOutcome
 
         # Whoever sees the new launch must not take the old terminal's channel for its
@@ -359,6 +365,8 @@ class RelayedLaunch:
                                           f"({alive})")
             raise MoveFailed(UNRECOVERED, str(alive), recovered=False) from alive
         log.info("relay: the source was retired (status %d) for the move", status)
+        # Its registration and credential go with it, before any resume registers.
+        self._launch.dispose()
         try:
             moved = self._resume_in(rehome, session, target, user_flags, proof, size)
         except ReplacementRefused as refused:
