@@ -44,8 +44,10 @@ SESSION = "abc"
 # `fake-codex [resume ID [--cd DIR]]`: draws a header naming its working root (the --cd
 # directory when given, as codex does), then echoes what is typed until `/exit`.
 # FAKE_REFUSE=worktrees|late|all: a resume with --cd into a worktree (or any) answers as
-# for an unknown id (late: after drawing its header first). FAKE_CONTENTION=<file
-# holding N>: the next N resumes with --cd print the writer-lock contention and exit 1.
+# for an unknown id (late: after drawing its header first). FAKE_GATE=<dir>: a resume
+# with --cd that gets that far touches <dir>/started and waits for <dir>/go to draw.
+# FAKE_CONTENTION=<file holding N>: the next N resumes with --cd print the writer-lock
+# contention and exit 1.
 CODEX = """
     import os, sys
     args = sys.argv[1:]
@@ -65,6 +67,14 @@ CODEX = """
         open(counter, "w").write(str(left - 1))
         print(f"Error: failed to acquire thread writer lock {root}/x.lock", flush=True)
         raise SystemExit(1)
+    gate = os.environ.get("FAKE_GATE")
+    if moved and gate:  # says it started, then waits (bounded) to be let go on
+        import pathlib, time
+        pathlib.Path(gate, "started").touch()
+        for _ in range(600):
+            if pathlib.Path(gate, "go").exists():
+                break
+            time.sleep(0.05)
     live = ""
     if moved:  # how many terminals the grid lists while this resume starts
         from clanker.grid.client import GridClient
@@ -395,4 +405,59 @@ def test_a_move_survives_a_killed_grid_and_is_made_when_the_conversation_is_resu
         wait_for(heard, f"isolated checkout ready: the agent continues in {path}")
     [after] = agent.clanker.agents()
     assert after.cwd == path and after.pending_move is None
+    assert agent.user.finish() == 0
+
+
+def _type_during_the_move(agent: Agent, gate: Path, text: str) -> None:
+    """Once a resume has started (the source is gone, nothing is relayed), type ``text``,
+    wait until the relay holds it, then let the resume draw and be proven."""
+    for _ in range(1200):
+        if (gate / "started").exists():
+            break
+        threading.Event().wait(0.05)
+    else:
+        raise AssertionError("no resume started")
+    assert agent.user.relayed.relay.child is None  # a handover is pending
+    agent.user.type(text)
+    assert agent.user.relayed.relay.wait_held(len(text), timeout=60)
+    (gate / "go").touch()
+
+
+def test_what_is_typed_during_the_move_reaches_the_resumed_agent(
+    repository: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv("FAKE_GATE", str(gate))
+    agent = Agent(library(), repository)
+    with notices(agent) as heard:
+        path = schedule(agent)
+        agent.report(("turn_completed", {"turnId": "turn-1"}))
+        _type_during_the_move(agent, gate, "typed ahead\n")
+        wait_for(heard, f"isolated checkout ready: the agent continues in {path}")
+    agent.user.read_until(f"echo typed ahead in {path}")
+    assert b"discarded" not in agent.user.seen
+    assert agent.user.finish() == 0
+
+
+def test_what_is_typed_during_a_move_that_recovers_is_discarded_and_said(
+    repository: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv("FAKE_GATE", str(gate))
+    monkeypatch.setenv("FAKE_REFUSE", "worktrees")  # the target fails before the gate
+    agent = Agent(library(), repository)
+    with notices(agent) as heard:
+        schedule(agent)
+        agent.user.seen = b""
+        agent.report(("turn_completed", {"turnId": "turn-1"}))
+        _type_during_the_move(agent, gate, "rm -rf build\n")  # meant for the worktree
+        wait_for(heard, "isolated checkout move not made (exited)")
+    agent.user.read_until("clanker: 13 typed bytes were discarded")
+    agent.user.read_until(f"codex resume {SESSION} in {repository}")
+    assert agent.user.relayed.listening.wait(60)
+    agent.user.type("after\n")
+    agent.user.read_until(f"echo after in {repository}")
+    assert b"echo rm -rf build" not in agent.user.seen
     assert agent.user.finish() == 0

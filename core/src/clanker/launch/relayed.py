@@ -195,6 +195,11 @@ class RelayedLaunch:
         self._relay = PtyRelay(child, stdin_fd=stdin_fd, stdout_fd=stdout_fd)
 
     @property
+    def relay(self) -> PtyRelay:
+        """The relay (what it holds of the person's typing during a move, say)."""
+        return self._relay
+
+    @property
     def launch(self) -> Launch:
         """The launch whose child is relayed now (its directory is where it runs)."""
         return self._launch
