@@ -29,6 +29,7 @@ from clanker.bridge.credentials import Binding
 from clanker.grid.isolation import Isolation
 from clanker.grid.pending import (
     REARM_WITHIN,
+    STALE_AFTER,
     PendingMove,
     PendingStateError,
     PendingStore,
@@ -39,7 +40,7 @@ from tests.core.grid.test_pending_moves import Launcher, git, worktrees
 from tests.core.grid.test_pending_moves import repo as repo  # the fixture
 
 SESSION = "019b0c1e-0000-7000-8000-00000000a11e"
-T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+T0 = datetime.now(UTC)  # when the tests' second grid starts (moves are asked for now)
 
 
 class Grid:
@@ -253,6 +254,22 @@ def test_a_move_nobody_comes_back_for_is_cancelled_in_time_and_said(
         assert f"kept at {created['path']}" in notice and stored(state) == []
         second.register("t-late", repo)  # too late: nothing is re-armed
         assert second.iso.move_of("t-late") is None and len(second.notices) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_move_asked_for_too_long_ago_is_cancelled_by_the_grid_that_reloads_it(
+        tmp_path: Path, repo: Path) -> None:
+    async def scenario() -> None:
+        state = tmp_path / "state"
+        _, created = await _scheduled(state, repo)
+        second = Grid(state, Launcher())
+        later = datetime.now(UTC) + STALE_AFTER
+        assert second.iso.reload(later) == 0
+        [notice] = second.notices
+        assert notice.startswith("isolated checkout move cancelled (it was asked for ")
+        assert "too long ago" in notice and f"kept at {created['path']}" in notice
+        assert stored(state) == []
 
     asyncio.run(scenario())
 

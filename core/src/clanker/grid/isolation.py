@@ -326,9 +326,14 @@ class Isolation:
         :data:`~clanker.grid.pending.REARM_WITHIN` from ``now``); return how many. A
         file that cannot be used is logged and costs no other move. With ``clock``
         (and a running loop), :meth:`expire` runs by itself once that time is up."""
-        count, refused = self.pending.reload(now)
+        count, refused, stale = self.pending.reload(now)
         for error in refused:
             _log_refused(error)
+        for old in stale:
+            self._tell(old.caller, f"isolated checkout move cancelled (it was asked for "
+                                   f"{old.move.requested_at.isoformat(timespec='seconds')}, "
+                                   f"too long ago to be made after a grid restart): "
+                                   f"{_kept(old.move)}")
         if count:
             log.info("%d pending move(s) reloaded; each waits for its conversation", count)
             if clock is not None:

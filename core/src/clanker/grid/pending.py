@@ -42,7 +42,7 @@ from clanker.bridge.credentials import Binding
 if TYPE_CHECKING:
     from cattrs.preconf.json import JsonConverter
 
-__all__ = ["MAX_STORED", "PENDING_DIRECTORY", "REARM_WITHIN", "Decision", "Orphan",
+__all__ = ["MAX_STORED", "PENDING_DIRECTORY", "REARM_WITHIN", "STALE_AFTER", "Decision", "Orphan",
            "PendingMove", "PendingMoves", "PendingStateError", "PendingStore", "StoredMove"]
 
 log = get_logger(__name__)
@@ -50,6 +50,9 @@ log = get_logger(__name__)
 REARM_WITHIN: Final = timedelta(minutes=10)
 """How long after a grid starts a move it reloaded can still be re-armed on a terminal
 that resumes the same conversation; after that it is cancelled (the checkout kept)."""
+STALE_AFTER: Final = timedelta(hours=24)
+"""A move asked for longer ago than this is cancelled by the grid that reloads it, not
+re-armed (each grid start would otherwise give it another :data:`REARM_WITHIN`)."""
 MAX_STORED: Final = 1024
 """How many stored moves a grid loads (one per terminal: the grid's own bound on live
 terminals): more files than this are left alone, and said so."""
@@ -324,19 +327,24 @@ class PendingMoves:
 
     # ------------------------------------------------------------- orphans
 
-    def reload(self, now: datetime) -> tuple[int, list[PendingStateError]]:
-        """Load the moves a previous grid left as orphans; how many, and what was refused."""
+    def reload(self, now: datetime
+               ) -> tuple[int, list[PendingStateError], list[StoredMove]]:
+        """Load the moves a previous grid left as orphans: how many, what was refused,
+        and the stale ones (asked for :data:`STALE_AFTER` ago or more: taken out)."""
         if self._store is None:
-            return 0, []
+            return 0, [], []
         try:
             loaded, refused = self._store.load()
         except (OSError, PendingStateError) as error:
             failure = error if isinstance(error, PendingStateError) else PendingStateError(
                 self._store.directory, f"cannot be read ({error})")
-            return 0, [failure]
+            return 0, [failure], []
+        stale = [stored for stored in loaded if now - stored.move.requested_at >= STALE_AFTER]
+        for stored in stale:
+            self._forget(stored.move.terminal)
         self._orphans = [Orphan(stored=stored, reloaded_at=now) for stored in loaded
-                         if stored.move.terminal not in self._moves]
-        return len(self._orphans), refused
+                         if stored not in stale and stored.move.terminal not in self._moves]
+        return len(self._orphans), refused, stale
 
     @property
     def orphans(self) -> tuple[Orphan, ...]:
