@@ -420,6 +420,9 @@ def _type_during_the_move(agent: Agent, gate: Path, text: str) -> None:
     assert agent.user.relayed.relay.child is None  # a handover is pending
     agent.user.type(text)
     assert agent.user.relayed.relay.wait_held(len(text), timeout=60)
+    # The source's terminal is gone; `clanker status` shows the move on the resume's.
+    [shown] = agent.clanker.agents()
+    assert shown.pending_move is not None and shown.pending_move.state == "moving"
     (gate / "go").touch()
 
 

@@ -289,11 +289,17 @@ class Isolation:
 
     def move_of(self, terminal: str) -> tuple[str, PendingMove] | None:
         """``terminal``'s after-turn move and its state (``scheduled`` until its turn
-        ends, ``moving`` while the launcher makes it); ``None`` when it has none."""
+        ends, ``moving`` while the launcher makes it); ``None`` when it has none. The
+        source's terminal is retired early in a move, so a terminal of the same
+        conversation (the resume being proven) shows the move until it is answered."""
         scheduled = self.pending.of(terminal)
         if scheduled is not None:
             return "scheduled", scheduled
         moving = self._under_way.get(terminal)
+        if moving is None and self._under_way:
+            session = self._session_of(terminal)
+            moving = next((move for move in self._under_way.values()
+                           if session is not None and move.session == session), None)
         return None if moving is None else ("moving", moving)
 
     def cancel_all(self, why: str) -> int:
