@@ -371,3 +371,26 @@ def test_a_stored_move_reads_back_as_it_was_written(tmp_path: Path, record: Stor
     assert (loaded, refused) == ([record], [])
     store.remove(record.move.terminal)
     assert store.load() == ([], [])
+
+
+def test_a_move_the_store_cannot_write_stays_scheduled_and_is_cancelled_at_the_stop(
+        tmp_path: Path, repo: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> None:
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "pending-moves").write_text("not a directory\n")  # the store cannot write
+        grid = Grid(state, Launcher())
+        caller = grid.register("t-first", repo)
+        grid.deliver("t-first", "session_started")
+        grid.deliver("t-first", "turn_started", turnId="turn-1")
+        with caplog.at_level("WARNING"):
+            created = await grid.create(caller, "feature/x")
+        assert created["status"] == "scheduled"
+        assert any("cannot be kept across a grid restart" in r.getMessage()
+                   for r in caplog.records)
+        assert grid.iso.move_of("t-first") is not None  # still made at this turn's end
+        assert grid.iso.cancel_all("the grid is stopping") == 1
+        assert grid.notices[-1].startswith("isolated checkout move cancelled (the grid is "
+                                           "stopping; it could not be kept")
+
+    asyncio.run(scenario())

@@ -310,7 +310,11 @@ class Isolation:
             self._expiry.cancel()
         if self.pending.kept:
             suspended = self.pending.suspend()
-            for move, binding in suspended.values():
+            for move, binding, kept in suspended.values():
+                if not kept:
+                    self._tell(binding, f"isolated checkout move cancelled ({why}; it could "
+                                        f"not be kept for the next grid): {_kept(move)}")
+                    continue
                 self._tell(binding, f"isolated checkout move suspended ({why}): it is made "
                                     f"if this conversation is resumed from "
                                     f"{binding.launch_dir} within {_minutes()} of the grid's "

@@ -277,6 +277,7 @@ class PendingMoves:
         self._callers: dict[str, Binding] = {}
         self._store = store
         self._orphans: list[Orphan] = []
+        self._unsaved: set[str] = set()
 
     def schedule(self, move: PendingMove, caller: Binding) -> bool:
         """Record ``move`` for ``caller``; ``False`` (nothing recorded) when its terminal
@@ -290,6 +291,7 @@ class PendingMoves:
             try:
                 self._store.save(move, caller)
             except (OSError, PendingStateError) as error:
+                self._unsaved.add(move.terminal)
                 log.warning("terminal %s: the pending move cannot be kept across a grid "
                             "restart: %s", move.terminal, error)
         return True
@@ -304,17 +306,20 @@ class PendingMoves:
         """Take ``terminal``'s move out (triggered, cancelled or dropped), on disk too."""
         move = self._moves.pop(terminal, None)
         self._callers.pop(terminal, None)
+        self._unsaved.discard(terminal)
         if move is not None:
             self._forget(terminal)
         return move
 
-    def suspend(self) -> dict[str, tuple[PendingMove, Binding]]:
+    def suspend(self) -> dict[str, tuple[PendingMove, Binding, bool]]:
         """Take every move out of memory and leave it on disk (the grid stops: the
-        next one reloads it); return them."""
-        moves = {terminal: (move, self._callers[terminal])
+        next one reloads it); return them, each with whether it is on disk (a store
+        that could not write one loses it now)."""
+        moves = {terminal: (move, self._callers[terminal], terminal not in self._unsaved)
                  for terminal, move in self._moves.items()}
         self._moves.clear()
         self._callers.clear()
+        self._unsaved.clear()
         return moves
 
     def all(self) -> dict[str, PendingMove]:
