@@ -14,8 +14,10 @@ from collections.abc import Iterator
 import pytest
 
 from clanker.environment.pty_relay import (
+    TYPED_LIMIT,
     PtyChild,
     PtyRelay,
+    Typed,
     raw_mode,
     run_in_pty,
     terminal_size,
@@ -221,7 +223,6 @@ def test_a_detached_child_exits_without_ending_the_relay_and_a_successor_takes_o
         first.signal(signal.SIGTERM)  # the handover's source retired, its exit proven
         assert first.wait() == 128 + signal.SIGTERM
         first.close()
-        os.write(stdin_w, b"typed while nobody runs\n")  # dropped
         assert runner.is_alive()  # the exit did not end the relay
         second = python("import sys; print('second got', sys.stdin.readline().strip())")
         assert relay.replace(second, prefix=b"[held]") is None
@@ -233,7 +234,72 @@ def test_a_detached_child_exits_without_ending_the_relay_and_a_successor_takes_o
     output = read_all(stdout_r)
     assert outcome == [0]
     assert b"[held]" in output and b"second got typed after the handover" in output
-    assert b"typed while nobody runs" not in output.replace(b"\r", b"")
+
+
+# A successor that reports every line it reads, until it reads "end".
+_ECHO = ("import sys\nfor line in sys.stdin:\n"
+         "    print('got', repr(line.strip()), flush=True)\n"
+         "    if line.strip() == 'end': break\n")
+
+
+def _handover(user: tuple[int, int, int, int], typed_during: bytes, fate: Typed,
+              after: bytes) -> tuple[int, bytes, int]:
+    """Detach a child, type ``typed_during`` while none runs (held: proven through
+    the relay's own count), hand an echoing successor over as ``fate`` says, then
+    type ``after``; the status, what the user saw, and what was held at the swap."""
+    stdin_r, stdin_w, stdout_r, stdout_w = user
+    first = python("import sys; sys.stdin.readline()")
+    relay = PtyRelay(first, stdin_fd=stdin_r, stdout_fd=stdout_w)
+    outcome: list[int] = []
+    runner = threading.Thread(target=lambda: outcome.append(relay.run()))
+    runner.start()
+    held = -1
+    try:
+        relay.detach().signal(signal.SIGKILL)
+        first.wait()
+        first.close()
+        writer = threading.Thread(target=os.write, args=(stdin_w, typed_during))
+        writer.start()
+        assert relay.wait_held(min(len(typed_during), TYPED_LIMIT), timeout=30)
+        writer.join()
+        held = relay.held
+        relay.replace(python(_ECHO), prefix=b"[ready]", typed=fate)
+        assert relay.held == 0
+        os.write(stdin_w, after)
+    finally:
+        runner.join()
+        relay.close()
+    close(stdout_w)
+    return outcome[0], read_all(stdout_r).replace(b"\r", b""), held
+
+
+def test_what_is_typed_during_a_handover_reaches_the_successor_first(
+    user: tuple[int, int, int, int],
+) -> None:
+    status, output, held = _handover(user, b"typed while nobody runs\n", Typed.DELIVER,
+                                     b"typed later\nend\n")
+    assert status == 0 and held == len(b"typed while nobody runs\n")
+    assert output.index(b"got 'typed while nobody runs'") < output.index(b"got 'typed later'")
+    assert b"clanker:" not in output  # nothing to tell
+
+
+def test_what_is_typed_during_a_handover_that_recovered_is_discarded_and_said(
+    user: tuple[int, int, int, int],
+) -> None:
+    status, output, _ = _handover(user, b"rm -rf build\n", Typed.DISCARD, b"end\n")
+    assert status == 0
+    assert b"got 'rm -rf build'" not in output and b"got 'end'" in output
+    assert b"clanker: 13 typed bytes were discarded: the move did not happen" in output
+
+
+def test_typed_input_beyond_the_limit_is_discarded_and_said(
+    user: tuple[int, int, int, int],
+) -> None:
+    # One line a little over the limit: the successor gets its first TYPED_LIMIT bytes.
+    line = b"x" * (TYPED_LIMIT + 100)
+    status, output, held = _handover(user, line, Typed.DELIVER, b"\nend\n")
+    assert status == 0 and held == TYPED_LIMIT
+    assert b"clanker: 100 typed bytes beyond 64 KiB were discarded" in output
 
 
 def test_a_handover_without_a_successor_ends_with_the_status_given(

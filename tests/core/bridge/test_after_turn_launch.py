@@ -44,8 +44,10 @@ SESSION = "abc"
 # `fake-codex [resume ID [--cd DIR]]`: draws a header naming its working root (the --cd
 # directory when given, as codex does), then echoes what is typed until `/exit`.
 # FAKE_REFUSE=worktrees|late|all: a resume with --cd into a worktree (or any) answers as
-# for an unknown id (late: after drawing its header first). FAKE_CONTENTION=<file
-# holding N>: the next N resumes with --cd print the writer-lock contention and exit 1.
+# for an unknown id (late: after drawing its header first). FAKE_GATE=<dir>: a resume
+# with --cd that gets that far touches <dir>/started and waits for <dir>/go to draw.
+# FAKE_CONTENTION=<file holding N>: the next N resumes with --cd print the writer-lock
+# contention and exit 1.
 CODEX = """
     import os, sys
     args = sys.argv[1:]
@@ -65,7 +67,20 @@ CODEX = """
         open(counter, "w").write(str(left - 1))
         print(f"Error: failed to acquire thread writer lock {root}/x.lock", flush=True)
         raise SystemExit(1)
-    print(f"codex {' '.join(args[:2]) or 'fresh'} in {root}", flush=True)
+    gate = os.environ.get("FAKE_GATE")
+    if moved and gate:  # says it started, then waits (bounded) to be let go on
+        import pathlib, time
+        pathlib.Path(gate, "started").touch()
+        for _ in range(600):
+            if pathlib.Path(gate, "go").exists():
+                break
+            time.sleep(0.05)
+    live = ""
+    if moved:  # how many terminals the grid lists while this resume starts
+        from clanker.grid.client import GridClient
+        listed = GridClient(os.environ["CLANKER_ATTENTION_SOCKET"]).list_terminals()
+        live = f" beside {len(listed) - 1}"
+    print(f"codex {' '.join(args[:2]) or 'fresh'} in {root}{live}", flush=True)
     for line in sys.stdin:
         if line.strip() == "/exit":
             break
@@ -205,7 +220,9 @@ def test_the_completed_turn_moves_the_conversation_into_the_checkout(repository:
         agent.user.type("still here\n")
         agent.user.read_until(f"echo still here in {repository}")  # nothing moved yet
         agent.report(("turn_completed", {"turnId": "turn-1"}))
-        agent.user.read_until(f"codex resume {SESSION} in {path}")
+        # The source's registration was released before the resume registered: the
+        # resume starts as the only terminal the grid lists (never two roots).
+        agent.user.read_until(f"codex resume {SESSION} in {path} beside 0")
         wait_for(heard, f"isolated checkout ready: the agent continues in {path}")
     assert agent.user.relayed.listening.wait(60)
     agent.user.type("hello\n")
@@ -346,4 +363,104 @@ def test_an_interrupted_turn_cancels_the_move_and_keeps_the_checkout(
     [after] = agent.clanker.agents()
     assert after.terminal == before.terminal and after.pending_move is None
     assert os.path.isdir(path)
+    assert agent.user.finish() == 0
+
+
+def _kill_the_grid(env: dict[str, str]) -> None:
+    """SIGKILL the grid daemon (nothing of it runs its shutdown) and wait, bounded, until
+    the kernel has released its lock: the next ``clanker launch`` starts a new one."""
+    import signal
+
+    from clanker.grid.daemon import _lock_held, grid_location
+
+    pid = GridClient(env[attention.SOCKET_VARIABLE]).hello().pid
+    os.kill(pid, signal.SIGKILL)
+    lock = grid_location().lock
+    for _ in range(1200):
+        if not _lock_held(lock):
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError("the killed grid still holds its lock")
+
+
+def test_a_move_survives_a_killed_grid_and_is_made_when_the_conversation_is_resumed(
+    repository: Path,
+) -> None:
+    first = Agent(library(), repository)
+    path = schedule(first)
+    _kill_the_grid(first.env)
+    assert first.user.finish() == 0  # the person quits the launch the grid lost
+    # `clanker resume` of the same conversation from the same place: a new grid starts,
+    # reloads the move and re-arms it on the new terminal.
+    agent = Agent(library(), repository)
+    [resumed] = agent.clanker.agents()
+    assert resumed.pending_move is not None and resumed.pending_move.state == "scheduled"
+    assert resumed.pending_move.path == path
+    with notices(agent) as heard:
+        agent.report(("turn_started", {"turnId": "turn-2"}))
+        agent.user.type("still here\n")
+        agent.user.read_until(f"echo still here in {repository}")  # nothing moved yet
+        agent.report(("turn_completed", {"turnId": "turn-2"}))
+        agent.user.read_until(f"codex resume {SESSION} in {path}")
+        wait_for(heard, f"isolated checkout ready: the agent continues in {path}")
+    [after] = agent.clanker.agents()
+    assert after.cwd == path and after.pending_move is None
+    assert agent.user.finish() == 0
+
+
+def _type_during_the_move(agent: Agent, gate: Path, text: str) -> None:
+    """Once a resume has started (the source is gone, nothing is relayed), type ``text``,
+    wait until the relay holds it, then let the resume draw and be proven."""
+    for _ in range(1200):
+        if (gate / "started").exists():
+            break
+        threading.Event().wait(0.05)
+    else:
+        raise AssertionError("no resume started")
+    assert agent.user.relayed.relay.child is None  # a handover is pending
+    agent.user.type(text)
+    assert agent.user.relayed.relay.wait_held(len(text), timeout=60)
+    # The source's terminal is gone; `clanker status` shows the move on the resume's.
+    [shown] = agent.clanker.agents()
+    assert shown.pending_move is not None and shown.pending_move.state == "moving"
+    (gate / "go").touch()
+
+
+def test_what_is_typed_during_the_move_reaches_the_resumed_agent(
+    repository: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv("FAKE_GATE", str(gate))
+    agent = Agent(library(), repository)
+    with notices(agent) as heard:
+        path = schedule(agent)
+        agent.report(("turn_completed", {"turnId": "turn-1"}))
+        _type_during_the_move(agent, gate, "typed ahead\n")
+        wait_for(heard, f"isolated checkout ready: the agent continues in {path}")
+    agent.user.read_until(f"echo typed ahead in {path}")
+    assert b"discarded" not in agent.user.seen
+    assert agent.user.finish() == 0
+
+
+def test_what_is_typed_during_a_move_that_recovers_is_discarded_and_said(
+    repository: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv("FAKE_GATE", str(gate))
+    monkeypatch.setenv("FAKE_REFUSE", "worktrees")  # the target fails before the gate
+    agent = Agent(library(), repository)
+    with notices(agent) as heard:
+        schedule(agent)
+        agent.user.seen = b""
+        agent.report(("turn_completed", {"turnId": "turn-1"}))
+        _type_during_the_move(agent, gate, "rm -rf build\n")  # meant for the worktree
+        wait_for(heard, "isolated checkout move not made (exited)")
+    agent.user.read_until("clanker: 13 typed bytes were discarded")
+    agent.user.read_until(f"codex resume {SESSION} in {repository}")
+    assert agent.user.relayed.listening.wait(60)
+    agent.user.type("after\n")
+    agent.user.read_until(f"echo after in {repository}")
+    assert b"echo rm -rf build" not in agent.user.seen
     assert agent.user.finish() == 0

@@ -16,15 +16,24 @@ then hands it over and retires the one it gets back.
 
 A harness that cannot run beside its successor is handed over the other way
 round: :meth:`PtyRelay.detach` takes the child out of the relay first (a
-handover is pending: that child's exit no longer ends the relay, and what the
-user types meanwhile is dropped), the caller retires it, and then either hands
-the relay a successor (:meth:`PtyRelay.replace`) or ends it
-(:meth:`PtyRelay.finish`).
+handover is pending: that child's exit no longer ends the relay), the caller
+retires it, and then either hands the relay a successor (:meth:`PtyRelay.replace`)
+or ends it (:meth:`PtyRelay.finish`).
+
+What the user types while no child is relayed is held (at most
+:data:`TYPED_LIMIT` bytes) and not echoed. The caller says what becomes of it
+when it hands over the successor (:class:`Typed`): delivered to it exactly as
+typed, once it is relayed (the conversation continues where the user expected
+it to), or discarded with a one-line notice on the user's terminal (the
+successor runs somewhere the user did not expect, so a prompt typed for the
+other place must not run there unread). Bytes beyond the limit are discarded
+and said so; a relay that ends without a successor discards what it held.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import errno
 import fcntl
 import os
@@ -42,9 +51,21 @@ from types import FrameType
 from clanker.environment.foreground import exit_status
 from clanker.execution.process import resolve_executable
 
-__all__ = ["PtyChild", "PtyRelay", "raw_mode", "run_in_pty", "terminal_size"]
+__all__ = ["TYPED_LIMIT", "PtyChild", "PtyRelay", "Typed", "raw_mode", "run_in_pty",
+           "terminal_size"]
 
 _CHUNK = 65536
+TYPED_LIMIT = 64 * 1024
+"""How much of what the user types during a handover is held for the successor (bytes)."""
+
+
+class Typed(enum.Enum):
+    """What becomes of the input held during a handover when the successor takes over."""
+
+    DELIVER = "deliver"
+    """Written to the successor, exactly as typed, before anything typed later."""
+    DISCARD = "discard"
+    """Dropped, and the user told so on their terminal."""
 _FORWARDED = (signal.SIGTERM, signal.SIGHUP)
 
 
@@ -175,6 +196,10 @@ class PtyRelay:
         self._deferred: int | None = None
         self._ended = False
         self._handed_back = threading.Event()
+        self._typed = bytearray()
+        self._typed_over = 0
+        self._typed_fate = Typed.DELIVER
+        self._typed_changed = threading.Condition()
         self._wake_read, self._wake_write = os.pipe()
         for fd in (self._wake_read, self._wake_write):
             os.set_blocking(fd, False)
@@ -189,20 +214,23 @@ class PtyRelay:
         with contextlib.suppress(BlockingIOError):
             os.write(self._wake_write, b"\0")
 
-    def replace(self, replacement: PtyChild, prefix: bytes = b"") -> PtyChild | None:
+    def replace(self, replacement: PtyChild, prefix: bytes = b"",
+                typed: Typed = Typed.DELIVER) -> PtyChild | None:
         """Relay ``replacement`` from now on; return the child relayed until now.
 
         ``prefix`` is output of the replacement already read (while it was being
         proven) and is shown first. Call from another thread than :meth:`run`;
         returns once the relay has switched. The caller retires the old child.
         During a pending handover (:meth:`detach`) there is no child relayed and
-        ``None`` is returned.
+        ``None`` is returned; ``typed`` says what becomes of the input held
+        meanwhile (delivered to ``replacement``, or discarded and said so).
         """
         with self._lock:
             self._check_idle()
             previous = self._child
             self._pending = replacement
             self._prefix = prefix
+            self._typed_fate = typed
             self._handed_back.clear()
         self.wake()
         self._handed_back.wait()
@@ -216,9 +244,10 @@ class PtyRelay:
         """Stop relaying the child relayed now and return it, the relay running on with
         none: a handover is pending. That child's exit no longer ends the relay (the
         caller retires it) and what the user types until a successor is relayed is
-        dropped; then :meth:`replace` relays the successor or :meth:`finish` ends the
-        relay. Call from another thread than :meth:`run`; raises ``RuntimeError`` when
-        the relay has ended (its child exited first) or a handover is under way."""
+        held (see :meth:`replace`); then :meth:`replace` relays the successor or
+        :meth:`finish` ends the relay. Call from another thread than :meth:`run`;
+        raises ``RuntimeError`` when the relay has ended (its child exited first) or a
+        handover is under way."""
         with self._lock:
             self._check_idle()
             if self._child is None:
@@ -244,6 +273,51 @@ class PtyRelay:
                 raise RuntimeError("finish: only while a handover is pending")
             self._finish = status
         self.wake()
+
+    @property
+    def held(self) -> int:
+        """How many typed bytes are held for the successor now (within the limit)."""
+        with self._typed_changed:
+            return len(self._typed)
+
+    def wait_held(self, size: int, timeout: float) -> bool:
+        """Wait, at most ``timeout`` seconds, until at least ``size`` typed bytes are
+        held; say whether they are (for a caller that must know the relay has them)."""
+        with self._typed_changed:
+            return self._typed_changed.wait_for(lambda: len(self._typed) >= size, timeout)
+
+    def _hold(self, data: bytes) -> None:
+        with self._typed_changed:
+            room = TYPED_LIMIT - len(self._typed)
+            self._typed += data[:max(0, room)]
+            self._typed_over += max(0, len(data) - max(0, room))
+            self._typed_changed.notify_all()
+
+    def _take_held(self) -> tuple[bytes, int]:
+        with self._typed_changed:
+            typed, over = bytes(self._typed), self._typed_over
+            self._typed.clear()
+            self._typed_over = 0
+            self._typed_changed.notify_all()
+        return typed, over
+
+    def _settle_held(self, replacement: PtyChild) -> None:
+        """Deliver or discard what was typed during the handover (see :class:`Typed`)."""
+        typed, over = self._take_held()
+        if self._typed_fate is Typed.DISCARD and typed:
+            self._notice(f"{len(typed) + over} typed bytes were discarded: the move did "
+                         f"not happen and the agent continues where it was")
+            return
+        if over:
+            self._notice(f"{over} typed bytes beyond {TYPED_LIMIT // 1024} KiB were "
+                         f"discarded during the move")
+        if typed:
+            with contextlib.suppress(OSError):  # a successor that exited reads nothing
+                replacement.write(typed)
+
+    def _notice(self, message: str) -> None:
+        with contextlib.suppress(OSError):
+            self._output(f"\r\nclanker: {message}\r\n".encode())
 
     def signal_child(self, signum: int) -> None:
         """Send ``signum`` to the child relayed now; during a handover, to the successor
@@ -273,6 +347,8 @@ class PtyRelay:
             if replacement is not None:
                 selector.register(replacement.master, selectors.EVENT_READ)
             self._handed_back.set()
+        if replacement is not None:
+            self._settle_held(replacement)
         if replacement is not None and self._prefix:
             self._output(self._prefix)
         deferred, self._deferred = self._deferred, None
@@ -308,13 +384,10 @@ class PtyRelay:
                             os.read(self._wake_read, _CHUNK)
                         self._adopt_pending(selector)
                         if self._finish is not None:
+                            self._take_held()  # nothing runs to take it
                             return self._finish
                     elif key.fd == self._stdin:
-                        data = os.read(self._stdin, _CHUNK)
-                        if not data:  # the user's input ended: nothing more to type
-                            selector.unregister(self._stdin)
-                        elif self._child is not None:  # else dropped: a handover is pending
-                            self._child.write(data)
+                        self._typed_in(selector)
                     elif self._child is not None and key.fd == self._child.master:
                         data = self._child.read()
                         if not data:
@@ -325,6 +398,15 @@ class PtyRelay:
                             data = self._filter(data)
                         if data:
                             self._output(data)
+
+    def _typed_in(self, selector: selectors.BaseSelector) -> None:
+        data = os.read(self._stdin, _CHUNK)
+        if not data:  # the user's input ended: nothing more to type
+            selector.unregister(self._stdin)
+        elif self._child is not None:
+            self._child.write(data)
+        else:  # a handover is pending: held for the successor
+            self._hold(data)
 
     def close(self) -> None:
         os.close(self._wake_read)

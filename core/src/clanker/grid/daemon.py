@@ -6,6 +6,8 @@ Layout (``clanker_paths()``; ``CLANKER_HOME`` moves all of it)::
     <runtime>/grid/grid.sock   the socket (0600)
     <runtime>/grid/grid.lock   held with an exclusive flock by the running daemon
     <state>/grid.log           the daemon's log (0600, rotated at 1 MiB, one previous kept)
+    <state>/pending-moves/     0700: the after-turn moves scheduled, one 0600 file each,
+                               reloaded by the next daemon (:mod:`~clanker.grid.pending`)
 
 The log and the lock are opened without following a final symlink and without
 waiting on a FIFO, and must be regular files (:mod:`~clanker.grid.files`):

@@ -22,6 +22,12 @@ attached to the same conversation). An interrupted or failed turn, an ended
 session or an exited agent cancels it; the checkout is kept. Every outcome of a
 create (made, scheduled, cancelled, refused) is told to the person through the
 grid's notices (what ``watch --notify`` reads).
+
+Pending moves outlive the grid (:class:`~clanker.grid.pending.PendingStore`): a
+grid that stops suspends them, and the next one reloads them
+(:meth:`Isolation.reload`) and re-arms each on a terminal that comes back with the
+same conversation from the same place, or cancels it, saying so, when the
+conversation comes back elsewhere or nobody resumes it in time.
 """
 
 from __future__ import annotations
@@ -37,11 +43,20 @@ from clanker._logging import get_logger
 from clanker.bridge.credentials import Binding
 from clanker.bridge.declaration import CapabilityRefused
 from clanker.grid.moves import MoveUnavailable
-from clanker.grid.pending import Decision, PendingMove, PendingMoves, decide
+from clanker.grid.pending import (
+    REARM_WITHIN,
+    Decision,
+    Orphan,
+    PendingMove,
+    PendingMoves,
+    PendingStore,
+    decide,
+)
 from clanker.grid.protocol import MoveOutcome
 
 if TYPE_CHECKING:
     from clanker.attention.broker import Revision
+    from clanker.grid.pending import PendingStateError
 
 __all__ = ["Isolation", "Transactions"]
 
@@ -112,13 +127,18 @@ class Isolation:
                  transactions: Transactions | None = None,
                  after_turn: Callable[[Binding], bool] = lambda binding: False,
                  revision_of: Callable[[str], int] = lambda terminal: 0,
-                 notify: Callable[[Binding, str], object] | None = None) -> None:
+                 notify: Callable[[Binding, str], object] | None = None,
+                 pending_dir: Path | None = None,
+                 binding_of: Callable[[str], Binding | None] = lambda terminal: None) -> None:
         """``state_dir`` is clanker's state directory (``None``: this grid creates no
         checkouts); ``move(terminal, target, session)`` asks the terminal's launcher,
         ``session_of`` is the root session attention bound, ``listening`` whether a
         launcher can be asked, ``after_turn`` whether the caller's harness moves only
         after its turn, ``revision_of`` the terminal's published revision and
-        ``notify`` tells the person (the grid's notices)."""
+        ``notify`` tells the person (the grid's notices). ``pending_dir`` keeps the
+        pending moves across a grid restart (``None``: in memory only) and
+        ``binding_of`` is a live terminal's record, which a reloaded move's caller
+        must match to be re-armed on it."""
         self._state_dir = state_dir
         self._move = move
         self._session_of = session_of
@@ -128,8 +148,9 @@ class Isolation:
         self._after_turn = after_turn
         self._revision_of = revision_of
         self._notify = notify
-        self.pending = PendingMoves()
-        self._bindings: dict[str, Binding] = {}
+        self.pending = PendingMoves(None if pending_dir is None else PendingStore(pending_dir))
+        self._binding_of = binding_of
+        self._expiry: asyncio.TimerHandle | None = None
         self._under_way: dict[str, PendingMove] = {}
         self.triggers: dict[str, Callable[[Binding, PendingMove], Awaitable[None]]] = {
             "create": self._triggered}
@@ -231,10 +252,7 @@ class Isolation:
 
     def schedule(self, binding: Binding, move: PendingMove) -> bool:
         """Record ``move`` for ``binding``'s terminal (``False``: it has one already)."""
-        if not self.pending.schedule(move):
-            return False
-        self._bindings[binding.terminal] = binding
-        return True
+        return self.pending.schedule(move, binding)
 
     def observe(self, revision: Revision) -> None:
         """Hear one published revision: trigger or cancel the terminal's pending move
@@ -242,12 +260,15 @@ class Isolation:
         terminal = revision.terminal
         move = self.pending.of(terminal)
         if move is None:
+            if self.pending.orphans:
+                self._rearm(revision)
             return
         decision, why = decide(move, revision)
         if decision is Decision.WAIT:
             return
+        binding = self.pending.caller_of(terminal)
         self.pending.pop(terminal)
-        binding = self._bindings.pop(terminal)
+        assert binding is not None  # recorded with the move
         if decision is Decision.CANCEL:
             self._tell(binding, f"isolated checkout move cancelled ({why}): the agent "
                                 f"continues where it was; the worktree is kept at "
@@ -268,30 +289,107 @@ class Isolation:
 
     def move_of(self, terminal: str) -> tuple[str, PendingMove] | None:
         """``terminal``'s after-turn move and its state (``scheduled`` until its turn
-        ends, ``moving`` while the launcher makes it); ``None`` when it has none."""
+        ends, ``moving`` while the launcher makes it); ``None`` when it has none. The
+        source's terminal is retired early in a move, so a terminal of the same
+        conversation (the resume being proven) shows the move until it is answered."""
         scheduled = self.pending.of(terminal)
         if scheduled is not None:
             return "scheduled", scheduled
         moving = self._under_way.get(terminal)
+        if moving is None and self._under_way:
+            session = self._session_of(terminal)
+            moving = next((move for move in self._under_way.values()
+                           if session is not None and move.session == session), None)
         return None if moving is None else ("moving", moving)
 
     def cancel_all(self, why: str) -> int:
-        """Cancel every pending move (the grid is stopping: they live in its memory
-        only), telling the person of each; return how many there were."""
+        """Take every pending move out of this grid (it is stopping), telling the person
+        of each; return how many there were. Moves kept across a restart are suspended
+        (the next grid reloads them), the others cancelled."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+        if self.pending.kept:
+            suspended = self.pending.suspend()
+            for move, binding, kept in suspended.values():
+                if not kept:
+                    self._tell(binding, f"isolated checkout move cancelled ({why}; it could "
+                                        f"not be kept for the next grid): {_kept(move)}")
+                    continue
+                self._tell(binding, f"isolated checkout move suspended ({why}): it is made "
+                                    f"if this conversation is resumed from "
+                                    f"{binding.launch_dir} within {_minutes()} of the grid's "
+                                    f"next start, else cancelled; the worktree is kept at "
+                                    f"{move.path} (branch {move.branch})")
+            return len(suspended)
         moves = self.pending.all()
         for terminal, move in moves.items():
+            caller = self.pending.caller_of(terminal)
             self.pending.pop(terminal)
-            binding = self._bindings.pop(terminal, None)
-            if binding is not None:
-                self._tell(binding, f"isolated checkout move cancelled ({why}): the agent "
-                                    f"continues where it was; the worktree is kept at "
-                                    f"{move.path} (branch {move.branch})")
+            if caller is not None:
+                self._tell(caller, f"isolated checkout move cancelled ({why}): the agent "
+                                   f"continues where it was; the worktree is kept at "
+                                   f"{move.path} (branch {move.branch})")
         return len(moves)
+
+    def reload(self, now: datetime, *, clock: Callable[[], datetime] | None = None) -> int:
+        """Load the pending moves the previous grid left (each re-armable for
+        :data:`~clanker.grid.pending.REARM_WITHIN` from ``now``); return how many. A
+        file that cannot be used is logged and costs no other move. With ``clock``
+        (and a running loop), :meth:`expire` runs by itself once that time is up."""
+        count, refused, stale = self.pending.reload(now)
+        for error in refused:
+            _log_refused(error)
+        for old in stale:
+            self._tell(old.caller, f"isolated checkout move cancelled (it was asked for "
+                                   f"{old.move.requested_at.isoformat(timespec='seconds')}, "
+                                   f"too long ago to be made after a grid restart): "
+                                   f"{_kept(old.move)}")
+        if count:
+            log.info("%d pending move(s) reloaded; each waits for its conversation", count)
+            if clock is not None:
+                self._expiry = asyncio.get_running_loop().call_later(
+                    REARM_WITHIN.total_seconds(), lambda: self.expire(clock()))
+        return count
+
+    def expire(self, now: datetime) -> int:
+        """Cancel the reloaded moves nobody came back for in time, saying so."""
+        late = self.pending.expired(now)
+        for orphan in late:
+            self._tell(orphan.caller, f"isolated checkout move cancelled (the grid "
+                                      f"restarted and the conversation was not resumed "
+                                      f"from {orphan.caller.launch_dir} within {_minutes()}):"
+                                      f" {_kept(orphan.move)}")
+        return len(late)
+
+    def _rearm(self, revision: Revision) -> None:
+        """Re-arm a reloaded move on ``revision``'s terminal when it runs the same
+        conversation from the same place; cancel it when it runs it elsewhere."""
+        snapshot = revision.snapshot
+        if snapshot is None or not snapshot.root_session_id:
+            return
+        orphans = self.pending.orphans_of(snapshot.root_session_id)
+        if not orphans:
+            return
+        caller = self._binding_of(revision.terminal)
+        if caller is None:  # not live yet: a later revision asks again
+            return
+        for orphan in orphans:
+            why = _mismatch(orphan, caller)
+            move = None if why else self.pending.rearm(orphan, caller, revision.revision)
+            if move is not None:
+                self._tell(caller, f"isolated checkout move re-armed after the grid "
+                                   f"restarted: the agent moves to {move.target} (branch "
+                                   f"{move.branch}) once its turn ends")
+                continue
+            self.pending.drop_orphan(orphan)
+            self._tell(caller, f"isolated checkout move cancelled (the grid restarted and "
+                               f"{why or 'this terminal has a move of its own'}): "
+                               f"{_kept(orphan.move)}")
 
     def forget(self, terminal: str) -> None:
         """``terminal`` was retired: its pending move, if any, is cancelled."""
+        binding = self.pending.caller_of(terminal)
         move = self.pending.pop(terminal)
-        binding = self._bindings.pop(terminal, None)
         if move is not None and binding is not None:
             self._tell(binding, f"isolated checkout move cancelled (the terminal was "
                                 f"retired): the worktree is kept at {move.path} "
@@ -364,6 +462,30 @@ class Isolation:
 
         task.add_done_callback(settled)
         return await asyncio.shield(task)
+
+
+def _minutes() -> str:
+    return f"{int(REARM_WITHIN.total_seconds() // 60)} minutes"
+
+
+def _kept(move: PendingMove) -> str:
+    return (f"the agent continues where it was; the worktree is kept at {move.path} "
+            f"(branch {move.branch})")
+
+
+def _mismatch(orphan: Orphan, caller: Binding) -> str | None:
+    """Why ``caller`` is not where ``orphan`` was asked for (``None``: it is)."""
+    asked = orphan.caller
+    if (asked.harness, asked.workspace, asked.environment) != \
+            (caller.harness, caller.workspace, caller.environment):
+        return "the conversation came back in another harness or workspace"
+    if os.path.realpath(asked.launch_dir) != os.path.realpath(caller.launch_dir):
+        return f"the conversation came back in {caller.launch_dir}, not {asked.launch_dir}"
+    return None
+
+
+def _log_refused(error: PendingStateError) -> None:
+    log.warning("a stored pending move is refused (the others are kept): %s", error)
 
 
 def _moved_notice(outcome: MoveOutcome, move: PendingMove, kept: str) -> str:

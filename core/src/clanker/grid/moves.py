@@ -5,7 +5,10 @@ A relayed launch (:mod:`clanker.launch.relayed`) holds one connection per
 terminal, authenticated with that terminal's credential. :meth:`Movers.move`
 sends one instruction down it and waits, bounded, for the launcher's one-line
 answer; one move per terminal at a time. The connection ends when the terminal
-is retired (:meth:`Movers.drop`) or the launcher leaves.
+is retired (:meth:`Movers.drop`) or the launcher leaves. A terminal retired while
+its move is under way (an after-turn launcher releases the source's registration
+before the resume registers, as the spec orders it) keeps its connection for
+that one answer, and no longer.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class _Channel:
         self.writer = writer
         self.lock = asyncio.Lock()
         self.done = asyncio.Event()
+        self.retired = False
+        """The terminal was retired during a move: the channel ends after its answer."""
 
 
 class Movers:
@@ -75,17 +80,25 @@ class Movers:
                 del self._channels[terminal]
 
     def listening(self, terminal: str) -> bool:
-        return terminal in self._channels
+        channel = self._channels.get(terminal)
+        return channel is not None and not channel.retired
 
     def drop(self, terminal: str) -> None:
-        channel = self._channels.pop(terminal, None)
-        if channel is not None:
-            channel.done.set()
+        """``terminal`` was retired: its channel ends, once the answer of a move under
+        way on it has been read (the launcher retires the source before it answers)."""
+        channel = self._channels.get(terminal)
+        if channel is None:
+            return
+        if channel.lock.locked():
+            channel.retired = True
+            return
+        del self._channels[terminal]
+        channel.done.set()
 
     async def move(self, terminal: str, target: str, session: str) -> MoveOutcome:
         """Ask ``terminal``'s launcher to continue ``session`` in ``target``; its answer."""
         channel = self._channels.get(terminal)
-        if channel is None:
+        if channel is None or channel.retired:
             raise MoveUnavailable("not-relayed", "no launcher can move this terminal")
         if channel.lock.locked():
             raise MoveUnavailable("busy", "a move of this terminal is already under way")
@@ -96,7 +109,7 @@ class Movers:
                 await channel.writer.drain()
                 async with asyncio.timeout(self._answer_within):
                     line = await channel.reader.readline()
-                return parse_reply(line.removesuffix(b"\n"), MoveOutcome, op="await-move")
+                outcome = parse_reply(line.removesuffix(b"\n"), MoveOutcome, op="await-move")
             except (TimeoutError, ConnectionError, GridError, ValueError,
                     asyncio.LimitOverrunError) as error:
                 self._end(terminal, channel)
@@ -106,6 +119,9 @@ class Movers:
                 # The call was cut off: a late answer must never be read as the next one's.
                 self._end(terminal, channel)
                 raise
+            if channel.retired:  # answered: the retired terminal's channel ends now
+                self._end(terminal, channel)
+            return outcome
 
     def _end(self, terminal: str, channel: _Channel) -> None:
         if self._channels.get(terminal) is channel:

@@ -77,6 +77,7 @@ from clanker.grid.errors import GridAlreadyRunningError, GridPathError, GridRequ
 from clanker.grid.isolation import Isolation
 from clanker.grid.moves import Movers
 from clanker.grid.peers import Peer, peer_of, process_alive, vouches_for
+from clanker.grid.pending import PENDING_DIRECTORY
 from clanker.grid.protocol import (
     MAX_LINE,
     MAX_SOCKET_PATH,
@@ -330,7 +331,10 @@ class Grid:
                                     session_of=self._session_of,
                                     listening=self._movers.listening,
                                     after_turn=_after_turn,
-                                    revision_of=self._revision_of, notify=self._notify)
+                                    revision_of=self._revision_of, notify=self._notify,
+                                    pending_dir=None if state_dir is None
+                                    else state_dir / PENDING_DIRECTORY,
+                                    binding_of=self._binding)
         self._completion = Completion(
             state_dir=state_dir, move=self.move, session_of=self._session_of,
             listening=self._movers.listening, transactions=self._isolation.transactions,
@@ -438,6 +442,8 @@ class Grid:
         )
         self._started_at = self._clock()
         log.info("grid listening on %s (pid %d)", self._path, os.getpid())
+        # The pending moves a previous grid left wait for their conversations, bounded.
+        self._isolation.reload(self._started_at, clock=self._clock)
 
     def _bind(self) -> socket.socket:
         try:
@@ -484,8 +490,9 @@ class Grid:
         # launcher it waits on keeps its connection until then. New ones are refused.
         transactions = self._isolation.transactions
         transactions.close()
-        # A pending move lives in this process only: it goes, and the person is told
-        # (the notices reach the watchers before their streams end).
+        # A pending move leaves this grid (kept on disk for the next one, when it has a
+        # state directory), and the person is told: the notices reach the watchers
+        # before their streams end.
         self._isolation.cancel_all("the grid is stopping")
         if await transactions.settle(TRANSACTION_TIMEOUT):
             # Their callers' answers are on their way out: give those a moment.

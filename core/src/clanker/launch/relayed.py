@@ -23,8 +23,16 @@ checkout, as the provider's strategy says:
   on the same terminal. If the target fails, the same conversation is resumed
   back where it was (relocated back first); if that fails too, nothing runs it,
   the launch ends, and the answer is ``unrecovered``: resume it from history.
-  The old attachments are released once the outcome is known and answered,
-  so the grid hears it over the old terminal's own channel.
+  What the person types while no child runs is held (64 KiB at most) and given
+  to the resume in the target once it is proven and relayed; a recovery where it
+  was discards it and says so on the terminal (a prompt typed for the target must
+  not run, unread, in the checkout the move left).
+  The old attachments (attention's registration, the bridge credential) are
+  released as soon as the source's exit is proven, before the resume registers,
+  so the conversation never has two authoritative roots; the outcome is then
+  answered over the old terminal's channel, which the grid keeps for that one
+  answer (:mod:`clanker.grid.moves`). The order is the spec's: source retired,
+  replacement proven, terminal replaced.
 
 While it runs, the launch listens for the grid's move instructions over its
 terminal's own registration (``await-move``, authenticated with attention's
@@ -54,7 +62,13 @@ from clanker.checkouts.capability import (
     relocation_of,
 )
 from clanker.checkouts.rehome import rehome_request
-from clanker.environment.pty_relay import PtyChild, PtyRelay, run_in_pty, terminal_size
+from clanker.environment.pty_relay import (
+    PtyChild,
+    PtyRelay,
+    Typed,
+    run_in_pty,
+    terminal_size,
+)
 from clanker.launch import attention
 from clanker.launch.replacement import (
     Proof,
@@ -181,6 +195,11 @@ class RelayedLaunch:
         self._relay = PtyRelay(child, stdin_fd=stdin_fd, stdout_fd=stdout_fd)
 
     @property
+    def relay(self) -> PtyRelay:
+        """The relay (what it holds of the person's typing during a move, say)."""
+        return self._relay
+
+    @property
     def launch(self) -> Launch:
         """The launch whose child is relayed now (its directory is where it runs)."""
         return self._launch
@@ -283,7 +302,8 @@ class RelayedLaunch:
         resume raises; for an after-turn one :class:`ReplacementRefused` only while the
         original still runs (it had ended), then :class:`MoveFailed` (recovered where it
         was, or not). ``on_settled`` hears the outcome once it is final (a resume has
-        taken over, or nothing will), before the old attachments are released.
+        taken over, or nothing will): for a hot replacement before the old attachments
+        are released, for an after-turn move after (they went with the source).
         """
         rehome = self._provider.checkout_rehome
         if rehome is None:
@@ -319,7 +339,8 @@ class RelayedLaunch:
     def _adopt(self, launch: Launch, on_settled: Callable[[MoveOutcome], None] | None, *,
                moved: bool, why: str | None = None) -> None:
         """``launch`` runs the conversation now: tell ``on_settled``, then release the
-        old attachments (revoking the old credential)."""
+        old attachments (revoking the old credential; an after-turn move released them
+        already, and releasing is idempotent)."""
         from clanker.grid.protocol import MoveOutcome
 
         # Whoever sees the new launch must not take the old terminal's channel for its
@@ -349,6 +370,8 @@ class RelayedLaunch:
                                           f"({alive})")
             raise MoveFailed(UNRECOVERED, str(alive), recovered=False) from alive
         log.info("relay: the source was retired (status %d) for the move", status)
+        # Its registration and credential go with it, before any resume registers.
+        self._launch.dispose()
         try:
             moved = self._resume_in(rehome, session, target, user_flags, proof, size)
         except ReplacementRefused as refused:
@@ -359,7 +382,8 @@ class RelayedLaunch:
         log.info("relay: the resume in the target failed (%s); resuming where it was",
                  failed.why.value)
         try:
-            recovered = self._resume_in(rehome, session, source, (), proof, size)
+            recovered = self._resume_in(rehome, session, source, (), proof, size,
+                                        typed=Typed.DISCARD)
         except ReplacementRefused as again:
             self._unrecovered(on_settled, f"the resume failed in the target "
                                           f"({failed.why.value}) and where it was "
@@ -381,10 +405,12 @@ class RelayedLaunch:
 
     def _resume_in(self, rehome: CheckoutRehomeCapability, session: SessionTarget,
                    where: str, user_flags: tuple[str, ...], proof: Proof,
-                   size: tuple[int, int] | None) -> Launch:
+                   size: tuple[int, int] | None, *, typed: Typed = Typed.DELIVER) -> Launch:
         """Resume ``session`` in ``where`` on the relay, whose child was retired: the
         provider's relocation first (if it declares one), then its resume, proven and
-        retried on a declared transient contention. Raises :class:`ReplacementRefused`."""
+        retried on a declared transient contention. What the user typed since the
+        source was taken out of the relay goes to it as ``typed`` says. Raises
+        :class:`ReplacementRefused`."""
         from clanker.checkouts.relocation import RelocationError, relocate
 
         relocation = relocation_of(rehome, session.native_id, where)
@@ -426,7 +452,7 @@ class RelayedLaunch:
                 moved.dispose()
                 raise
             try:
-                self._relay.replace(candidate, prefix=held)
+                self._relay.replace(candidate, prefix=held, typed=typed)
             except RuntimeError as error:  # the relay cannot end during a handover
                 retire_group(candidate)
                 moved.dispose()
