@@ -65,12 +65,18 @@ def isolated_clanker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
         if name.upper().startswith("CLANKER_") or is_credential_variable(name):
             del os.environ[name]
     os.environ["CLANKER_HOME"] = str(home)
+    from clanker.registry import _ProcessRegistry
+
+    # The process-wide registry is loaded on first use with the environment of
+    # the moment: one a test loaded (under its own plugin lists) ends with it.
+    registry = _ProcessRegistry.current
     try:
         yield home
     finally:
         _stop_grid(home)
         os.environ.clear()
         os.environ.update(saved)
+        _ProcessRegistry.current = registry
 
 
 def _stop_grid(home: Path) -> None:
