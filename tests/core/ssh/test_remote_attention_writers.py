@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
+from clanker.attention.capability import grid_route
 from clanker.attention.frames import FrameExtractor
 from clanker.launch.attention import host_paths, remote_credential
 from clanker_omp.attention import EXTENSION as OMP_EXTENSION
@@ -162,3 +163,15 @@ def test_a_staging_path_left_after_mapping_is_refused() -> None:
     staged = Path("/tmp/stage/pass-1")
     with pytest.raises(ValueError, match="not mapped"):
         host_paths(f"{staged}/x", staged, f"{staged}/again")
+
+
+def test_an_extension_s_route_is_the_socket_s_or_the_terminal_s_never_half_of_one() -> None:
+    socket = {"CLANKER_ATTENTION_SOCKET": "/run/g.sock", "CLANKER_ATTENTION_TERMINAL": "t-1",
+              "CLANKER_ATTENTION_TOKEN": _TOKEN}
+    assert grid_route(socket)
+    assert not grid_route({**socket, "CLANKER_ATTENTION_TOKEN": ""})
+    tty = {"CLANKER_ATTENTION_TRANSPORT": "tty", "CLANKER_ATTENTION_CREDENTIAL": "/h/credential"}
+    assert grid_route(tty)
+    assert not grid_route({"CLANKER_ATTENTION_TRANSPORT": "tty"})
+    assert not grid_route({**socket, "CLANKER_ATTENTION_TRANSPORT": "tty"}), \
+        "on a host the socket's variables are not a route"
