@@ -300,3 +300,24 @@ def test_an_extension_on_a_host_reports_through_its_terminal(
     # Gone from the host, and retired here, once the launch ended.
     assert [p.name for p in (remote_doubles / HOST_ROOT).iterdir()] == ["lock"]
     assert [a for a in Clanker().agents() if a.harness == harness] == []
+
+
+@pytest.mark.parametrize("harness", ["hermes", "agy"])
+def test_hermes_and_antigravity_on_a_host_run_without_attention_with_one_notice(
+    sshd: Sshd, remote_bin: Path, harness: str
+) -> None:
+    """Their wiring is not what the host installer carries (docs/guide/hosts.md): the
+    launch goes on with one line, nothing is installed, and the harness gets no
+    ``CLANKER_ATTENTION_*`` variable, so a clanker plugin on the host stays inert."""
+    double = remote_bin / harness
+    double.write_text('#!/bin/sh\necho "variables:$(env | grep -c ^CLANKER_ATTENTION_)"\n')
+    double.chmod(0o755)
+    Clanker(ssh_config_file=sshd.config_file).add_host("box", sshd.alias)
+    status, out = _drive(sshd.config_file, ["launch", "--host", "box", harness], print)
+    assert status == 0, out
+    notices = [line for line in out.split("\n") if line.startswith("clanker: ")]
+    assert len(notices) == 1 and "attention: not available for SSH hosts" in notices[0], out
+    assert "variables:0\n" in out, out
+    root = sshd.home / HOST_ROOT
+    assert not root.exists() or [p.name for p in root.iterdir()] == ["lock"]
+    assert [a for a in Clanker().agents() if a.harness == harness] == []
