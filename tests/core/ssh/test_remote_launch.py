@@ -91,7 +91,7 @@ def test_a_harness_runs_on_the_host_in_this_terminal(
     assert f"home:{sshd.home}" in out
     assert "local:unset" in out, "nothing of this machine's environment reaches the host"
     assert "tty:yes" in out
-    assert "attention: not available for SSH hosts yet" in out
+    assert "attention:" not in out, "OpenCode's attention is wired on the host, with no notice"
 
     # The host's home is the default directory.
     status, out = _under_pty(ssh_config, ["launch", "--host", "box", "opencode"], env)

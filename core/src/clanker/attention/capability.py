@@ -5,12 +5,30 @@ A plugin imports its attention types from here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from clanker.attachment import AttachmentContext, AttachmentPlan, Declined
 
-__all__ = ["AttachmentContext", "AttachmentPlan", "AttentionCapability", "Declined"]
+__all__ = ["CREDENTIAL_VARIABLE", "TRANSPORT_VARIABLE", "AttachmentContext", "AttachmentPlan",
+           "AttentionCapability", "Declined", "grid_route"]
+
+TRANSPORT_VARIABLE: Final = "CLANKER_ATTENTION_TRANSPORT"
+"""``tty`` on an SSH host: deliveries are written to the harness's terminal as OSC frames."""
+CREDENTIAL_VARIABLE: Final = "CLANKER_ATTENTION_CREDENTIAL"
+"""On an SSH host, for a harness that reports from inside its own process: the path of
+the launch's credential file there (its terminal and token, 0600)."""
+
+
+def grid_route(env: Mapping[str, str]) -> bool:
+    """Whether a launch environment tells an in-process extension where to deliver: the
+    grid's socket with the terminal's credential (a local launch), or the terminal
+    transport with its credential file (a launch on an SSH host)."""
+    if env.get(TRANSPORT_VARIABLE) == "tty":
+        return bool(env.get(CREDENTIAL_VARIABLE))
+    return all(env.get(name) for name in (
+        "CLANKER_ATTENTION_SOCKET", "CLANKER_ATTENTION_TERMINAL", "CLANKER_ATTENTION_TOKEN"))
 
 
 @runtime_checkable

@@ -21,11 +21,13 @@ import shlex
 import stat
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from clanker._logging import get_logger
 from clanker.attention.capability import (
+    CREDENTIAL_VARIABLE,
+    TRANSPORT_VARIABLE,
     AttachmentContext,
     AttachmentPlan,
     AttentionCapability,
@@ -43,17 +45,18 @@ from clanker.launch.scratch import (
 from clanker.paths import ClankerPaths, clanker_paths
 
 if TYPE_CHECKING:
-    from clanker.environment.remote_resources import RemoteResources
+    from clanker.environment.remote_resources import RemoteResources, Resource
     from clanker.environment.ssh import TerminalObserver
     from clanker.grid.client import GridClient, Registration
     from clanker.hosts import Host
 
 _T = TypeVar("_T")
 
-__all__ = ["HOOK_SCRIPT", "LAUNCHER_FILE", "SOCKET_VARIABLE", "SSH_ATTENTION",
-           "TERMINAL_VARIABLE", "TOKEN_VARIABLE", "AttentionAttachment", "AttentionHost",
-           "RemoteAttentionAttachment", "remote_hook_command", "sweep_orphans",
-           "write_hook_command"]
+__all__ = ["CREDENTIAL_FILE", "CREDENTIAL_VARIABLE", "HOOK_SCRIPT", "LAUNCHER_FILE",
+           "SOCKET_VARIABLE", "SSH_ATTENTION", "TERMINAL_VARIABLE", "TOKEN_VARIABLE",
+           "TRANSPORT_VARIABLE", "AttentionAttachment", "AttentionHost",
+           "RemoteAttentionAttachment", "host_paths", "remote_credential",
+           "remote_hook_command", "sweep_orphans", "write_hook_command"]
 
 log = get_logger(__name__)
 
@@ -259,6 +262,40 @@ def remote_hook_command(directory: str, interpreter: str, terminal: str, token: 
     return "\n".join(lines).encode("utf-8")
 
 
+CREDENTIAL_FILE = "credential"
+"""The credential file's name in a launch directory on a host (see :func:`remote_credential`)."""
+
+
+def remote_credential(terminal: str, token: str) -> bytes:
+    """The credential file of a launch on a host whose provider's extension delivers
+    itself: installed 0600 in the launch directory and named by
+    :data:`CREDENTIAL_VARIABLE`, so the token is in neither a command line nor the
+    host's process environment."""
+    import json
+
+    return json.dumps({"v": 1, "terminal": terminal, "token": token},
+                      separators=(",", ":")).encode("ascii")
+
+
+def host_paths(value: str, staged: Path, directory: str) -> str:
+    """``value`` (an argument or variable a provider planned) with every path into the
+    local staging directory ``staged`` turned into the host's ``directory``: as a
+    ``file://`` URI (percent-encoded, as :meth:`Path.as_uri` writes it), inside a JSON
+    string, and plain. Raises ``ValueError`` when a form of ``staged`` is left (the
+    harness on the host would be handed a path of this machine)."""
+    import json
+
+    host = PurePosixPath(directory)
+    forms = [(staged.as_uri(), host.as_uri()),
+             (json.dumps(str(staged))[1:-1], json.dumps(directory)[1:-1]),
+             (str(staged), directory)]
+    for local, remote in forms:
+        value = value.replace(local, remote)
+    if any(local in value for local, _ in forms):
+        raise ValueError("attention: a path to the staging directory was not mapped to the host")
+    return value
+
+
 class RemoteAttentionAttachment:
     """Attention for one launch on an SSH host (an optional attachment step).
 
@@ -268,11 +305,17 @@ class RemoteAttentionAttachment:
     hook bridge, the wire schema, its interpreter and the hook command are then
     installed in one execution on the host
     (:class:`~clanker.environment.remote_resources.RemoteResources`), and paths
-    to the staging directory in its argv and environment become the host's. The
-    hook bridge there delivers as OSC frames on its terminal, which
-    :class:`~clanker.attention.frames.FrameExtractor` takes out of the host's
-    terminal stream and :class:`~clanker.grid.remote.RemoteDelivery` hands to
-    the grid, for this terminal and credential only.
+    to the staging directory in its argv and environment become the host's
+    (:func:`host_paths`). The hook bridge there delivers as OSC frames on its
+    terminal, which :class:`~clanker.attention.frames.FrameExtractor` takes out
+    of the host's terminal stream and :class:`~clanker.grid.remote.RemoteDelivery`
+    hands to the grid, for this terminal and credential only.
+
+    A provider without an interpreter (its extension runs inside the harness and
+    delivers itself: OpenCode, Pi, Oh My Pi) gets no hook bridge on the host:
+    instead :data:`TRANSPORT_VARIABLE` ``=tty`` and :data:`CREDENTIAL_VARIABLE`
+    naming the launch's credential file there, and its extension writes the same
+    frames to its own terminal.
     """
 
     name = "attention"
@@ -291,11 +334,9 @@ class RemoteAttentionAttachment:
         paths: ClankerPaths | None = None,
         account: str | None = None,
     ) -> None:
-        if capability.interpreter is None:
-            raise ValueError("capability: attention on a host runs through the hook bridge")
         self._harness = harness
         self._capability = capability
-        self._interpreter: Path = capability.interpreter
+        self._interpreter: Path | None = capability.interpreter
         self._cwd = cwd
         self._host = environment
         self._run = run
@@ -309,7 +350,7 @@ class RemoteAttentionAttachment:
     def prepare(self, state: LaunchState) -> PreparedAttachment | None:
         from clanker.attention.frames import FrameExtractor
         from clanker.attention.hook import STATE_FILES
-        from clanker.environment.remote_resources import RemoteResources, Resource
+        from clanker.environment.remote_resources import RemoteResources
         from clanker.grid.client import GridClient
         from clanker.grid.daemon import ensure_running
         from clanker.grid.remote import HostIndex, RemoteDelivery, machine_identity
@@ -348,23 +389,13 @@ class RemoteAttentionAttachment:
                 launcher_pid=os.getpid(), trusted_root_session_id=self._trusted_root,
                 account=self._account, tmux_pane=_tmux_pane(state.env))
             index.record(registration.terminal, self._host.host.name, launch)
-            env = {"CLANKER_ATTENTION_COMMAND": f"{directory}/hook",
-                   "CLANKER_ATTENTION_INTERPRETER": f"{directory}/{self._interpreter.name}"}
+            env = self._route(directory)
             staged, written, plan = self._plan(state, env, staging)
             if isinstance(plan, Declined):
                 log.info("attention: declined for %s on a host: %s", self._harness, plan.reason)
                 client.decline(registration.terminal, registration.token, plan.reason)
                 return PreparedAttachment(dispose=release, notice=plan.reason)
-            files = [
-                Resource("hook", remote_hook_command(
-                    directory, self._interpreter.name, registration.terminal,
-                    registration.token), executable=True),
-                Resource("hook.py", HOOK_SCRIPT.read_bytes()),
-                Resource("wire.py", HOOK_SCRIPT.with_name("wire.py").read_bytes()),
-                Resource(self._interpreter.name, self._interpreter.read_bytes()),
-                *(Resource(path.name, path.read_bytes(), executable=executable)
-                  for path, executable in written),
-            ]
+            files = self._resources(directory, registration, written)
             _blocking(resources.install(
                 launch, files, owner=machine_identity(paths.state),
                 keep=index.running_launches(self._host.host.name), state_files=STATE_FILES))
@@ -374,7 +405,7 @@ class RemoteAttentionAttachment:
             self._host.observe_terminal(extractor)
 
             def on_host(value: str) -> str:
-                return value.replace(str(staged), directory)
+                return host_paths(value, staged, directory)
 
             argv = None if plan.argv is None else tuple(on_host(word) for word in plan.argv)
             added = {name: on_host(value) for name, value in plan.env.items()}
@@ -383,6 +414,38 @@ class RemoteAttentionAttachment:
         except BaseException:
             release()
             raise
+
+    def _route(self, directory: str) -> dict[str, str]:
+        """How the harness on the host reaches the hook bridge there, or, for a provider
+        without an interpreter, where its extension finds the terminal transport."""
+        if self._interpreter is None:
+            return {TRANSPORT_VARIABLE: "tty",
+                    CREDENTIAL_VARIABLE: f"{directory}/{CREDENTIAL_FILE}"}
+        return {"CLANKER_ATTENTION_COMMAND": f"{directory}/hook",
+                "CLANKER_ATTENTION_INTERPRETER": f"{directory}/{self._interpreter.name}"}
+
+    def _resources(self, directory: str, registration: Registration,
+                   written: list[tuple[Path, bool]]) -> list[Resource]:
+        """What the launch directory on the host holds: the hook bridge with its
+        interpreter and hook command (or only the credential file, for an extension
+        that delivers itself), then what the provider wrote."""
+        from clanker.environment.remote_resources import Resource
+
+        interpreter = self._interpreter
+        if interpreter is None:
+            files = [Resource(CREDENTIAL_FILE, remote_credential(
+                registration.terminal, registration.token))]
+        else:
+            files = [
+                Resource("hook", remote_hook_command(
+                    directory, interpreter.name, registration.terminal,
+                    registration.token), executable=True),
+                Resource("hook.py", HOOK_SCRIPT.read_bytes()),
+                Resource("wire.py", HOOK_SCRIPT.with_name("wire.py").read_bytes()),
+                Resource(interpreter.name, interpreter.read_bytes()),
+            ]
+        return files + [Resource(path.name, path.read_bytes(), executable=executable)
+                        for path, executable in written]
 
     def _plan(self, state: LaunchState, env: Mapping[str, str], staging: Path
               ) -> tuple[Path, list[tuple[Path, bool]], AttachmentPlan | Declined]:

@@ -336,7 +336,6 @@ class LaunchService:
         assert capability is not None
         assert request.cwd is not None
         if (getattr(capability, SSH_ATTENTION, False) is not True
-                or capability.interpreter is None
                 or not hasattr(self.environment, "observe_terminal")):
             return _Omitted("attention", "not available for SSH hosts yet for this harness "
                             "(its events cannot reach this machine's grid from a host)")

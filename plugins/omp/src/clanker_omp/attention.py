@@ -12,6 +12,9 @@ Checked against omp 18.2.3 (docs/harnesses/omp.md, "Attention"):
   omp still loads an explicit ``--extension`` (verified), so it is not a conflict.
 - A resume keeps the session id (``--resume <id>`` reopens and appends to the same session,
   and the extension sees that id), so a validated id may bind the root.
+- On an SSH host the environment says ``CLANKER_ATTENTION_TRANSPORT=tty`` and names the
+  launch's credential file (``CLANKER_ATTENTION_CREDENTIAL``); the extension then writes its
+  deliveries to its terminal as OSC frames.
 """
 
 from __future__ import annotations
@@ -21,7 +24,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
+from clanker.attention.capability import (
+    AttachmentContext,
+    AttachmentPlan,
+    Declined,
+    grid_route,
+)
 
 __all__ = ["EXTENSION", "EXTENSION_FILE_NAME", "OmpAttention", "conflicting_flag"]
 
@@ -31,10 +39,10 @@ EXTENSION_FILE_NAME: Final = "clanker-attention.js"
 """Its name in the launch's private directory (omp names the extension after the file)."""
 
 _SUBCOMMAND: Final = "launch"
-_CONFLICTING_FLAGS: Final = ("--trusted-extension",)
-_REQUIRED_ENV: Final = (
+_SOCKET_ROUTE: Final = (
     "CLANKER_ATTENTION_SOCKET", "CLANKER_ATTENTION_TERMINAL", "CLANKER_ATTENTION_TOKEN",
 )
+_CONFLICTING_FLAGS: Final = ("--trusted-extension",)
 
 
 def conflicting_flag(flags: Iterable[str]) -> str | None:
@@ -54,15 +62,19 @@ class OmpAttention:
     def __init__(self) -> None:
         self.interpreter: Path | None = None  # in-process: the extension delivers itself
         self.resume_preserves_session_id = True
+        # It writes only the extension, in the private directory: it wires a launch on
+        # an SSH host too (clanker.launch.attention.SSH_ATTENTION).
+        self.runs_over_ssh = True
 
     def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         flag = conflicting_flag(context.user_flags)
         if flag is not None:
             return Declined(reason=f"{flag} decides exactly which extensions omp runs; launch "
                                    "without it to see this agent's state")
-        missing = [name for name in _REQUIRED_ENV if not context.env.get(name)]
-        if missing:
-            raise ValueError("attention: the launch environment lacks " + ", ".join(missing))
+        if not grid_route(context.env):
+            missing = [name for name in _SOCKET_ROUTE if not context.env.get(name)]
+            raise ValueError("attention: the launch environment lacks " + ", ".join(missing)
+                             + " (or, on a host, its terminal transport)")
         target = context.private_dir / EXTENSION_FILE_NAME
         shutil.copyfile(EXTENSION, target)
         target.chmod(0o600)

@@ -15,6 +15,11 @@ Checked against opencode-ai 1.18.33 (docs/harnesses/opencode.md, "Attention"):
   ``OPENCODE_CONFIG_DIR`` (a configuration directory of theirs), and ``--pure``
   or ``OPENCODE_PURE`` (no external plugins at all). Each is a conflict:
   attention is unavailable for that launch.
+- On an SSH host the plugin is installed in the launch's directory there, the
+  ``file://`` URI in ``OPENCODE_CONFIG_CONTENT`` names it there, and it writes
+  its deliveries to its terminal as OSC frames
+  (``CLANKER_ATTENTION_TRANSPORT=tty``, the credential in the file
+  ``CLANKER_ATTENTION_CREDENTIAL`` names).
 """
 
 from __future__ import annotations
@@ -26,7 +31,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
+from clanker.attention.capability import (
+    AttachmentContext,
+    AttachmentPlan,
+    Declined,
+    grid_route,
+)
 
 __all__ = ["CONFIG_VARIABLE", "PLUGIN_FILE_NAME", "PLUGIN_SOURCE", "OpenCodeAttention",
            "plugin_config"]
@@ -40,9 +50,6 @@ _OWNED_VARIABLES: Final = (CONFIG_VARIABLE, "OPENCODE_CONFIG_DIR")
 _PURE_VARIABLE: Final = "OPENCODE_PURE"
 _PURE_FLAG: Final = "--pure"
 _FALSE: Final = frozenset({"0", "false"})
-_REQUIRED: Final = (
-    "CLANKER_ATTENTION_SOCKET", "CLANKER_ATTENTION_TERMINAL", "CLANKER_ATTENTION_TOKEN",
-)
 
 
 def plugin_config(plugin: Path) -> str:
@@ -60,12 +67,16 @@ class OpenCodeAttention:
         # session.status events carry the same id), so a validated id may
         # bind the root before the first event.
         self.resume_preserves_session_id = True
+        # It writes only the plugin, in the private directory, and reads only the
+        # environment: it wires a launch on an SSH host too, where the plugin writes its
+        # frames to its terminal (clanker.launch.attention.SSH_ATTENTION).
+        self.runs_over_ssh = True
 
     def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         conflict = _conflict(context.env, context.user_flags)
         if conflict is not None:
             return Declined(reason=conflict)
-        if any(not context.env.get(name) for name in _REQUIRED):
+        if not grid_route(context.env):
             raise ValueError("attention: the launch environment has no grid credentials")
         target = context.private_dir / PLUGIN_FILE_NAME
         descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

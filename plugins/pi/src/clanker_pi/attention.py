@@ -17,7 +17,10 @@ Checked against pi 0.73.1 (``@mariozechner/pi-coding-agent``) and 1.3.0
   declined too: the word cannot be told from the newer subcommand.)
 
 The extension reads the grid's socket, terminal and credential from the
-environment the attachment already sets, so nothing is added to it here.
+environment the attachment already sets, so nothing is added to it here. On an
+SSH host that environment says ``CLANKER_ATTENTION_TRANSPORT=tty`` and names
+the launch's credential file (``CLANKER_ATTENTION_CREDENTIAL``) instead, and the
+extension writes its deliveries to its terminal as OSC frames.
 """
 
 from __future__ import annotations
@@ -26,7 +29,12 @@ import shutil
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
+from clanker.attention.capability import (
+    AttachmentContext,
+    AttachmentPlan,
+    Declined,
+    grid_route,
+)
 
 __all__ = ["EXTENSION", "EXTENSION_NAME", "SUBCOMMANDS", "PiAttention"]
 
@@ -40,10 +48,6 @@ SUBCOMMANDS: Final = frozenset(
 )
 """Words pi treats as a subcommand when they come first (0.73.1, and 1.3.0's additions)."""
 
-_REQUIRED: Final = (
-    "CLANKER_ATTENTION_SOCKET", "CLANKER_ATTENTION_TERMINAL", "CLANKER_ATTENTION_TOKEN",
-)
-
 
 class PiAttention:
     """Adds clanker's extension to a Pi launch, right after the executable."""
@@ -55,6 +59,9 @@ class PiAttention:
         # finds in another project makes pi offer to fork it into a new id, which a
         # pre-bound root would then refuse.
         self.resume_preserves_session_id = False
+        # It writes only the extension, in the private directory: it wires a launch on
+        # an SSH host too (clanker.launch.attention.SSH_ATTENTION).
+        self.runs_over_ssh = True
 
     def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         executable, *arguments = context.argv
@@ -62,8 +69,7 @@ class PiAttention:
             # A subcommand, not an agent: nothing to observe.
             return Declined(reason=f"`pi {arguments[0]}` runs no agent, so there is no state "
                                    "to show")
-        missing = [name for name in _REQUIRED if not context.env.get(name)]
-        if missing:
+        if not grid_route(context.env):
             raise ValueError("attention: the launch environment has no grid connection")
         target = context.private_dir / EXTENSION_NAME
         shutil.copyfile(EXTENSION, target)

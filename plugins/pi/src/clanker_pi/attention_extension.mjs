@@ -2,7 +2,7 @@
 //
 // It turns Pi's extension events into clanker's canonical lifecycle envelopes and
 // delivers them to the clanker grid over its Unix socket (one JSON line per
-// request). It never blocks Pi: deliveries are queued and never awaited by a
+// request), or, on an SSH host, as frames on its terminal (below). It never blocks Pi: deliveries are queued and never awaited by a
 // handler, every error is swallowed, and without the launch's variables it does
 // nothing at all. It never forwards prompts, titles, tool arguments or error text.
 //
@@ -17,6 +17,7 @@
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
+import * as tty from "node:tty";
 import { randomBytes } from "node:crypto";
 
 const SHARED = Symbol.for("clanker.attention.pi");
@@ -35,24 +36,136 @@ const VARIABLES = [
   "CLANKER_ATTENTION_TOKEN",
 ];
 
-/** Process-wide state: it survives Pi replacing the extension runtime (reload, /new, /resume). */
-function shared() {
-  const existing = globalThis[SHARED];
-  if (existing) return existing;
+// -- on an SSH host: frames on the terminal --------------------------------------------------
+//
+// There the launch says CLANKER_ATTENTION_TRANSPORT=tty and CLANKER_ATTENTION_CREDENTIAL names
+// its credential file ({"v": 1, "terminal", "token"}: a regular file of this user, mode 0600, in
+// clanker's launch directory on the host; the token is never in a command line). Each deliver
+// request is written to this process's own terminal as one OSC frame, the frame clanker's hook
+// bridge writes (ESC ] 7717 ; clanker-attention ; <base64 of the JSON request> BEL, at most
+// 32 KiB); the launcher on the person's machine takes it out of the terminal stream before
+// anything is shown and hands it to the grid. Nothing comes back: a frame written whole counts
+// as delivered. A terminal that cannot be found, or that takes longer than TIMEOUT_MS to accept
+// a frame, stops delivery for good (at most one write is ever outstanding).
+
+const FRAME_START = "\x1b]7717;clanker-attention;";
+const FRAME_END = "\x07";
+const MAX_FRAME_BYTES = 32768;
+const MAX_CREDENTIAL_BYTES = 4096;
+
+/** The launch's terminal and token from its credential file, or null. */
+function hostCredential(file) {
+  if (typeof file !== "string" || !file.startsWith("/")) return null;
+  let fd = null;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    const info = fs.fstatSync(fd);
+    if (!info.isFile() || info.uid !== process.getuid() || (info.mode & 0o077) !== 0) return null;
+    if (info.size > MAX_CREDENTIAL_BYTES) return null;
+    const value = JSON.parse(fs.readFileSync(fd, "utf8"));
+    const valid = (text) => typeof text === "string" && /^[\x21-\x7e]{1,256}$/.test(text);
+    if (value && value.v === 1 && valid(value.terminal) && valid(value.token)) {
+      return { terminal: value.terminal, token: value.token };
+    }
+  } catch {
+    // unreadable or malformed: no delivery at all
+  } finally {
+    if (fd !== null) {
+      try {
+        fs.closeSync(fd);
+      } catch {}
+    }
+  }
+  return null;
+}
+
+/** This process's terminal, open for writing: its controlling terminal, else the first of its
+ * standard descriptors that is a pseudo-terminal of this user; null when there is none. */
+function openTerminal() {
+  const flags = fs.constants.O_WRONLY | fs.constants.O_NOCTTY;
+  try {
+    return fs.openSync("/dev/tty", flags);
+  } catch {}
+  for (const number of [1, 2, 0]) {
+    let fd = null;
+    try {
+      const target = fs.readlinkSync(`/proc/self/fd/${number}`);
+      if (!target.startsWith("/dev/pts/")) continue;
+      fd = fs.openSync(target, flags | fs.constants.O_NOFOLLOW);
+      if (tty.isatty(fd) && fs.fstatSync(fd).uid === process.getuid()) return fd;
+    } catch {}
+    if (fd !== null) {
+      try {
+        fs.closeSync(fd);
+      } catch {}
+    }
+  }
+  return null;
+}
+
+let terminalFd; // undefined until the first frame; null: there is no terminal
+
+/** Write one request as a frame; resolves true when all of it was written in time. */
+function writeFrame(request) {
+  const data = Buffer.from(
+    FRAME_START + Buffer.from(JSON.stringify(request), "utf8").toString("base64") + FRAME_END,
+    "ascii",
+  );
+  if (data.length > MAX_FRAME_BYTES) return Promise.resolve(false);
+  if (terminalFd === undefined) terminalFd = openTerminal();
+  if (terminalFd === null) return Promise.resolve(false);
+  const fd = terminalFd;
+  return new Promise((resolve) => {
+    let settled = false;
+    const finish = (ok) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(ok);
+    };
+    const timer = setTimeout(() => finish(false), TIMEOUT_MS);
+    const rest = (offset) => {
+      fs.write(fd, data, offset, data.length - offset, null, (error, written) => {
+        if (error || settled) return finish(false);
+        if (offset + written < data.length) rest(offset + written);
+        else finish(true);
+      });
+    };
+    rest(0);
+  });
+}
+
+/** Where deliveries go: the grid's socket, or (on an SSH host) the terminal; null: nowhere. */
+function route() {
+  if (process.env.CLANKER_ATTENTION_TRANSPORT === "tty") {
+    const host = hostCredential(process.env.CLANKER_ATTENTION_CREDENTIAL);
+    return host && { socket: null, terminal: host.terminal, token: host.token };
+  }
   const config = {};
   for (const name of VARIABLES) {
     const value = process.env[name];
     if (typeof value !== "string" || value === "") return null;
     config[name] = value;
   }
+  return {
+    socket: config.CLANKER_ATTENTION_SOCKET,
+    terminal: config.CLANKER_ATTENTION_TERMINAL,
+    token: config.CLANKER_ATTENTION_TOKEN,
+  };
+}
+
+/** Process-wide state: it survives Pi replacing the extension runtime (reload, /new, /resume). */
+function shared() {
+  const existing = globalThis[SHARED];
+  if (existing) return existing;
+  const config = route();
+  if (config === null) return null;
   // The credential stays with this process: tools and sub-processes Pi starts never see it.
   for (const name of Object.keys(process.env)) {
     if (name.startsWith("CLANKER_ATTENTION_")) delete process.env[name];
   }
   const state = {
-    socket: config.CLANKER_ATTENTION_SOCKET,
-    terminal: config.CLANKER_ATTENTION_TERMINAL,
-    token: config.CLANKER_ATTENTION_TOKEN,
+    ...config,
     prefix: `${process.pid}-${randomBytes(4).toString("hex")}`,
     counter: 0,
     queue: Promise.resolve(),
@@ -134,6 +247,12 @@ function atLeast(version, floor) {
 }
 
 function send(state, envelopes) {
+  if (state.socket === null) {
+    const request = { v: 1, op: "deliver", terminal: state.terminal, token: state.token, envelopes };
+    return writeFrame(request).then((written) => {
+      if (!written) state.stopped = true; // no terminal, or one that does not read
+    });
+  }
   return new Promise((resolve) => {
     const line = JSON.stringify({
       v: 1,
