@@ -8,12 +8,13 @@ lines, escapes, spaced and compact JSON).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from clanker.pistore import Lines, Want, count_messages, parent_from
+from clanker.pistore import _OPENING, Lines, Want, count_messages, parent_from
 from clanker.stores import head_and_tail
 from clanker.testing.sessions import sample_of_bytes
 
@@ -110,3 +111,38 @@ def test_a_parent_is_named_by_the_id_its_file_name_ends_with() -> None:
     assert parent_from("abc") is None
     assert parent_from("abc", bare_id=True) == "abc"
     assert parent_from(" abc", bare_id=True) is None
+
+
+# The opening pattern as it was written first, with backtracking quantifiers: the
+# possessive one must find the same match, with the same groups, on any bytes.
+_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+_BACKTRACKING_OPENING = re.compile(
+    rb'\{\s*"type"\s*:\s*"([A-Za-z_]+)"'
+    rb"(?:\s*,\s*" + _STRING + rb"\s*:\s*(?:" + _STRING + rb"|[-+.0-9A-Za-z]+))*"
+    rb'(?:\s*,\s*"message"\s*:\s*\{\s*"role"\s*:\s*"([A-Za-z_]+)")?'
+)
+# Pieces of openings (and what breaks them): keys, strings with escapes, scalars, blanks.
+_PIECES = st.sampled_from([
+    b'{', b'}', b'"', b'\\', b'\\"', b'\\\\', b',', b':', b' ', b'\t', b'\n', b'"type"',
+    b'"message"', b'"role"', b'"user"', b'"id"', b'"a\\"b"', b'null', b'123', b'-1.5e3',
+    b'true', b'x', b'_', b'[', b'{"type":"message"', b'"message":{"role":"assistant"',
+])
+_OPENINGS = st.one_of(
+    st.lists(_PIECES, max_size=40).map(b"".join),
+    st.builds(lambda entry, style, cut: _line(entry, style)[:cut],
+              st.builds(_entry, st.sampled_from(KINDS), st.sampled_from(ROLES),
+                        st.text(max_size=30), st.sampled_from(["a", "b"])),
+              st.sampled_from(["compact", "spaced", "escaped"]), st.integers(0, 200)),
+)
+
+
+@settings(max_examples=400)
+@given(_OPENINGS)
+@example(b'{"type":"message","id":"a\\"b","message":{"role":"user","content":[]}')
+@example(b'{ "type" : "message" , "n" : -1.5e3 , "t" : "x\\\\" , "message" : { "role" : "user"')
+@example(b'{"type":"session_info","name":"\\u0041","when":12}')
+def test_the_opening_pattern_matches_as_its_backtracking_form_does(data: bytes) -> None:
+    fast, slow = _OPENING.match(data), _BACKTRACKING_OPENING.match(data)
+    assert (fast is None) == (slow is None)
+    if fast is not None and slow is not None:
+        assert (fast.span(), fast.group(1, 2)) == (slow.span(), slow.group(1, 2))

@@ -125,3 +125,19 @@ def test_only_the_coder_conversation_loads_the_terminal_interface(argv: list[str
     assert sorted(m for m in modules if m.split(".")[0] in ("rich", "prompt_toolkit")
                   or m.startswith("clanker.acp.ui")) == []
     assert not set(_INTERFACE) & modules
+
+
+def test_status_with_no_grid_running_loads_no_ssh_transport(tmp_path: Path) -> None:
+    # The hosts module (and with it the SSH transport and asyncio) waits for a grid
+    # or a `--host`; with neither, `status` only says that nothing is running.
+    code, modules, out = _run(["status"], tmp_path)
+    assert code == 0
+    assert "the grid is not running" in out
+    assert sorted(modules & {"clanker.hosts", "clanker.execution.ssh", "asyncio", "ssl"}) == []
+
+
+def test_status_for_a_host_loads_the_hosts_module(tmp_path: Path) -> None:
+    # The same command naming a host: an unknown name is the hosts module's error.
+    code, modules, _ = _run(["status", "--host", "nowhere"], tmp_path)
+    assert code == 40
+    assert "clanker.hosts" in modules

@@ -179,13 +179,17 @@ def status(host: str | None, as_json: bool) -> None:
     `--host NAME`, only the agents launched on that host (their locations are
     the host's directories); the grid runs on this machine either way.
     """
-    from clanker.cli.hosts import host_errors
-
     clanker = library()
     running = _running(clanker)
-    with grid_errors(), host_errors():
-        # Empty if it stopped in between; an unknown host name fails even then.
-        entries = clanker.agents(host=host) if running or host is not None else []
+    entries: list[TerminalEntry] = []
+    if running or host is not None:
+        # Only then: the hosts module brings the SSH transport (and asyncio) with it,
+        # which a prompt's `clanker status` with no grid running never needs.
+        from clanker.cli.hosts import host_errors
+
+        with grid_errors(), host_errors():
+            # Empty if it stopped in between; an unknown host name fails even then.
+            entries = clanker.agents(host=host)
     if as_json:
         echo_json([entry_record(e) for e in entries])
         return
