@@ -25,6 +25,7 @@ from clanker.acp.capability import AcpServer
 from clanker.acp.errors import CoderError, CoderFailure
 from clanker.acp.transcript import Redactor, Transcript, read_transcript, transcript_path
 from clanker.acp.transport import INITIALIZE_TIMEOUT, AgentProcess
+from clanker.acp.wire import encode, initialize_request
 from clanker.errors import ErrorKind, HarnessCapabilityError
 
 if TYPE_CHECKING:
@@ -152,7 +153,9 @@ class CoderService:
         transcript = Transcript(self.directory, redactor)
         log = self.directory / f"agent-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
         try:
-            process = await AgentProcess.start(argv, env, options.cwd, log, redactor.data)
+            # ``initialize`` goes with the start: it waits in the pipe while the agent starts.
+            process = await AgentProcess.start(argv, env, options.cwd, log, redactor.data,
+                                               first_line=encode(initialize_request()))
         except BaseException:
             transcript.close()
             raise
