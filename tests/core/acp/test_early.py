@@ -37,7 +37,9 @@ for _ in sys.stdin.buffer:
 # anything, each process the run starts (the reaper's pid, from clanker.procstart)
 # and the modules loaded when the agent is started (the audit event of its Popen).
 _DRIVER = """
-import json, os, sys
+import sys
+at_start = sorted(sys.modules)
+import json, os
 import clanker.procstart as procstart
 mark, entry, args = sys.argv[1], sys.argv[2], sys.argv[3:]
 started, at_spawn = [], []
@@ -62,7 +64,7 @@ try:
     main()
 except SystemExit as exited:
     code = exited.code
-print(json.dumps({"exit": code, "started": started,
+print(json.dumps({"exit": code, "started": started, "start": at_start,
                   "spawn": at_spawn[0] if at_spawn else None}), file=sys.stderr)
 """
 
@@ -106,7 +108,11 @@ def test_a_run_takes_the_agent_started_before_the_cli(coder: Coder) -> None:
     assert isinstance(spawn, list)
     assert sorted(m for m in spawn if m.split(".")[0] in ("click", "asyncio", "attrs",
                                                           "cattrs", "pluggy")) == []
-    assert "clanker.cli" not in spawn
+    # Beyond what the interpreter started with: the standard library and these alone.
+    loaded = set(spawn) - set(report["start"])  # type: ignore[arg-type]
+    assert sorted(m for m in loaded if m.split(".")[0] not in sys.stdlib_module_names) == [
+        "clanker", "clanker.__main__", "clanker.acp", "clanker.acp.early", "clanker.acp.wire",
+        "clanker.envvars", "clanker.procstart"]
     # The transcript's first record is the frame written then, as it was written.
     [transcript] = (Path(coder.environ["CLANKER_HOME"]) / "state" / "coder").glob("fake-*.jsonl")
     first = json.loads(transcript.read_text().splitlines()[0])
