@@ -215,3 +215,45 @@ def test_the_first_line_is_written_as_the_agent_starts(tmp_path: Path) -> None:
     echoed, at, line = asyncio.run(run())
     assert (echoed, line) == (b'{"id":0}', b'{"id":0}')
     assert at is not None
+
+
+@pytest.fixture
+def opencode(coder: Coder) -> str:
+    """``opencode`` on the run's ``PATH``: its ACP server (``opencode acp``) is the fake
+    agent, so ``--harness opencode`` starts a real ACP agent."""
+    bin_dir = Path(coder.environ["PATH"].split(os.pathsep)[0])
+    (bin_dir / "opencode").write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_AGENT}"\n')
+    (bin_dir / "opencode").chmod(0o755)
+    return "opencode"
+
+
+def test_a_harness_is_started_before_click_and_asyncio_and_taken(coder: Coder,
+                                                                 opencode: str) -> None:
+    report, done = _drive(coder, opencode, "--no-attention", "--harness", opencode, "hello")
+    assert (report["exit"], done.stdout) == (0, "Hello world\n"), done.stderr
+    started = report["started"]
+    assert isinstance(started, list) and len(started) == 1
+    assert _group_gone(started[0])
+    spawn = report["spawn"]
+    assert isinstance(spawn, list)
+    # The registry and the launch path build its argv and environment; nothing else.
+    assert sorted(m for m in spawn if m.split(".")[0] in ("click", "asyncio", "cattrs",
+                                                          "tomllib", "rich", "prompt_toolkit")
+                  or m.startswith(("clanker.cli", "clanker.acp.client", "clanker.config"))) == []
+
+
+@pytest.mark.parametrize(("args", "starts"), [
+    (("--harness", "opencode", "--idle-timeout", "0", "hi"), 1),  # started, then stopped
+    (("--harness", "no-such-harness", "hi"), 0),
+    (("--harness", "opencode", "--account", "nobody", "hi"), 0),
+])
+def test_a_harness_run_that_fails_reads_as_without_it(coder: Coder, opencode: str,
+                                                     args: tuple[str, ...], starts: int) -> None:
+    report, done = _drive(coder, opencode, "--no-attention", *args)
+    plain_report, plain = _drive(coder, opencode, "--no-attention", *args, entry="--cli")
+    assert (report["exit"], done.stdout, done.stderr) == (plain_report["exit"], plain.stdout,
+                                                          plain.stderr)
+    assert report["exit"] != 0
+    started = report["started"]
+    assert isinstance(started, list) and len(started) == starts
+    assert all(_group_gone(pid) for pid in started)

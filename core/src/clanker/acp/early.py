@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ _VALUED: Final = frozenset({"--harness", "--agent-command", "--approve", "--resu
 _FLAGS: Final = frozenset({"--list", "--attention", "--no-attention", "--plain", "--json",
                            "-h", "--help"})
 _SUBCOMMANDS: Final = frozenset({"clean", "secret"})
-_NOT_STARTED: Final = frozenset({"--harness", "--show", "--list", "-h", "--help"})
+_NOT_STARTED: Final = frozenset({"--show", "--list", "-h", "--help"})
 _STOP_WAIT: Final = 3.0  # the reaper's own grace and its margin (execution/process.py)
 
 
@@ -65,36 +65,72 @@ class Started:
 
 
 _held: list[Started] = []  # the one agent started early and not yet taken, if any
+_exit_hooked: list[bool] = []
 
 
-def start(args: Sequence[str], environ: Mapping[str, str] | None = None) -> bool:
-    """Start the agent of ``clanker coder ARGS`` when the CLI would start it with
-    ``--agent-command``; return whether one was started (never raises for bad
-    arguments: the CLI reports those)."""
+def start(args: Sequence[str], environ: Mapping[str, str] | None = None,
+          harness: Callable[[str, str | None], bool] | None = None) -> bool:
+    """Start the agent of ``clanker coder ARGS`` when the CLI would start it; return
+    whether one was started. Never raises: the CLI reports what is wrong.
+
+    An ``--agent-command`` is started here; a ``--harness ID`` (with ``--account``)
+    by ``harness(ID, ACCOUNT)``, when given (it needs the registry and the launch
+    path: see ``CoderService.start_early``), which calls :func:`hold`."""
     if _held:
         return False
     environ = os.environ if environ is None else environ
-    command = _agent_command(list(args))
-    if command is None:
+    chosen = _chosen(list(args))
+    if chosen is None:
         return False
+    option, value, account = chosen
+    if option == "--agent-command":
+        return _start_command(value, environ)
+    if harness is None:
+        return False
+    try:
+        return harness(value, account)
+    except Exception:  # whatever it is, the CLI meets it again and reports it
+        discard()
+        return False
+
+
+def _start_command(command: str, environ: Mapping[str, str]) -> bool:
     argv = _split(command)
     if argv is None or _has_secrets(argv[0], environ):
+        return False
+    cwd = os.getcwd()
+    return hold(argv, {**_host(environ), "PWD": cwd}, cwd)  # as service.open builds it
+
+
+def hold(argv: Sequence[str], env: Mapping[str, str], cwd: str) -> bool:
+    """Start ``argv`` in ``cwd`` with ``env`` (before the child's own additions) the
+    way the execution layer does, write ``initialize`` to it and keep it for
+    :func:`take`; return whether it was started (not when one is held already,
+    nor when its executable is not found or cannot start: the caller's own start
+    reports that). It is stopped at exit unless taken."""
+    if _held:
         return False
     from clanker.acp.wire import encode, initialize_request
     from clanker.procstart import child_env, find_executable, write_first
     from clanker.procstart import start as start_process
 
-    cwd = os.getcwd()
-    env = child_env({**_host(environ), "PWD": cwd}, {}, cwd)  # as service.open builds it
-    executable = find_executable(argv[0], env)
+    final = child_env(env, {}, cwd)
+    executable = find_executable(argv[0], final)
     if executable is None:
-        return False  # the CLI says so, with its own message
+        return False
     try:
-        process, report_read = start_process([executable, *argv[1:]], env, cwd, stdin_pipe=True)
+        process, report_read = start_process([executable, *argv[1:]], final, cwd,
+                                             stdin_pipe=True)
     except OSError:
-        return False  # the CLI's own start reports it
+        return False
     line = encode(initialize_request()) + b"\n"
-    _held.append(Started(process, report_read, argv, env, cwd, line, write_first(process, line)))
+    _held.append(Started(process, report_read, tuple(argv), final, cwd, line,
+                         write_first(process, line)))
+    if not _exit_hooked:
+        import atexit
+
+        atexit.register(discard)  # a library caller that never opens it leaks nothing
+        _exit_hooked.append(True)
     return True
 
 
@@ -163,21 +199,26 @@ def _host(environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def _agent_command(args: list[str]) -> str | None:
-    """``--agent-command``'s value when ``args`` are a run the CLI would start it for;
-    else ``None``."""
+def _chosen(args: list[str]) -> tuple[str, str, str | None] | None:
+    """The agent (``--agent-command`` or ``--harness``, its value) and ``--account``
+    when ``args`` are a run the CLI would start it for; else ``None``."""
     parsed = _parse(args) if not args or args[0] not in _SUBCOMMANDS else None
     if parsed is None:
         return None
     seen, positional = parsed
-    if seen.keys() & _NOT_STARTED or len(seen.get("--agent-command", ())) != 1:
+    if seen.keys() & _NOT_STARTED or any(len(values) > 1 for name, values in seen.items()
+                                         if name != "--approve"):
+        return None
+    agents = [name for name in ("--agent-command", "--harness") if name in seen]
+    if len(agents) != 1:
         return None
     if len(positional) > 1 or (positional and not positional[0].strip()):
         return None
     if not positional and ("--json" in seen
                            or not (sys.stdin.isatty() and sys.stdout.isatty())):
         return None  # without a prompt: a conversation, which needs a terminal
-    return seen["--agent-command"][0]
+    accounts = seen.get("--account")
+    return agents[0], seen[agents[0]][0], accounts[0] if accounts else None
 
 
 def _parse(args: list[str]) -> tuple[dict[str, list[str]], list[str]] | None:

@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import IO, Final
 
 from clanker.acp import early
+from clanker.acp.wire import INITIALIZE_TIMEOUT
 from clanker.execution.process import Child, adopt, spawn, terminate
 from clanker.execution.request import CommandRequest
 
 __all__ = ["INITIALIZE_TIMEOUT", "MAX_LINE", "STDERR_LOG_MAX", "AgentProcess"]
 
-INITIALIZE_TIMEOUT: Final = 60.0
-"""How long an agent may take to answer ``initialize`` (a Bun or Node start on a busy host)."""
 
 MAX_LINE: Final = 2 * 1024 * 1024
 STDERR_LOG_MAX: Final = 1024 * 1024

@@ -14,9 +14,12 @@ from typing import Any, Final
 
 from clanker import __version__
 
-__all__ = ["INITIALIZE_ID", "PROTOCOL_VERSION", "encode", "initialize_request"]
+__all__ = ["INITIALIZE_ID", "INITIALIZE_TIMEOUT", "PROTOCOL_VERSION", "encode",
+           "initialize_request"]
 
 PROTOCOL_VERSION: Final = 1
+INITIALIZE_TIMEOUT: Final = 60.0
+"""How long an agent may take to answer ``initialize`` (a Bun or Node start on a busy host)."""
 INITIALIZE_ID: Final = 0
 """The id of ``initialize``: the first request of every connection."""
 
