@@ -4,12 +4,16 @@ before the CLI is loaded.
 The first frame would otherwise wait for click, the CLI, asyncio, attrs and
 the execution layer, several interpreter starts' worth of imports, while the
 agent, which needs none of them, could already be starting. So
-``clanker/__main__.py`` calls :func:`start` first, with the standard library
-alone: when the arguments are a coder run with ``--agent-command`` that the
-CLI would start (nothing to show or list, no help, no subcommand, a prompt or
-a terminal), it starts that command the way the execution layer does
+``clanker/__main__.py`` calls :func:`start` first: when the arguments are a
+coder run that the CLI would start (nothing to show or list, no help, no
+subcommand, a prompt or a terminal), an ``--agent-command`` is started here
+with the standard library alone, the way the execution layer does
 (:mod:`clanker.procstart`: the same environment, in a new session, under the
-reaper), writes ``initialize`` to it and keeps it.
+reaper), ``initialize`` written to it, and kept (:func:`hold`). A
+``--harness`` needs the registry and the launch path for its server's argv
+and environment, so ``__main__`` hands a function for it
+(``Clanker.start_coder_early``, which calls :func:`hold`); it still runs
+before click and asyncio are imported.
 
 Then the CLI parses the same arguments as always, so every usage message
 reads as it does without this. When the run reaches the agent's start,
@@ -20,9 +24,11 @@ its tree, SIGKILL after a grace), so it never outlives a run that did not use
 it. (Should clanker itself be killed first, the reaper ends the agent's tree.)
 A wrong guess here costs the head start, never a different agent.
 
-An agent with stored secrets (named in the secrets index at its usual place)
-is not started early: its environment is known only once the credential
-store is read.
+An agent with stored secrets is not started early: its environment is known
+only once the credential store is read. (For an ``--agent-command`` the
+index is looked for where ``clanker_paths`` puts it on Linux; where it is
+elsewhere, :func:`take` finds the environment different and stops the agent
+unused.)
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     import subprocess
 
-__all__ = ["Started", "discard", "start", "take"]
+__all__ = ["Started", "discard", "hold", "start", "take"]
 
 # ``clanker coder``'s options that take a value, and its flags (see cli/coder.py).
 _VALUED: Final = frozenset({"--harness", "--agent-command", "--approve", "--resume", "--show",
