@@ -141,3 +141,39 @@ def test_status_for_a_host_loads_the_hosts_module(tmp_path: Path) -> None:
     code, modules, _ = _run(["status", "--host", "nowhere"], tmp_path)
     assert code == 40
     assert "clanker.hosts" in modules
+
+
+def _imported_by(code: str) -> set[str]:
+    """The modules ``code`` loads beyond what a bare interpreter starts with."""
+    probe = ("import sys; before = set(sys.modules)\n" + code +
+             "\nprint(' '.join(sorted(set(sys.modules) - before)))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, timeout=60)
+    return set(done.stdout.split())
+
+
+def test_the_coder_early_start_is_the_standard_library_alone() -> None:
+    # `clanker coder --agent-command` starts its agent with these before click loads.
+    loaded = _imported_by("import clanker.acp.early, clanker.acp.wire, clanker.procstart")
+    assert sorted(m for m in loaded if m.split(".")[0] not in sys.stdlib_module_names) == [
+        "clanker", "clanker.acp", "clanker.acp.early", "clanker.acp.wire", "clanker.envvars",
+        "clanker.procstart"]
+    assert not {"asyncio", "typing_extensions"} & loaded
+
+
+def test_a_harness_early_start_reads_its_server_without_asyncio_or_click(tmp_path: Path) -> None:
+    # `clanker coder --harness`'s early start: the library builds the server's argv and
+    # environment (registry, plugin, launch path, accounts) before asyncio and click;
+    # here it then finds no opencode on PATH, which the CLI would report.
+    loaded = _imported_by(
+        "import os\n"
+        f"os.environ.update(CLANKER_HOME={str(tmp_path)!r}, PATH={str(tmp_path)!r})\n"
+        "from clanker.api import Clanker\n"
+        "from clanker.errors import HarnessCapabilityError\n"
+        "try:\n"
+        "    Clanker().start_coder_early('opencode', cwd=os.getcwd())\n"
+        "except HarnessCapabilityError as error:\n"
+        "    assert error.kind.value == 'binary-unavailable', error\n")
+    assert {"clanker.launch.service", "clanker.accounts.service", "clanker.registry"} <= loaded
+    assert sorted(m for m in loaded if m.split(".")[0] in ("asyncio", "click", "rich",
+                                                           "prompt_toolkit", "cattrs")) == []

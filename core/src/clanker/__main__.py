@@ -4,6 +4,11 @@
 standard-library client: agents call it in loops, and it must start within a
 few multiples of a bare interpreter, which importing click alone would not
 allow. Everything else is the click group of :mod:`clanker.cli`.
+
+``clanker coder ...`` starts the agent, and writes its ``initialize``, before
+the CLI is imported (:mod:`clanker.acp.early`): the CLI then parses the same
+arguments and takes that process over, or stops it when the run does not
+come to start it.
 """
 
 from __future__ import annotations
@@ -20,9 +25,29 @@ def main() -> Any:
         from clanker.bridge.cmd import main as cmd
 
         return cmd(sys.argv[2:])
-    from clanker.cli import main as cli
+    if sys.argv[1:2] != ["coder"]:
+        from clanker.cli import main as cli
 
-    return cli()
+        return cli()
+    from clanker.acp import early
+
+    try:
+        early.start(sys.argv[2:], harness=_start_harness)
+        from clanker.cli import main as cli
+
+        return cli()
+    finally:
+        early.discard()
+
+
+def _start_harness(harness: str, account: str | None) -> bool:
+    """Start ``harness``'s ACP server early, through the library (the registry and
+    the launch path build its argv and environment)."""
+    import os
+
+    from clanker.api import Clanker
+
+    return Clanker().start_coder_early(harness, cwd=os.getcwd(), account=account)
 
 
 if __name__ == "__main__":

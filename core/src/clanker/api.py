@@ -839,6 +839,19 @@ class Clanker:
             harness=provider, agent_command=agent_command, options=options,
             on_event=on_event or (lambda _: None), ask=ask, resume=resume)
 
+    def start_coder_early(self, harness: HarnessProvider | str, *,
+                          cwd: str | os.PathLike[str], account: str | None = None) -> bool:
+        """Start ``harness``'s ACP server now, and write ``initialize`` to it, for the
+        next :meth:`coder` of this very agent (same harness, directory and account)
+        in this process to take over instead of starting its own: the agent starts
+        while the caller loads the rest. Returns whether it was started (not for an
+        agent with stored secrets). An agent never taken is stopped at exit. Raises
+        what :meth:`coder` raises before its start."""
+        from clanker.acp.service import CoderOptions
+
+        options = CoderOptions(cwd=os.path.abspath(cwd), account=account)
+        return self._coder_service().start_early(self.harness(harness), options)
+
     async def coder_sessions(
         self,
         harness: HarnessProvider | str | None = None,

@@ -206,12 +206,13 @@ print(json.dumps({"exit": code, "spawn": seen[0] if seen else None,
 """
 
 # Loaded after the agent is started and sent ``initialize`` (while it starts): the
+# CLI (click) and asyncio (the agent is started early, clanker/acp/early.py), the
 # configuration's parser, the registry with every plugin, the launch path and
 # accounts, the grid's client, the ACP client itself and the interface.
-_NOT_BEFORE_THE_SPAWN = ("cattrs", "tomllib", "pluggy", "clanker.config", "clanker.registry",
-                         "clanker.launch.service", "clanker.accounts.service",
-                         "clanker.grid.client", "clanker.acp.client", "clanker.acp.ui", "rich",
-                         "prompt_toolkit")
+_NOT_BEFORE_THE_SPAWN = ("click", "asyncio", "clanker.cli", "cattrs", "tomllib", "pluggy",
+                         "clanker.config", "clanker.registry", "clanker.launch.service",
+                         "clanker.accounts.service", "clanker.grid.client",
+                         "clanker.acp.client", "clanker.acp.ui", "rich", "prompt_toolkit")
 
 
 @pytest.mark.parametrize("agent", ["--agent-command", "--harness"])

@@ -22,7 +22,6 @@ speaks the harness's sign-in protocol; this service decides everything else.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -234,6 +233,8 @@ class AccountService:
     async def add(self, harness: HarnessId | str, *, label: str | None = None,
                   show_url: Callable[[str], None]) -> AccountRecord:
         """Sign a new account in through the harness and keep it (see the module)."""
+        import asyncio  # here: building the service (a launch) does not need it
+
         provider = self._provider(harness)
         accounts = self._require_managed(provider)
         check_label(label)  # a bad label is refused before anything is created
@@ -260,6 +261,8 @@ class AccountService:
     async def reconnect(self, account: str, *, show_url: Callable[[str], None]
                         ) -> AccountRecord:
         """Sign an existing account in again, in its own home (never rolled back)."""
+        import asyncio  # here: building the service (a launch) does not need it
+
         record = self.find(account)
         provider = self._provider(record.harness)
         accounts = self._require_managed(provider)
@@ -397,6 +400,8 @@ class AccountService:
                        account_id: str) -> bool:
         """Delete a home that holds nothing, or whose sign-out the harness proved; say
         whether it is gone. Runs to the end even when the caller was cancelled."""
+        import asyncio  # here: building the service (a launch) does not need it
+
         try:
             if not self._homes.has_content(harness, account_id):
                 self._homes.remove(harness, account_id)

@@ -18,7 +18,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from clanker import __version__
+from clanker.acp import wire
 from clanker.acp.connection import METHOD_NOT_FOUND, AgentExited, Connection, RemoteError
 from clanker.acp.errors import CoderError, CoderFailure
 from clanker.acp.policy import Answer, Decision, PermissionRequest, Policy
@@ -30,7 +30,7 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 __all__ = ["INITIALIZE_TIMEOUT", "PROTOCOL_VERSION", "STOP_REASONS", "AcpClient", "Ask",
            "EventSink"]
 
-PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: Final = wire.PROTOCOL_VERSION
 STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal",
                                  "cancelled"})
 _CLOSE_TIMEOUT: Final = 2.0
@@ -78,13 +78,21 @@ class AcpClient:
 
         ``meanwhile`` is called once the frame is written, before the answer is
         awaited: what the client needs only later (the configured ladder, the
-        interface) is loaded while the agent starts."""
+        interface) is loaded while the agent starts.
+
+        When the process already wrote ``initialize`` as it started
+        (:attr:`AgentProcess.first_line`, which must be that very frame), it is
+        recorded with the time it was written and its answer awaited."""
         self._reader = asyncio.get_running_loop().create_task(self._connection.run())
-        params = {"protocolVersion": PROTOCOL_VERSION,
-                  "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False},
-                                         "terminal": False},
-                  "clientInfo": {"name": "clanker", "version": __version__}}
-        answer = await self._sent("initialize", params)
+        request = wire.initialize_request()
+        written = self.process.first_line_at
+        if written is not None:
+            if self.process.first_line != wire.encode(request):
+                raise ValueError("start: the agent's first line is not this client's initialize")
+            self._transcript.record("out", request, at=written)
+            answer = self._connection.written_request(request)
+        else:
+            answer = await self._sent("initialize", request["params"])
         try:
             self._event({"event": "agent-started", "pid": self.process.pid})
             if meanwhile is not None:

@@ -19,6 +19,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
+from clanker.acp.wire import encode
+
 __all__ = [
     "METHOD_NOT_FOUND",
     "AgentExited",
@@ -83,7 +85,7 @@ class Connection:
 
     async def _send(self, frame: Frame) -> None:
         self._observe("out", frame)
-        data = json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        data = encode(frame)
         async with self._write_lock:
             try:
                 await self._channel.write_line(data)
@@ -106,16 +108,28 @@ class Connection:
         if self.closed:
             raise AgentExited("the agent's output ended")
         request_id = self._next_id
-        self._next_id += 1
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
-        future.add_done_callback(lambda _: self._pending.pop(request_id, None))
+        future = self._expect(request_id)
         try:
             await self._send({"jsonrpc": "2.0", "id": request_id, "method": method,
                               "params": params})
         except BaseException:
             future.cancel()
             raise
+        return future
+
+    def written_request(self, frame: Frame) -> asyncio.Future[Any]:
+        """The future of the result of ``frame``, a request written to the agent
+        before this connection existed (and not observed here: the writer records
+        it). Its id must be the one :meth:`send_request` would have given it."""
+        if frame.get("id") != self._next_id:
+            raise ValueError(f"written_request: id {frame.get('id')!r}, expected {self._next_id}")
+        return self._expect(self._next_id)
+
+    def _expect(self, request_id: int) -> asyncio.Future[Any]:
+        self._next_id = request_id + 1
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        future.add_done_callback(lambda _: self._pending.pop(request_id, None))
         return future
 
     async def notify(self, method: str, params: object) -> None:

@@ -24,7 +24,7 @@ from attrs import frozen
 from clanker.acp.capability import AcpServer
 from clanker.acp.errors import CoderError, CoderFailure
 from clanker.acp.transcript import Redactor, Transcript, read_transcript, transcript_path
-from clanker.acp.transport import INITIALIZE_TIMEOUT, AgentProcess
+from clanker.acp.wire import INITIALIZE_TIMEOUT, encode, initialize_request
 from clanker.errors import ErrorKind, HarnessCapabilityError
 
 if TYPE_CHECKING:
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from datetime import timedelta
 
+    # The transport (asyncio) too, so that a harness's server can be started early
+    # (:meth:`CoderService.start_early`) before asyncio is imported.
     from clanker.acp.cleanup import CoderCleanup
     from clanker.acp.client import AcpClient, Ask, EventSink
     from clanker.acp.secrets import AgentSecrets
@@ -77,6 +79,15 @@ class CoderOptions:
     initialize_timeout: float = INITIALIZE_TIMEOUT
     attention: bool = False
     """Register the session with the grid (``clanker status`` lists it)."""
+
+
+@frozen(kw_only=True)
+class _Agent:
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    name: str
+    injected: tuple[str, ...]
+    """Every value clanker put into ``env`` (secrets to redact)."""
 
 
 def _written(path: Path) -> float:
@@ -130,29 +141,18 @@ class CoderService:
         is not installed), ``timeout`` (no answer to ``initialize`` in time),
         ``command-failed`` (it exited first) and ``unsupported``.
         """
-        if (harness is None) == (agent_command is None):
-            raise ValueError("open: a harness or an agent command, not both")
-        if harness is not None:
-            server = self.server(harness)
-            env, injected = self._launch.child_environment(harness, options.cwd, server.env,
-                                                           account=options.account)
-            argv, name, hint = server.argv, str(harness.id), server.install_hint
-        else:
-            assert agent_command is not None
-            argv = parse_agent_command(shlex.join(agent_command))
-            env, injected = {**self._environment.environ, "PWD": options.cwd}, {}
-            name, hint = argv[0], None
-        if self._environment.files.which(argv[0], env.get("PATH")) is None:
-            detail = f"{argv[0]}; install it with: {hint}" if hint else argv[0]
-            raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, detail, harness=name)
-        secrets = self._agent_secrets(name, injected, on_event)
-        env.update(secrets)
+        agent = self._agent(harness, agent_command, options, on_event)
+        argv, env, name = agent.argv, agent.env, agent.name
         self._prepare_directory()
-        redactor = Redactor([*injected.values(), *secrets.values()])
+        redactor = Redactor(agent.injected)
         transcript = Transcript(self.directory, redactor)
         log = self.directory / f"agent-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+        from clanker.acp.transport import AgentProcess
+
         try:
-            process = await AgentProcess.start(argv, env, options.cwd, log, redactor.data)
+            # ``initialize`` goes with the start: it waits in the pipe while the agent starts.
+            process = await AgentProcess.start(argv, env, options.cwd, log, redactor.data,
+                                               first_line=encode(initialize_request()))
         except BaseException:
             transcript.close()
             raise
@@ -179,6 +179,45 @@ class CoderService:
             await client.close()
             raise
         return client
+
+    def _agent(self, harness: HarnessProvider | None, agent_command: Sequence[str] | None,
+               options: CoderOptions, on_event: EventSink) -> _Agent:
+        """The agent's argv and environment, as they are started (see the module)."""
+        if (harness is None) == (agent_command is None):
+            raise ValueError("open: a harness or an agent command, not both")
+        if harness is not None:
+            server = self.server(harness)
+            env, injected = self._launch.child_environment(harness, options.cwd, server.env,
+                                                           account=options.account)
+            argv, name, hint = server.argv, str(harness.id), server.install_hint
+        else:
+            assert agent_command is not None
+            argv = parse_agent_command(shlex.join(agent_command))
+            env, injected = {**self._environment.environ, "PWD": options.cwd}, {}
+            name, hint = argv[0], None
+        if self._environment.files.which(argv[0], env.get("PATH")) is None:
+            detail = f"{argv[0]}; install it with: {hint}" if hint else argv[0]
+            raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, detail, harness=name)
+        secrets = self._agent_secrets(name, injected, on_event)
+        env.update(secrets)
+        return _Agent(argv=tuple(argv), env=env, name=name,
+                      injected=(*injected.values(), *secrets.values()))
+
+    def start_early(self, harness: HarnessProvider, options: CoderOptions) -> bool:
+        """Start ``harness``'s ACP server now and write ``initialize`` to it, without
+        asyncio (:mod:`clanker.acp.early`), for the next :meth:`open` of this very
+        agent in this process to take; return whether it was started.
+
+        Nothing is started where something would be said first (a notice about
+        its secrets) or a secret is stored for it (the credential store is read
+        once, by :meth:`open`). Raises what :meth:`open` raises before a start."""
+        from clanker.acp import early
+
+        notices: list[dict[str, Any]] = []
+        if self.secrets.names(str(harness.id)):
+            return False
+        agent = self._agent(harness, None, options, notices.append)
+        return not notices and early.hold(agent.argv, agent.env, options.cwd)
 
     @contextlib.asynccontextmanager
     async def session(self, *, harness: HarnessProvider | None,

@@ -105,9 +105,12 @@ class Transcript:
             self._write(data)
         return self.path
 
-    def record(self, direction: str, frame: object) -> None:
-        """Append one record (never raises for a full disk: the session goes on)."""
-        line = json.dumps({"t": round(time.time(), 3), "dir": direction, "frame": frame},
+    def record(self, direction: str, frame: object, at: float | None = None) -> None:
+        """Append one record (never raises for a full disk: the session goes on);
+        ``at``: when it was sent, for a frame written before it could be recorded
+        (the first one, at the agent's start), else now."""
+        when = time.time() if at is None else at
+        line = json.dumps({"t": round(when, 3), "dir": direction, "frame": frame},
                           ensure_ascii=False, separators=(",", ":"))
         data = (self._redact(line) + "\n").encode("utf-8")
         if self._fd < 0:

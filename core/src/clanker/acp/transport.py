@@ -17,13 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Final
 
-from clanker.execution.process import Child, spawn, terminate
+from clanker.acp import early
+from clanker.acp.wire import INITIALIZE_TIMEOUT
+from clanker.execution.process import Child, adopt, spawn, terminate
 from clanker.execution.request import CommandRequest
 
 __all__ = ["INITIALIZE_TIMEOUT", "MAX_LINE", "STDERR_LOG_MAX", "AgentProcess"]
 
-INITIALIZE_TIMEOUT: Final = 60.0
-"""How long an agent may take to answer ``initialize`` (a Bun or Node start on a busy host)."""
 
 MAX_LINE: Final = 2 * 1024 * 1024
 STDERR_LOG_MAX: Final = 1024 * 1024
@@ -36,8 +36,11 @@ class AgentProcess:
     """A started ACP agent. Use :meth:`start`; always :meth:`close` it."""
 
     def __init__(self, child: Child, log: IO[bytes],
-                 redact: Callable[[bytes], bytes] = bytes) -> None:
+                 redact: Callable[[bytes], bytes] = bytes, first_line: bytes | None = None
+                 ) -> None:
         self._child = child
+        self.first_line = first_line if child.first_input_at is not None else None
+        """The line written to the agent's stdin as it started (``None``: none was)."""
         self._log = log
         self._redact = redact
         self._lines: asyncio.Queue[bytes | None] = asyncio.Queue(_QUEUE)
@@ -49,20 +52,37 @@ class AgentProcess:
 
     @classmethod
     async def start(cls, argv: Sequence[str], env: Mapping[str, str], cwd: str,
-                    stderr_log: Path, redact: Callable[[bytes], bytes] = bytes
-                    ) -> AgentProcess:
+                    stderr_log: Path, redact: Callable[[bytes], bytes] = bytes,
+                    first_line: bytes | None = None) -> AgentProcess:
         """Start ``argv`` in ``cwd`` with exactly ``env`` (clanker credentials are
         stripped on the way); ``redact`` cleans each stderr line before it is logged.
-        Raises ``binary-unavailable`` when it cannot start."""
+        ``first_line`` is written to its stdin at once, before the start is
+        confirmed (:attr:`first_line_at` says when). Raises ``binary-unavailable``
+        when it cannot start.
+
+        The agent the early start (:mod:`clanker.acp.early`) started before the
+        CLI loaded is taken instead when it is this very command: the same argv,
+        environment, directory and first line."""
         request = CommandRequest(command=argv[0], args=tuple(argv[1:]), cwd=cwd)
         fd = os.open(stderr_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         log = os.fdopen(fd, "wb")
+        line = first_line + b"\n" if first_line is not None else None
         try:
-            child = await spawn(request, env, stdin_pipe=True)
+            started = early.take(argv, env, cwd, line)
+            if started is not None:
+                child = await adopt(request, started.process, started.report_read,
+                                    first_input_at=started.written_at)
+            else:
+                child = await spawn(request, env, stdin_pipe=True, first_input=line)
         except BaseException:
             log.close()
             raise
-        return cls(child, log, redact)
+        return cls(child, log, redact, first_line)
+
+    @property
+    def first_line_at(self) -> float | None:
+        """When :attr:`first_line` was written (``None``: it was not)."""
+        return self._child.first_input_at
 
     @property
     def pid(self) -> int:

@@ -24,24 +24,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import functools
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Mapping, Sequence
 from typing import IO, Any, Final
 
-from clanker.envvars import strip_credentials
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution.request import CommandRequest
+from clanker.procstart import GRACE_SECONDS, child_env, compose_env, find_executable, write_first
+from clanker.procstart import start as start_process
 
-__all__ = ["GRACE_SECONDS", "Child", "compose_env", "read_capped", "resolve_executable", "spawn",
-           "terminate"]
+__all__ = ["GRACE_SECONDS", "Child", "adopt", "compose_env", "read_capped", "resolve_executable",
+           "spawn", "terminate"]
 
-GRACE_SECONDS: Final = 1.0
 # How much longer than its own grace the reaper may take to end a tree before
 # clanker kills the group itself (which would orphan what left it).
 _REAPER_MARGIN: Final = 2.0
@@ -50,33 +47,12 @@ _READ_CHUNK: Final = 64 * 1024
 _REPORT_MAX: Final = 64
 
 
-def compose_env(base: Mapping[str, str], additions: Mapping[str, str]) -> dict[str, str]:
-    """Return the child environment: ``base`` without credentials, then ``additions``."""
-    env = strip_credentials(base)
-    env.update(additions)
-    return env
-
-
 def resolve_executable(command: str, env: Mapping[str, str]) -> str:
     """Find ``command`` on the child's PATH or raise ``binary-unavailable``."""
-    found = shutil.which(command, path=env.get("PATH", os.defpath))
+    found = find_executable(command, env)
     if found is None:
         raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, command)
     return found
-
-
-@functools.cache
-def _reaper_prefix() -> tuple[str, ...] | None:
-    """The argv that starts the reaper, or ``None`` where it cannot run."""
-    if not sys.platform.startswith("linux"):
-        return None
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
-    python = sys.executable
-    if not python or not os.access(python, os.X_OK) or not os.path.isfile(script):
-        return None
-    # Isolated and without site: nothing in the harness's environment (PYTHONPATH,
-    # a sitecustomize) can change what runs between clanker and the command.
-    return (python, "-I", "-S", script)
 
 
 class Child:
@@ -96,6 +72,8 @@ class Child:
         self._connected: set[int] = set()
         self._group_gone = False
         self.stdin: asyncio.StreamWriter | None = None
+        self.first_input_at: float | None = None
+        """When :func:`spawn` wrote its ``first_input`` (``None``: nothing was written)."""
         self.stdout = asyncio.StreamReader(limit=_READ_CHUNK, loop=self._loop)
         self.stderr = asyncio.StreamReader(limit=_READ_CHUNK, loop=self._loop)
         self._watch()
@@ -314,42 +292,43 @@ def _report_failure(word: bytes) -> int | None:
 
 
 async def spawn(
-    request: CommandRequest, base_env: Mapping[str, str], *, stdin_pipe: bool
+    request: CommandRequest, base_env: Mapping[str, str], *, stdin_pipe: bool,
+    first_input: bytes | None = None,
 ) -> Child:
     """Start ``request`` with piped output, in a new session (under the reaper on Linux).
+
+    ``first_input`` (with ``stdin_pipe``) is written to the command's stdin as
+    soon as the process exists, before the reaper's report is awaited: a
+    protocol's first frame waits in the pipe while the command starts, and
+    :attr:`Child.first_input_at` says when it was written (``None``: it could
+    not be). It must fit in the pipe (a few KiB).
 
     Raises ``binary-unavailable`` when it cannot be executed, ``command-failed``
     when its directory is missing. Cancelled, it stops what it started.
     """
-    env = compose_env(base_env, request.env)
-    if request.cwd is not None and "PWD" not in request.env:
-        # As a shell would: Node and Bun CLIs take $PWD, not getcwd(), as their directory.
-        env["PWD"] = request.cwd
+    env = child_env(base_env, request.env, request.cwd)
     executable = resolve_executable(request.command, env)
-    argv = [executable, *request.args]
-    prefix = _reaper_prefix()
-    report_read = report_write = -1
-    if prefix is not None:
-        report_read, report_write = os.pipe()
-        argv = [*prefix, str(report_write), str(os.getpid()), repr(GRACE_SECONDS), *argv]
     try:
-        try:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=request.cwd,
-                env=env,
-                start_new_session=True,
-                pass_fds=(report_write,) if report_write >= 0 else (),
-            )
-        except OSError as exc:
-            raise _start_failure(request, exc.errno, exc) from exc
-        finally:
-            if report_write >= 0:
-                os.close(report_write)
-        child = Child(process, reaper=prefix is not None)
+        process, report_read = start_process([executable, *request.args], env, request.cwd,
+                                             stdin_pipe=stdin_pipe)
+    except OSError as exc:
+        raise _start_failure(request, exc.errno, exc) from exc
+    written = write_first(process, first_input) if first_input and stdin_pipe else None
+    return await adopt(request, process, report_read, first_input_at=written)
+
+
+async def adopt(request: CommandRequest, process: subprocess.Popen[bytes], report_read: int,
+                *, first_input_at: float | None = None) -> Child:
+    """Take charge of ``process``, started for ``request`` by
+    :func:`clanker.procstart.start` (``report_read``: its reaper's report pipe,
+    ``-1`` without one, closed here): connect its pipes and wait for the
+    reaper's word that the command started.
+
+    Raises as :func:`spawn` does; on any failure (or cancellation) the process's
+    tree is stopped."""
+    try:
+        child = Child(process, reaper=report_read >= 0)
+        child.first_input_at = first_input_at
         try:
             await child.connect()
             if report_read >= 0:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -14,6 +12,11 @@ T = TypeVar("T")
 
 def blocking(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run ``coroutine`` to completion from synchronous code, even inside a running loop."""
+    # Imported here: a launch service that is only built (``clanker coder``'s early
+    # start reads its child environment) does not pay for asyncio.
+    import asyncio
+    import concurrent.futures
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
