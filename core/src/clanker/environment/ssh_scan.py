@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import errno
 import json
 import os
@@ -37,13 +38,14 @@ import posixpath
 import sqlite3
 import threading
 import zlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 from clanker.environment.files import Candidate, FileSample
+from clanker.environment.ssh_sqlite import HOST_PART, MAX_QUERY_BYTES, RemoteConnection
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandExecutor, CommandRequest, CommandResult
 
@@ -73,6 +75,7 @@ PROGRAM: Final = r'''
 import base64, errno, json, os, stat, sys, zlib
 
 MAX_ENTRIES = 200000
+MAX_LISTED = 16384
 BUDGET = __BUDGET__
 
 def st(info):
@@ -179,6 +182,29 @@ def read_small(path, limit):
         os.close(fd)
     return raw(data) if len(data) <= limit else None
 
+def entries(path):
+    # Opened without following a link: the directory the status was taken of.
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW
+                     | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return {"error": "unreadable"}
+    rows = {}
+    try:
+        with os.scandir(fd) as found:
+            for entry in found:
+                if len(rows) >= MAX_LISTED:
+                    return {"error": "too-large"}
+                try:
+                    rows[entry.name] = st(entry.stat(follow_symlinks=False))
+                except OSError:
+                    pass
+    except OSError:
+        return {"error": "unreadable"}
+    finally:
+        os.close(fd)
+    return {"entries": rows}
+
 def which(command, path):
     import shutil
     return shutil.which(command, path=os.defpath if path is None else path)
@@ -201,7 +227,20 @@ def answer(op, args):
         return which(args[0], args[1])
     if op == "walk":
         return walk(args[0], args[1])
+    if op == "schema":
+        return sqlite_schema(args[0])
+    if op == "sqlite":
+        return sqlite_query(args[0], args[1], args[2])
     return None
+
+def overflowed(row):
+    # What an answer too large for the round's bound says instead (never a part of it).
+    op = row[0]
+    if op == "walk":
+        return [op, row[1], {"errno": errno.EFBIG}]
+    if op in ("schema", "sqlite", "entries"):
+        return [op, row[1], {"error": "too-large"}]
+    return [op, row[1], None]
 
 def size(row):
     value = row[2]
@@ -216,6 +255,15 @@ def main(requests):
         if op == "walk" and isinstance(value, dict):
             walked.extend(value.get("files", ()))
             value.pop("files", None)
+        # A database's schema comes with its status: a reader's column checks
+        # then cost no round of their own.
+        if op == "stat" and value is not None and stat.S_ISREG(value[0]) \
+                and sqlite_header(args[0]) is not None:
+            answers.append(["schema", [args[0]], sqlite_schema(args[0])])
+        # A directory looked at without following links comes with its entries'
+        # status: looking at what is in it then costs no round either.
+        if op == "stat" and value is not None and not args[1] and stat.S_ISDIR(value[0]):
+            answers.append(["entries", [args[0]], entries(args[0])])
     # The smallest first: within the budget, as many files as can be.
     spent = 0
     extra = []
@@ -234,14 +282,22 @@ def main(requests):
     while True:
         text = json.dumps(plain + asked + extra, ensure_ascii=False)
         out = b64(zlib.compress(text.encode("utf-8", "surrogatepass"), 6))
-        if len(out) < __LIMIT__ or not (extra or asked):
+        if len(out) < __LIMIT__:
             break
         if extra:
             extra = extra[: len(extra) // 2]
-        else:
+        elif asked:
             asked = asked[: len(asked) // 2]
+        else:
+            # Only answers that cannot be split are left: the largest says it
+            # overflowed instead, so that its reader fails alone, typed.
+            largest = max(range(len(plain)), key=lambda i: len(json.dumps(plain[i])))
+            if plain[largest][2] == overflowed(plain[largest])[2]:
+                break  # nothing left to make smaller (the transport's cap decides)
+            plain[largest] = overflowed(plain[largest])
     sys.stdout.write(out)
 
+''' + HOST_PART + r'''
 main(json.loads(base64.b64decode("__REQUESTS__").decode("utf-8")))
 '''
 
@@ -263,12 +319,6 @@ def _stat_result(row: list[int]) -> os.stat_result:
                            atime // 10**9, mtime // 10**9, ctime // 10**9,
                            _seconds(atime), _seconds(mtime), _seconds(ctime),
                            atime, mtime, ctime))
-
-
-def _refuse_sqlite() -> NoReturn:
-    raise HarnessCapabilityError(ErrorKind.UNSUPPORTED,
-                                 "reading a harness's SQLite store on an SSH host is not "
-                                 "available yet")
 
 
 class ScanExecutor:
@@ -368,6 +418,7 @@ class RemoteFiles:
         program = (PROGRAM.replace("__BUDGET__", str(6 * _MAX_ANSWER))
                    .replace("__HEAD__", str(SAMPLE_HEAD)).replace("__TAIL__", str(SAMPLE_TAIL))
                    .replace("__LIMIT__", str(_MAX_ANSWER - 1024))
+                   .replace("__QUERY_BYTES__", str(MAX_QUERY_BYTES))
                    .replace("__REQUESTS__", payload))
         result = await self._executor.run(CommandRequest(
             command="sh", args=("-c", _SHELL), stdin=program.encode("utf-8"),
@@ -509,8 +560,17 @@ class RemoteFiles:
         return None if answer is None else str(answer).encode("latin-1")
 
     def stat(self, path: str | os.PathLike[str], *, follow: bool = True) -> os.stat_result | None:
+        where = os.fspath(path)
+        if not follow:
+            # What a directory's answer listed (see PROGRAM, `entries`).
+            parent, name = posixpath.split(where)
+            with self._lock:
+                listed = self._answers.get(("entries", parent))
+            if isinstance(listed, dict) and "entries" in listed and name:
+                row = listed["entries"].get(name)
+                return None if row is None else _stat_result(row)
         try:
-            answer = self._ask("stat", os.fspath(path), follow)
+            answer = self._ask("stat", where, follow)
         except _Miss:
             return None
         return None if answer is None else _stat_result(answer)
@@ -532,7 +592,41 @@ class RemoteFiles:
     def sqlite(
         self, path: str | os.PathLike[str], *, harness: str
     ) -> AbstractContextManager[sqlite3.Connection]:
-        _refuse_sqlite()
+        # Duck-typed: the queries a reader makes, answered by the rounds
+        # (see clanker.environment.ssh_sqlite).
+        return cast("AbstractContextManager[sqlite3.Connection]",
+                    self._sqlite(os.fspath(path), harness))
+
+    @contextlib.contextmanager
+    def _sqlite(self, where: str, harness: str) -> Iterator[RemoteConnection]:
+        try:
+            schema = self._ask("schema", where)
+        except _Miss:
+            # Not this pass's answer (the rounds run it again): nothing to read yet.
+            raise HarnessCapabilityError(ErrorKind.STORAGE_CHANGED,
+                                         "the history database is not read yet",
+                                         harness=harness) from None
+        if not isinstance(schema, dict):
+            raise HarnessCapabilityError(ErrorKind.STORAGE_CHANGED,
+                                         "the history database cannot be opened",
+                                         harness=harness)
+
+        def ask(sql: str, params: str) -> dict[str, Any] | None:
+            try:
+                answer = self._ask("sqlite", where, sql, params)
+            except _Miss:
+                return None
+            return answer if isinstance(answer, dict) else {"error": "unreadable"}
+
+        connection = RemoteConnection(harness=harness, schema=schema, ask=ask)
+        try:
+            yield connection
+        except sqlite3.DatabaseError as exc:
+            raise HarnessCapabilityError(
+                ErrorKind.STORAGE_CHANGED, "the history database could not be read",
+                harness=harness, cause=exc) from exc
+        finally:
+            connection.close()
 
     def which(self, command: str, search_path: str | None) -> str | None:
         try:

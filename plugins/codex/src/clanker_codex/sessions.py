@@ -353,10 +353,12 @@ def read_index(
     was there but could not be read (busy, corrupt, changed). Either way the
     rollouts alone are a complete answer; only a failure may pass.
     """
-    if path is None or not rollouts:
+    if path is None:
         return {}
+    # Looked at before the rollouts are known: on an SSH host that status (and
+    # the schema that comes with it) is fetched in the walk's round.
     info = files.stat(path)
-    if info is None or not stat.S_ISREG(info.st_mode):
+    if info is None or not stat.S_ISREG(info.st_mode) or not rollouts:
         return {}
     import sqlite3  # once there is an index to read
 
