@@ -9,18 +9,16 @@ import os
 import pwd
 import shutil
 import sqlite3
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.core.ssh.test_remote_sessions import (
-    _FIXTURES,
-    _chown_tree,
-    _local_listing,
-    _remote_listing,
-    _tree,
-)
+from clanker.api import Clanker
+from clanker.errors import ErrorKind
+from clanker.sessions.service import SessionListing, SessionService
+from tests.core.ssh.test_remote_sessions import _FIXTURES, _chown_tree, _local_listing, _tree
 from tests.sshd import Sshd
 
 _CODEX = _FIXTURES / "codex" / "sessions" / "codex-home"
@@ -43,10 +41,11 @@ def _wal(path: Path, script: str) -> None:
 
 @pytest.fixture
 def sqlite_home(sshd: Sshd) -> Iterator[Path]:
-    """The test user's home with Codex's rollouts and index and agy's index."""
+    """A home of its own in the test user's (other tests use that one), holding
+    Codex's rollouts and index and agy's index; removed afterwards."""
     if os.geteuid() != 0:
         pytest.skip("placing stores in the remote home needs the dedicated test user (root)")
-    home = sshd.home
+    home = Path(tempfile.mkdtemp(prefix="sqlite-", dir=sshd.home))
     codex = home / ".codex"
     shutil.copytree(_CODEX, codex, ignore=shutil.ignore_patterns("sqlite"))
     rows = (_CODEX / "sqlite" / "state_5.threads.sql").read_text() \
@@ -61,14 +60,40 @@ def sqlite_home(sshd: Sshd) -> Iterator[Path]:
     for (native_id,) in index.execute("SELECT conversation_id FROM conversation_summaries"):
         (agy / "conversations" / f"{native_id}.db").write_bytes(b"")
     index.close()
-    entry = pwd.getpwnam(sshd.user)
-    for top in (codex, home / ".gemini"):
-        _chown_tree(top, entry.pw_uid, entry.pw_gid)
+    _own(sshd, home)
     try:
         yield home
     finally:
-        for top in (codex, home / ".gemini", home / ".hermes"):
-            shutil.rmtree(top, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _own(sshd: Sshd, top: Path) -> None:
+    entry = pwd.getpwnam(sshd.user)
+    _chown_tree(top, entry.pw_uid, entry.pw_gid)
+
+
+async def _listing_in(sshd: Sshd, home: Path) -> tuple[SessionListing, int, int]:
+    """The host's listing with ``home`` as every harness's home (the service's
+    ``homes`` seam), the file rounds it took and the executions it cost (reading
+    the login environment included)."""
+    clanker = Clanker(ssh_config_file=sshd.config_file)
+    clanker.add_host("box", sshd.alias)
+    environment = await clanker.connect_host("box")
+    try:
+        # A PATH of the system's alone: what other tests put on the user's is not here.
+        env = {"HOME": str(home), "PATH": "/usr/bin:/bin"}
+        service = SessionService(environment=environment, cache_dir=None,
+                                 homes=lambda provider: ((None, env),))
+        providers = list(clanker.harnesses())
+        listing = await environment.gather(
+            lambda: service.discover(providers, workspace=None))
+        return listing, environment.files.rounds, environment.session_executor.executions
+    finally:
+        environment.close()
+
+
+def _remote(sshd: Sshd, home: Path) -> tuple[SessionListing, int, int]:
+    return asyncio.run(_listing_in(sshd, home))
 
 
 def test_a_hosts_sqlite_stores_give_what_a_local_scan_gives(
@@ -76,7 +101,7 @@ def test_a_hosts_sqlite_stores_give_what_a_local_scan_gives(
 ) -> None:
     stores = (sqlite_home / ".codex", sqlite_home / ".gemini")
     before = [_tree(top) for top in stores]
-    remote, rounds, executions = asyncio.run(_remote_listing(sshd))
+    remote, rounds, executions = _remote(sshd, sqlite_home)
     # Read-only and immutable: no -wal or -shm file appears beside either database.
     assert [_tree(top) for top in stores] == before
     local = _local_listing(sqlite_home)
@@ -98,15 +123,59 @@ def test_a_fifo_or_garbage_where_a_database_was_is_no_hang_and_no_guess(
     os.mkfifo(agy)
     index = sqlite_home / ".codex" / "state_5.sqlite"
     index.write_bytes(b"SQLite format 3\x00" + os.urandom(4096))
-    entry = pwd.getpwnam(sshd.user)
-    _chown_tree(sqlite_home / ".gemini", entry.pw_uid, entry.pw_gid)
-    os.chown(index, entry.pw_uid, entry.pw_gid)
-    remote, _, executions = asyncio.run(_remote_listing(sshd))
+    (sqlite_home / ".hermes").mkdir()
+    (sqlite_home / ".hermes" / "state.db").write_bytes(b"")  # an empty database
+    _own(sshd, sqlite_home)
+    remote, _, executions = _remote(sshd, sqlite_home)
     local = _local_listing(sqlite_home)
     assert remote.sessions == local.sessions
     scans = {scan.harness: scan.scan for scan in remote.scans}
     assert scans["agy"].error is None and not scans["agy"].sessions  # not a database
+    assert scans["hermes"].error is None and not scans["hermes"].sessions
     # A broken index is what a busy one is locally: the rollouts alone answer.
     assert scans["codex"].error is None and _ARCHIVED in {
         s.native_id for s in remote.sessions}
+    assert executions <= 1 + 3
+
+
+def test_a_store_read_by_queries_in_sequence_fails_alone_typed_within_the_bound(
+    sshd: Sshd, sqlite_home: Path
+) -> None:
+    # Hermes reads each session's row after the listing's, and its continuation
+    # after that: more queries in sequence than a scan's two rounds answer. Its
+    # history is not offered for SSH hosts; its store there is a typed error of
+    # its own, never a hang, a guess or the other providers' loss.
+    hermes = sqlite_home / ".hermes"
+    hermes.mkdir()
+    sql = _FIXTURES / "hermes" / "sessions" / "hermes-home" / ".hermes" / "state.sql"
+    _wal(hermes / "state.db", sql.read_text())
+    _own(sshd, sqlite_home)
+    remote, rounds, executions = _remote(sshd, sqlite_home)
+    scans = {scan.harness: scan.scan for scan in remote.scans}
+    error = scans["hermes"].error
+    assert error is not None and error.kind is ErrorKind.COMMAND_FAILED
+    assert "more than 2 executions" in str(error)
+    assert not scans["hermes"].sessions
+    assert scans["codex"].error is None and scans["agy"].error is None
+    assert rounds == 2 and executions == 1 + 3
+
+
+def test_a_changed_schema_on_the_host_is_the_typed_failure_it_is_here(
+    sshd: Sshd, sqlite_home: Path
+) -> None:
+    db = sqlite_home / ".gemini" / "antigravity-cli" / "conversation_summaries.db"
+    connection = sqlite3.connect(db)
+    connection.execute("ALTER TABLE conversation_summaries DROP COLUMN workspace_uris")
+    connection.commit()
+    connection.close()
+    _own(sshd, sqlite_home)
+    remote, _, executions = _remote(sshd, sqlite_home)
+    local = _local_listing(sqlite_home)
+    error = {scan.harness: scan.scan.error for scan in remote.scans}["agy"]
+    here = {scan.harness: scan.scan.error for scan in local.scans}["agy"]
+    assert error is not None and here is not None
+    assert (error.kind, str(error)) == (here.kind, str(here)) \
+        == (ErrorKind.STORAGE_CHANGED, str(here))
+    assert "workspace_uris" in str(error)
+    assert remote.sessions == local.sessions
     assert executions <= 1 + 3

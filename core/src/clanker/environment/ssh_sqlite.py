@@ -61,7 +61,8 @@ def sqlite_header(path):
         return None
     finally:
         os.close(fd)
-    return head if head.startswith(SQLITE_MAGIC) else None
+    # An empty file is what SQLite takes for an empty database.
+    return head if head.startswith(SQLITE_MAGIC) or not head else None
 
 def sqlite_open(path):
     try:
