@@ -5,6 +5,7 @@ them gives, the three executions of a whole scan, nothing written on the host.""
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import pwd
 import shutil
@@ -178,4 +179,31 @@ def test_a_changed_schema_on_the_host_is_the_typed_failure_it_is_here(
         == (ErrorKind.STORAGE_CHANGED, str(here))
     assert "workspace_uris" in str(error)
     assert remote.sessions == local.sessions
+    assert executions <= 1 + 3
+
+
+def test_an_answer_past_the_rounds_bound_fails_its_reader_alone_typed(
+    sshd: Sshd, sqlite_home: Path
+) -> None:
+    # Rows that hardly compress, under one query's bound but over what a round's
+    # answer carries: never cut short, never shipped past the bound, never a hang.
+    db = sqlite_home / ".gemini" / "antigravity-cli" / "conversation_summaries.db"
+    connection = sqlite3.connect(db)
+    noise = [(base64.b64encode(os.urandom(750)).decode(), f"{index:08x}-aaaa-4aaa-8aaa-"
+              "aaaaaaaaaaaa", base64.b64encode(os.urandom(750)).decode())
+             for index in range(600)]
+    connection.executemany(
+        "INSERT INTO conversation_summaries (conversation_id, title, preview,"
+        " last_modified_time, workspace_uris, app_data_dir, last_user_input_time)"
+        " VALUES (?2, ?1, ?3, '2026-11-30 08:00:00+00:00', '[]', 'antigravity-cli',"
+        " '2026-11-30 08:00:00+00:00')", noise)
+    connection.commit()
+    connection.close()
+    _own(sshd, sqlite_home)
+    remote, _, executions = _remote(sshd, sqlite_home)
+    scans = {scan.harness: scan.scan for scan in remote.scans}
+    error = scans["agy"].error
+    assert error is not None and error.kind is ErrorKind.OUTPUT_LIMIT, error
+    assert not scans["agy"].sessions
+    assert scans["codex"].error is None and scans["codex"].sessions
     assert executions <= 1 + 3
