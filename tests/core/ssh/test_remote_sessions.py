@@ -108,10 +108,12 @@ def test_a_hosts_stores_give_the_sessions_a_local_scan_of_them_gives(
     assert {h for h, e in errors.items() if e is not None} \
         == {h for h, e in local_errors.items() if e is not None}
     # One execution reads the login environment. The scan of every provider is
-    # exactly three: the two rounds of file reads and OpenCode's own listing, run
-    # once however many times the rounds run the providers.
-    assert rounds == MAX_ROUNDS == 2
-    assert executions == 1 + 3
+    # at most three (MAX_ROUNDS rounds of file reads and OpenCode's own listing, run
+    # once however many times the rounds run the providers); here one round holds
+    # every read, since a walk's samples are as large as any provider asks for.
+    assert MAX_ROUNDS == 2
+    assert rounds == 1
+    assert executions == 1 + 2
 
 
 def test_a_malicious_store_is_read_as_the_local_scanner_reads_it(
@@ -280,4 +282,4 @@ def test_two_listings_of_one_host_at_once_take_turns(sshd: Sshd, remote_home: Pa
 
     first, second, executions = asyncio.run(twice())
     assert first.sessions == second.sessions == _local_listing(remote_home).sessions
-    assert executions == 1 + 2 * 3
+    assert executions == 1 + 2 * 2  # each: one round of file reads, OpenCode's listing

@@ -63,8 +63,10 @@ every provider costs three executions."""
 NO_PYTHON_EXIT: Final = 97
 """The exit status of the round's shell line when the host has no ``python3``."""
 SAMPLE_HEAD: Final = 128 * 1024
-SAMPLE_TAIL: Final = 64 * 1024
-"""What a walk's files are sampled with: the largest bounds a provider asks for."""
+SAMPLE_TAIL: Final = 128 * 1024
+"""What a walk's files are sampled with: the largest bounds a provider asks for
+(Codex's head, Pi's and Oh My Pi's tail), so that no provider's sample is asked
+for again in a round of its own."""
 _MAX_ANSWER: Final = 1024 * 1024
 _ROUND_TIMEOUT: Final = 30.0
 # Prints nothing and exits 97 without python3; otherwise the program on stdin runs.
