@@ -207,3 +207,33 @@ def test_an_answer_past_the_rounds_bound_fails_its_reader_alone_typed(
     assert not scans["agy"].sessions
     assert scans["codex"].error is None and scans["codex"].sessions
     assert executions <= 1 + 3
+
+
+def test_a_store_whose_listing_overflows_is_read_newest_first_and_says_it_was_cut(
+    sshd: Sshd, sqlite_home: Path
+) -> None:
+    # So many rollouts (names that hardly compress) that the walk's listing alone
+    # is more than a round's answer: the host keeps the newest files and says the
+    # walk was cut, so Codex lists its newest sessions, truncated, with nothing
+    # cut silently and no more executions than a scan's bound.
+    codex = sqlite_home / ".codex"
+    (codex / "state_5.sqlite").unlink()
+    day = codex / "sessions" / "2026" / "11" / "30"
+    old = 1_700_000_000
+    for index in range(24_000):
+        name = f"rollout-{os.urandom(24).hex()}-{index:08d}.jsonl"
+        path = day / name
+        path.write_bytes(b"not a rollout\n")
+        os.utime(path, (old + index, old + index))
+    _own(sshd, sqlite_home)
+    remote, rounds, executions = _remote(sshd, sqlite_home)
+    local = _local_listing(sqlite_home)
+    scan = {scan.harness: scan.scan for scan in remote.scans}["codex"]
+    here = {scan.harness: scan.scan for scan in local.scans}["codex"]
+    assert scan.error is None and scan.truncated
+    # The fixture's rollouts are the newest files: read on the host as here.
+    assert [s for s in remote.sessions if s.harness == "codex"] \
+        == [s for s in local.sessions if s.harness == "codex"]
+    assert scan.sessions and scan.skipped == here.skipped
+    # The first round's walk carried no samples (they went first), the second did.
+    assert rounds == 2 and executions == 1 + 3

@@ -236,10 +236,22 @@ def answer(op, args):
     return None
 
 def overflowed(row):
-    # What an answer too large for the round's bound says instead (never a part of it).
+    # What an answer too large for the round's bound says instead: a walk keeps
+    # its newest half of files and says it was cut (the newest are what a
+    # listing reads first); anything else says it overflowed (never a part of it).
     op = row[0]
     if op == "walk":
-        return [op, row[1], {"errno": errno.EFBIG}]
+        value = row[2]
+        listed = value.get("listed") if isinstance(value, dict) else None
+        files = sorted(((-r[2][8], d, r[0]) for d, rows in (listed or {}).items()
+                        if isinstance(rows, list) for r in rows if r[1] == "f"))
+        if len(files) < 2:
+            return [op, row[1], {"overflow": True}]
+        kept = {(d, name) for _, d, name in files[: len(files) // 2]}
+        trimmed = {d: rows if not isinstance(rows, list) else
+                   [r for r in rows if r[1] != "f" or (d, r[0]) in kept]
+                   for d, rows in listed.items()}
+        return [op, row[1], {"listed": trimmed, "cut": True}]
     if op in ("schema", "sqlite", "entries"):
         return [op, row[1], {"error": "too-large"}]
     return [op, row[1], None]
@@ -302,6 +314,19 @@ def main(requests):
 ''' + HOST_PART + r'''
 main(json.loads(base64.b64decode("__REQUESTS__").decode("utf-8")))
 '''
+
+
+def _listing(top: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """A walk's directories, or its failure raised."""
+    if "errno" in answer:
+        code = answer["errno"]
+        raise OSError(code, os.strerror(code), top)
+    if answer.get("overflow"):
+        raise HarnessCapabilityError(
+            ErrorKind.OUTPUT_LIMIT,
+            "the store's directories alone are more than one answer from the host carries")
+    listed: dict[str, Any] = answer["listed"]
+    return listed
 
 
 class _Miss(Exception):
@@ -485,10 +510,7 @@ class RemoteFiles:
             answer = self._ask("walk", top, depth)
         except _Miss:
             return [], False
-        if "errno" in answer:
-            code = answer["errno"]
-            raise OSError(code, os.strerror(code), top)
-        listed: dict[str, Any] = answer["listed"]
+        listed = _listing(top, answer)
         found: list[Candidate] = []
         frontier: list[tuple[str, int]] = [(top, 0)]
         while frontier:
