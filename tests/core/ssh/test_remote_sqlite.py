@@ -16,10 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from clanker.api import Clanker
 from clanker.errors import ErrorKind
-from clanker.sessions.service import SessionListing, SessionService
-from tests.core.ssh.test_remote_sessions import _FIXTURES, _chown_tree, _local_listing, _tree
+from clanker.sessions.service import SessionListing
+from tests.core.ssh.test_remote_sessions import (
+    _FIXTURES,
+    _chown_tree,
+    _local_listing,
+    _remote_listing,
+    _tree,
+)
 from tests.sshd import Sshd
 
 _CODEX = _FIXTURES / "codex" / "sessions" / "codex-home"
@@ -73,28 +78,8 @@ def _own(sshd: Sshd, top: Path) -> None:
     _chown_tree(top, entry.pw_uid, entry.pw_gid)
 
 
-async def _listing_in(sshd: Sshd, home: Path) -> tuple[SessionListing, int, int]:
-    """The host's listing with ``home`` as every harness's home (the service's
-    ``homes`` seam), the file rounds it took and the executions it cost (reading
-    the login environment included)."""
-    clanker = Clanker(ssh_config_file=sshd.config_file)
-    clanker.add_host("box", sshd.alias)
-    environment = await clanker.connect_host("box")
-    try:
-        # A PATH of the system's alone: what other tests put on the user's is not here.
-        env = {"HOME": str(home), "PATH": "/usr/bin:/bin"}
-        service = SessionService(environment=environment, cache_dir=None,
-                                 homes=lambda provider: ((None, env),))
-        providers = list(clanker.harnesses())
-        listing = await environment.gather(
-            lambda: service.discover(providers, workspace=None))
-        return listing, environment.files.rounds, environment.session_executor.executions
-    finally:
-        environment.close()
-
-
 def _remote(sshd: Sshd, home: Path) -> tuple[SessionListing, int, int]:
-    return asyncio.run(_listing_in(sshd, home))
+    return asyncio.run(_remote_listing(sshd, home))
 
 
 def test_a_hosts_sqlite_stores_give_what_a_local_scan_gives(
