@@ -106,6 +106,9 @@ def test_the_host_refuses_a_query_that_would_reach_another_file(tmp_path: Path) 
     answer = host["sqlite_query"](str(db), f"ATTACH DATABASE '{other}' AS o", "[]")
     assert "error" in answer
     assert "error" in host["sqlite_query"](str(db), "PRAGMA journal_mode=delete", "[]")
+    copy = tmp_path / "copy.db"
+    assert "error" in host["sqlite_query"](str(db), f"VACUUM INTO '{copy}'", "[]")
+    assert not copy.exists(), "a read-only connection may still write a copy: refused"
     remote = _connection(db)
     with pytest.raises(sqlite3.DatabaseError):
         remote.execute(f"ATTACH DATABASE '{other}' AS o")
