@@ -254,7 +254,7 @@ def overflowed(row):
         return [op, row[1], {"listed": trimmed, "cut": True}]
     if op in ("schema", "sqlite", "entries"):
         return [op, row[1], {"error": "too-large"}]
-    return [op, row[1], None]
+    return row  # small by nature (a status, a path, a small file): never replaced
 
 def size(row):
     value = row[2]
@@ -303,12 +303,14 @@ def main(requests):
         elif asked:
             asked = asked[: len(asked) // 2]
         else:
-            # Only answers that cannot be split are left: the largest says it
-            # overflowed instead, so that its reader fails alone, typed.
-            largest = max(range(len(plain)), key=lambda i: len(json.dumps(plain[i])))
-            if plain[largest][2] == overflowed(plain[largest])[2]:
+            # Only answers that cannot be split are left: the largest that can
+            # says it overflowed instead, so that its reader fails alone, typed.
+            smaller = [(len(json.dumps(row)), i, shrunk) for i, row in enumerate(plain)
+                       for shrunk in [overflowed(row)] if shrunk[2] != row[2]]
+            if not smaller:
                 break  # nothing left to make smaller (the transport's cap decides)
-            plain[largest] = overflowed(plain[largest])
+            _, largest, shrunk = max(smaller)
+            plain[largest] = shrunk
     sys.stdout.write(out)
 
 ''' + HOST_PART + r'''
