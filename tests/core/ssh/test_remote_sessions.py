@@ -90,17 +90,18 @@ def _tree(top: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-async def _remote_listing(sshd: Sshd, home: Path | None = None
-                          ) -> tuple[SessionListing, int, int]:
+async def _remote_listing(sshd: Sshd, home: Path | None = None, *,
+                          path: str = "/usr/bin:/bin") -> tuple[SessionListing, int, int]:
     """The host's listing, the file rounds it took and the executions (``ssh``
     commands, reading the login environment included) it cost. With ``home``,
-    every harness's home is that directory of the host and its PATH the
-    system's alone (what other tests put on the test user's is not seen)."""
+    every harness's home is that directory of the host and its PATH ``path``
+    (by default the system's alone: what other tests put on the test user's
+    is not seen)."""
     clanker = Clanker(ssh_config_file=sshd.config_file)
     clanker.add_host("box", sshd.alias)
     environment = await clanker.connect_host("box")
     try:
-        env = {} if home is None else {"HOME": str(home), "PATH": "/usr/bin:/bin"}
+        env = {} if home is None else {"HOME": str(home), "PATH": path}
         service = SessionService(environment=environment, cache_dir=None,
                                  homes=lambda provider: ((None, env),))
         providers = list(clanker.harnesses())
@@ -111,9 +112,9 @@ async def _remote_listing(sshd: Sshd, home: Path | None = None
         environment.close()
 
 
-def _local_listing(home: Path) -> SessionListing:
+def _local_listing(home: Path, *, path: str = os.defpath) -> SessionListing:
     clanker = Clanker()
-    environment = LocalEnvironment({"HOME": str(home), "PATH": os.defpath})
+    environment = LocalEnvironment({"HOME": str(home), "PATH": path})
     service = SessionService(environment=environment, cache_dir=None)
     return asyncio.run(service.discover(list(clanker.harnesses()), workspace=None))
 

@@ -222,3 +222,39 @@ def test_a_store_whose_listing_overflows_is_read_newest_first_and_says_it_was_cu
     assert scan.sessions and scan.skipped == here.skipped
     # The first round's walk carried no samples (they went first), the second did.
     assert rounds == 2 and executions == 1 + 3
+
+
+# What `opencode` answers, from its captured output (tests/fixtures/opencode/sessions):
+# `session list --format json --max-count 4097` prints the captured listing and
+# `db path` the captured database path, as opencode 1.18 does; anything else fails.
+_OPENCODE_DOUBLE = """#!/bin/sh
+here=$(dirname "$0")
+case "$*" in
+  "session list --format json --max-count 4097") cat "$here/session-list.json" ;;
+  "db path") cat "$here/db-path.txt" ;;
+  *) echo "unexpected: $*" >&2; exit 2 ;;
+esac
+"""
+
+
+def test_a_host_with_opencode_installed_still_costs_three_executions(
+    sshd: Sshd, sqlite_home: Path
+) -> None:
+    # OpenCode asks where its database is (to prove its answer unchanged next
+    # time) only once its binary is found and resolved, in the scan's last pass:
+    # that command is refused there, so the listing alone runs, once.
+    tools = sqlite_home / "bin"
+    tools.mkdir()
+    captured = _FIXTURES / "opencode" / "sessions"
+    shutil.copy(captured / "session-list-global-project.json", tools / "session-list.json")
+    shutil.copy(captured / "db-path.txt", tools / "db-path.txt")
+    (tools / "opencode").write_text(_OPENCODE_DOUBLE)
+    (tools / "opencode").chmod(0o755)
+    _own(sshd, sqlite_home)
+    path = f"{tools}:/usr/bin:/bin"
+    remote, rounds, executions = asyncio.run(_remote_listing(sshd, sqlite_home, path=path))
+    local = _local_listing(sqlite_home, path=path)
+    scans = {scan.harness: scan.scan for scan in remote.scans}
+    assert scans["opencode"].error is None and scans["opencode"].sessions
+    assert remote.sessions == local.sessions
+    assert rounds == 2 and executions == 1 + 3

@@ -353,8 +353,10 @@ def _stat_result(row: list[int]) -> os.stat_result:
 class ScanExecutor:
     """The host's command executor as a scan's rounds see it: within
     :meth:`RemoteFiles.gather`, a request already made in this scan is answered
-    with its first result (a harness's own listing runs once, not once a round);
-    outside, every request runs."""
+    with its first result (a harness's own listing runs once, not once a round),
+    and one first made in the last pass is refused (``command-failed``), as a
+    file read first asked for there is: the scan's executions stay bounded by
+    what its earlier passes asked for. Outside, every request runs."""
 
     def __init__(self, executor: CommandExecutor, files: RemoteFiles) -> None:
         self._executor = executor
@@ -375,6 +377,11 @@ class ScanExecutor:
         key = (request.argv, request.cwd, tuple(sorted(request.env.items())), request.stdin,
                request.timeout, request.inference, request.attended, request.max_output_bytes)
         task = self._runs.get(key)
+        if task is None and self._files.final:
+            raise HarnessCapabilityError(
+                ErrorKind.COMMAND_FAILED,
+                f"running {request.command} on the host here needs more than a scan's "
+                "executions")
         if task is None:
             task = self._runs[key] = asyncio.ensure_future(self._executor.run(request))
         return await asyncio.shield(task)
@@ -407,6 +414,11 @@ class RemoteFiles:
     @property
     def gathering(self) -> bool:
         return self._gathering
+
+    @property
+    def final(self) -> bool:
+        """Whether this pass of :meth:`gather` is its last (nothing more is fetched)."""
+        return self._gathering and self._final
 
     async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int = MAX_ROUNDS
                      ) -> _T:
