@@ -1,6 +1,8 @@
 """SQLite stores on an SSH host (Codex's index, Antigravity's conversation index),
 read on the host by the scan's own rounds: the same sessions a local scan of
-them gives, the three executions of a whole scan, nothing written on the host."""
+them gives, nothing written on the host. Also what keeps a whole scan within
+its bound there: answers past a round's bound, a store whose listing alone
+overflows, and a harness's command first asked for in the last pass."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ _AGY_SQL = (_FIXTURES / "agy" / "sessions" / "SYNTHETIC-agy-home" / ".gemini"
             / "antigravity-cli" / "conversation_summaries.sql")
 _RENAMED = "01a22bbd-56a4-7aa3-bd97-9688376268d5"  # "README work" in the index
 _ARCHIVED = "01a22bbd-9b3a-7f73-ae36-75a8131c0999"  # archived below, in the index only
+_FIRST_AGY = "11111111-1111-4111-8111-111111111111"  # a CLI conversation of the index
 
 
 def _wal(path: Path, script: str) -> None:
@@ -85,6 +88,11 @@ def _remote(sshd: Sshd, home: Path) -> tuple[SessionListing, int, int]:
 def test_a_hosts_sqlite_stores_give_what_a_local_scan_gives(
     sshd: Sshd, sqlite_home: Path
 ) -> None:
+    # One conversation's file is a link out of the store: not a conversation to resume.
+    conversations = sqlite_home / ".gemini" / "antigravity-cli" / "conversations"
+    linked = _FIRST_AGY
+    (conversations / f"{linked}.db").unlink()
+    (conversations / f"{linked}.db").symlink_to("/etc/hostname")
     stores = (sqlite_home / ".codex", sqlite_home / ".gemini")
     before = [_tree(top) for top in stores]
     remote, rounds, executions = _remote(sshd, sqlite_home)
@@ -94,6 +102,7 @@ def test_a_hosts_sqlite_stores_give_what_a_local_scan_gives(
     errors = {scan.harness: scan.scan.error for scan in remote.scans}
     assert errors["codex"] is None and errors["agy"] is None, errors
     assert remote.sessions == local.sessions
+    assert linked not in {s.native_id for s in remote.sessions}
     titles = {s.native_id: s.title for s in remote.sessions if s.harness == "codex"}
     assert titles[_RENAMED] == "README work", "the index's name reached the listing"
     assert _ARCHIVED not in titles, "the index's archived thread is not offered"
