@@ -76,6 +76,8 @@ def test_data_queries_go_to_the_host_and_come_back_typed_as_here(tmp_path: Path)
     params = ("[1, 2]",)
     assert remote.execute(sql, params).fetchall() == local.execute(sql, params).fetchall()
     assert asked == [query_key(sql, params)]
+    named = "SELECT name FROM t WHERE id = :id"
+    assert remote.execute(named, {"id": 2}).fetchall() == local.execute(named, {"id": 2}).fetchall()
     remote.text_factory = bytes
     local.text_factory = bytes
     assert remote.execute("SELECT name FROM t").fetchall() \

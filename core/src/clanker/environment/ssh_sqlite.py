@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
@@ -153,8 +153,12 @@ _SCHEMA_TABLES: Final = frozenset({"sqlite_master", "sqlite_schema", "sqlite_tem
 _CLONE_PRAGMAS: Final = frozenset({"table_info", "table_xinfo", "busy_timeout"})
 
 
-def query_key(sql: str, params: Sequence[Any] | None) -> tuple[str, str]:
-    """The (hashable) form a query is asked for and answered by."""
+def query_key(sql: str, params: Sequence[Any] | Mapping[str, Any] | None) -> tuple[str, str]:
+    """The (hashable) form a query is asked for and answered by: its text and its
+    parameters as JSON (positional or named; a value JSON cannot carry, bytes
+    say, is a ``TypeError``)."""
+    if isinstance(params, Mapping):
+        return sql, json.dumps(dict(params), sort_keys=True)
     return sql, json.dumps(list(params or ()))
 
 
@@ -223,7 +227,9 @@ def _schema_error(harness: str, code: str) -> HarnessCapabilityError:
 
 
 class RemoteConnection:
-    """What :meth:`RemoteFiles.sqlite` hands a provider in place of a connection.
+    """What :meth:`RemoteFiles.sqlite` hands a provider in place of a connection:
+    ``execute(sql, parameters)`` (positional or named, values JSON carries) whose
+    cursor has ``fetchone``, ``fetchall`` and iteration, and ``text_factory``.
 
     ``schema`` is the host's ``sqlite_master`` rows; ``ask(sql, params)`` returns
     the host's answer to a query (``None``: not fetched yet, recorded for the
@@ -239,7 +245,7 @@ class RemoteConnection:
         self.text_factory: Any = str
         self._clone = _clone(schema.get("objects") or [])
 
-    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> _Cursor:
+    def execute(self, sql: str, parameters: Sequence[Any] | Mapping[str, Any] = ()) -> _Cursor:
         local = self._on_clone(sql, parameters)
         if local is not None:
             return _Cursor(local)
@@ -258,7 +264,8 @@ class RemoteConnection:
             raise _schema_error(self._harness, code)
         raise sqlite3.DatabaseError(f"{code} on the host")
 
-    def _on_clone(self, sql: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]] | None:
+    def _on_clone(self, sql: str, parameters: Sequence[Any] | Mapping[str, Any]
+                  ) -> list[tuple[Any, ...]] | None:
         """The rows of a query that reads only the schema, or ``None`` for the host's."""
         reads_data = False
 
