@@ -18,8 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from clanker.api import Clanker
+from clanker.environment.ssh_scan import MAX_ROUNDS
 from clanker.errors import ErrorKind
-from clanker.sessions.service import SessionListing
+from clanker.sessions.service import SessionListing, SessionService
+from clanker.sessions.types import HarnessSession
 from tests.core.ssh.test_remote_sessions import (
     _FIXTURES,
     _chown_tree,
@@ -267,3 +270,35 @@ def test_a_host_with_opencode_installed_still_costs_three_executions(
     assert scans["opencode"].error is None and scans["opencode"].sessions
     assert remote.sessions == local.sessions
     assert rounds == 2 and executions == 1 + 3
+
+
+def test_a_session_of_a_hosts_sqlite_store_is_refound_there(
+    sshd: Sshd, sqlite_home: Path
+) -> None:
+    # What resume and fork on a host start from: one session re-found by the host
+    # scan (with the round a re-find has more), its index consulted as locally.
+    async def find() -> dict[str, HarnessSession | None]:
+        clanker = Clanker(ssh_config_file=sshd.config_file)
+        clanker.add_host("box", sshd.alias)
+        environment = await clanker.connect_host("box")
+        env = {"HOME": str(sqlite_home), "PATH": "/usr/bin:/bin"}
+        try:
+            service = SessionService(environment=environment, cache_dir=None,
+                                     homes=lambda provider: ((None, env),))
+            found = {}
+            for harness, native_id in (("codex", _RENAMED), ("codex", _ARCHIVED),
+                                       ("agy", _FIRST_AGY)):
+                provider = clanker.harness(harness)
+                found[native_id] = await environment.gather(
+                    lambda p=provider, n=native_id: service.find(p, n),
+                    rounds=MAX_ROUNDS + 1)
+            return found
+        finally:
+            environment.close()
+
+    found = asyncio.run(find())
+    renamed, agy = found[_RENAMED], found[_FIRST_AGY]
+    assert renamed is not None and renamed.title == "README work"
+    assert found[_ARCHIVED] is None, "archived in the index: not resumed"
+    assert agy is not None and agy.store_path == str(
+        sqlite_home / ".gemini" / "antigravity-cli" / "conversations" / f"{_FIRST_AGY}.db")
