@@ -249,6 +249,31 @@ def test_sessions_host_option_refuses_unknown_and_unreachable_hosts() -> None:
     assert mixed.exit_code != 0 and "--workspace" in mixed.output
 
 
+def test_a_huge_transcript_is_summarized_from_its_ends_never_sent_whole(
+    sshd: Sshd, store_home: Path
+) -> None:
+    # A 256 MiB transcript (sparse: its first and last lines are real, between
+    # them nothing a reader looks at): one round's 1 MiB answer carries it,
+    # since only its first and last 128 KiB leave the host, and it is listed
+    # as a local scan of the same file lists it.
+    project = store_home / ".claude" / "projects" / "-home-dev-src-app"
+    good = next(project.glob("*.jsonl"))
+    name = "55555555-5555-4555-8555-555555555555"
+    text = good.read_bytes().replace(good.stem.encode(), name.encode())
+    huge = project / f"{name}.jsonl"
+    with huge.open("wb") as out:
+        out.write(text)
+        out.seek(256 << 20)
+        out.write(b"\n" + text)
+    entry = pwd.getpwnam(sshd.user)
+    os.chown(huge, entry.pw_uid, entry.pw_gid)
+    remote, rounds, executions = asyncio.run(_remote_listing(sshd, store_home))
+    local = _local_listing(store_home)
+    assert remote.sessions == local.sessions
+    assert name in {s.native_id for s in remote.sessions}
+    assert rounds == 1 and executions == 1 + 2
+
+
 def test_a_store_larger_than_the_answers_bound_is_listed_in_part_never_past_the_bound(
     sshd: Sshd, store_home: Path
 ) -> None:
