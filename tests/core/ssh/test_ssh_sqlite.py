@@ -4,8 +4,13 @@ connection a provider is handed (answering from what a round fetched)."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import sqlite3
+import subprocess
+import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +156,33 @@ def test_what_is_not_a_database_has_no_schema(tmp_path: Path) -> None:
         RemoteConnection(harness="test", schema=host["sqlite_schema"](str(tmp_path / "garbage")),
                          ask=lambda sql, params: None)
     assert caught.value.kind is ErrorKind.STORAGE_CHANGED
+
+
+def _round(requests: list[list[Any]], *, limit: int) -> list[list[Any]]:
+    """One round of the host program, run here as the host runs it (``python3 -``,
+    the program on stdin), its answer bounded by ``limit`` bytes."""
+    payload = base64.b64encode(json.dumps(requests).encode()).decode()
+    program = (PROGRAM.replace("__BUDGET__", "0").replace("__HEAD__", "1024")
+               .replace("__TAIL__", "1024").replace("__LIMIT__", str(limit))
+               .replace("__QUERY_BYTES__", str(1 << 20)).replace("__REQUESTS__", payload))
+    done = subprocess.run([sys.executable, "-I", "-"], input=program.encode(),
+                          capture_output=True, check=True, timeout=60)
+    answer: list[list[Any]] = json.loads(zlib.decompress(base64.b64decode(done.stdout)))
+    return answer
+
+
+def test_past_the_bound_only_an_answer_that_can_say_so_overflows(tmp_path: Path) -> None:
+    db = _database(tmp_path / "a.db")
+    with sqlite3.connect(db) as writer:
+        writer.executemany("INSERT INTO t (name) VALUES (?)",
+                           [(os.urandom(300).hex(),) for _ in range(200)])
+    writer.close()
+    # A small file whose bytes alone pass this bound: the answer is sent past it
+    # (the transport's cap decides) rather than say the file is not there.
+    small = tmp_path / "config.toml"
+    small.write_text(os.urandom(2000).hex())
+    answers = _round([["read_small", str(small), 8192],
+                      ["sqlite", str(db), "SELECT name FROM t", "[]"]], limit=2048)
+    by_op = {op: value for op, _, value in answers}
+    assert by_op["read_small"] == small.read_text(), "a small file's bytes are never dropped"
+    assert by_op["sqlite"] == {"error": "too-large"}
