@@ -18,12 +18,20 @@ filters run here, on the same traversal order, so a walk costs no extra round
 for them. The files a walk finds are sampled in the same round (as far as the
 answer's budget goes), so listing a store is one round, not two.
 
+Some answers come with what their reader asks next, so that it costs no
+round of its own: a ``stat`` of an SQLite database brings its schema (see
+:mod:`clanker.environment.ssh_sqlite`, which reads such stores), and a
+``stat`` of a directory that follows no link brings its entries' status.
+
 An answer is bounded (:data:`_MAX_ANSWER`, compressed): past it the walk's
 samples are left out first, then the largest asked-for ones, to be asked for
-again next round. After :data:`MAX_ROUNDS` rounds a sample still missing is a
+again next round; then a walk keeps its newest files and says it was cut,
+and a query's rows or a schema say they overflowed (their reader fails alone,
+``output-limit``). After :data:`MAX_ROUNDS` rounds a sample still missing is a
 skipped file (:class:`OSError`, as an unreadable file is locally) and any
 other call that cannot be answered fails the provider that made it
-(``command-failed``), never with a guess.
+(``command-failed``), never with a guess; so does a command first asked for in
+that last pass (:class:`ScanExecutor`).
 """
 
 from __future__ import annotations
