@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import pwd
 import shutil
@@ -302,3 +303,26 @@ def test_a_session_of_a_hosts_sqlite_store_is_refound_there(
     assert found[_ARCHIVED] is None, "archived in the index: not resumed"
     assert agy is not None and agy.store_path == str(
         sqlite_home / ".gemini" / "antigravity-cli" / "conversations" / f"{_FIRST_AGY}.db")
+
+
+def test_codexs_index_names_a_store_too_large_for_one_rounds_samples(
+    sshd: Sshd, sqlite_home: Path
+) -> None:
+    # Rollouts whose samples do not all fit the first round: the index is asked
+    # about the same files in every pass, so it still names and hides threads.
+    day = sqlite_home / ".codex" / "sessions" / "2026" / "11" / "30"
+    good = min(day.glob("rollout-*.jsonl"))
+    own = good.stem[-36:]
+    for index in range(40):
+        other = own[:-12] + f"{index:012x}"
+        text = good.read_bytes().replace(own.encode(), other.encode())
+        noise = json.dumps({"type": "x", "d": base64.b64encode(os.urandom(150_000)).decode()})
+        (day / good.name.replace(own, other)).write_bytes(text + noise.encode() + b"\n" + text)
+    _own(sshd, sqlite_home)
+    remote, rounds, executions = _remote(sshd, sqlite_home)
+    codex = {scan.harness: scan.scan for scan in remote.scans}["codex"]
+    assert codex.error is None and codex.skipped > 0, "some samples did not fit at all"
+    titles = {s.native_id: s.title for s in remote.sessions if s.harness == "codex"}
+    assert titles[_RENAMED] == "README work"
+    assert _ARCHIVED not in titles
+    assert rounds == 2 and executions == 1 + 3
