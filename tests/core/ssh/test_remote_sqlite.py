@@ -326,3 +326,26 @@ def test_codexs_index_names_a_store_too_large_for_one_rounds_samples(
     assert titles[_RENAMED] == "README work"
     assert _ARCHIVED not in titles
     assert rounds == 2 and executions == 1 + 3
+
+
+# A python3 whose standard library lacks sqlite3 (as some minimal builds do): the
+# real interpreter with the module made unimportable, running the program on stdin.
+_PYTHON_WITHOUT_SQLITE = """#!/bin/sh
+exec /usr/bin/python3 -c 'import sys; sys.modules["sqlite3"] = None; \
+exec(compile(sys.stdin.read(), "<stdin>", "exec"))'
+"""
+
+
+def test_a_host_python_without_sqlite3_says_what_is_needed(
+    sshd: Sshd, sqlite_home: Path, remote_bin: Path
+) -> None:
+    (remote_bin / "python3").write_text(_PYTHON_WITHOUT_SQLITE)
+    (remote_bin / "python3").chmod(0o755)
+    remote, _, executions = _remote(sshd, sqlite_home)
+    scans = {scan.harness: scan.scan for scan in remote.scans}
+    error = scans["agy"].error
+    assert error is not None and error.kind is ErrorKind.NOT_CONFIGURED
+    assert "sqlite3" in str(error)
+    # Codex's index is an addition: its rollouts are listed without it.
+    assert scans["codex"].error is None and scans["codex"].sessions
+    assert executions <= 1 + 3
