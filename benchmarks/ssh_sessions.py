@@ -3,11 +3,13 @@
 Starts the test server of ``tests/sshd.py`` (as root: the ``clanker-sshd``
 user, whose home this process can write), places N Claude Code transcripts
 (default 2,000: copies of a fixture, each its own session, over 20 project
-directories) in that home, and lists every harness's sessions there through
-``SshEnvironment.gather`` and here through ``LocalEnvironment`` pointed at the
-same home, interleaved, with no summary cache. Reports the medians, their
-ratio, the executions a remote listing used and how many sessions it listed
-and skipped (one round's answer is bounded: past it files are skipped).
+directories) in a home of their own inside that user's, and lists every
+harness's sessions there through ``SshEnvironment.gather`` and here through
+``LocalEnvironment``, both reading that home (every harness's, through the
+service's ``homes`` seam, with the system's PATH alone), interleaved, with no
+summary cache. Reports the medians, their ratio, the executions a remote
+listing used and how many sessions it listed and skipped (one round's answer
+is bounded: past it files are skipped).
 ``--write`` records the table in ``benchmarks/RESULTS.md``.
 
     sudo uv run python benchmarks/ssh_sessions.py [--sessions 2000] [--runs 3] [--write]
@@ -45,6 +47,9 @@ _FIXTURE = (Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "claude
 
 
 def _place(home: Path, count: int) -> Path:
+    """The transcripts in a home of their own inside the test user's (``home``):
+    other processes using that user's home neither see nor change them."""
+    home = Path(tempfile.mkdtemp(prefix="bench-", dir=home))
     store = home / ".claude"
     text = _FIXTURE.read_bytes()
     for index in range(count):
@@ -53,11 +58,11 @@ def _place(home: Path, count: int) -> Path:
         name = f"{index:08x}-5555-4555-8555-555555555555"
         (project / f"{name}.jsonl").write_bytes(text.replace(_FIXTURE.stem.encode(),
                                                              name.encode()))
-    entry = pwd.getpwnam(home.name)
-    for directory, dirs, files in os.walk(store):
+    entry = pwd.getpwnam(home.parent.name)
+    for directory, dirs, files in os.walk(home):
         for item in (directory, *(os.path.join(directory, n) for n in (*dirs, *files))):
             os.chown(item, entry.pw_uid, entry.pw_gid)
-    return store
+    return home
 
 
 def main() -> None:
@@ -75,9 +80,12 @@ def main() -> None:
     load = os.getloadavg()[0]
     try:
         with start_sshd() as (server, _):
-            store = _place(server.home, arguments.sessions)
+            home = _place(server.home, arguments.sessions)
+            # Every harness reads that home on either side (the service's homes seam),
+            # with the system's PATH alone.
+            env = {"HOME": str(home), "PATH": "/usr/bin:/bin"}
             try:
-                local = LocalEnvironment({"HOME": str(server.home), "PATH": os.defpath})
+                local = LocalEnvironment(env)
                 for _ in range(arguments.runs):
                     started = time.perf_counter()
                     found["local"] = asyncio.run(SessionService(
@@ -91,7 +99,9 @@ def main() -> None:
                         try:
                             await environment.connect()
                             before = environment.session_executor.executions
-                            service = SessionService(environment=environment, cache_dir=None)
+                            service = SessionService(
+                                environment=environment, cache_dir=None,
+                                homes=lambda provider: ((None, env),))
                             listing = await environment.gather(
                                 lambda: service.discover(providers, workspace=None))
                             executions.append(environment.session_executor.executions - before)
@@ -103,7 +113,7 @@ def main() -> None:
                     found["remote"] = asyncio.run(remote())
                     samples["remote"].append((time.perf_counter() - started) * 1000)
             finally:
-                shutil.rmtree(store, ignore_errors=True)
+                shutil.rmtree(home, ignore_errors=True)
     finally:
         shutil.rmtree(control, ignore_errors=True)
     local_ms, remote_ms = (statistics.median(samples[k]) for k in ("local", "remote"))

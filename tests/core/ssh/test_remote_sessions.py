@@ -9,6 +9,7 @@ import json
 import os
 import pwd
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,6 +62,25 @@ def remote_home(sshd: Sshd) -> Iterator[Path]:
         shutil.rmtree(sshd.home / "nopy", ignore_errors=True)
 
 
+@pytest.fixture
+def store_home(sshd: Sshd) -> Iterator[Path]:
+    """A home of its own inside the test user's, holding the fixture stores (a
+    listing reads it through the service's ``homes`` seam: see
+    :func:`_remote_listing`), so that other tests placing files in the test
+    user's home change nothing here; removed afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("placing stores in the remote home needs the dedicated test user (root)")
+    home = Path(tempfile.mkdtemp(prefix="stores-", dir=sshd.home))
+    for where, source in _STORES.items():
+        shutil.copytree(source, home / where, symlinks=True)
+    entry = pwd.getpwnam(sshd.user)
+    _chown_tree(home, entry.pw_uid, entry.pw_gid)
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def _tree(top: Path) -> dict[str, tuple[int, int]]:
     found = {}
     for directory, dirs, files in os.walk(top):
@@ -70,14 +90,20 @@ def _tree(top: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-async def _remote_listing(sshd: Sshd) -> tuple[SessionListing, int, int]:
+async def _remote_listing(sshd: Sshd, home: Path | None = None, *,
+                          path: str = "/usr/bin:/bin") -> tuple[SessionListing, int, int]:
     """The host's listing, the file rounds it took and the executions (``ssh``
-    commands, reading the login environment included) it cost."""
+    commands, reading the login environment included) it cost. With ``home``,
+    every harness's home is that directory of the host and its PATH ``path``
+    (by default the system's alone: what other tests put on the test user's
+    is not seen)."""
     clanker = Clanker(ssh_config_file=sshd.config_file)
     clanker.add_host("box", sshd.alias)
     environment = await clanker.connect_host("box")
     try:
-        service = SessionService(environment=environment, cache_dir=None)
+        env = {} if home is None else {"HOME": str(home), "PATH": path}
+        service = SessionService(environment=environment, cache_dir=None,
+                                 homes=lambda provider: ((None, env),))
         providers = list(clanker.harnesses())
         listing = await environment.gather(
             lambda: service.discover(providers, workspace=None))
@@ -86,20 +112,20 @@ async def _remote_listing(sshd: Sshd) -> tuple[SessionListing, int, int]:
         environment.close()
 
 
-def _local_listing(home: Path) -> SessionListing:
+def _local_listing(home: Path, *, path: str = os.defpath) -> SessionListing:
     clanker = Clanker()
-    environment = LocalEnvironment({"HOME": str(home), "PATH": os.defpath})
+    environment = LocalEnvironment({"HOME": str(home), "PATH": path})
     service = SessionService(environment=environment, cache_dir=None)
     return asyncio.run(service.discover(list(clanker.harnesses()), workspace=None))
 
 
 def test_a_hosts_stores_give_the_sessions_a_local_scan_of_them_gives(
-    sshd: Sshd, remote_home: Path
+    sshd: Sshd, store_home: Path
 ) -> None:
-    before = _tree(remote_home)
-    remote, rounds, executions = asyncio.run(_remote_listing(sshd))
-    assert _tree(remote_home) == before, "nothing is written on the host"
-    local = _local_listing(remote_home)
+    before = _tree(store_home)
+    remote, rounds, executions = asyncio.run(_remote_listing(sshd, store_home))
+    assert _tree(store_home) == before, "nothing is written on the host"
+    local = _local_listing(store_home)
     assert remote.sessions, "the fixtures hold sessions"
     assert {s.harness for s in remote.sessions} >= {"claude", "codex", "omp"}
     assert remote.sessions == local.sessions
@@ -108,16 +134,18 @@ def test_a_hosts_stores_give_the_sessions_a_local_scan_of_them_gives(
     assert {h for h, e in errors.items() if e is not None} \
         == {h for h, e in local_errors.items() if e is not None}
     # One execution reads the login environment. The scan of every provider is
-    # exactly three: the two rounds of file reads and OpenCode's own listing, run
-    # once however many times the rounds run the providers.
-    assert rounds == MAX_ROUNDS == 2
-    assert executions == 1 + 3
+    # at most three (MAX_ROUNDS rounds of file reads and OpenCode's own listing, run
+    # once however many times the rounds run the providers); here one round holds
+    # every read, since a walk's samples are as large as any provider asks for.
+    assert MAX_ROUNDS == 2
+    assert rounds == 1
+    assert executions == 1 + 2
 
 
 def test_a_malicious_store_is_read_as_the_local_scanner_reads_it(
-    sshd: Sshd, remote_home: Path, tmp_path: Path
+    sshd: Sshd, store_home: Path, tmp_path: Path
 ) -> None:
-    project = remote_home / ".claude" / "projects" / "-home-dev-src-app"
+    project = store_home / ".claude" / "projects" / "-home-dev-src-app"
     secret = tmp_path / "outside.jsonl"
     good = next(project.glob("*.jsonl"))
     secret.write_bytes(good.read_bytes())
@@ -127,9 +155,14 @@ def test_a_malicious_store_is_read_as_the_local_scanner_reads_it(
     huge.write_bytes(good.read_bytes() + b'{"type":"user","x":"' + b"y" * (4 << 20) + b'"}\n')
     entry = pwd.getpwnam(sshd.user)
     _chown_tree(project, entry.pw_uid, entry.pw_gid)
-    remote, _, _ = asyncio.run(_remote_listing(sshd))
-    local = _local_listing(remote_home)
+    before = _tree(store_home / ".claude")
+    remote, rounds, executions = asyncio.run(_remote_listing(sshd, store_home))
+    assert _tree(store_home / ".claude") == before, "nothing is written on the host"
+    assert rounds <= MAX_ROUNDS and executions <= 1 + 3  # no round past the bound, no hang
+    local = _local_listing(store_home)
     assert remote.sessions == local.sessions
+    claude = next(scan.scan for scan in remote.scans if scan.harness == "claude")
+    assert claude.error is None
     paths = {s.store_path for s in remote.sessions}
     assert str(project / "11111111-1111-4111-8111-111111111111.jsonl") not in paths
     assert str(project / "22222222-2222-4222-8222-222222222222.jsonl") not in paths
@@ -216,15 +249,40 @@ def test_sessions_host_option_refuses_unknown_and_unreachable_hosts() -> None:
     assert mixed.exit_code != 0 and "--workspace" in mixed.output
 
 
+def test_a_huge_transcript_is_summarized_from_its_ends_never_sent_whole(
+    sshd: Sshd, store_home: Path
+) -> None:
+    # A 256 MiB transcript (sparse: its first and last lines are real, between
+    # them nothing a reader looks at): one round's 1 MiB answer carries it,
+    # since only its first and last 128 KiB leave the host, and it is listed
+    # as a local scan of the same file lists it.
+    project = store_home / ".claude" / "projects" / "-home-dev-src-app"
+    good = next(project.glob("*.jsonl"))
+    name = "55555555-5555-4555-8555-555555555555"
+    text = good.read_bytes().replace(good.stem.encode(), name.encode())
+    huge = project / f"{name}.jsonl"
+    with huge.open("wb") as out:
+        out.write(text)
+        out.seek(256 << 20)
+        out.write(b"\n" + text)
+    entry = pwd.getpwnam(sshd.user)
+    os.chown(huge, entry.pw_uid, entry.pw_gid)
+    remote, rounds, executions = asyncio.run(_remote_listing(sshd, store_home))
+    local = _local_listing(store_home)
+    assert remote.sessions == local.sessions
+    assert name in {s.native_id for s in remote.sessions}
+    assert rounds == 1 and executions == 1 + 2
+
+
 def test_a_store_larger_than_the_answers_bound_is_listed_in_part_never_past_the_bound(
-    sshd: Sshd, remote_home: Path
+    sshd: Sshd, store_home: Path
 ) -> None:
     # Transcripts whose bounded reads, together, are several times what the rounds'
     # answers carry (and hardly compress): some are skipped, counted, and the scan
     # still costs no more than its bound.
-    project = remote_home / ".claude" / "projects" / "-home-dev-src-big"
+    project = store_home / ".claude" / "projects" / "-home-dev-src-big"
     project.mkdir()
-    good = next((remote_home / ".claude" / "projects" / "-home-dev-src-app").glob("*.jsonl"))
+    good = next((store_home / ".claude" / "projects" / "-home-dev-src-app").glob("*.jsonl"))
     for index in range(24):
         noise = base64.b64encode(os.urandom(300 * 1024)).decode("ascii")
         line = json.dumps({"type": "progress", "data": noise}).encode() + b"\n"
@@ -234,8 +292,8 @@ def test_a_store_larger_than_the_answers_bound_is_listed_in_part_never_past_the_
         (project / name).write_bytes(text + line + text)
     entry = pwd.getpwnam(sshd.user)
     _chown_tree(project, entry.pw_uid, entry.pw_gid)
-    remote, rounds, executions = asyncio.run(_remote_listing(sshd))
-    local = _local_listing(remote_home)
+    remote, rounds, executions = asyncio.run(_remote_listing(sshd, store_home))
+    local = _local_listing(store_home)
     assert rounds <= MAX_ROUNDS and executions <= 1 + 3
     claude = next(scan.scan for scan in remote.scans if scan.harness == "claude")
     assert claude.error is None and claude.skipped > 0
@@ -280,4 +338,4 @@ def test_two_listings_of_one_host_at_once_take_turns(sshd: Sshd, remote_home: Pa
 
     first, second, executions = asyncio.run(twice())
     assert first.sessions == second.sessions == _local_listing(remote_home).sessions
-    assert executions == 1 + 2 * 3
+    assert executions == 1 + 2 * 2  # each: one round of file reads, OpenCode's listing

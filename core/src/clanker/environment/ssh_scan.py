@@ -18,18 +18,27 @@ filters run here, on the same traversal order, so a walk costs no extra round
 for them. The files a walk finds are sampled in the same round (as far as the
 answer's budget goes), so listing a store is one round, not two.
 
+Some answers come with what their reader asks next, so that it costs no
+round of its own: a ``stat`` of an SQLite database brings its schema (see
+:mod:`clanker.environment.ssh_sqlite`, which reads such stores), and a
+``stat`` of a directory that follows no link brings its entries' status.
+
 An answer is bounded (:data:`_MAX_ANSWER`, compressed): past it the walk's
 samples are left out first, then the largest asked-for ones, to be asked for
-again next round. After :data:`MAX_ROUNDS` rounds a sample still missing is a
+again next round; then a walk keeps its newest files and says it was cut,
+and a query's rows or a schema say they overflowed (their reader fails alone,
+``output-limit``). After :data:`MAX_ROUNDS` rounds a sample still missing is a
 skipped file (:class:`OSError`, as an unreadable file is locally) and any
 other call that cannot be answered fails the provider that made it
-(``command-failed``), never with a guess.
+(``command-failed``), never with a guess; so does a command first asked for in
+that last pass (:class:`ScanExecutor`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import errno
 import json
 import os
@@ -37,13 +46,14 @@ import posixpath
 import sqlite3
 import threading
 import zlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 from clanker.environment.files import Candidate, FileSample
+from clanker.environment.ssh_sqlite import HOST_PART, MAX_QUERY_BYTES, RemoteConnection
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandExecutor, CommandRequest, CommandResult
 
@@ -61,8 +71,10 @@ every provider costs three executions."""
 NO_PYTHON_EXIT: Final = 97
 """The exit status of the round's shell line when the host has no ``python3``."""
 SAMPLE_HEAD: Final = 128 * 1024
-SAMPLE_TAIL: Final = 64 * 1024
-"""What a walk's files are sampled with: the largest bounds a provider asks for."""
+SAMPLE_TAIL: Final = 128 * 1024
+"""What a walk's files are sampled with: the largest bounds a provider asks for
+(Codex's head, Pi's and Oh My Pi's tail), so that no provider's sample is asked
+for again in a round of its own."""
 _MAX_ANSWER: Final = 1024 * 1024
 _ROUND_TIMEOUT: Final = 30.0
 # Prints nothing and exits 97 without python3; otherwise the program on stdin runs.
@@ -73,6 +85,7 @@ PROGRAM: Final = r'''
 import base64, errno, json, os, stat, sys, zlib
 
 MAX_ENTRIES = 200000
+MAX_LISTED = 16384
 BUDGET = __BUDGET__
 
 def st(info):
@@ -179,6 +192,29 @@ def read_small(path, limit):
         os.close(fd)
     return raw(data) if len(data) <= limit else None
 
+def entries(path):
+    # Opened without following a link: the directory the status was taken of.
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW
+                     | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return {"error": "unreadable"}
+    rows = {}
+    try:
+        with os.scandir(fd) as found:
+            for entry in found:
+                if len(rows) >= MAX_LISTED:
+                    return {"error": "too-large"}
+                try:
+                    rows[entry.name] = st(entry.stat(follow_symlinks=False))
+                except OSError:
+                    pass
+    except OSError:
+        return {"error": "unreadable"}
+    finally:
+        os.close(fd)
+    return {"entries": rows}
+
 def which(command, path):
     import shutil
     return shutil.which(command, path=os.defpath if path is None else path)
@@ -201,7 +237,32 @@ def answer(op, args):
         return which(args[0], args[1])
     if op == "walk":
         return walk(args[0], args[1])
+    if op == "schema":
+        return sqlite_schema(args[0])
+    if op == "sqlite":
+        return sqlite_query(args[0], args[1], args[2])
     return None
+
+def overflowed(row):
+    # What an answer too large for the round's bound says instead: a walk keeps
+    # its newest half of files and says it was cut (the newest are what a
+    # listing reads first); anything else says it overflowed (never a part of it).
+    op = row[0]
+    if op == "walk":
+        value = row[2]
+        listed = value.get("listed") if isinstance(value, dict) else None
+        files = sorted(((-r[2][8], d, r[0]) for d, rows in (listed or {}).items()
+                        if isinstance(rows, list) for r in rows if r[1] == "f"))
+        if len(files) < 2:
+            return [op, row[1], {"overflow": True}]
+        kept = {(d, name) for _, d, name in files[: len(files) // 2]}
+        trimmed = {d: rows if not isinstance(rows, list) else
+                   [r for r in rows if r[1] != "f" or (d, r[0]) in kept]
+                   for d, rows in listed.items()}
+        return [op, row[1], {"listed": trimmed, "cut": True}]
+    if op in ("schema", "sqlite", "entries"):
+        return [op, row[1], {"error": "too-large"}]
+    return row  # small by nature (a status, a path, a small file): never replaced
 
 def size(row):
     value = row[2]
@@ -216,6 +277,15 @@ def main(requests):
         if op == "walk" and isinstance(value, dict):
             walked.extend(value.get("files", ()))
             value.pop("files", None)
+        # A database's schema comes with its status: a reader's column checks
+        # then cost no round of their own.
+        if op == "stat" and value is not None and stat.S_ISREG(value[0]) \
+                and sqlite_header(args[0]) is not None:
+            answers.append(["schema", [args[0]], sqlite_schema(args[0])])
+        # A directory looked at without following links comes with its entries'
+        # status: looking at what is in it then costs no round either.
+        if op == "stat" and value is not None and not args[1] and stat.S_ISDIR(value[0]):
+            answers.append(["entries", [args[0]], entries(args[0])])
     # The smallest first: within the budget, as many files as can be.
     spent = 0
     extra = []
@@ -234,16 +304,39 @@ def main(requests):
     while True:
         text = json.dumps(plain + asked + extra, ensure_ascii=False)
         out = b64(zlib.compress(text.encode("utf-8", "surrogatepass"), 6))
-        if len(out) < __LIMIT__ or not (extra or asked):
+        if len(out) < __LIMIT__:
             break
         if extra:
             extra = extra[: len(extra) // 2]
-        else:
+        elif asked:
             asked = asked[: len(asked) // 2]
+        else:
+            # Only answers that cannot be split are left: the largest that can
+            # says it overflowed instead, so that its reader fails alone, typed.
+            smaller = [(len(json.dumps(row)), i, shrunk) for i, row in enumerate(plain)
+                       for shrunk in [overflowed(row)] if shrunk[2] != row[2]]
+            if not smaller:
+                break  # nothing left to make smaller (the transport's cap decides)
+            _, largest, shrunk = max(smaller)
+            plain[largest] = shrunk
     sys.stdout.write(out)
 
+''' + HOST_PART + r'''
 main(json.loads(base64.b64decode("__REQUESTS__").decode("utf-8")))
 '''
+
+
+def _listing(top: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """A walk's directories, or its failure raised."""
+    if "errno" in answer:
+        code = answer["errno"]
+        raise OSError(code, os.strerror(code), top)
+    if answer.get("overflow"):
+        raise HarnessCapabilityError(
+            ErrorKind.OUTPUT_LIMIT,
+            "the store's directories alone are more than one answer from the host carries")
+    listed: dict[str, Any] = answer["listed"]
+    return listed
 
 
 class _Miss(Exception):
@@ -265,17 +358,13 @@ def _stat_result(row: list[int]) -> os.stat_result:
                            atime, mtime, ctime))
 
 
-def _refuse_sqlite() -> NoReturn:
-    raise HarnessCapabilityError(ErrorKind.UNSUPPORTED,
-                                 "reading a harness's SQLite store on an SSH host is not "
-                                 "available yet")
-
-
 class ScanExecutor:
     """The host's command executor as a scan's rounds see it: within
     :meth:`RemoteFiles.gather`, a request already made in this scan is answered
-    with its first result (a harness's own listing runs once, not once a round);
-    outside, every request runs."""
+    with its first result (a harness's own listing runs once, not once a round),
+    and one first made in the last pass is refused (``command-failed``), as a
+    file read first asked for there is: the scan's executions stay bounded by
+    what its earlier passes asked for. Outside, every request runs."""
 
     def __init__(self, executor: CommandExecutor, files: RemoteFiles) -> None:
         self._executor = executor
@@ -296,6 +385,11 @@ class ScanExecutor:
         key = (request.argv, request.cwd, tuple(sorted(request.env.items())), request.stdin,
                request.timeout, request.inference, request.attended, request.max_output_bytes)
         task = self._runs.get(key)
+        if task is None and self._files.final:
+            raise HarnessCapabilityError(
+                ErrorKind.COMMAND_FAILED,
+                f"running {request.command} on the host here needs more than a scan's "
+                "executions")
         if task is None:
             task = self._runs[key] = asyncio.ensure_future(self._executor.run(request))
         return await asyncio.shield(task)
@@ -328,6 +422,11 @@ class RemoteFiles:
     @property
     def gathering(self) -> bool:
         return self._gathering
+
+    @property
+    def final(self) -> bool:
+        """Whether this pass of :meth:`gather` is its last (nothing more is fetched)."""
+        return self._gathering and self._final
 
     async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int = MAX_ROUNDS
                      ) -> _T:
@@ -368,6 +467,7 @@ class RemoteFiles:
         program = (PROGRAM.replace("__BUDGET__", str(6 * _MAX_ANSWER))
                    .replace("__HEAD__", str(SAMPLE_HEAD)).replace("__TAIL__", str(SAMPLE_TAIL))
                    .replace("__LIMIT__", str(_MAX_ANSWER - 1024))
+                   .replace("__QUERY_BYTES__", str(MAX_QUERY_BYTES))
                    .replace("__REQUESTS__", payload))
         result = await self._executor.run(CommandRequest(
             command="sh", args=("-c", _SHELL), stdin=program.encode("utf-8"),
@@ -432,10 +532,7 @@ class RemoteFiles:
             answer = self._ask("walk", top, depth)
         except _Miss:
             return [], False
-        if "errno" in answer:
-            code = answer["errno"]
-            raise OSError(code, os.strerror(code), top)
-        listed: dict[str, Any] = answer["listed"]
+        listed = _listing(top, answer)
         found: list[Candidate] = []
         frontier: list[tuple[str, int]] = [(top, 0)]
         while frontier:
@@ -509,8 +606,17 @@ class RemoteFiles:
         return None if answer is None else str(answer).encode("latin-1")
 
     def stat(self, path: str | os.PathLike[str], *, follow: bool = True) -> os.stat_result | None:
+        where = os.fspath(path)
+        if not follow:
+            # What a directory's answer listed (see PROGRAM, `entries`).
+            parent, name = posixpath.split(where)
+            with self._lock:
+                listed = self._answers.get(("entries", parent))
+            if isinstance(listed, dict) and "entries" in listed and name:
+                row = listed["entries"].get(name)
+                return None if row is None else _stat_result(row)
         try:
-            answer = self._ask("stat", os.fspath(path), follow)
+            answer = self._ask("stat", where, follow)
         except _Miss:
             return None
         return None if answer is None else _stat_result(answer)
@@ -532,7 +638,41 @@ class RemoteFiles:
     def sqlite(
         self, path: str | os.PathLike[str], *, harness: str
     ) -> AbstractContextManager[sqlite3.Connection]:
-        _refuse_sqlite()
+        # Duck-typed: the queries a reader makes, answered by the rounds
+        # (see clanker.environment.ssh_sqlite).
+        return cast("AbstractContextManager[sqlite3.Connection]",
+                    self._sqlite(os.fspath(path), harness))
+
+    @contextlib.contextmanager
+    def _sqlite(self, where: str, harness: str) -> Iterator[RemoteConnection]:
+        try:
+            schema = self._ask("schema", where)
+        except _Miss:
+            # Not this pass's answer (the rounds run it again): nothing to read yet.
+            raise HarnessCapabilityError(ErrorKind.STORAGE_CHANGED,
+                                         "the history database is not read yet",
+                                         harness=harness) from None
+        if not isinstance(schema, dict):
+            raise HarnessCapabilityError(ErrorKind.STORAGE_CHANGED,
+                                         "the history database cannot be opened",
+                                         harness=harness)
+
+        def ask(sql: str, params: str) -> dict[str, Any] | None:
+            try:
+                answer = self._ask("sqlite", where, sql, params)
+            except _Miss:
+                return None
+            return answer if isinstance(answer, dict) else {"error": "unreadable"}
+
+        connection = RemoteConnection(harness=harness, schema=schema, ask=ask)
+        try:
+            yield connection
+        except sqlite3.DatabaseError as exc:
+            raise HarnessCapabilityError(
+                ErrorKind.STORAGE_CHANGED, "the history database could not be read",
+                harness=harness, cause=exc) from exc
+        finally:
+            connection.close()
 
     def which(self, command: str, search_path: str | None) -> str | None:
         try:

@@ -353,10 +353,12 @@ def read_index(
     was there but could not be read (busy, corrupt, changed). Either way the
     rollouts alone are a complete answer; only a failure may pass.
     """
-    if path is None or not rollouts:
+    if path is None:
         return {}
+    # Looked at before the rollouts are known: on an SSH host that status (and
+    # the schema that comes with it) is fetched in the walk's round.
     info = files.stat(path)
-    if info is None or not stat.S_ISREG(info.st_mode):
+    if info is None or not stat.S_ISREG(info.st_mode) or not rollouts:
         return {}
     import sqlite3  # once there is an index to read
 
@@ -454,8 +456,12 @@ class CodexSessions:
             if index is not None:  # SQLite writes go to the -wal file first
                 witness.path(index)
                 witness.path(f"{index}-wal")
+            # Asked about the files the scan chose (scan_files' newest `limit`), not
+            # the sessions it made of them: on an SSH host the question is then the
+            # same in every pass of the scan, however many samples each round carried.
+            chosen = sorted(candidates, key=lambda c: (-c.stat.st_mtime_ns, c.path))
             entries = read_index(context.files, index,
-                                 [s.store_path for s in found.sessions if s.store_path])
+                                 [c.path for c in chosen[: context.limit]])
             if entries is None:
                 witness.usable = False  # locked or broken now, perhaps not next time
             return _enrich(found, entries or {})
