@@ -102,7 +102,25 @@ def _login_user() -> tuple[str, Path]:
         _run("usermod", "--password", "*", TEST_USER)
     except (OSError, subprocess.CalledProcessError) as exc:
         raise SshdUnavailable(f"cannot unlock the test user {TEST_USER}: {exc}") from exc
-    return entry.pw_name, Path(entry.pw_dir)
+    home = Path(entry.pw_dir)
+    _reset_home(home, entry.pw_uid, entry.pw_gid)
+    return entry.pw_name, home
+
+
+def _reset_home(home: Path, uid: int, gid: int) -> None:
+    """Put the suite's own user's home back as ``useradd`` made it: what a killed run
+    left there (stores, doubles on its PATH, a noisy ``.bashrc``) would otherwise
+    change the next run's answers."""
+    for entry in home.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    skeleton = Path("/etc/skel")
+    for entry in skeleton.iterdir() if skeleton.is_dir() else ():
+        if entry.is_file() and not entry.is_symlink():
+            shutil.copy2(entry, home / entry.name)
+            os.chown(home / entry.name, uid, gid)
 
 
 def _free_port() -> int:
