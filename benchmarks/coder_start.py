@@ -15,7 +15,10 @@ The first frame's time is the transcript's first record (``initialize``, with th
 time it was written) minus the time the command was started. The target is 4x
 a bare interpreter start plus the agent's own start (spawn to its answer).
 
-    uv run python benchmarks/coder_start.py --baseline DIR [--runs 9] [--write]
+    uv run python benchmarks/coder_start.py --baseline DIR [--runs 9] [--only CASE] [--write]
+
+``--only`` (repeatable: ``line``, ``harness``, ``screen``, ``footer``) measures
+those cases alone.
 
 ``DIR`` is a source tree of clanker (``git archive main | tar -x -C DIR``): its
 ``core/src`` is put first on ``PYTHONPATH`` for the baseline's runs.
@@ -48,16 +51,16 @@ def _line(root: Path, env: dict[str, str], flags: list[str], name: str) -> float
 
 
 def _round(root: Path, agent: Path, env: dict[str, str], tag: str,
-           index: int) -> dict[str, float]:
+           index: int, cases: frozenset[str]) -> dict[str, float]:
     base = root / f"{tag}-{index}"
     base.mkdir()
-    frame, footer, line = _full_screen(base, agent, env, 1)
-    return {
-        "line": line,
-        "harness": _line(base, env, ["--harness", "opencode"], "harness"),
-        "screen": frame,
-        "footer": footer,
-    }
+    found: dict[str, float] = {}
+    if cases & {"line", "screen", "footer"}:
+        frame, footer, line = _full_screen(base, agent, env, 1)
+        found.update(line=line, screen=frame, footer=footer)
+    if "harness" in cases:
+        found["harness"] = _line(base, env, ["--harness", "opencode"], "harness")
+    return {case: value for case, value in found.items() if case in cases}
 
 
 def main() -> None:
@@ -66,7 +69,10 @@ def main() -> None:
                         help="a source tree of clanker to compare with (its core/src)")
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--only", choices=("line", "harness", "screen", "footer"),
+                        action="append", help="measure this case only (repeatable)")
     args = parser.parse_args()
+    cases = frozenset(args.only or ("line", "harness", "screen", "footer"))
     baseline_src = (args.baseline / "core" / "src").resolve()
     if not (baseline_src / "clanker" / "__main__.py").is_file():
         parser.error(f"--baseline: no clanker source under {baseline_src}")
@@ -86,7 +92,7 @@ def main() -> None:
         for index in range(args.runs):
             order = list(trees) if index % 2 == 0 else list(reversed(trees))
             for tag in order:
-                for case, value in _round(root, agent, trees[tag], tag, index).items():
+                for case, value in _round(root, agent, trees[tag], tag, index, cases).items():
                     samples[tag].setdefault(case, []).append(value)
         load_after = os.getloadavg()[0]
     target = 4 * bare + agent_start
@@ -98,6 +104,8 @@ def main() -> None:
     }
     table = ["| `clanker coder` | baseline | this tree | target |", "| --- | ---: | ---: | ---: |"]
     for case, label in labels.items():
+        if case not in cases:
+            continue
         before = statistics.median(samples["baseline"][case]) * 1000
         after = statistics.median(samples["this"][case]) * 1000
         bound = f"<= {target * 1000:.0f} ms" if case != "footer" else ""

@@ -368,3 +368,74 @@ def test_hooks_on_a_define_harness_subclass_are_found_as_pluggy_finds_them() -> 
     provider = Registry.from_plugins({"fake-agent": plain}, environ={}).get_provider(
         HarnessId("fake-agent"))
     assert provider.capabilities == {Capability.LAUNCH}
+
+
+# -- one plugin alone (``only=``: the early start of ``clanker coder --harness``) ----
+
+
+def _same_provider(alone: HarnessProvider, full: HarnessProvider) -> None:
+    """What a provider is, compared field by field (its capability objects are made by
+    each registry's own plugin manager, so they are compared by what they are)."""
+    assert (alone.descriptor, alone.distribution, alone.hooks, alone.capabilities) == (
+        full.descriptor, full.distribution, full.hooks, full.capabilities)
+    for capability in sorted(full.capabilities, key=lambda c: c.value):
+        made, expected = alone.capability(capability), full.capability(capability)
+        assert type(made) is type(expected), capability
+
+
+def test_each_installed_plugin_loaded_alone_is_the_full_registrys_provider() -> None:
+    full = Registry.from_entry_points({})
+    assert full.ids(), "the workspace's plugins are installed"
+    for harness in full.ids():
+        alone = Registry.from_entry_points({}, only=harness)
+        assert (alone.ids(), alone.problems) == ((harness,), ())
+        _same_provider(alone.get_provider(harness), full.get_provider(harness))
+
+
+def test_a_plugin_loaded_alone_never_imports_or_reports_another(site: Path) -> None:
+    install_fake_distribution(site, "clanker-broken", {"broken": "broken_plugin"},
+                              "broken_plugin", "raise ImportError('missing dependency')")
+    install_fake_distribution(site, "clanker-zed", {"zed": "zed_plugin"}, "zed_plugin",
+                              GOOD_PLUGIN.format(id="zed"))
+    environ = {"CLANKER_LOAD_PLUGINS": "broken,zed"}
+    full = Registry.from_entry_points(environ)
+    del sys.modules["zed_plugin"]
+    alone = Registry.from_entry_points(environ, only="zed")
+    assert "broken_plugin" not in sys.modules
+    assert (alone.ids(), alone.problems) == (("zed",), ())
+    _same_provider(alone.get_provider(HarnessId("zed")), full.get_provider(HarnessId("zed")))
+    # The broken one alone is refused as the full load refuses it.
+    broken = Registry.from_entry_points(environ, only="broken")
+    assert broken.providers == {}
+    assert broken.problems == tuple(p for p in full.problems if p.name == "broken")
+    assert Registry.from_entry_points(environ, only="nothing").providers == {}
+
+
+def test_a_plugin_loaded_alone_honours_the_load_and_disable_lists(site: Path) -> None:
+    install_fake_distribution(site, "clanker-zed", {"zed": "zed_plugin"}, "zed_plugin",
+                              GOOD_PLUGIN.format(id="zed"))
+    install_fake_distribution(site, "clanker-yak", {"yak": "yak_plugin"}, "yak_plugin",
+                              GOOD_PLUGIN.format(id="yak"))
+    both = {"CLANKER_LOAD_PLUGINS": "zed,yak"}
+    assert Registry.from_entry_points(both, only="yak").ids() == ("yak",)
+    assert Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "zed"}, only="yak").ids() == ()
+    disabled = {**both, "CLANKER_DISABLE_PLUGINS": "clanker-yak"}
+    assert Registry.from_entry_points(disabled, only="yak").ids() == ()
+    assert Registry.from_entry_points(disabled, only="zed").ids() == ("zed",)
+    assert Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": ""}, only="zed").ids() == ()
+
+
+def test_a_plugin_loaded_alone_is_refused_as_the_full_load_refuses_it(site: Path) -> None:
+    install_fake_distribution(site, "clanker-zed-a", {"zed": "zed_a"}, "zed_a",
+                              GOOD_PLUGIN.format(id="zed"))
+    install_fake_distribution(site, "clanker-zed-b", {"zed": "zed_b"}, "zed_b",
+                              GOOD_PLUGIN.format(id="zed"))
+    install_fake_distribution(site, "clanker-yak", {"yak": "yak_plugin"}, "yak_plugin",
+                              GOOD_PLUGIN.format(id="not-yak"))
+    environ = {"CLANKER_LOAD_PLUGINS": "zed,yak"}
+    full = Registry.from_entry_points(environ)
+    for harness in ("zed", "yak"):
+        alone = Registry.from_entry_points(environ, only=harness)
+        assert alone.providers == {}
+        assert alone.problems == tuple(p for p in full.problems if p.name == harness)
+        assert alone.problems

@@ -163,8 +163,9 @@ def test_the_coder_early_start_is_the_standard_library_alone() -> None:
 
 def test_a_harness_early_start_reads_its_server_without_asyncio_or_click(tmp_path: Path) -> None:
     # `clanker coder --harness`'s early start: the library builds the server's argv and
-    # environment (registry, plugin, launch path, accounts) before asyncio and click;
-    # here it then finds no opencode on PATH, which the CLI would report.
+    # environment (that harness's plugin alone, the launch path; no account store for
+    # a harness without managed accounts) before asyncio and click; here it then
+    # finds no opencode on PATH, which the CLI would report.
     loaded = _imported_by(
         "import os\n"
         f"os.environ.update(CLANKER_HOME={str(tmp_path)!r}, PATH={str(tmp_path)!r})\n"
@@ -174,6 +175,18 @@ def test_a_harness_early_start_reads_its_server_without_asyncio_or_click(tmp_pat
         "    Clanker().start_coder_early('opencode', cwd=os.getcwd())\n"
         "except HarnessCapabilityError as error:\n"
         "    assert error.kind.value == 'binary-unavailable', error\n")
-    assert {"clanker.launch.service", "clanker.accounts.service", "clanker.registry"} <= loaded
-    assert sorted(m for m in loaded if m.split(".")[0] in ("asyncio", "click", "rich",
-                                                           "prompt_toolkit", "cattrs")) == []
+    assert sorted({m.split(".")[0] for m in loaded} - set(sys.stdlib_module_names)) == [
+        "attr", "attrs", "clanker", "clanker_opencode", "pluggy"]
+    assert sorted(m for m in loaded if m.startswith("clanker")) == [
+        "clanker", "clanker._logging", "clanker.acp", "clanker.acp.capability",
+        "clanker.acp.early", "clanker.acp.errors", "clanker.acp.secrets",
+        "clanker.acp.service", "clanker.acp.transcript", "clanker.acp.wire", "clanker.api",
+        "clanker.capabilities", "clanker.descriptor", "clanker.entrypoints",
+        "clanker.environment", "clanker.environment.local", "clanker.envvars",
+        "clanker.errors", "clanker.execution", "clanker.execution.request", "clanker.grid",
+        "clanker.grid.errors", "clanker.hookspecs", "clanker.ids", "clanker.launch",
+        "clanker.launch.attachments", "clanker.launch.blocking", "clanker.launch.planning",
+        "clanker.launch.request", "clanker.launch.service", "clanker.paths",
+        "clanker.plugin", "clanker.registry", "clanker.storage", "clanker_opencode",
+        "clanker_opencode.acp"]
+    assert not {"asyncio", "hashlib", "secrets"} & loaded

@@ -846,11 +846,42 @@ class Clanker:
         in this process to take over instead of starting its own: the agent starts
         while the caller loads the rest. Returns whether it was started (not for an
         agent with stored secrets). An agent never taken is stopped at exit. Raises
-        what :meth:`coder` raises before its start."""
-        from clanker.acp.service import CoderOptions
+        what :meth:`coder` raises before its start.
+
+        Without a registry of its own, only ``harness``'s plugin is loaded for this
+        (``Registry.from_entry_points(only=...)``: the same validation; the others'
+        imports are what the early start must not wait for), nothing made for it
+        is kept (a later call builds the full registry as always), and managed
+        accounts are read only where they can apply (see :meth:`_early_launch`)."""
+        from clanker.acp.service import CoderOptions, CoderService
 
         options = CoderOptions(cwd=os.path.abspath(cwd), account=account)
+        if self._registry is None and isinstance(harness, str):
+            from clanker.registry import Registry
+
+            provider = Registry.from_entry_points(only=harness).find_provider(harness)
+            if provider is not None:  # else the full registry's own refusal, below
+                service = CoderService(environment=self.environment, paths=self.paths,
+                                       launch=lambda: self._early_launch(provider, account))
+                return service.start_early(provider, options)
         return self._coder_service().start_early(self.harness(harness), options)
+
+    def _early_launch(self, provider: HarnessProvider, account: str | None) -> LaunchService:
+        """The launch path for :meth:`start_coder_early`'s one harness: without managed
+        accounts where none can apply (the harness has no ``accounts`` capability
+        and the default one is asked for, so the binding adds nothing: the same
+        environment without importing the account store), else with them over a
+        registry of that harness alone."""
+        from clanker.launch.service import LaunchService
+
+        accounts = None
+        if provider.accounts is not None or account not in (None, "default"):
+            from clanker.accounts.service import AccountService
+            from clanker.registry import Registry
+
+            accounts = AccountService(registry=Registry({provider.id: provider}),
+                                      environment=self.environment, paths=self.paths)
+        return LaunchService(environment=self.environment, paths=self.paths, accounts=accounts)
 
     async def coder_sessions(
         self,

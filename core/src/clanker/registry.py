@@ -273,15 +273,24 @@ class Registry:
     # -- building ----------------------------------------------------------
 
     @classmethod
-    def from_entry_points(cls, environ: Mapping[str, str] | None = None) -> Registry:
+    def from_entry_points(cls, environ: Mapping[str, str] | None = None, *,
+                          only: str | None = None) -> Registry:
         """Load every plugin of the ``clanker.harnesses`` group, honouring the
-        ``CLANKER_LOAD_PLUGINS`` / ``CLANKER_DISABLE_PLUGINS`` lists."""
+        ``CLANKER_LOAD_PLUGINS`` / ``CLANKER_DISABLE_PLUGINS`` lists.
+
+        With ``only``, just the entry points named ``only`` are loaded (for a caller
+        that needs one harness now and must not pay for importing the others): the
+        same lists, the same validation, so its provider is the one a full load
+        makes, or absent where a full load would refuse or skip it; another
+        plugin, broken or not, is not looked at."""
         environ = os.environ if environ is None else environ
         allow = _env_list(environ, "CLANKER_LOAD_PLUGINS")
         deny = _env_list(environ, "CLANKER_DISABLE_PLUGINS") or frozenset()
         candidates: list[_Candidate] = []
         problems: list[PluginProblem] = []
         for ep in sorted(entry_points(ENTRY_POINT_GROUP), key=lambda e: e.name):
+            if only is not None and ep.name != only:
+                continue
             dist = _distribution(ep)
             keys = {ep.name} | ({dist.name} if dist else set())
             if (allow is not None and not keys & allow) or keys & deny:

@@ -240,6 +240,11 @@ def test_a_harness_is_started_before_click_and_asyncio_and_taken(coder: Coder,
     assert sorted(m for m in spawn if m.split(".")[0] in ("click", "asyncio", "cattrs",
                                                           "tomllib", "rich", "prompt_toolkit")
                   or m.startswith(("clanker.cli", "clanker.acp.client", "clanker.config"))) == []
+    # Only this harness's plugin is loaded for it, and no account store for a harness
+    # without managed accounts (the CLI then builds the full registry as always).
+    plugins = sorted(m for m in spawn if m.startswith("clanker_") and "." not in m)
+    assert plugins == ["clanker_opencode"]
+    assert [m for m in spawn if m.startswith("clanker.accounts")] == []
 
 
 @pytest.mark.parametrize(("args", "starts"), [
