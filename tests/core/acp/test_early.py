@@ -262,3 +262,41 @@ def test_a_harness_run_that_fails_reads_as_without_it(coder: Coder, opencode: st
     started = report["started"]
     assert isinstance(started, list) and len(started) == starts
     assert all(_group_gone(pid) for pid in started)
+
+
+def _select_claude_account(coder: Coder) -> Path:
+    """A managed Claude account, selected, as ``clanker accounts add`` and ``use`` leave
+    it (its home made and recorded directly: signing in needs the real CLI)."""
+    from clanker.accounts.homes import AccountHomes, new_account_id
+    from clanker.accounts.store import AccountRecord, AccountStatus, AccountStore, now
+    from clanker.ids import HarnessId
+
+    state = Path(coder.environ["CLANKER_HOME"]) / "state"
+    account = new_account_id()
+    home = AccountHomes(state / "accounts").create(HarnessId("claude"), account)
+    record = AccountRecord(id=account, harness=HarnessId("claude"), label="work",
+                           created_at=now(), status=AccountStatus.CONNECTED)
+    AccountStore(state / "accounts.json").change(
+        lambda s: s.with_account(record).with_selection("local", HarnessId("claude"), account))
+    return home
+
+
+@pytest.mark.parametrize("account", [(), ("--account", "work"), ("--account", "default")])
+def test_a_harness_with_managed_accounts_is_started_early_under_its_account(
+        coder: Coder, account: tuple[str, ...]) -> None:
+    # Claude's ACP adapter is the fake agent. Taken, not started again, only when the
+    # early start built the very environment the CLI builds: the selected (or named)
+    # account's home included.
+    bin_dir = Path(coder.environ["PATH"].split(os.pathsep)[0])
+    adapter = bin_dir / "claude-agent-acp"
+    adapter.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_AGENT}"\n')
+    adapter.chmod(0o755)
+    _select_claude_account(coder)
+    report, done = _drive(coder, "claude-agent-acp", "--no-attention", "--harness", "claude",
+                          *account, "hello")
+    assert (report["exit"], done.stdout) == (0, "Hello world\n"), done.stderr
+    started = report["started"]
+    assert isinstance(started, list) and len(started) == 1
+    assert _group_gone(started[0])
+    spawn = report["spawn"]
+    assert isinstance(spawn, list) and "click" not in spawn  # started early, by the library
