@@ -300,3 +300,20 @@ def test_a_harness_with_managed_accounts_is_started_early_under_its_account(
     assert _group_gone(started[0])
     spawn = report["spawn"]
     assert isinstance(spawn, list) and "click" not in spawn  # started early, by the library
+
+
+@pytest.mark.parametrize("lists", [{"CLANKER_DISABLE_PLUGINS": "opencode"},
+                                   {"CLANKER_LOAD_PLUGINS": "claude"},
+                                   {"CLANKER_DISABLE_PLUGINS": "clanker-opencode"}])
+def test_a_harness_the_plugin_lists_leave_out_is_not_started_early(
+        coder: Coder, opencode: str, lists: dict[str, str]) -> None:
+    # The one plugin loaded for the early start honours the lists as the full
+    # registry does: nothing is started, and the CLI's refusal reads the same.
+    coder.environ.update(lists)
+    report, done = _drive(coder, opencode, "--no-attention", "--harness", opencode, "hi")
+    plain_report, plain = _drive(coder, opencode, "--no-attention", "--harness", opencode,
+                                 "hi", entry="--cli")
+    assert (report["exit"], done.stdout, done.stderr) == (plain_report["exit"], plain.stdout,
+                                                          plain.stderr)
+    assert report["exit"] != 0 and "unknown harness" in done.stderr.lower()
+    assert report["started"] == [] and report["spawn"] is None
