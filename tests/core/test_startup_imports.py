@@ -190,3 +190,21 @@ def test_a_harness_early_start_reads_its_server_without_asyncio_or_click(tmp_pat
         "clanker.plugin", "clanker.registry", "clanker.storage", "clanker_opencode",
         "clanker_opencode.acp"]
     assert not {"asyncio", "hashlib", "secrets"} & loaded
+
+
+def test_a_harness_early_start_uses_an_overridden_registry(tmp_path: Path) -> None:
+    # A process-wide registry set already (here one without opencode) is the one
+    # asked, as every other call asks it: no plugin is loaded on the side.
+    loaded = _imported_by(
+        "import os\n"
+        f"os.environ.update(CLANKER_HOME={str(tmp_path)!r}, PATH={str(tmp_path)!r})\n"
+        "from clanker.api import Clanker\n"
+        "from clanker.registry import Registry, UnknownHarnessError, override_registry\n"
+        "with override_registry(Registry.from_plugins({})):\n"
+        "    try:\n"
+        "        Clanker().start_coder_early('opencode', cwd=os.getcwd())\n"
+        "    except UnknownHarnessError as error:\n"
+        "        assert error.known == (), error\n"
+        "    else:\n"
+        "        raise AssertionError('opencode was found')\n")
+    assert "clanker_opencode" not in loaded

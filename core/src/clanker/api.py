@@ -848,17 +848,18 @@ class Clanker:
         agent with stored secrets). An agent never taken is stopped at exit. Raises
         what :meth:`coder` raises before its start.
 
-        Without a registry of its own, only ``harness``'s plugin is loaded for this
-        (``Registry.from_entry_points(only=...)``: the same validation; the others'
-        imports are what the early start must not wait for), nothing made for it
-        is kept (a later call builds the full registry as always), and managed
-        accounts are read only where they can apply (see :meth:`_early_launch`)."""
+        Without a registry of its own, and before the process-wide one is loaded
+        (or overridden: then that one is used), only ``harness``'s plugin is loaded
+        for this (``Registry.from_entry_points(only=...)``: the same validation;
+        the others' imports are what the early start must not wait for), nothing
+        made for it is kept (a later call builds the full registry as always),
+        and managed accounts are read only where they can apply (see
+        :meth:`_early_launch`)."""
         from clanker.acp.service import CoderOptions, CoderService
+        from clanker.registry import Registry, loaded_registry
 
         options = CoderOptions(cwd=os.path.abspath(cwd), account=account)
-        if self._registry is None and isinstance(harness, str):
-            from clanker.registry import Registry
-
+        if self._registry is None and isinstance(harness, str) and loaded_registry() is None:
             provider = Registry.from_entry_points(only=harness).find_provider(harness)
             if provider is not None:  # else the full registry's own refusal, below
                 service = CoderService(environment=self.environment, paths=self.paths,

@@ -59,6 +59,7 @@ __all__ = [
     "find_provider",
     "get_provider",
     "get_registry",
+    "loaded_registry",
     "override_registry",
 ]
 
@@ -546,6 +547,12 @@ def override_registry(registry: Registry) -> Iterator[Registry]:
     finally:
         with _ProcessRegistry.lock:
             _ProcessRegistry.current = previous
+
+
+def loaded_registry() -> Registry | None:
+    """The process-wide registry when it is loaded (or overridden) already; ``None``
+    otherwise, loading nothing."""
+    return _ProcessRegistry.current
 
 
 def get_provider(harness: HarnessId) -> HarnessProvider:
