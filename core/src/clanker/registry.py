@@ -283,7 +283,7 @@ class Registry:
         that needs one harness now and must not pay for importing the others): the
         same lists, the same validation, so its provider is the one a full load
         makes, or absent where a full load would refuse or skip it; another
-        plugin, broken or not, is not looked at."""
+        plugin, broken or not, is listed but never imported."""
         environ = os.environ if environ is None else environ
         allow = _env_list(environ, "CLANKER_LOAD_PLUGINS")
         deny = _env_list(environ, "CLANKER_DISABLE_PLUGINS") or frozenset()
