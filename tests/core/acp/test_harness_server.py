@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clanker.acp.capability import AcpServer
-from clanker.acp.transcript import REDACTED
+from clanker.acp.transcript import REDACTED, read_transcript
 from clanker.api import Clanker
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.plugin import HarnessDescriptor, HarnessId, define_harness
@@ -73,3 +73,47 @@ def test_an_adapter_that_is_not_installed_names_its_install_line(coder: Coder) -
         asyncio.run(run())
     assert caught.value.kind is ErrorKind.BINARY_UNAVAILABLE
     assert "npm install -g x" in caught.value.message
+
+
+@pytest.mark.parametrize(("flags", "resume", "method"), [
+    ((), None, "session/new"), ((), "known", "session/resume"),
+    (("--no-resume",), "known", "session/load")])
+def test_the_servers_session_meta_opens_every_session(coder: Coder, flags: tuple[str, ...],
+                                                      resume: str | None, method: str) -> None:
+    meta = {"claudeCode": {"options": {"allowDangerouslySkipPermissions": False}}}
+
+    class WithMeta:
+        def server(self) -> AcpServer:
+            return AcpServer(argv=("python3", FAKE_AGENT, *flags), session_meta=meta)
+
+    plugin = define_harness(
+        HarnessDescriptor(id=HarnessId("fake-acp"), display_name="Fake", executable="python3"),
+        acp=WithMeta)
+    clanker = Clanker(environment=coder.clanker.environment,
+                      registry=Registry.from_plugins({"fake-acp": plugin}, environ={}),
+                      paths=coder.paths)
+
+    async def run() -> str | None:
+        async with clanker.coder("fake-acp", cwd=coder.workspace, resume=resume) as client:
+            return client.transcript_path
+
+    records = read_transcript(Path(str(asyncio.run(run()))))
+    opened = [r["frame"] for r in records
+              if r["dir"] == "out" and r["frame"].get("method", "").startswith("session/")]
+    assert opened[0]["method"] == method
+    assert opened[0]["params"]["_meta"] == meta
+
+
+def test_a_server_without_session_meta_sends_none(coder: Coder) -> None:
+    async def run() -> str | None:
+        async with _clanker(coder).coder("fake-acp", cwd=coder.workspace) as client:
+            return client.transcript_path
+
+    records = read_transcript(Path(str(asyncio.run(run()))))
+    opened = next(r["frame"] for r in records if r["frame"].get("method") == "session/new")
+    assert "_meta" not in opened["params"]
+
+
+def test_session_meta_must_be_json() -> None:
+    with pytest.raises((TypeError, ValueError)):
+        AcpServer(argv=("agent",), session_meta={"when": object()})

@@ -8,9 +8,10 @@ stripped) and owns the process, its stderr log and the protocol.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from attrs import field, frozen
 
@@ -27,6 +28,12 @@ def _freeze(value: Mapping[str, str] | None) -> Mapping[str, str]:
     return MappingProxyType(dict(value or {}))
 
 
+def _json_object(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    # A copy through JSON: what is sent is exactly what was checked, and a caller's
+    # later change to its own dictionary changes nothing here.
+    return MappingProxyType(json.loads(json.dumps(dict(value or {}), allow_nan=False)))
+
+
 @frozen(kw_only=True, hash=False)
 class AcpServer:
     """The command that speaks ACP on stdin/stdout.
@@ -34,11 +41,15 @@ class AcpServer:
     ``argv[0]`` is a bare executable name looked up on the child's ``PATH``
     (an adapter may be another executable than the harness's own).
     ``install_hint`` is what to run when it is not installed.
+    ``session_meta`` is the ``_meta`` object sent with ``session/new``,
+    ``session/resume`` and ``session/load``: settings of the server's own that it
+    documents there (a JSON object; empty sends none).
     """
 
     argv: tuple[str, ...] = field(converter=_strings)
     env: Mapping[str, str] = field(default=None, converter=_freeze)
     install_hint: str | None = None
+    session_meta: Mapping[str, Any] = field(default=None, converter=_json_object)
 
     @argv.validator
     def _check_argv(self, _: object, value: tuple[str, ...]) -> None:

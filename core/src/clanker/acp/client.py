@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from clanker.acp import wire
@@ -48,7 +48,8 @@ class AcpClient:
     """Drive one agent. Use :meth:`start`, then a session method, then :meth:`prompt`."""
 
     def __init__(self, process: AgentProcess, *, policy: Policy, transcript: Transcript,
-                 on_event: EventSink, ask: Ask | None = None, harness: str = "agent") -> None:
+                 on_event: EventSink, ask: Ask | None = None, harness: str = "agent",
+                 session_meta: Mapping[str, Any] | None = None) -> None:
         self.process = process
         self.policy = policy
         self.state = SessionState()
@@ -61,6 +62,7 @@ class AcpClient:
         self._on_event = on_event
         self._ask = ask
         self._harness = harness
+        self._session_meta = dict(session_meta or {})
         self._pending: dict[asyncio.Future[Decision], PermissionRequest] = {}
         self._replaying = False
         self._inputs = 0
@@ -130,7 +132,7 @@ class AcpClient:
         return node is not None and node is not False
 
     async def new_session(self, cwd: str) -> str:
-        result = await self._call("session/new", {"cwd": cwd, "mcpServers": []})
+        result = await self._call("session/new", self._session_params(cwd=cwd, mcpServers=[]))
         session_id = result.get("sessionId") if isinstance(result, dict) else None
         if not isinstance(session_id, str) or not session_id:
             raise HarnessCapabilityError(ErrorKind.PARSE_FAILURE, "session/new: no sessionId",
@@ -139,11 +141,15 @@ class AcpClient:
         self._bind(session_id)
         return session_id
 
+    def _session_params(self, **params: Any) -> dict[str, Any]:
+        """A session's opening parameters, with the server's own ``_meta`` if it has one."""
+        return {**params, "_meta": self._session_meta} if self._session_meta else params
+
     async def resume(self, session_id: str, cwd: str) -> str:
         """Continue ``session_id``: ``session/resume``, else ``session/load`` (its
         replayed updates arrive as history); never a new session. Returns the
         method that worked; raises ``resume-failed`` when neither did."""
-        params = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+        params = self._session_params(sessionId=session_id, cwd=cwd, mcpServers=[])
         reasons = []
         for method, advertised in (("session/resume", self.capability("sessionCapabilities",
                                                                       "resume")),

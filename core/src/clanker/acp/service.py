@@ -15,7 +15,7 @@ import contextlib
 import os
 import shlex
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -88,6 +88,7 @@ class _Agent:
     name: str
     injected: tuple[str, ...]
     """Every value clanker put into ``env`` (secrets to redact)."""
+    session_meta: Mapping[str, Any]
 
 
 def _written(path: Path) -> float:
@@ -172,7 +173,8 @@ class CoderService:
         client = AcpClient(process, policy=Policy(workspace=options.cwd,
                                                   interactive=options.interactive,
                                                   approved=options.approve),
-                           transcript=transcript, on_event=on_event, ask=ask, harness=name)
+                           transcript=transcript, on_event=on_event, ask=ask, harness=name,
+                           session_meta=agent.session_meta)
         try:
             await client.start(timeout=options.initialize_timeout, meanwhile=configure)
         except BaseException:
@@ -190,18 +192,19 @@ class CoderService:
             env, injected = self._launch.child_environment(harness, options.cwd, server.env,
                                                            account=options.account)
             argv, name, hint = server.argv, str(harness.id), server.install_hint
+            meta = server.session_meta
         else:
             assert agent_command is not None
             argv = parse_agent_command(shlex.join(agent_command))
             env, injected = {**self._environment.environ, "PWD": options.cwd}, {}
-            name, hint = argv[0], None
+            name, hint, meta = argv[0], None, {}
         if self._environment.files.which(argv[0], env.get("PATH")) is None:
             detail = f"{argv[0]}; install it with: {hint}" if hint else argv[0]
             raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, detail, harness=name)
         secrets = self._agent_secrets(name, injected, on_event)
         env.update(secrets)
         return _Agent(argv=tuple(argv), env=env, name=name,
-                      injected=(*injected.values(), *secrets.values()))
+                      injected=(*injected.values(), *secrets.values()), session_meta=meta)
 
     def start_early(self, harness: HarnessProvider, options: CoderOptions) -> bool:
         """Start ``harness``'s ACP server now and write ``initialize`` to it, without
