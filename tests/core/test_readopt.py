@@ -1,0 +1,120 @@
+"""The launcher's side of taking a terminal up with the next grid
+(:mod:`clanker.launch.readopt`), against the real grid daemon a launch starts."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from clanker.grid.client import GridClient
+from clanker.grid.daemon import _lock_held, ensure_running, grid_location
+from clanker.grid.protocol import Registration
+from clanker.launch.readopt import Readopter, Readoption, ReadoptionHandle
+from clanker.paths import clanker_paths
+from tests.core.grid.conftest import root
+
+
+def readoption(registration: Registration, socket: Path, *, cwd: str = "/tmp",
+               bridge: str | None = None) -> Readoption:
+    return Readoption(paths=clanker_paths(), socket=socket, harness="fake-agent",
+                      workspace=cwd, cwd=cwd, launcher_pid=os.getpid(),
+                      registration=registration, bridge_token=bridge,
+                      grants=("clanker_agents",) if bridge else ())
+
+
+def kill(socket: Path) -> None:
+    """SIGKILL the grid daemon and wait (bounded) until the kernel released its lock."""
+    os.kill(GridClient(socket).hello().pid, signal.SIGKILL)
+    lock = grid_location().lock
+    for _ in range(1200):
+        if not _lock_held(lock):
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError("the killed grid still holds its lock")
+
+
+def test_the_next_grid_is_started_and_takes_the_terminal_and_its_bridge_up(
+    grid_home: Path,
+) -> None:
+    socket = ensure_running(clanker_paths())
+    client = GridClient(socket)
+    registration = client.register(harness="fake-agent", workspace="/tmp", cwd="/tmp",
+                                   launcher_pid=os.getpid())
+    bridge = client.grant_bridge(registration.terminal, registration.token,
+                                 ["clanker_agents"])
+    old = client.hello().pid
+    kill(socket)
+    taken, notice = Readopter(readoption(registration, socket, bridge=bridge),
+                              ended=threading.Event()).run()
+    assert taken, notice
+    assert notice.startswith("attention restored")
+    assert client.hello().pid != old
+    [entry] = client.list_terminals()
+    assert (entry.terminal, entry.harness, entry.cwd) == (registration.terminal,
+                                                          "fake-agent", "/tmp")
+    assert entry.bridge
+    assert client.deliver(registration.terminal, registration.token,
+                          [root("session_started")]) == ["accepted"]
+
+
+def test_a_grid_that_refuses_the_terminal_is_given_up_at_once(grid_home: Path) -> None:
+    socket = ensure_running(clanker_paths())
+    client = GridClient(socket)
+    registration = client.register(harness="fake-agent", workspace="/tmp", cwd="/tmp",
+                                   launcher_pid=os.getpid())
+    # The grid running holds this terminal: no attempt could change its answer.
+    taken, notice = Readopter(readoption(registration, socket), ended=threading.Event(),
+                              attempts=100, first_delay=0.01).run()
+    assert not taken
+    assert notice == ("attention is unavailable from now on: the grid refused the terminal "
+                      "(unauthorized) (launch the agent again to get it back)")
+
+
+def test_a_grid_that_cannot_start_is_tried_a_bounded_number_of_times(
+    grid_home: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="clanker.launch.readopt")
+    socket = ensure_running(clanker_paths())
+    registration = GridClient(socket).register(harness="fake-agent", workspace="/tmp",
+                                               cwd="/tmp", launcher_pid=os.getpid())
+    kill(socket)
+    directory = socket.parent
+    directory.chmod(0o755)  # not 0700 any more: no grid starts there
+    try:
+        taken, notice = Readopter(readoption(registration, socket), ended=threading.Event(),
+                                  attempts=3, first_delay=0.01).run()
+    finally:
+        directory.chmod(0o700)
+    assert not taken
+    assert notice.startswith("attention is unavailable from now on: the grid did not start")
+    tried = [r.getMessage() for r in caplog.records if "attempt" in r.getMessage()]
+    assert [m.split(" failed")[0] for m in tried] == [
+        "readopt: attempt 1 of 3", "readopt: attempt 2 of 3", "readopt: attempt 3 of 3"]
+
+
+def test_a_launch_that_ends_stops_the_attempts(grid_home: Path) -> None:
+    ended = threading.Event()
+    ended.set()
+    registration = Registration(terminal="t-" + "0" * 16, token="0" * 64)
+    taken, _ = Readopter(readoption(registration, grid_location().socket), ended=ended,
+                         first_delay=3600).run()
+    assert not taken  # at once, though the first wait is an hour
+    assert not grid_location().socket.exists()  # and no grid was started
+
+
+def test_the_handle_carries_only_the_bridge_of_its_own_terminal() -> None:
+    handle = ReadoptionHandle()
+    mine = Registration(terminal="t-" + "1" * 16, token="1" * 64)
+    other = Registration(terminal="t-" + "2" * 16, token="2" * 64)
+    handle.terminal(readoption(mine, Path("/tmp/g.sock")))
+    handle.bridge(other, "ckb_x", ["clanker_agents"])
+    assert handle.value is not None and handle.value.bridge_token is None
+    handle.bridge(mine, "ckb_y", ["clanker_agents"])
+    assert handle.value.bridge_token == "ckb_y"
+    assert handle.value.grants == ("clanker_agents",)
+    assert "ckb_y" not in repr(handle.value) and mine.token not in repr(handle.value)
