@@ -114,7 +114,7 @@ def readopt(readoption: Readoption) -> GridClient:
 
     try:
         socket = ensure_running(readoption.paths)
-    except GridError as error:
+    except (GridError, OSError) as error:
         raise ReadoptError(f"the grid did not start ({type(error).__name__})") from None
     if os.path.realpath(socket) != os.path.realpath(readoption.socket):
         raise FinalReadoptError("the grid listens elsewhere now; the agent's hooks cannot "

@@ -283,7 +283,12 @@ class RelayedLaunch:
             log.info("relay: the grid went away and this launch cannot re-present its terminal")
             return False
         log.info("relay: the grid went away; re-presenting the terminal to the next one")
-        taken, notice = Readopter(readoption, ended=self._ended).run()
+        try:
+            taken, notice = Readopter(readoption, ended=self._ended).run()
+        except Exception as error:  # never the listener's end unsaid
+            log.warning("relay: re-presenting the terminal failed: %s", type(error).__name__)
+            taken, notice = False, "attention is unavailable from now on: the grid could " \
+                                   "not take this agent up again"
         if not self._ended.is_set():
             self._relay.say(notice)
         return taken
