@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import signal
@@ -11,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from clanker import hookimpl
 from clanker.grid.client import GridClient
 from clanker.grid.daemon import _lock_held, ensure_running, grid_location
+from clanker.grid.errors import GridError
 from clanker.grid.protocol import Registration
 from clanker.launch.readopt import Readopter, Readoption, ReadoptionHandle
 from clanker.paths import clanker_paths
@@ -118,3 +122,79 @@ def test_the_handle_carries_only_the_bridge_of_its_own_terminal() -> None:
     assert handle.value.bridge_token == "ckb_y"
     assert handle.value.grants == ("clanker_agents",)
     assert "ckb_y" not in repr(handle.value) and mine.token not in repr(handle.value)
+
+
+# `fake-agent`: writes the attention variables it was launched with to $FAKE_SEEN, then
+# waits (bounded) for $FAKE_GO before exiting 0, as a harness whose hooks hold them does.
+AGENT = """
+    import json, os, pathlib, time
+    names = ("CLANKER_ATTENTION_SOCKET", "CLANKER_ATTENTION_TERMINAL", "CLANKER_ATTENTION_TOKEN")
+    seen = pathlib.Path(os.environ["FAKE_SEEN"])
+    seen.with_suffix(".tmp").write_text(json.dumps({n: os.environ.get(n) for n in names}))
+    seen.with_suffix(".tmp").rename(seen)
+    for _ in range(1200):
+        if pathlib.Path(os.environ["FAKE_GO"]).exists():
+            break
+        time.sleep(0.05)
+"""
+
+
+def test_a_launch_in_the_foreground_is_taken_up_by_the_grid_that_replaced_a_killed_one(
+    grid_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from clanker.api import Clanker
+    from clanker.launch.request import LaunchRequest
+    from clanker.launch.service import LaunchOptions
+    from clanker.registry import Registry
+    from clanker.testing.doubles import prepend_to_path
+    from tests.core.bridge.test_launch import Accepting
+    from tests.helpers import make_plugin, write_script
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write_script(bin_dir, "fake-agent", AGENT)
+    prepend_to_path(monkeypatch, bin_dir)
+    seen, go = tmp_path / "seen.json", tmp_path / "go"
+    monkeypatch.setenv("FAKE_SEEN", str(seen))
+    monkeypatch.setenv("FAKE_GO", str(go))
+    made = make_plugin()
+    type(made).clanker_attention = hookimpl(lambda self: Accepting())  # type: ignore[attr-defined]
+    clanker = Clanker(registry=Registry.from_plugins({"fake-agent": made}, environ={}))
+    failures: list[BaseException] = []
+
+    def meanwhile() -> None:
+        try:
+            for _ in range(1200):
+                if seen.exists():
+                    break
+                threading.Event().wait(0.05)
+            env = json.loads(seen.read_text())
+            socket = Path(env["CLANKER_ATTENTION_SOCKET"])
+            terminal, token = env["CLANKER_ATTENTION_TERMINAL"], env["CLANKER_ATTENTION_TOKEN"]
+            old = GridClient(socket).hello().pid
+            kill(socket)
+            for _ in range(1200):  # the launcher starts the next grid and re-presents
+                with contextlib.suppress(GridError):
+                    client = GridClient(socket)
+                    if client.hello().pid != old and \
+                            [e.terminal for e in client.list_terminals()] == [terminal]:
+                        break
+                threading.Event().wait(0.05)
+            # The hooks' credential, unchanged, is the terminal's on the next grid.
+            assert GridClient(socket).deliver(terminal, token,
+                                              [root("session_started")]) == ["accepted"]
+        except BaseException as error:
+            failures.append(error)
+        finally:
+            go.touch()
+
+    helper = threading.Thread(target=meanwhile)
+    helper.start()
+    status = clanker.launch("fake-agent", LaunchRequest(cwd=str(tmp_path)),
+                            LaunchOptions(bridge=False))
+    helper.join()
+    assert not failures, failures
+    assert status == 0
+    assert "clanker: attention restored" in capsys.readouterr().err
+    assert GridClient(grid_location().socket).list_terminals() == []  # retired at the end

@@ -20,6 +20,12 @@ The next grid is found running, or started as a launch starts it
 long after each failure, never from the thread that relays the person's terminal,
 and ends at once when the launch does.
 
+A relayed launch notices its grid went away when its move channel ends
+(:mod:`clanker.launch.relayed`); a launch in the foreground holds no grid
+connection, so :class:`GridWatch` watches the grid's process instead (a pidfd on
+Linux, else ``kill(pid, 0)`` every :data:`POLL_INTERVAL` seconds) and says the
+outcome on stderr.
+
 What it cannot carry: the loopback MCP endpoint's URL is the old grid's port, which
 the next grid does not hold, so a harness that talks to the bridge over MCP loses
 it until it is launched again (``clanker cmd`` keeps working: it uses the socket).
@@ -29,7 +35,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -41,8 +47,8 @@ from clanker.paths import ClankerPaths
 if TYPE_CHECKING:
     from clanker.grid.client import GridClient, Registration
 
-__all__ = ["ATTEMPTS", "FIRST_DELAY", "FinalReadoptError", "ReadoptError", "Readopter",
-           "Readoption", "ReadoptionHandle", "readopt"]
+__all__ = ["ATTEMPTS", "FIRST_DELAY", "POLL_INTERVAL", "FinalReadoptError", "GridWatch",
+           "ReadoptError", "Readopter", "Readoption", "ReadoptionHandle", "readopt"]
 
 log = get_logger(__name__)
 
@@ -50,6 +56,8 @@ ATTEMPTS: Final = 6
 """How many times a launch tries to re-present its terminal before it gives up."""
 FIRST_DELAY: Final = 0.25
 """Seconds before the first attempt; each failed attempt doubles it (about 16 s in all)."""
+POLL_INTERVAL: Final = 1.0
+"""How often :class:`GridWatch` looks for the grid's process where there is no pidfd."""
 
 
 @frozen(kw_only=True)
@@ -175,3 +183,77 @@ class Readopter:
             return True, "attention restored: the grid restarted and has this agent again"
         return False, f"attention is unavailable from now on: {reason} (launch the agent " \
                       f"again to get it back)"
+
+
+class GridWatch:
+    """For a launch in the foreground: watch the grid its terminal is registered with,
+    and when that grid's process ends, take the terminal up with the next
+    (:class:`Readopter`), on a thread of its own; ``say`` hears the one-line notice.
+
+    Use it as a context manager around the launch: leaving it ends the watch (and
+    any attempt under way) at once.
+    """
+
+    def __init__(self, readoption: Readoption, say: Callable[[str], None]) -> None:
+        self._readoption = readoption
+        self._say = say
+        self._ended = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._run, name="clanker-grid-watch",
+                                        daemon=True)
+
+    def __enter__(self) -> GridWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._ended.set()
+        os.write(self._wake_w, b"x")
+        self._thread.join()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _run(self) -> None:
+        from clanker.grid.client import GridClient
+        from clanker.grid.errors import GridError
+
+        while not self._ended.is_set():
+            try:
+                pid = GridClient(self._readoption.socket).hello().pid
+            except GridError:
+                pid = None  # gone already: take the terminal up at once
+            if pid is not None and not self._wait_exit(pid):
+                return
+            try:
+                taken, notice = Readopter(self._readoption, ended=self._ended).run()
+            except Exception as error:  # never the watch's end unsaid
+                log.warning("readopt: re-presenting the terminal failed: %s",
+                            type(error).__name__)
+                taken, notice = False, "attention is unavailable from now on: the grid " \
+                                       "could not take this agent up again"
+            if self._ended.is_set():
+                return
+            self._say(notice)
+            if not taken:
+                return
+
+    def _wait_exit(self, pid: int) -> bool:
+        """Wait until process ``pid`` has ended (``True``) or the watch ends (``False``)."""
+        import select
+
+        from clanker.grid.peers import process_alive
+
+        try:
+            pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        if pidfd is None:
+            while process_alive(pid):
+                if self._ended.wait(POLL_INTERVAL):
+                    return False
+            return not self._ended.is_set()
+        try:
+            select.select([pidfd, self._wake_r], [], [])
+        finally:
+            os.close(pidfd)
+        return not self._ended.is_set()

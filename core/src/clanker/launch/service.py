@@ -14,6 +14,7 @@ foreground or handed to another runner (a tmux pane, say), all go through
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -138,6 +139,15 @@ class PreparedLaunch:
         return f"PreparedLaunch({self.provider.id!r}, argv={self.argv!r}, cwd={self.cwd!r})"
 
 
+def _say(notice: str) -> None:
+    """One line for the person while the harness owns the terminal (``\\r``: it may be
+    in raw mode)."""
+    import sys
+
+    with contextlib.suppress(OSError, ValueError):
+        print(f"\r\nclanker: {notice}\r", file=sys.stderr, flush=True)
+
+
 class _Omitted:
     """A step this environment cannot carry: it only says so, in one notice."""
 
@@ -228,7 +238,13 @@ class LaunchService:
 
                 if relays(provider, launch):
                     return self.relay(provider, options, launch).run(tty_fd=0)
-            return self.environment.run_interactive(launch.argv, launch.env, launch.cwd)
+            readoption = launch.readoption
+            if readoption is None or self.environment.transport is not Transport.LOCAL:
+                return self.environment.run_interactive(launch.argv, launch.env, launch.cwd)
+            from clanker.launch.readopt import GridWatch
+
+            with GridWatch(readoption, _say):
+                return self.environment.run_interactive(launch.argv, launch.env, launch.cwd)
 
     def relay(self, provider: HarnessProvider, options: LaunchOptions,
               launch: PreparedLaunch, *, stdin_fd: int = 0, stdout_fd: int = 1
