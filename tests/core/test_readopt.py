@@ -66,6 +66,23 @@ def test_the_next_grid_is_started_and_takes_the_terminal_and_its_bridge_up(
                           [root("session_started")]) == ["accepted"]
 
 
+def test_a_terminal_listed_without_attention_is_listed_so_again(grid_home: Path) -> None:
+    socket = ensure_running(clanker_paths())
+    client = GridClient(socket)
+    registration = client.register(harness="fake-agent", workspace="/tmp", cwd="/tmp",
+                                   launcher_pid=os.getpid())
+    client.decline(registration.terminal, registration.token, "your own setup owns it")
+    kill(socket)
+    handle = ReadoptionHandle()
+    handle.terminal(readoption(registration, socket))
+    handle.decline("your own setup owns it")
+    assert handle.value is not None
+    taken, notice = Readopter(handle.value, ended=threading.Event()).run()
+    assert taken, notice
+    [entry] = client.list_terminals()
+    assert (entry.terminal, entry.attention) == (registration.terminal, "unavailable")
+
+
 def test_a_grid_that_refuses_the_terminal_is_given_up_at_once(grid_home: Path) -> None:
     socket = ensure_running(clanker_paths())
     client = GridClient(socket)

@@ -190,6 +190,8 @@ class AttentionAttachment:
                 # unavailable; the harness gets no credential it would not use.
                 log.info("attention: declined for %s: %s", self._harness, plan.reason)
                 client.decline(registration.terminal, registration.token, plan.reason)
+                if self._readoption is not None:
+                    self._readoption.decline(plan.reason)
                 return PreparedAttachment(dispose=dispose, notice=plan.reason)
             # Inside the guard: a plan the attachment refuses must release everything too.
             return PreparedAttachment(dispose=dispose, argv=plan.argv, env={**env, **plan.env},

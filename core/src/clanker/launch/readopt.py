@@ -78,6 +78,8 @@ class Readoption:
     bridge_token: str | None = field(default=None, repr=False)
     """The agent's bridge credential, carried with ``grants`` (``None``: no bridge)."""
     grants: tuple[str, ...] = ()
+    declined: str | None = None
+    """Why the launch runs without attention, when it does (listed so again)."""
 
 
 class ReadoptionHandle:
@@ -95,6 +97,11 @@ class ReadoptionHandle:
         another terminal: one the bridge step registered itself is not re-presented)."""
         if self._value is not None and self._value.registration == registration:
             self._value = evolve(self._value, bridge_token=token, grants=tuple(grants))
+
+    def decline(self, reason: str) -> None:
+        """The terminal is listed as running without attention, for ``reason``."""
+        if self._value is not None:
+            self._value = evolve(self._value, declined=reason)
 
     @property
     def value(self) -> Readoption | None:
@@ -135,6 +142,8 @@ def readopt(readoption: Readoption) -> GridClient:
                         trusted_root_session_id=readoption.trusted_root_session_id,
                         account=readoption.account, tmux_pane=readoption.tmux_pane,
                         represent=registration)
+        if readoption.declined is not None:
+            client.decline(registration.terminal, registration.token, readoption.declined)
         if readoption.bridge_token is not None:
             client.grant_bridge_endpoint(registration.terminal, registration.token,
                                          readoption.grants, carry=readoption.bridge_token)
