@@ -146,3 +146,24 @@ def test_the_bridge_credential_is_carried_once_by_the_re_presenting_launcher(
         assert (await call(cmd_list, sock, bridge))["ok"] is True
 
     one_grid_then_another(sock, first, then)
+
+
+def test_a_terminal_without_its_credential_or_the_reverse_is_a_bad_request(
+    short_dir: Path,
+) -> None:
+    sock = short_dir / "g.sock"
+    base = {"v": 1, "op": "register", "harness": "fake-agent", "cwd": "/tmp",
+            "launcherPid": os.getpid()}
+
+    async def body(grid: Grid, client: GridClient) -> None:
+        for extra in ({"terminal": "t-" + "0" * 16}, {"token": "0" * 64}):
+            [line] = await call(raw_exchange, sock,
+                                json.dumps({**base, **extra}).encode() + b"\n")
+            assert json.loads(line) == {"v": 1, "ok": False, "error": "bad-request"}
+        assert grid.entries() == []
+
+    async def main() -> None:
+        async with Grid(sock) as grid:
+            await body(grid, GridClient(sock, timeout=10))
+
+    asyncio.run(main())
