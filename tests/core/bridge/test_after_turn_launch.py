@@ -383,21 +383,28 @@ def _kill_the_grid(env: dict[str, str]) -> None:
     raise AssertionError("the killed grid still holds its lock")
 
 
-def test_a_move_survives_a_killed_grid_and_is_made_when_the_conversation_is_resumed(
+def test_a_launch_whose_grid_was_killed_is_taken_up_by_the_next_and_its_move_made(
     repository: Path,
 ) -> None:
-    first = Agent(library(), repository)
-    path = schedule(first)
-    _kill_the_grid(first.env)
-    assert first.user.finish() == 0  # the person quits the launch the grid lost
-    # `clanker resume` of the same conversation from the same place: a new grid starts,
-    # reloads the move and re-arms it on the new terminal.
     agent = Agent(library(), repository)
-    [resumed] = agent.clanker.agents()
-    assert resumed.pending_move is not None and resumed.pending_move.state == "scheduled"
-    assert resumed.pending_move.path == path
+    [before] = agent.clanker.agents()
+    path = schedule(agent)
+    old = GridClient(agent.env[attention.SOCKET_VARIABLE]).hello().pid
+    _kill_the_grid(agent.env)
+    # The launcher starts the next grid, re-presents its terminal (the hooks' credential
+    # unchanged) and says so on the person's terminal; the next grid reloads the move
+    # and re-arms it on that same terminal.
+    agent.user.read_until("clanker: attention restored")
+    assert GridClient(agent.env[attention.SOCKET_VARIABLE]).hello().pid != old
+    [taken] = agent.clanker.agents()
+    assert taken.terminal == before.terminal and taken.cwd == str(repository)
+    assert taken.pending_move is not None and taken.pending_move.state == "scheduled"
+    assert taken.pending_move.path == path
+    # The agent's bridge credential was carried over: it is answered, not refused.
+    code, answer = ask(agent.env, "--arg", "branch=feature/x")
+    assert code == 0 and answer["status"] == "already-scheduled", answer
     with notices(agent) as heard:
-        agent.report(("turn_started", {"turnId": "turn-2"}))
+        agent.report(("turn_started", {"turnId": "turn-2"}))  # events flow again
         agent.user.type("still here\n")
         agent.user.read_until(f"echo still here in {repository}")  # nothing moved yet
         agent.report(("turn_completed", {"turnId": "turn-2"}))

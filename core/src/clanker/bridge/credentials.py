@@ -71,6 +71,18 @@ class BridgeCredentials:
         self._digests[binding.terminal] = key
         return token
 
+    def adopt(self, binding: Binding, names: Iterable[str], token: str) -> None:
+        """Take ``token`` as ``binding.terminal``'s credential for ``names``: one its
+        agent already holds from a grid that went away. Raises ``ValueError`` for a
+        malformed token, one that is live, or a terminal that has a credential."""
+        if not wire.is_bridge_token(token):
+            raise ValueError("not a bridge credential")
+        key = digest(token)
+        if key in self._grants or binding.terminal in self._digests:
+            raise ValueError("that credential or terminal is already live")
+        self._grants[key] = Grant(binding=binding, names=frozenset(names))
+        self._digests[binding.terminal] = key
+
     def resolve(self, token: object) -> Grant | None:
         """The grant of a live credential, or ``None`` (malformed, unknown or revoked)."""
         if not wire.is_bridge_token(token):

@@ -142,6 +142,15 @@ class BridgeService:
         self._forget(binding.terminal)
         return self._credentials.mint(binding, wanted)
 
+    def adopt(self, binding: Binding, names: Iterable[str], token: str) -> None:
+        """:meth:`grant`, carrying ``token``, the credential ``binding``'s agent already
+        holds (its terminal was re-presented to this grid); ``unknown-capability`` as
+        for a grant, ``ValueError`` when the token cannot be taken."""
+        wanted = list(names)
+        if not wanted or any(name not in self._capabilities for name in wanted):
+            raise BridgeRefusal(wire.UNKNOWN_CAPABILITY, "a granted name is not a capability")
+        self._credentials.adopt(binding, wanted, token)
+
     def revoke(self, terminal: str) -> bool:
         """Revoke ``terminal``'s credential (idempotent); say whether it had one."""
         self._forget(terminal)

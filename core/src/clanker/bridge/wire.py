@@ -18,7 +18,8 @@ Requests (every one also carries ``"v": 1`` and its ``"op"``):
 op             fields                                                 reply fields
 ============== ====================================================== ==========================
 bridge-grant   terminal, token (the terminal's credential),           bridgeToken, mcpUrl?
-               capabilities (1..32 distinct names)                    (the MCP endpoint)
+               capabilities (1..32 distinct names), bridgeToken?      (the MCP endpoint)
+               (the credential a re-presented terminal's agent holds)
 bridge-revoke  terminal, token                                        (none)
 cmd-list       token (a bridge credential) | all (true, no token)     capabilities: [entry]
 cmd-describe   token, name                                            capability: entry
@@ -82,7 +83,8 @@ FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     # op:            {wire key:      (kind,          required)}
     "bridge-grant":  {"terminal":     (TERMINAL,      True),
                       "token":        (CREDENTIAL,    True),
-                      "capabilities": (NAMES,         True)},
+                      "capabilities": (NAMES,         True),
+                      "bridgeToken":  (BRIDGE_CREDENTIAL, False)},
     "bridge-revoke": {"terminal":     (TERMINAL,      True),
                       "token":        (CREDENTIAL,    True)},
     "cmd-list":      {"token":        (BRIDGE_CREDENTIAL, False),

@@ -315,6 +315,11 @@ class PtyRelay:
             with contextlib.suppress(OSError):  # a successor that exited reads nothing
                 replacement.write(typed)
 
+    def say(self, message: str) -> None:
+        """Put one line for the person on the relayed terminal (``clanker: message``),
+        from any thread."""
+        self._notice(message)
+
     def _notice(self, message: str) -> None:
         with contextlib.suppress(OSError):
             self._output(f"\r\nclanker: {message}\r\n".encode())

@@ -167,10 +167,13 @@ class GridClient:
         trusted_root_session_id: str | None = None,
         account: str | None = None,
         tmux_pane: str | None = None,
+        represent: Registration | None = None,
     ) -> Registration:
         """Register a terminal; the reply holds the only copy of its raw credential.
         ``account`` names the managed account the launch runs under (for ``status``),
         ``tmux_pane`` the tmux pane its launcher runs in (for ``clanker deck``).
+        ``represent`` takes up a terminal a grid that went away registered, with the
+        same id and credential (the grid accepts it only from ``launcher_pid`` itself).
 
         Raises ``ValueError`` for arguments the protocol would refuse.
         """
@@ -178,6 +181,8 @@ class GridClient:
             harness=harness, workspace=workspace, cwd=cwd, launcher_pid=launcher_pid,
             trusted_root_session_id=trusted_root_session_id, account=account,
             tmux_pane=tmux_pane,
+            terminal=None if represent is None else represent.terminal,
+            token=None if represent is None else represent.token,
         )
         return self._call(request, Registration)
 
@@ -211,12 +216,14 @@ class GridClient:
         """
         return self.grant_bridge_endpoint(terminal, token, capabilities).bridge_token
 
-    def grant_bridge_endpoint(self, terminal: str, token: str, capabilities: Sequence[str]
-                              ) -> BridgeGrantReply:
+    def grant_bridge_endpoint(self, terminal: str, token: str, capabilities: Sequence[str],
+                              *, carry: str | None = None) -> BridgeGrantReply:
         """:meth:`grant_bridge`, and the URL of the grid's MCP endpoint (``mcp_url``;
-        the first grant starts it, ``None`` when it could not start)."""
+        the first grant starts it, ``None`` when it could not start). ``carry`` is the
+        bridge credential a re-presented terminal's agent holds, granted again as it is
+        (once, by its launcher) instead of a new one."""
         request = BridgeGrantRequest(terminal=terminal, token=token,
-                                     capabilities=list(capabilities))
+                                     capabilities=list(capabilities), bridge_token=carry)
         return self._call(request, BridgeGrantReply)
 
     def revoke_bridge(self, terminal: str, token: str) -> None:

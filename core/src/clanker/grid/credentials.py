@@ -41,6 +41,17 @@ class CredentialStore:
         self._digests[terminal] = digest(token)
         return token
 
+    def adopt(self, terminal: str, token: str) -> None:
+        """Take ``token`` as ``terminal``'s credential: one a launcher re-presents for
+        its terminal after the grid that minted it went away (its harness holds it and
+        cannot be handed another). Raises ``ValueError`` for a token that is not one
+        this store could have minted, or a terminal that has a credential."""
+        if terminal in self._digests:
+            raise ValueError("that terminal already has a credential")
+        if TOKEN_PATTERN.fullmatch(token) is None:
+            raise ValueError("not a terminal credential")
+        self._digests[terminal] = digest(token)
+
     def verify(self, terminal: str, token: object) -> bool:
         """Say whether ``token`` is ``terminal``'s live credential (constant-time compare)."""
         expected = self._digests.get(terminal)

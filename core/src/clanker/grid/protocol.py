@@ -311,6 +311,16 @@ def _tmux_pane(_: object, __: object, value: str | None) -> None:
         raise ValueError("tmuxPane: a tmux pane id (%N)")
 
 
+def _optional_terminal(_: Any, attribute: Any, value: str | None) -> None:
+    if value is not None:
+        _terminal(_, attribute, value)
+
+
+def _optional_token(_: Any, attribute: Any, value: str | None) -> None:
+    if value is not None:
+        _token(_, attribute, value)
+
+
 @frozen(kw_only=True)
 class RegisterRequest:
     op: ClassVar[Op] = Op.REGISTER
@@ -323,6 +333,16 @@ class RegisterRequest:
     """The name of the managed account the launch runs under (``None``: the default)."""
     tmux_pane: str | None = field(default=None, validator=_tmux_pane)
     """The tmux pane the launcher runs in (``$TMUX_PANE``), or ``None`` outside tmux."""
+    terminal: str | None = field(default=None, validator=_optional_terminal)
+    """A terminal id to take up again (with ``token``, its credential): a launcher whose
+    grid went away re-presents what its harness already holds (see the grid's
+    ``register``); ``None``: the grid names a new terminal."""
+    token: str | None = field(default=None, validator=_optional_token, repr=False)
+
+    @token.validator
+    def _check_pair(self, _: object, value: str | None) -> None:
+        if (value is None) != (self.terminal is None):
+            raise ValueError("terminal and token: both or neither")
 
 
 @frozen(kw_only=True, repr=False)
@@ -409,6 +429,10 @@ class BridgeGrantRequest:
     terminal: str = field(validator=_wire("bridge-grant", "terminal"))
     token: str = field(validator=_wire("bridge-grant", "token"))
     capabilities: list[str] = field(validator=_wire("bridge-grant", "capabilities"))
+    bridge_token: str | None = field(default=None,
+                                     validator=_wire("bridge-grant", "bridgeToken"))
+    """The bridge credential a re-presented terminal's agent already holds, to be
+    carried again (``None``: the grid mints a new one)."""
 
 
 @frozen(kw_only=True, repr=False)
@@ -690,7 +714,8 @@ class CmdRunReply:
 _OMITTED: Final[dict[type[Any], frozenset[str]]] = {
     # Left out at their default, so what older peers never sent or read stays absent.
     TerminalEntry: frozenset({"bridge", "account", "tmux_pane", "pending_move"}),
-    RegisterRequest: frozenset({"account", "tmux_pane"}),
+    RegisterRequest: frozenset({"account", "tmux_pane", "terminal", "token"}),
+    BridgeGrantRequest: frozenset({"bridge_token"}),
     StreamEvent: frozenset({"notification"}),
     SubscribeRequest: frozenset({"notifications"}),
     SessionsRequest: frozenset({"workspace", "harnesses"}),

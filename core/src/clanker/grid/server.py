@@ -50,6 +50,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import secrets
 import socket
 import stat
@@ -72,7 +73,7 @@ from clanker.bridge.service import BridgeRefusal, BridgeService
 from clanker.checkouts.types import TRANSACTION_TIMEOUT
 from clanker.grid.completion import Completion
 from clanker.grid.connections import ConnectionCounts, ConnectionTable, RequestReader
-from clanker.grid.credentials import CredentialStore
+from clanker.grid.credentials import TOKEN_PATTERN, CredentialStore
 from clanker.grid.errors import GridAlreadyRunningError, GridPathError, GridRequestError
 from clanker.grid.isolation import Isolation
 from clanker.grid.moves import Movers
@@ -172,6 +173,10 @@ ENVIRONMENT: Final = "local"
 """Where the grid's terminals run (the grid serves this machine's launches)."""
 
 
+_GRID_TERMINAL: Final = re.compile(r"t-[0-9a-f]{16}")
+"""A terminal id as a grid names it (what a launcher may re-present)."""
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -206,6 +211,7 @@ class _Terminal:
     pidfd: int | None = None
     retiring: bool = False
     unavailable: str | None = None  # the launch runs without attention: why
+    represented: bool = False  # its launcher re-presented it: its bridge may be carried once
 
 
 class _Subscriber:
@@ -324,6 +330,7 @@ class Grid:
         self._mcp: McpListener | None = None
         self._mcp_starting: asyncio.Task[None] | None = None
         self._terminals: dict[str, _Terminal] = {}
+        self._known: set[str] = set()  # every terminal id this grid has held, never re-presentable
         self._published: dict[str, int] = {}
         self._subscribers: set[_Subscriber] = set()
         self._movers = Movers()
@@ -631,7 +638,15 @@ class Grid:
                                 path=move.path, target=move.target,
                                 requested_at=move.requested_at)
 
-    def _register(self, request: RegisterRequest) -> Registration:
+    def _register(self, request: RegisterRequest, peer: Peer | None = None) -> Registration:
+        """Register a new terminal, or take up one a launcher re-presents (``terminal``
+        and ``token`` set): only from that launcher's own connection, only a terminal id
+        of the grid's own form that this grid never held, with a credential of the
+        grid's own form. Its harness's hooks hold that id and credential and cannot be
+        handed others, so a launcher whose grid went away keeps them (the new grid
+        keeps only the digest, as for one it minted)."""
+        if request.terminal is not None:
+            self._check_representation(request, peer)
         if self._stopping:
             raise ProtocolError(ErrorWord.SHUTTING_DOWN, "the grid is stopping")
         if len(self._terminals) >= self._max_terminals:
@@ -640,17 +655,22 @@ class Grid:
         if sum(r.info.launcher_pid == pid for r in self._terminals.values()) \
                 >= self._max_per_launcher:
             raise ProtocolError(ErrorWord.CAPACITY, "too many terminals for one launcher")
-        terminal = "t-" + secrets.token_hex(8)
-        while terminal in self._terminals:  # pragma: no cover - 64 random bits
+        terminal = request.terminal or "t-" + secrets.token_hex(8)
+        while terminal in self._known:  # pragma: no cover - 64 random bits
             terminal = "t-" + secrets.token_hex(8)
         record = _Terminal(TerminalInfo(
             terminal=terminal, harness=request.harness, workspace=request.workspace,
             cwd=request.cwd, launcher_pid=request.launcher_pid, registered_at=self._clock(),
             account=request.account, tmux_pane=request.tmux_pane,
-        ))
+        ), represented=request.token is not None)
         self._watch(record)  # raises launcher-gone
         self._terminals[terminal] = record
-        token = self._credentials.mint(terminal)
+        self._known.add(terminal)
+        if request.token is None:
+            token = self._credentials.mint(terminal)
+        else:
+            token = request.token
+            self._credentials.adopt(terminal, token)
         try:
             self._broker.register(terminal, trusted_root_session_id=request.trusted_root_session_id)
         except BaseException:
@@ -658,9 +678,23 @@ class Grid:
             self._unwatch(record)
             del self._terminals[terminal]
             raise
-        log.info("terminal %s registered (%s, launcher pid %d)", terminal, request.harness,
-                 request.launcher_pid)
+        log.info("terminal %s %s (%s, launcher pid %d)", terminal,
+                 "re-presented by its launcher" if record.represented else "registered",
+                 request.harness, request.launcher_pid)
         return Registration(terminal=terminal, token=token)
+
+    def _check_representation(self, request: RegisterRequest, peer: Peer | None) -> None:
+        """Refuse a re-presented terminal this grid may not take up (see :meth:`_register`)."""
+        if peer is None or peer.pid is None or peer.pid != request.launcher_pid:
+            raise ProtocolError(ErrorWord.UNAUTHORIZED,
+                                "register: only its launcher may re-present a terminal")
+        if _GRID_TERMINAL.fullmatch(request.terminal or "") is None \
+                or TOKEN_PATTERN.fullmatch(request.token or "") is None:
+            raise ProtocolError(ErrorWord.BAD_REQUEST,
+                                "register: not a terminal and credential of a grid's own")
+        if request.terminal in self._known:
+            raise ProtocolError(ErrorWord.UNAUTHORIZED,
+                                "register: this grid held that terminal already")
 
     def _retire(self, terminal: str, reason: str) -> bool:
         record = self._terminals.get(terminal)
@@ -988,7 +1022,7 @@ class Grid:
         if isinstance(request, RegisterRequest):
             self._check_launcher(request.launcher_pid, peer)
             try:
-                return self._register(request)
+                return self._register(request, peer)
             except ValueError:
                 raise ProtocolError(ErrorWord.BAD_REQUEST, "register: invalid values") from None
         if isinstance(request, RetireRequest | DeclineRequest):
@@ -1002,7 +1036,7 @@ class Grid:
             return self._deliver(request)
         if isinstance(request, ListRequest | ExplainRequest):
             return self._report(request)
-        return self._dispatch_bridge(request)
+        return self._dispatch_bridge(request, peer)
 
     def _report(self, request: ListRequest | ExplainRequest) -> ListReply | ExplainReply:
         if isinstance(request, ListRequest):
@@ -1013,7 +1047,7 @@ class Grid:
             raise ProtocolError(ErrorWord.UNKNOWN_TERMINAL, "explain: not a live terminal")
         return ExplainReply(entry=entry, explanation=dict(explanation))
 
-    def _dispatch_bridge(self, request: Request) -> object:
+    def _dispatch_bridge(self, request: Request, peer: Peer) -> object:
         """The capability plane's short ops (``cmd-run`` is answered on its own)."""
         if isinstance(request, BridgeGrantRequest | BridgeRevokeRequest):
             self._authorize(request.terminal, request.token, request.op.value)
@@ -1021,7 +1055,7 @@ class Grid:
                 self._bridge.revoke(request.terminal)
                 log.info("terminal %s: bridge revoked", request.terminal)
                 return EmptyReply()
-            return self._grant(request)
+            return self._grant(request, peer)
         if isinstance(request, CmdListRequest | CmdDescribeRequest):
             with _refusals(request.op.value):
                 if isinstance(request, CmdDescribeRequest):
@@ -1032,15 +1066,39 @@ class Grid:
                 return CmdListReply(capabilities=self._bridge.entries(request.token))
         raise ProtocolError(ErrorWord.UNKNOWN_OP, f"{request.op.value} is not answered here")
 
-    def _grant(self, request: BridgeGrantRequest) -> BridgeGrantReply:
+    def _grant(self, request: BridgeGrantRequest, peer: Peer) -> BridgeGrantReply:
         binding = self._binding(request.terminal)
         if binding is None:
             raise ProtocolError(ErrorWord.UNAUTHORIZED, "bridge-grant: not a live terminal")
+        if request.bridge_token is not None:
+            return self._carry_bridge(request, binding, peer)
+        self._terminals[request.terminal].represented = False
         with _refusals("bridge-grant"):
             token = self._bridge.grant(binding, request.capabilities)
         log.info("terminal %s: bridge granted (%s)", request.terminal,
                  ", ".join(sorted(request.capabilities)))
         return BridgeGrantReply(bridge_token=token, mcp_url=self.mcp_url)
+
+    def _carry_bridge(self, request: BridgeGrantRequest, binding: Binding, peer: Peer
+                      ) -> BridgeGrantReply:
+        """Carry the bridge credential a re-presented terminal's agent holds: once, from
+        its launcher's own connection, before anything else was granted to it."""
+        record = self._terminals[request.terminal]
+        if not record.represented or peer.pid is None or peer.pid != binding.launcher_pid:
+            raise ProtocolError(ErrorWord.UNAUTHORIZED,
+                                "bridge-grant: only a re-presented terminal's launcher may "
+                                "carry its bridge credential")
+        record.represented = False
+        assert request.bridge_token is not None
+        with _refusals("bridge-grant"):
+            try:
+                self._bridge.adopt(binding, request.capabilities, request.bridge_token)
+            except ValueError:
+                raise ProtocolError(ErrorWord.UNAUTHORIZED,
+                                    "bridge-grant: that credential cannot be carried") from None
+        log.info("terminal %s: bridge carried over (%s)", request.terminal,
+                 ", ".join(sorted(request.capabilities)))
+        return BridgeGrantReply(bridge_token=request.bridge_token, mcp_url=self.mcp_url)
 
     def _binding(self, terminal: str) -> Binding | None:
         """``terminal``'s record as it is now: live, and its launcher running."""

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from clanker.environment.ssh import TerminalObserver
     from clanker.grid.client import GridClient, Registration
     from clanker.hosts import Host
+    from clanker.launch.readopt import ReadoptionHandle
 
 _T = TypeVar("_T")
 
@@ -104,9 +105,11 @@ class AttentionAttachment:
         paths: ClankerPaths | None = None,
         on_registered: Callable[[GridClient, Registration], None] | None = None,
         account: str | None = None,
+        readoption: ReadoptionHandle | None = None,
     ) -> None:
         """``on_registered`` hears of the terminal once the grid has registered it (the
-        bridge step shares it); ``account`` names the managed account it runs under."""
+        bridge step shares it); ``account`` names the managed account it runs under;
+        ``readoption`` is told how to re-present the terminal to a next grid."""
         self._harness = harness
         self._capability = capability
         self._cwd = cwd
@@ -119,6 +122,7 @@ class AttentionAttachment:
         self._paths = paths
         self._on_registered = on_registered
         self._account = account
+        self._readoption = readoption
 
     def prepare(self, state: LaunchState) -> PreparedAttachment | None:
         # Deferred: the grid client is only needed by launches that attach.
@@ -134,6 +138,7 @@ class AttentionAttachment:
         try:
             state_dir = private_dir / "state"
             state_dir.mkdir(mode=0o700)
+            pane = _tmux_pane(state.env)
             registration = client.register(
                 harness=self._harness,
                 workspace=self._cwd,
@@ -141,8 +146,17 @@ class AttentionAttachment:
                 launcher_pid=os.getpid(),
                 trusted_root_session_id=self._trusted_root,
                 account=self._account,
-                tmux_pane=_tmux_pane(state.env),
+                tmux_pane=pane,
             )
+            if self._readoption is not None:
+                from clanker.launch.readopt import Readoption
+
+                # The same facts again, so a next grid sees the same conversation.
+                self._readoption.terminal(Readoption(
+                    paths=paths, socket=socket, registration=registration,
+                    harness=self._harness, workspace=self._cwd, cwd=self._cwd,
+                    launcher_pid=os.getpid(), trusted_root_session_id=self._trusted_root,
+                    account=self._account, tmux_pane=pane))
             if self._on_registered is not None:
                 self._on_registered(client, registration)
             env = {
@@ -176,6 +190,8 @@ class AttentionAttachment:
                 # unavailable; the harness gets no credential it would not use.
                 log.info("attention: declined for %s: %s", self._harness, plan.reason)
                 client.decline(registration.terminal, registration.token, plan.reason)
+                if self._readoption is not None:
+                    self._readoption.decline(plan.reason)
                 return PreparedAttachment(dispose=dispose, notice=plan.reason)
             # Inside the guard: a plan the attachment refuses must release everything too.
             return PreparedAttachment(dispose=dispose, argv=plan.argv, env={**env, **plan.env},

@@ -47,6 +47,7 @@ from clanker.paths import ClankerPaths, clanker_paths
 if TYPE_CHECKING:
     from clanker.bridge.capability import BridgeEndpoint
     from clanker.grid.client import GridClient, Registration
+    from clanker.launch.readopt import ReadoptionHandle
 
 __all__ = ["BridgeAttachment", "TerminalHandle", "bridge_endpoint"]
 
@@ -83,10 +84,12 @@ class BridgeAttachment:
         without_attention: str,
         paths: ClankerPaths | None = None,
         account: str | None = None,
+        readoption: ReadoptionHandle | None = None,
     ) -> None:
         """``without_attention`` is the reason the terminal is listed with, when this
         step has to register it itself (one line for the person); ``account`` names
-        the managed account the launch runs under."""
+        the managed account the launch runs under; ``readoption`` hears of the
+        credential granted to attention's terminal (so a next grid can carry it)."""
         self._harness = harness
         self._cwd = cwd
         self._grants = tuple(grants)
@@ -94,6 +97,7 @@ class BridgeAttachment:
         self._without_attention = without_attention
         self._paths = paths
         self._account = account
+        self._readoption = readoption
 
     def prepare(self, state: LaunchState) -> PreparedAttachment | None:
         from clanker.grid.client import GridClient
@@ -125,6 +129,8 @@ class BridgeAttachment:
             except BaseException:
                 _release(client, registration, retire=True)
                 raise
+        elif self._readoption is not None:
+            self._readoption.bridge(registration, granted.bridge_token, self._grants)
         released = False
 
         def dispose() -> None:

@@ -37,7 +37,10 @@ checkout, as the provider's strategy says:
 While it runs, the launch listens for the grid's move instructions over its
 terminal's own registration (``await-move``, authenticated with attention's
 credential; :mod:`clanker.grid.moves`), answers each with its outcome, and
-listens again as the new terminal after a move.
+listens again as the new terminal after a move. When the grid that held the
+terminal goes away (the connection ends without a move, and that grid no
+longer answers), the terminal is taken up by the next grid
+(:mod:`clanker.launch.readopt`) and the launch listens again.
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ from clanker.launch.request import LaunchRequest, SessionTarget
 from clanker.registry import HarnessProvider
 
 if TYPE_CHECKING:
-    from clanker.grid.client import MoveChannel
+    from clanker.grid.client import GridClient, MoveChannel
     from clanker.grid.protocol import MoveOutcome
 
 __all__ = ["Launch", "MoveBusy", "MoveFailed", "RelayedLaunch", "hot_replaced", "movable",
@@ -238,11 +241,13 @@ class RelayedLaunch:
             launch = self._launch
             env = launch.env
             try:
-                channel = GridClient(env[attention.SOCKET_VARIABLE]).await_moves(
+                client = GridClient(env[attention.SOCKET_VARIABLE])
+                channel = client.await_moves(
                     env[attention.TERMINAL_VARIABLE], env[attention.TOKEN_VARIABLE])
             except (GridError, KeyError):
                 log.info("relay: the grid cannot ask this launch to move")
                 return
+            grid = _identity(client)
             with self._channel_lock:
                 if self._ended.is_set():
                     channel.close()
@@ -260,8 +265,33 @@ class RelayedLaunch:
                 with self._channel_lock:
                     self._channel = None
                 channel.close()
-            if self._launch is launch:  # the grid ended it, not a move: nothing to renew
-                return
+            if self._launch is launch and not self._readopted(launch, client, grid):
+                return  # the grid retired the terminal, or the next one could not take it
+
+    def _readopted(self, launch: Launch, client: GridClient,
+                   grid: tuple[int, object] | None) -> bool:
+        """The move channel ended without a move: when the grid that held the terminal
+        went away (none answers, or another does), re-present the terminal to the next
+        (:mod:`clanker.launch.readopt`) and say on the terminal how that went; say
+        whether the launch listens again."""
+        from clanker.launch.readopt import Readopter
+
+        if self._ended.is_set() or (grid is not None and _identity(client) == grid):
+            return False  # the launch ended, or the same grid retired its terminal
+        readoption = getattr(launch, "readoption", None)
+        if readoption is None:
+            log.info("relay: the grid went away and this launch cannot re-present its terminal")
+            return False
+        log.info("relay: the grid went away; re-presenting the terminal to the next one")
+        try:
+            taken, notice = Readopter(readoption, ended=self._ended).run()
+        except Exception as error:  # never the listener's end unsaid
+            log.warning("relay: re-presenting the terminal failed: %s", type(error).__name__)
+            taken, notice = False, "attention is unavailable from now on: the grid could " \
+                                   "not take this agent up again"
+        if not self._ended.is_set():
+            self._relay.say(notice)
+        return taken
 
     def _answer(self, channel: MoveChannel, session: SessionTarget, target: str) -> None:
         from clanker.grid.protocol import MoveOutcome
@@ -458,6 +488,17 @@ class RelayedLaunch:
                 moved.dispose()
                 raise ReplacementRefused(Why.RELAY_ENDED, str(error)) from error
             return moved
+
+
+def _identity(client: GridClient) -> tuple[int, object] | None:
+    """Which grid answers on ``client``'s socket (its pid and start time), or ``None``."""
+    from clanker.grid.errors import GridError
+
+    try:
+        hello = client.hello()
+    except GridError:
+        return None
+    return hello.pid, hello.started_at
 
 
 def _relocation_env(launch: Launch) -> Mapping[str, str]:

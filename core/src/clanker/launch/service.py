@@ -14,6 +14,7 @@ foreground or handed to another runner (a tmux pane, say), all go through
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -35,12 +36,14 @@ from clanker.launch.attachments import (
 )
 from clanker.launch.blocking import blocking as _blocking
 from clanker.launch.planning import plan_launch
+from clanker.launch.readopt import ReadoptionHandle
 from clanker.launch.request import LaunchOperation, LaunchRequest
 from clanker.paths import ClankerPaths
 from clanker.registry import HarnessProvider
 
 if TYPE_CHECKING:
     from clanker.accounts.service import AccountService
+    from clanker.launch.readopt import Readoption
     from clanker.launch.relayed import RelayedLaunch
 
 __all__ = ["LaunchOptions", "LaunchService", "PreparedLaunch"]
@@ -78,11 +81,19 @@ class PreparedLaunch:
     """
 
     def __init__(self, provider: HarnessProvider, cwd: str, attachments: Attachments,
-                 base_env: Mapping[str, str] | None = None) -> None:
+                 base_env: Mapping[str, str] | None = None,
+                 readoption: ReadoptionHandle | None = None) -> None:
         self.provider = provider
         self.cwd = cwd
         self._attachments = attachments
         self._base_env = dict(base_env) if base_env is not None else None
+        self._readoption = readoption
+
+    @property
+    def readoption(self) -> Readoption | None:
+        """How to re-present this launch's terminal to a next grid (``None``: attention
+        did not register one), for :mod:`clanker.launch.readopt`."""
+        return None if self._readoption is None else self._readoption.value
 
     @property
     def base_env(self) -> dict[str, str]:
@@ -126,6 +137,15 @@ class PreparedLaunch:
 
     def __repr__(self) -> str:  # never the environment: it may hold a credential
         return f"PreparedLaunch({self.provider.id!r}, argv={self.argv!r}, cwd={self.cwd!r})"
+
+
+def _say(notice: str) -> None:
+    """One line for the person while the harness owns the terminal (``\\r``: it may be
+    in raw mode)."""
+    import sys
+
+    with contextlib.suppress(OSError, ValueError):
+        print(f"\r\nclanker: {notice}\r", file=sys.stderr, flush=True)
 
 
 class _Omitted:
@@ -189,10 +209,12 @@ class LaunchService:
             raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, plan.argv[0],
                                          harness=provider.id)
         base = LaunchState(argv=plan.argv, env=env)
-        steps = self._steps(provider, request, options, account)
+        readoption = ReadoptionHandle()
+        steps = self._steps(provider, request, options, account, readoption)
         attachments = (prepare_attachments(base, steps) if report is None
                        else prepare_attachments(base, steps, report=report))
-        return PreparedLaunch(provider, request.cwd, attachments, base_env=env)
+        return PreparedLaunch(provider, request.cwd, attachments, base_env=env,
+                              readoption=readoption)
 
     def run(
         self,
@@ -216,7 +238,13 @@ class LaunchService:
 
                 if relays(provider, launch):
                     return self.relay(provider, options, launch).run(tty_fd=0)
-            return self.environment.run_interactive(launch.argv, launch.env, launch.cwd)
+            readoption = launch.readoption
+            if readoption is None or self.environment.transport is not Transport.LOCAL:
+                return self.environment.run_interactive(launch.argv, launch.env, launch.cwd)
+            from clanker.launch.readopt import GridWatch
+
+            with GridWatch(readoption, _say):
+                return self.environment.run_interactive(launch.argv, launch.env, launch.cwd)
 
     def relay(self, provider: HarnessProvider, options: LaunchOptions,
               launch: PreparedLaunch, *, stdin_fd: int = 0, stdout_fd: int = 1
@@ -275,7 +303,7 @@ class LaunchService:
 
     def _steps(
         self, provider: HarnessProvider, request: LaunchRequest, options: LaunchOptions,
-        account: str | None,
+        account: str | None, readoption: ReadoptionHandle,
     ) -> list[AttachmentStep]:
         steps: list[AttachmentStep] = []
         assert request.cwd is not None
@@ -305,6 +333,7 @@ class LaunchService:
                 run=self._run_command, user_flags=request.user_flags,
                 trusted_root_session_id=options.trusted_session_id, paths=self._paths,
                 on_registered=handle.offer if handle is not None else None, account=account,
+                readoption=readoption,
             ))
         if handle is not None:
             from clanker.bridge.shipped import SHIPPED_NAMES
@@ -321,6 +350,7 @@ class LaunchService:
             steps.append(BridgeAttachment(
                 provider.id, cwd=request.cwd, grants=grants,
                 handle=handle, without_attention=reason, paths=self._paths, account=account,
+                readoption=readoption,
             ))
             steps += self._harness_steps(provider, request, grants)
         return steps

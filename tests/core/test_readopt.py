@@ -1,0 +1,217 @@
+"""The launcher's side of taking a terminal up with the next grid
+(:mod:`clanker.launch.readopt`), against the real grid daemon a launch starts."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from clanker import hookimpl
+from clanker.grid.client import GridClient
+from clanker.grid.daemon import _lock_held, ensure_running, grid_location
+from clanker.grid.errors import GridError
+from clanker.grid.protocol import Registration
+from clanker.launch.readopt import Readopter, Readoption, ReadoptionHandle
+from clanker.paths import clanker_paths
+from tests.core.grid.conftest import root
+
+
+def readoption(registration: Registration, socket: Path, *, cwd: str = "/tmp",
+               bridge: str | None = None) -> Readoption:
+    return Readoption(paths=clanker_paths(), socket=socket, harness="fake-agent",
+                      workspace=cwd, cwd=cwd, launcher_pid=os.getpid(),
+                      registration=registration, bridge_token=bridge,
+                      grants=("clanker_agents",) if bridge else ())
+
+
+def kill(socket: Path) -> None:
+    """SIGKILL the grid daemon and wait (bounded) until the kernel released its lock."""
+    os.kill(GridClient(socket).hello().pid, signal.SIGKILL)
+    lock = grid_location().lock
+    for _ in range(1200):
+        if not _lock_held(lock):
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError("the killed grid still holds its lock")
+
+
+def test_the_next_grid_is_started_and_takes_the_terminal_and_its_bridge_up(
+    grid_home: Path,
+) -> None:
+    socket = ensure_running(clanker_paths())
+    client = GridClient(socket)
+    registration = client.register(harness="fake-agent", workspace="/tmp", cwd="/tmp",
+                                   launcher_pid=os.getpid())
+    bridge = client.grant_bridge(registration.terminal, registration.token,
+                                 ["clanker_agents"])
+    old = client.hello().pid
+    kill(socket)
+    taken, notice = Readopter(readoption(registration, socket, bridge=bridge),
+                              ended=threading.Event()).run()
+    assert taken, notice
+    assert notice.startswith("attention restored")
+    assert client.hello().pid != old
+    [entry] = client.list_terminals()
+    assert (entry.terminal, entry.harness, entry.cwd) == (registration.terminal,
+                                                          "fake-agent", "/tmp")
+    assert entry.bridge
+    assert client.deliver(registration.terminal, registration.token,
+                          [root("session_started")]) == ["accepted"]
+
+
+def test_a_terminal_listed_without_attention_is_listed_so_again(grid_home: Path) -> None:
+    socket = ensure_running(clanker_paths())
+    client = GridClient(socket)
+    registration = client.register(harness="fake-agent", workspace="/tmp", cwd="/tmp",
+                                   launcher_pid=os.getpid())
+    client.decline(registration.terminal, registration.token, "your own setup owns it")
+    kill(socket)
+    handle = ReadoptionHandle()
+    handle.terminal(readoption(registration, socket))
+    handle.decline("your own setup owns it")
+    assert handle.value is not None
+    taken, notice = Readopter(handle.value, ended=threading.Event()).run()
+    assert taken, notice
+    [entry] = client.list_terminals()
+    assert (entry.terminal, entry.attention) == (registration.terminal, "unavailable")
+
+
+def test_a_grid_that_refuses_the_terminal_is_given_up_at_once(grid_home: Path) -> None:
+    socket = ensure_running(clanker_paths())
+    client = GridClient(socket)
+    registration = client.register(harness="fake-agent", workspace="/tmp", cwd="/tmp",
+                                   launcher_pid=os.getpid())
+    # The grid running holds this terminal: no attempt could change its answer.
+    taken, notice = Readopter(readoption(registration, socket), ended=threading.Event(),
+                              attempts=100, first_delay=0.01).run()
+    assert not taken
+    assert notice == ("attention is unavailable from now on: the grid refused the terminal "
+                      "(unauthorized) (launch the agent again to get it back)")
+
+
+def test_a_grid_that_cannot_start_is_tried_a_bounded_number_of_times(
+    grid_home: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="clanker.launch.readopt")
+    socket = ensure_running(clanker_paths())
+    registration = GridClient(socket).register(harness="fake-agent", workspace="/tmp",
+                                               cwd="/tmp", launcher_pid=os.getpid())
+    kill(socket)
+    directory = socket.parent
+    directory.chmod(0o755)  # not 0700 any more: no grid starts there
+    try:
+        taken, notice = Readopter(readoption(registration, socket), ended=threading.Event(),
+                                  attempts=3, first_delay=0.01).run()
+    finally:
+        directory.chmod(0o700)
+    assert not taken
+    assert notice.startswith("attention is unavailable from now on: the grid did not start")
+    tried = [r.getMessage() for r in caplog.records if "attempt" in r.getMessage()]
+    assert [m.split(" failed")[0] for m in tried] == [
+        "readopt: attempt 1 of 3", "readopt: attempt 2 of 3", "readopt: attempt 3 of 3"]
+
+
+def test_a_launch_that_ends_stops_the_attempts(grid_home: Path) -> None:
+    ended = threading.Event()
+    ended.set()
+    registration = Registration(terminal="t-" + "0" * 16, token="0" * 64)
+    taken, _ = Readopter(readoption(registration, grid_location().socket), ended=ended,
+                         first_delay=3600).run()
+    assert not taken  # at once, though the first wait is an hour
+    assert not grid_location().socket.exists()  # and no grid was started
+
+
+def test_the_handle_carries_only_the_bridge_of_its_own_terminal() -> None:
+    handle = ReadoptionHandle()
+    mine = Registration(terminal="t-" + "1" * 16, token="1" * 64)
+    other = Registration(terminal="t-" + "2" * 16, token="2" * 64)
+    handle.terminal(readoption(mine, Path("/tmp/g.sock")))
+    handle.bridge(other, "ckb_x", ["clanker_agents"])
+    assert handle.value is not None and handle.value.bridge_token is None
+    handle.bridge(mine, "ckb_y", ["clanker_agents"])
+    assert handle.value.bridge_token == "ckb_y"
+    assert handle.value.grants == ("clanker_agents",)
+    assert "ckb_y" not in repr(handle.value) and mine.token not in repr(handle.value)
+
+
+# `fake-agent`: writes the attention variables it was launched with to $FAKE_SEEN, then
+# waits (bounded) for $FAKE_GO before exiting 0, as a harness whose hooks hold them does.
+AGENT = """
+    import json, os, pathlib, time
+    names = ("CLANKER_ATTENTION_SOCKET", "CLANKER_ATTENTION_TERMINAL", "CLANKER_ATTENTION_TOKEN")
+    seen = pathlib.Path(os.environ["FAKE_SEEN"])
+    seen.with_suffix(".tmp").write_text(json.dumps({n: os.environ.get(n) for n in names}))
+    seen.with_suffix(".tmp").rename(seen)
+    for _ in range(1200):
+        if pathlib.Path(os.environ["FAKE_GO"]).exists():
+            break
+        time.sleep(0.05)
+"""
+
+
+def test_a_launch_in_the_foreground_is_taken_up_by_the_grid_that_replaced_a_killed_one(
+    grid_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from clanker.api import Clanker
+    from clanker.launch.request import LaunchRequest
+    from clanker.launch.service import LaunchOptions
+    from clanker.registry import Registry
+    from clanker.testing.doubles import prepend_to_path
+    from tests.core.bridge.test_launch import Accepting
+    from tests.helpers import make_plugin, write_script
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write_script(bin_dir, "fake-agent", AGENT)
+    prepend_to_path(monkeypatch, bin_dir)
+    seen, go = tmp_path / "seen.json", tmp_path / "go"
+    monkeypatch.setenv("FAKE_SEEN", str(seen))
+    monkeypatch.setenv("FAKE_GO", str(go))
+    made = make_plugin()
+    type(made).clanker_attention = hookimpl(lambda self: Accepting())  # type: ignore[attr-defined]
+    clanker = Clanker(registry=Registry.from_plugins({"fake-agent": made}, environ={}))
+    failures: list[BaseException] = []
+
+    def meanwhile() -> None:
+        try:
+            for _ in range(1200):
+                if seen.exists():
+                    break
+                threading.Event().wait(0.05)
+            env = json.loads(seen.read_text())
+            socket = Path(env["CLANKER_ATTENTION_SOCKET"])
+            terminal, token = env["CLANKER_ATTENTION_TERMINAL"], env["CLANKER_ATTENTION_TOKEN"]
+            old = GridClient(socket).hello().pid
+            kill(socket)
+            for _ in range(1200):  # the launcher starts the next grid and re-presents
+                with contextlib.suppress(GridError):
+                    client = GridClient(socket)
+                    if client.hello().pid != old and \
+                            [e.terminal for e in client.list_terminals()] == [terminal]:
+                        break
+                threading.Event().wait(0.05)
+            # The hooks' credential, unchanged, is the terminal's on the next grid.
+            assert GridClient(socket).deliver(terminal, token,
+                                              [root("session_started")]) == ["accepted"]
+        except BaseException as error:
+            failures.append(error)
+        finally:
+            go.touch()
+
+    helper = threading.Thread(target=meanwhile)
+    helper.start()
+    status = clanker.launch("fake-agent", LaunchRequest(cwd=str(tmp_path)),
+                            LaunchOptions(bridge=False))
+    helper.join()
+    assert not failures, failures
+    assert status == 0
+    assert "clanker: attention restored" in capsys.readouterr().err
+    assert GridClient(grid_location().socket).list_terminals() == []  # retired at the end
