@@ -8,7 +8,6 @@ scans with are in :mod:`clanker.stores`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Executor
 from pathlib import Path
@@ -81,6 +80,8 @@ class SessionsContext:
         The service hands every provider the same small pool: scans are
         Python-bound, so more threads than cores only add lock contention.
         """
+        import asyncio  # here: an empty listing answered without a scan never loads it
+
         return await asyncio.get_running_loop().run_in_executor(self.scan_executor, work)
 
     def remember(self, inputs: Hashable, scan: Callable[[Witness], SessionScan]) -> SessionScan:
@@ -115,6 +116,8 @@ class SessionsContext:
         wait = settled(states)
         if not wait:
             return states
+        import asyncio
+
         await asyncio.sleep(wait / 1e9)
         again = await self.offload(lambda: look(self.files, paths))
         return again if again == states else None

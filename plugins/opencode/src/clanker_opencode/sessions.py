@@ -23,7 +23,6 @@ answer); the variables that select the store; the directory it ran in.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Mapping
@@ -41,6 +40,8 @@ from clanker.sessions.capability import HarnessSession, SessionScan, SessionsCon
 from clanker.stores import Answer, HostFiles, clean_text
 
 if TYPE_CHECKING:
+    import asyncio
+
     from clanker_opencode.launch import OpenCodeLaunch
 
 __all__ = [
@@ -365,6 +366,8 @@ class OpenCodeSessions:
                     ) -> tuple[Answer, str | None]:
         """Run the listing (and ``opencode db path`` beside it when the database is not
         known yet); its answer, and the database to prove it by (``None``: not kept)."""
+        import asyncio  # here: an empty listing that never runs OpenCode does not load it
+
         naming = None
         if plan is not None and plan.database is None:
             naming = asyncio.ensure_future(context.executor.run(db_path_request()))
