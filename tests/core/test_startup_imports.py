@@ -66,9 +66,9 @@ def test_sessions_over_empty_stores_loads_no_database_and_no_accounts(tmp_path: 
 
 
 # What a scan needs, and a listing with nothing to read does not.
-_NOT_FOR_NOTHING_TO_READ = ("asyncio", "ssl", "concurrent.futures.thread",
-                            "clanker.sessions.service", "clanker.execution.local",
-                            "clanker.execution.process")
+_NOT_FOR_NOTHING_TO_READ = ("asyncio", "ssl", "concurrent.futures", "subprocess",
+                            "clanker.sessions.service", "clanker.sessions.pool",
+                            "clanker.execution.local", "clanker.execution.process")
 
 
 def test_a_store_with_a_file_is_scanned(tmp_path: Path) -> None:

@@ -9,9 +9,8 @@ scans with are in :mod:`clanker.stores`.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from concurrent.futures import Executor
 from pathlib import Path
-from typing import Final, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar, runtime_checkable
 
 from attrs import field, frozen
 
@@ -24,6 +23,9 @@ from clanker.sessions.cache import SummaryCache
 from clanker.sessions.scope import canonical, in_scope
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.sessions.witness import ScanMemo
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 __all__ = [
     "DEFAULT_STORE_LIMIT",
