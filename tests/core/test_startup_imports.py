@@ -68,6 +68,7 @@ def test_sessions_over_empty_stores_loads_no_database_and_no_accounts(tmp_path: 
 # What a scan needs, and a listing with nothing to read does not.
 _NOT_FOR_NOTHING_TO_READ = ("asyncio", "ssl", "concurrent.futures", "subprocess",
                             "clanker.sessions.service", "clanker.sessions.pool",
+                            "clanker.sessions.answers_disk", "cattrs",
                             "clanker.execution.local", "clanker.execution.process")
 
 
