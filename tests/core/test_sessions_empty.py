@@ -2,7 +2,8 @@
 
 Each example lays out the installed plugins' stores (each root absent, an empty
 directory, or a directory with something in it) and OpenCode's executable
-(absent, a file that cannot run, a script that fails), then runs the real CLI
+(absent, a file that cannot run, a script that fails) and each store variable
+(unset, absent, present, relative), then runs the real CLI
 twice: as it is, and with the no-scan answer refused, so the service scans. The
 two outputs, JSON and text, stdout and stderr, must be the same bytes, and the
 no-scan answer must be given exactly when every chosen store is empty and no
@@ -43,9 +44,13 @@ def _lay_out(base: Path, data: st.DataObject, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(base / "run"))
     for name in _VARIABLES:
-        choice = data.draw(st.sampled_from(["unset", "absent", "present"]), label=name)
+        choice = data.draw(st.sampled_from(["unset", "absent", "present", "relative"]),
+                           label=name)
         if choice == "unset":
             monkeypatch.delenv(name, raising=False)
+            continue
+        if choice == "relative":  # relative to a directory only the harness knows
+            monkeypatch.setenv(name, "relative/store")
             continue
         monkeypatch.setenv(name, str(base / name.lower()))
         if choice == "present":
@@ -162,3 +167,32 @@ def test_a_linked_root_leaves_it_to_the_service(tmp_path: Path,
     (tmp_path / "home" / ".codex" / "sessions").symlink_to(target)
     assert Clanker().empty_sessions(workspace=None, harnesses=["codex"]) is None
     assert Clanker().empty_sessions(workspace=None, harnesses=["claude"]) is not None
+
+
+def test_a_store_that_cannot_be_found_is_its_providers_own_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A relative CODEX_HOME names no root (it is relative to Codex's own directory):
+    # Codex's scan is empty, not a missing command's failure, and a relative
+    # HERMES_HOME is Hermes's own typed refusal, as the service reports them.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    for name in _VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CODEX_HOME", "relative/codex")
+    monkeypatch.setenv("HERMES_HOME", "relative/hermes")
+    listing = Clanker().empty_sessions(workspace=None,
+                                       harnesses=["codex", "hermes", "opencode"])
+    assert listing is not None
+    errors = {scan.harness: scan.scan.error for scan in listing.scans}
+    assert errors["codex"] is None
+    assert errors["hermes"] is not None and errors["hermes"].kind.value == "not-configured"
+    assert errors["opencode"] is not None
+    assert errors["opencode"].kind.value == "binary-unavailable"
+    fast = _invoke(["sessions", "--all", "--json", "--harness", "codex", "--harness", "hermes",
+                    "--harness", "opencode"])
+    monkeypatch.setattr(Clanker, "empty_sessions", lambda self, **_: None)
+    scanned = _invoke(["sessions", "--all", "--json", "--harness", "codex", "--harness",
+                       "hermes", "--harness", "opencode"])
+    assert (fast.exit_code, fast.stdout, fast.stderr) == (
+        scanned.exit_code, scanned.stdout, scanned.stderr)

@@ -440,10 +440,11 @@ class Clanker:
     ) -> SessionListing | None:
         """What :meth:`sessions` would answer when it is provably empty without a scan,
         else ``None``: this machine as this process sees it, no grid running, no
-        managed account, and no chosen harness with a file in its store or, for one
-        that lists through its own executable, that executable installed
+        managed account, every chosen harness's store roots missing or empty, and
+        each harness without roots finishing its own listing at once, empty or
+        for want of a command that is not installed
         (:func:`clanker.sessions.empty.empty_listing`). Synchronous: it starts no
-        event loop. The same listing for any ``workspace`` (nothing to filter)."""
+        event loop."""
         if not self._as_this_process or self._accounts is not None \
                 or os.path.lexists(self._accounts_file) or self._grid_may_run():
             return None
@@ -454,8 +455,9 @@ class Clanker:
         if environment.transport is not Transport.LOCAL:
             return None
         search = environment.environ.get("PATH", os.defpath)
-        return empty_listing(self._chosen(harnesses), environ=environment.environ,
-                             files=environment.files,
+        where = None if workspace is None else os.path.abspath(workspace)
+        return empty_listing(self._chosen(harnesses), environment=environment, workspace=where,
+                             cache_dir=environment.cache_dir(self.paths.cache),
                              locate=lambda command: environment.files.which(command, search))
 
     def _grid_may_run(self) -> bool:

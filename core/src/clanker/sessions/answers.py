@@ -47,6 +47,7 @@ __all__ = [
     "Answer",
     "AnswerCache",
     "FileState",
+    "answers_path",
     "look",
     "settled",
 ]
@@ -121,6 +122,11 @@ class Answer:
     def _count(self, _: object, value: int) -> None:
         if value < 0:
             raise ValueError("skipped: must be a count")
+
+
+def answers_path(cache_dir: Path | None, store: str) -> Path | None:
+    """Where ``store``'s kept answers live under ``cache_dir`` (``None``: in memory)."""
+    return None if cache_dir is None else cache_dir / "sessions" / f"{store}.answers.json"
 
 
 def _checked_key(key: Mapping[str, str]) -> dict[str, str]:

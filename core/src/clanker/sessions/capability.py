@@ -74,6 +74,9 @@ class SessionsContext:
     scan_executor: Executor | None = field(default=None, repr=False, eq=False)
     memo: ScanMemo | None = field(default=None, repr=False, eq=False)
     answers: AnswerCache | None = field(default=None, repr=False, eq=False)
+    inline: bool = field(default=False, repr=False, eq=False)
+    """Run offloaded work at once on the caller's thread: the listing answered without
+    a scan (:mod:`clanker.sessions.empty`) drives ``discover`` without an event loop."""
     _canonical: dict[str, str] = field(factory=dict, init=False, repr=False, eq=False)
 
     async def offload(self, work: Callable[[], _T]) -> _T:
@@ -82,6 +85,8 @@ class SessionsContext:
         The service hands every provider the same small pool: scans are
         Python-bound, so more threads than cores only add lock contention.
         """
+        if self.inline:
+            return work()
         import asyncio  # here: an empty listing answered without a scan never loads it
 
         return await asyncio.get_running_loop().run_in_executor(self.scan_executor, work)

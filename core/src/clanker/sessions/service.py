@@ -19,7 +19,7 @@ from clanker._logging import get_logger
 from clanker.environment import Environment
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.registry import HarnessProvider
-from clanker.sessions.answers import AnswerCache
+from clanker.sessions.answers import AnswerCache, answers_path
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import DEFAULT_STORE_LIMIT, SessionsContext
 from clanker.sessions.listing import ProviderScan, SessionListing, Shortfall, ShortfallReason
@@ -236,10 +236,8 @@ class SessionService:
         store = self._store(provider, account)
         answers = self._answers.get(store)
         if answers is None:
-            path = None if self._cache_dir is None else (
-                self._cache_dir / "sessions" / f"{store}.answers.json"
-            )
-            answers = self._answers[store] = AnswerCache(provider.id, path)
+            answers = self._answers[store] = AnswerCache(
+                provider.id, answers_path(self._cache_dir, store))
         return answers
 
     def _memo(self, provider: HarnessProvider, account: str | None) -> ScanMemo:

@@ -366,10 +366,10 @@ class OpenCodeSessions:
                     ) -> tuple[Answer, str | None]:
         """Run the listing (and ``opencode db path`` beside it when the database is not
         known yet); its answer, and the database to prove it by (``None``: not kept)."""
-        import asyncio  # here: an empty listing that never runs OpenCode does not load it
-
         naming = None
         if plan is not None and plan.database is None:
+            import asyncio  # here: a listing without OpenCode installed does not load it
+
             naming = asyncio.ensure_future(context.executor.run(db_path_request()))
         try:
             result = await context.executor.run(list_request(context.scopes))
@@ -378,6 +378,8 @@ class OpenCodeSessions:
                 database = await _database(naming)
         except BaseException:
             if naming is not None:
+                import asyncio
+
                 naming.cancel()
                 await asyncio.gather(naming, return_exceptions=True)
             raise
