@@ -4,8 +4,9 @@ Runs each command N times (default 15) and reports the median wall time:
 ``python -c pass``, ``clanker --version``, ``clanker --help``, ``clanker
 status`` (no grid running: what a shell prompt calls), ``clanker harnesses
 --json`` (loads every plugin) and ``clanker sessions --json --all`` over empty
-stores (every store's directory points at an empty one), plus which modules
-``import clanker`` loads.
+stores (every store's directory points at an empty one and no harness CLI is
+on PATH: the listing answered without a scan, ``clanker.sessions.empty``), plus
+which modules ``import clanker`` loads.
 Bytecode is cached as on an installed system (``PYTHONDONTWRITEBYTECODE`` is
 dropped and each command runs once before it is timed). Writes the table to
 ``benchmarks/RESULTS.md`` with the machine and date when ``--write`` is given.

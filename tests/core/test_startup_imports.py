@@ -60,8 +60,41 @@ def test_sessions_over_empty_stores_loads_no_database_and_no_accounts(tmp_path: 
     listing = json.loads(out)
     assert listing["sessions"] == []
     assert {scan["harness"] for scan in listing["scans"]} >= {"claude", "codex", "pi"}
-    assert "clanker.sessions.service" in modules  # it did list
     assert sorted(modules & set(_NOT_FOR_EMPTY_STORES)) == []
+    # Nothing in any store and no listing command installed: answered without a scan.
+    assert sorted(modules & set(_NOT_FOR_NOTHING_TO_READ)) == []
+
+
+# What a scan needs, and a listing with nothing to read does not.
+_NOT_FOR_NOTHING_TO_READ = ("asyncio", "ssl", "concurrent.futures", "subprocess",
+                            "clanker.sessions.service", "clanker.sessions.pool",
+                            "clanker.sessions.answers_disk", "cattrs",
+                            "clanker.execution.local", "clanker.execution.process")
+
+
+def test_a_store_with_a_file_is_scanned(tmp_path: Path) -> None:
+    # The same stores with one entry under Codex's: the service lists (and finds no
+    # session in a file that is not one).
+    sessions = tmp_path / "empty" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "note.txt").write_text("not a rollout\n")
+    code, modules, out = _run(["sessions", "--json", "--all"], tmp_path)
+    assert code == 0
+    assert json.loads(out)["sessions"] == []
+    assert {"asyncio", "clanker.sessions.service"} <= modules
+
+
+def test_an_installed_listing_command_is_run(tmp_path: Path) -> None:
+    # OpenCode lists through its own executable: once one is on PATH it is asked.
+    bin_dir = tmp_path / "no-bin"
+    bin_dir.mkdir()
+    (bin_dir / "opencode").write_text("#!/bin/sh\nexit 3\n")
+    (bin_dir / "opencode").chmod(0o755)
+    code, modules, out = _run(["sessions", "--json", "--all"], tmp_path)
+    assert code == 0
+    scans = {scan["harness"]: scan for scan in json.loads(out)["scans"]}
+    assert scans["opencode"]["error"]["kind"] != "binary-unavailable"
+    assert {"asyncio", "clanker.sessions.service"} <= modules
 
 
 def test_an_accounts_file_brings_the_accounts_service_in(tmp_path: Path) -> None:

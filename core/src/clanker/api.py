@@ -432,6 +432,34 @@ class Clanker:
         return await self.environment.gather(
             lambda: service.discover(chosen, workspace=where, limit=bound))
 
+    def empty_sessions(
+        self,
+        *,
+        workspace: str | os.PathLike[str] | None,
+        harnesses: Iterable[HarnessProvider | str] | None = None,
+    ) -> SessionListing | None:
+        """What :meth:`sessions` would answer when it is provably empty without a scan,
+        else ``None``: this machine as this process sees it, no grid running, no
+        managed account, every chosen harness's store roots missing or empty, and
+        each harness without roots finishing its own listing at once, empty or
+        for want of a command that is not installed
+        (:func:`clanker.sessions.empty.empty_listing`). Synchronous: it starts no
+        event loop."""
+        if not self._as_this_process or self._accounts is not None \
+                or os.path.lexists(self._accounts_file) or self._grid_may_run():
+            return None
+        from clanker.descriptor import Transport
+        from clanker.sessions.empty import empty_listing
+
+        environment = self.environment
+        if environment.transport is not Transport.LOCAL:
+            return None
+        search = environment.environ.get("PATH", os.defpath)
+        where = None if workspace is None else os.path.abspath(workspace)
+        return empty_listing(self._chosen(harnesses), environment=environment, workspace=where,
+                             cache_dir=environment.cache_dir(self.paths.cache),
+                             locate=lambda command: environment.files.which(command, search))
+
     def _grid_may_run(self) -> bool:
         """``False`` only when nothing is where the grid's socket would be: then no
         grid runs and :meth:`_grid_sessions` would answer ``None``. A runtime

@@ -26,7 +26,7 @@ from clanker.cli.hosts import host_option, library_on
 from clanker.errors import EXIT_NOT_FOUND, EXIT_USAGE
 from clanker.registry import HarnessProvider
 from clanker.sessions.capability import DEFAULT_STORE_LIMIT
-from clanker.sessions.service import SessionListing
+from clanker.sessions.listing import SessionListing
 from clanker.sessions.types import HarnessSession
 
 __all__ = ["session_record", "sessions"]
@@ -110,7 +110,11 @@ def sessions(
                                           limit=limit)
 
     with capability_errors():
-        listing = run_async(read())
+        # Nothing to read anywhere (no store has a file, no listing command is
+        # installed): answered as the scan would, without starting an event loop.
+        found = None if host is not None else library().empty_sessions(
+            workspace=directory, harnesses=harnesses or None)
+        listing = found if found is not None else run_async(read())
     if interactive:
         click.echo("\r\x1b[K", err=True, nl=False)
     notes = _report_scans(listing, limit)

@@ -24,27 +24,22 @@ are old enough to vouch for themselves (see :data:`FINE_SETTLE_NS`).
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from attrs import field, frozen
 
 from clanker._logging import get_logger
-from clanker.converters import BoundaryError, make_boundary_converter, structure
+from clanker.converters import BoundaryError, structure
 from clanker.environment import HostFiles
 from clanker.environment.witness import SETTLE_NS
 from clanker.ids import HarnessId
 from clanker.sessions.types import HarnessSession
 from clanker.storage import read_json, write_json_atomic
-
-if TYPE_CHECKING:
-    from cattrs.preconf.json import JsonConverter
 
 __all__ = [
     "FINE_SETTLE_NS",
@@ -52,6 +47,7 @@ __all__ = [
     "Answer",
     "AnswerCache",
     "FileState",
+    "answers_path",
     "look",
     "settled",
 ]
@@ -73,14 +69,6 @@ Local Linux file systems stamp times from a clock that ticks every 1-10 ms;
 a tenth of a second is well past any tick. Times that are whole seconds (FAT,
 HFS+, ext3) get the two seconds of :data:`~clanker.environment.witness.SETTLE_NS`.
 """
-
-
-
-@functools.cache
-def _converter() -> JsonConverter:
-    # Built when an answer is first kept or read, not at import: a listing over
-    # stores with nothing to keep never pays for cattrs.
-    return make_boundary_converter()
 
 
 @frozen
@@ -136,51 +124,9 @@ class Answer:
             raise ValueError("skipped: must be a count")
 
 
-# -- the disk format ------------------------------------------------------------------------
-
-
-@frozen(kw_only=True)
-class _Session:
-    native_id: str
-    updated_at: datetime
-    title: str | None
-    cwd: str | None
-    created_at: datetime | None
-    model: str | None
-    message_count: int | None
-    parent_id: str | None
-    hidden: bool
-
-
-@frozen(kw_only=True)
-class _Entry:
-    key: dict[str, str]
-    files: tuple[FileState, ...]
-    sessions: tuple[_Session, ...]
-    skipped: int
-
-
-@frozen(kw_only=True)
-class _Document:
-    version: int
-    harness: str
-    entries: tuple[_Entry, ...]
-
-
-def _record(session: HarnessSession) -> _Session:
-    return _Session(
-        native_id=session.native_id, updated_at=session.updated_at, title=session.title,
-        cwd=session.cwd, created_at=session.created_at, model=session.model,
-        message_count=session.message_count, parent_id=session.parent_id, hidden=session.hidden,
-    )
-
-
-def _session(harness: HarnessId, record: _Session) -> HarnessSession:
-    return HarnessSession(
-        harness=harness, native_id=record.native_id, updated_at=record.updated_at,
-        title=record.title, cwd=record.cwd, created_at=record.created_at, model=record.model,
-        message_count=record.message_count, parent_id=record.parent_id, hidden=record.hidden,
-    )
+def answers_path(cache_dir: Path | None, store: str) -> Path | None:
+    """Where ``store``'s kept answers live under ``cache_dir`` (``None``: in memory)."""
+    return None if cache_dir is None else cache_dir / "sessions" / f"{store}.answers.json"
 
 
 def _checked_key(key: Mapping[str, str]) -> dict[str, str]:
@@ -237,20 +183,15 @@ class AnswerCache:
         with self._lock:
             kept = [e for e in self._loaded() if e[0] != entry[0]]
             self._entries = [entry, *kept][:_CAPACITY]
-            document = self._document(self._entries)
+            entries = list(self._entries)
         if self._path is None:
             return
-        with contextlib.suppress(OSError, ValueError):
-            write_json_atomic(self._path, _converter().unstructure(document),
-                              fsync=False)  # a kept answer is re-derived when lost
+        from clanker.sessions import answers_disk as disk
 
-    def _document(self, entries: Iterable[tuple[dict[str, str], tuple[FileState, ...], Answer]]
-                  ) -> _Document:
-        return _Document(version=_VERSION, harness=self._harness, entries=tuple(
-            _Entry(key=key, files=states, sessions=tuple(map(_record, answer.sessions)),
-                   skipped=answer.skipped)
-            for key, states, answer in entries
-        ))
+        document = disk.document(self._harness, _VERSION, entries)
+        with contextlib.suppress(OSError, ValueError):
+            write_json_atomic(self._path, disk.converter().unstructure(document),
+                              fsync=False)  # a kept answer is re-derived when lost
 
     def _loaded(self) -> list[tuple[dict[str, str], tuple[FileState, ...], Answer]]:
         if self._entries is None:
@@ -267,8 +208,10 @@ class AnswerCache:
         data = read_json(path, max_bytes=_MAX_FILE)
         if data is None:
             return []
+        from clanker.sessions import answers_disk as disk
+
         try:
-            document = structure(_converter(), data, _Document)
+            document = structure(disk.converter(), data, disk.Document)
         except BoundaryError:
             return []
         if document.version != _VERSION or document.harness != self._harness:
@@ -278,7 +221,7 @@ class AnswerCache:
             if len(entry.sessions) > MAX_ANSWER_SESSIONS or len(entry.files) > _MAX_FILES:
                 return []
             # HarnessSession's validators run here: one bad row discards the file.
-            sessions = tuple(_session(self._harness, s) for s in entry.sessions)
+            sessions = tuple(disk.session(self._harness, s) for s in entry.sessions)
             entries.append((_checked_key(entry.key), entry.files,
                             Answer(sessions=sessions, skipped=entry.skipped)))
         return entries

@@ -8,11 +8,9 @@ scans with are in :mod:`clanker.stores`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from concurrent.futures import Executor
 from pathlib import Path
-from typing import Final, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar, runtime_checkable
 
 from attrs import field, frozen
 
@@ -25,6 +23,9 @@ from clanker.sessions.cache import SummaryCache
 from clanker.sessions.scope import canonical, in_scope
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.sessions.witness import ScanMemo
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 __all__ = [
     "DEFAULT_STORE_LIMIT",
@@ -73,6 +74,9 @@ class SessionsContext:
     scan_executor: Executor | None = field(default=None, repr=False, eq=False)
     memo: ScanMemo | None = field(default=None, repr=False, eq=False)
     answers: AnswerCache | None = field(default=None, repr=False, eq=False)
+    inline: bool = field(default=False, repr=False, eq=False)
+    """Run offloaded work at once on the caller's thread: the listing answered without
+    a scan (:mod:`clanker.sessions.empty`) drives ``discover`` without an event loop."""
     _canonical: dict[str, str] = field(factory=dict, init=False, repr=False, eq=False)
 
     async def offload(self, work: Callable[[], _T]) -> _T:
@@ -81,6 +85,10 @@ class SessionsContext:
         The service hands every provider the same small pool: scans are
         Python-bound, so more threads than cores only add lock contention.
         """
+        if self.inline:
+            return work()
+        import asyncio  # here: an empty listing answered without a scan never loads it
+
         return await asyncio.get_running_loop().run_in_executor(self.scan_executor, work)
 
     def remember(self, inputs: Hashable, scan: Callable[[Witness], SessionScan]) -> SessionScan:
@@ -115,6 +123,8 @@ class SessionsContext:
         wait = settled(states)
         if not wait:
             return states
+        import asyncio
+
         await asyncio.sleep(wait / 1e9)
         again = await self.offload(lambda: look(self.files, paths))
         return again if again == states else None

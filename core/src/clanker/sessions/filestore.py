@@ -10,7 +10,7 @@ linked directory nor a linked file), so discovery cannot leave the store.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Final, cast
+from typing import TYPE_CHECKING, Final, cast
 
 from attrs import fields
 
@@ -25,11 +25,14 @@ from clanker.environment.files import (
 )
 from clanker.environment.witness import Witness
 from clanker.ids import HarnessId
-from clanker.sessions import pool
 from clanker.sessions.cache import MISS
 from clanker.sessions.capability import SessionsContext
-from clanker.sessions.pool import Outcome
 from clanker.sessions.types import HarnessSession, NoSession, SessionScan
+
+if TYPE_CHECKING:
+    # The pool (threads, subprocess) is loaded by the first scan: importing a
+    # provider's module to ask where its store is needs none of it.
+    from clanker.sessions.pool import Outcome
 
 __all__ = ["MAX_ENTRIES", "Candidate", "Summarize", "find_files", "scan_files"]
 
@@ -157,6 +160,8 @@ def _read_many(context: SessionsContext, misses: list[Candidate], summarize: Sum
                head_bytes: int, tail_bytes: int) -> dict[str, Outcome] | None:
     """The misses' outcomes read on two cores (:mod:`clanker.sessions.pool`) when there
     are enough of them on this machine; ``None``: read them one by one, in order."""
+    from clanker.sessions import pool
+
     if len(misses) < pool.MIN_FILES:
         return None
     from clanker.environment.local import LocalFiles

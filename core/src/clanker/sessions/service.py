@@ -8,21 +8,21 @@ and a scan with any failure is never taken for a complete one.
 from __future__ import annotations
 
 import asyncio
-import enum
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeAlias
 
-from attrs import evolve, frozen
+from attrs import evolve
 
 from clanker._logging import get_logger
 from clanker.environment import Environment
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.registry import HarnessProvider
-from clanker.sessions.answers import AnswerCache
+from clanker.sessions.answers import AnswerCache, answers_path
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import DEFAULT_STORE_LIMIT, SessionsContext
+from clanker.sessions.listing import ProviderScan, SessionListing, Shortfall, ShortfallReason
 from clanker.sessions.scope import in_scope, workspace_scopes
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.sessions.witness import ScanMemo
@@ -33,14 +33,6 @@ __all__ = ["Homes", "ProviderScan", "SessionListing", "SessionService", "Shortfa
 log = get_logger(__name__)
 
 
-@frozen(kw_only=True)
-class ProviderScan:
-    harness: str
-    scan: SessionScan
-    account: str | None = None
-    """The managed account whose home was read (``None``: the harness's own)."""
-
-
 Homes: TypeAlias = Callable[[HarnessProvider], Sequence[tuple[str | None, Mapping[str, str]]]]
 """Where one provider's history is: ``(account, environment additions)`` for its own
 home (``None``, no additions) and each managed account's (its home variable)."""
@@ -48,72 +40,6 @@ home (``None``, no additions) and each managed account's (its home variable)."""
 
 def _own_home(provider: HarnessProvider) -> Sequence[tuple[str | None, Mapping[str, str]]]:
     return ((None, {}),)
-
-
-class ShortfallReason(enum.Enum):
-    """Why a provider's part of a listing may lack sessions its harness has."""
-
-    ERROR = "error"
-    """Its store could not be read (``kind`` says how): sessions may be missing."""
-    LIMIT = "limit"
-    """The per-store bound cut it: only the newest sessions were read."""
-    PARTIAL = "partial"
-    """The harness itself can only list part of its history from here (OpenCode lists
-    the project of one directory, say); nothing failed."""
-
-
-@frozen(kw_only=True)
-class Shortfall:
-    """One reason one provider's part of a listing is not its whole history."""
-
-    harness: str
-    reason: ShortfallReason
-    detail: str
-    """A safe sentence for a person."""
-    kind: str | None = None
-    """The error's kind, for :attr:`ShortfallReason.ERROR`."""
-
-
-_LIMIT_DETAIL = "only the newest sessions were read: a higher limit reads more"
-
-
-@frozen(kw_only=True, repr=False)
-class SessionListing:
-    """Sessions newest first, plus what each provider reported."""
-
-    sessions: tuple[HarnessSession, ...]
-    scans: tuple[ProviderScan, ...]
-
-    @property
-    def incomplete(self) -> tuple[Shortfall, ...]:
-        """Every reason the listing may lack sessions, per provider; empty when complete.
-
-        Skipped files are not among them: they are files that could not be read
-        as a session (counted in each scan), not sessions the listing left out.
-        """
-        found: list[Shortfall] = []
-        for result in self.scans:
-            scan, harness = result.scan, result.harness
-            if scan.error is not None:
-                found.append(Shortfall(harness=harness, reason=ShortfallReason.ERROR,
-                                       detail=scan.error.message, kind=scan.error.kind.value))
-            if scan.truncated:
-                found.append(Shortfall(harness=harness, reason=ShortfallReason.LIMIT,
-                                       detail=_LIMIT_DETAIL))
-            if scan.partial is not None:
-                found.append(Shortfall(harness=harness, reason=ShortfallReason.PARTIAL,
-                                       detail=scan.partial))
-        return tuple(found)
-
-    def __repr__(self) -> str:
-        # Short on purpose: asyncio formats a finished task's result on some
-        # paths (Python 3.11's Runner does, via signal.getsignal), and a full
-        # repr of ten thousand sessions costs half a second.
-        return f"SessionListing(<{len(self.sessions)} sessions>, <{len(self.scans)} scans>)"
-
-    @property
-    def complete(self) -> bool:
-        return all(p.scan.complete for p in self.scans)
 
 
 class SessionService:
@@ -310,10 +236,8 @@ class SessionService:
         store = self._store(provider, account)
         answers = self._answers.get(store)
         if answers is None:
-            path = None if self._cache_dir is None else (
-                self._cache_dir / "sessions" / f"{store}.answers.json"
-            )
-            answers = self._answers[store] = AnswerCache(provider.id, path)
+            answers = self._answers[store] = AnswerCache(
+                provider.id, answers_path(self._cache_dir, store))
         return answers
 
     def _memo(self, provider: HarnessProvider, account: str | None) -> ScanMemo:

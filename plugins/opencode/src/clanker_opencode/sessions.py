@@ -23,7 +23,6 @@ answer); the variables that select the store; the directory it ran in.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Mapping
@@ -41,6 +40,8 @@ from clanker.sessions.capability import HarnessSession, SessionScan, SessionsCon
 from clanker.stores import Answer, HostFiles, clean_text
 
 if TYPE_CHECKING:
+    import asyncio
+
     from clanker_opencode.launch import OpenCodeLaunch
 
 __all__ = [
@@ -367,6 +368,8 @@ class OpenCodeSessions:
         known yet); its answer, and the database to prove it by (``None``: not kept)."""
         naming = None
         if plan is not None and plan.database is None:
+            import asyncio  # here: a listing without OpenCode installed does not load it
+
             naming = asyncio.ensure_future(context.executor.run(db_path_request()))
         try:
             result = await context.executor.run(list_request(context.scopes))
@@ -375,6 +378,8 @@ class OpenCodeSessions:
                 database = await _database(naming)
         except BaseException:
             if naming is not None:
+                import asyncio
+
                 naming.cancel()
                 await asyncio.gather(naming, return_exceptions=True)
             raise
