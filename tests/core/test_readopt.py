@@ -15,7 +15,14 @@ import pytest
 
 from clanker import hookimpl
 from clanker.grid.client import GridClient
-from clanker.grid.daemon import _lock_held, ensure_running, grid_location
+from clanker.grid.daemon import (
+    _lock_held,
+    ensure_running,
+    grid_location,
+    status,
+    stop,
+    stopped_on_request,
+)
 from clanker.grid.errors import GridError
 from clanker.grid.protocol import Registration
 from clanker.launch.readopt import Readopter, Readoption, ReadoptionHandle
@@ -116,6 +123,27 @@ def test_a_grid_that_cannot_start_is_tried_a_bounded_number_of_times(
     tried = [r.getMessage() for r in caplog.records if "attempt" in r.getMessage()]
     assert [m.split(" failed")[0] for m in tried] == [
         "readopt: attempt 1 of 3", "readopt: attempt 2 of 3", "readopt: attempt 3 of 3"]
+
+
+def test_a_grid_stopped_on_request_stays_stopped_until_one_is_started(grid_home: Path) -> None:
+    paths = clanker_paths()
+    socket = ensure_running(paths)
+    registration = GridClient(socket).register(harness="fake-agent", workspace="/tmp",
+                                               cwd="/tmp", launcher_pid=os.getpid())
+    assert stop(paths)
+    taken, notice = Readopter(readoption(registration, socket), ended=threading.Event(),
+                              attempts=100, first_delay=0.01).run()
+    assert not taken
+    assert notice.startswith("attention is unavailable from now on: the grid was stopped "
+                             "with `clanker grid stop`")
+    assert not status(paths).running  # nothing started one
+    # A grid started on purpose clears the mark: a grid killed after it is replaced.
+    ensure_running(paths)
+    assert not stopped_on_request(paths)
+    kill(socket)
+    taken, notice = Readopter(readoption(registration, socket), ended=threading.Event(),
+                              first_delay=0.01).run()
+    assert taken, notice
 
 
 def test_a_launch_that_ends_stops_the_attempts(grid_home: Path) -> None:

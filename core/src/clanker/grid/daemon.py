@@ -75,6 +75,7 @@ __all__ = [
     "start",
     "status",
     "stop",
+    "stopped_on_request",
 ]
 
 START_TIMEOUT: Final = 3.0
@@ -99,6 +100,11 @@ class GridLocation:
     socket: Path
     lock: Path
     log: Path
+
+    @property
+    def stopped(self) -> Path:
+        """Present while the last grid ended because :func:`stop` asked it to."""
+        return self.directory / "stopped"
 
 
 @frozen(kw_only=True)
@@ -298,6 +304,9 @@ def stop(paths: ClankerPaths | None = None, *, timeout: float = STOP_TIMEOUT) ->
             raise GridError(f"a grid holds {location.lock} but does not answer; "
                             f"its log is {location.log}")
         return False
+    # Before the grid ends: its launches must not start the next one (see
+    # :func:`stopped_on_request`); the next grid started on purpose removes it.
+    os.close(open_regular(location.stopped, os.O_WRONLY | os.O_CREAT))
     try:
         from clanker.grid.client import GridClient
 
@@ -310,6 +319,13 @@ def stop(paths: ClankerPaths | None = None, *, timeout: float = STOP_TIMEOUT) ->
             raise GridError(f"the grid (pid {hello.pid}) did not stop in time")
         time.sleep(0.02)
     return True
+
+
+def stopped_on_request(paths: ClankerPaths | None = None) -> bool:
+    """Whether no grid runs because ``clanker grid stop`` (:func:`stop`) ended the
+    last one (or is ending it): a launch whose grid went away then leaves it
+    stopped. The next grid started removes the mark."""
+    return grid_location(paths).stopped.exists()
 
 
 def _lock_held(path: Path) -> bool:
@@ -376,6 +392,8 @@ def _serve(location: GridLocation, ready: _Ready) -> int:
             return 0
         os.ftruncate(lock_fd, 0)
         os.write(lock_fd, f"{os.getpid()}\n".encode())
+        with contextlib.suppress(FileNotFoundError):
+            location.stopped.unlink()
 
         _raise_descriptor_limit()
 

@@ -1,17 +1,17 @@
 """A running launch whose grid went away takes its terminal up again with the next grid.
 
-The grid keeps its terminals in memory: when it dies (or is stopped) while a launch
-runs, the launch's harness keeps running with hooks that hold the terminal's id and
+The grid keeps its terminals in memory: when it dies while a launch runs, the
+launch's harness keeps running with hooks that hold the terminal's id and
 credential, and its agent with a bridge credential, in their environments, which
 nothing can change from outside. So the launcher does not ask the next grid for new
 ones: it *re-presents* the terminal (``register`` with the same id and credential,
-which a grid accepts only from that launcher's own connection, and only for an id
-it never held), with the same conversation facts as the first registration
-(harness, workspace, launch directory, account, tmux pane, a trusted resumed
-session), and carries the bridge credential over the same way (``bridge-grant``
-with ``bridgeToken``, once). The hooks' next delivery then reaches the new grid as
-the old, and a pending move the old grid persisted re-arms on the terminal as soon
-as the harness reports its conversation (:mod:`clanker.grid.pending`).
+which a grid accepts only from that launcher's own connection, and only for an id it
+never held), with the same conversation facts as the first registration (harness,
+workspace, launch directory, account, tmux pane, a trusted resumed session), and
+carries the bridge credential over the same way (``bridge-grant`` with
+``bridgeToken``, once). The hooks' next delivery then reaches the new grid as the
+old, and a pending move the old grid persisted re-arms on the terminal as soon as
+the harness reports its conversation (:mod:`clanker.grid.pending`).
 
 The next grid is found running, or started as a launch starts it
 (:func:`~clanker.grid.daemon.ensure_running`), and must listen on the same socket
@@ -19,6 +19,9 @@ The next grid is found running, or started as a launch starts it
 :data:`ATTEMPTS` times, :data:`FIRST_DELAY` seconds apart at first and twice as
 long after each failure, never from the thread that relays the person's terminal,
 and ends at once when the launch does.
+
+A grid that ``clanker grid stop`` ended is left stopped
+(:func:`~clanker.grid.daemon.stopped_on_request`): the person asked for it.
 
 A relayed launch notices its grid went away when its move channel ends
 (:mod:`clanker.launch.relayed`); a launch in the foreground holds no grid
@@ -124,9 +127,11 @@ def readopt(readoption: Readoption) -> GridClient:
     would be refused the same (the grid held this terminal, say).
     """
     from clanker.grid.client import GridClient
-    from clanker.grid.daemon import ensure_running
+    from clanker.grid.daemon import ensure_running, stopped_on_request
     from clanker.grid.errors import GridError, GridRequestError
 
+    if stopped_on_request(readoption.paths):
+        raise FinalReadoptError("the grid was stopped with `clanker grid stop`")
     try:
         socket = ensure_running(readoption.paths)
     except (GridError, OSError) as error:
