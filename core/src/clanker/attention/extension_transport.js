@@ -6,8 +6,9 @@
 //
 // It is a fragment of an ES module, not a module: no import or export of its own, so it reads
 // the same in an extension's `.js` and `.mjs`. The extension around it provides `fs`
-// (node:fs), `tty` (node:tty) and `TIMEOUT_MS`, and calls `hostCredential` (the launch's
-// credential file) and `writeFrame` (one deliver request as a frame on the terminal).
+// (node:fs), `net` (node:net), `tty` (node:tty) and `TIMEOUT_MS`, and calls `route()` (where
+// its deliveries go) and `deliverRequest()` (one batch of envelopes along it: to the grid's
+// socket, or as a frame on the terminal).
 
 // -- on an SSH host: frames on the terminal --------------------------------------------------
 //
@@ -105,5 +106,68 @@ function writeFrame(request) {
       });
     };
     rest(0);
+  });
+}
+
+// -- the route, and one deliver request along it ---------------------------------------------
+
+const MAX_REPLY_BYTES = 65536;
+
+/** Where deliveries go, from the launch's environment: `{socket, terminal, token}`, with
+ * `socket` null on an SSH host (frames on the terminal); null when this is no clanker launch. */
+function route() {
+  if (process.env.CLANKER_ATTENTION_TRANSPORT === "tty") {
+    const host = hostCredential(process.env.CLANKER_ATTENTION_CREDENTIAL);
+    return host && { socket: null, terminal: host.terminal, token: host.token };
+  }
+  const socket = process.env.CLANKER_ATTENTION_SOCKET;
+  const terminal = process.env.CLANKER_ATTENTION_TERMINAL;
+  const token = process.env.CLANKER_ATTENTION_TOKEN;
+  return socket && terminal && token ? { socket, terminal, token } : null;
+}
+
+/** Send one deliver request of `envelopes` along `target` (a `route()`); resolves true when
+ * delivery must stop for good: a terminal that did not take the frame, or a grid that refused
+ * the credential. A lost reply or a failed connection loses that batch only. Never rejects. */
+function deliverRequest(target, envelopes) {
+  const request = { v: 1, op: "deliver", terminal: target.terminal, token: target.token, envelopes };
+  if (target.socket === null) return writeFrame(request).then((written) => !written);
+  return new Promise((resolve) => {
+    let settled = false;
+    let buffer = "";
+    let socket;
+    const finish = (reply) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      try {
+        socket?.destroy();
+      } catch {}
+      resolve(reply !== null && typeof reply === "object" && reply.ok === false
+        && reply.error === "unauthorized");
+    };
+    const timer = setTimeout(() => finish(null), TIMEOUT_MS);
+    try {
+      socket = net.createConnection({ path: target.socket });
+      socket.setEncoding("utf8");
+      socket.on("connect", () => socket.write(`${JSON.stringify(request)}\n`));
+      socket.on("data", (chunk) => {
+        buffer += chunk;
+        const end = buffer.indexOf("\n");
+        if (end < 0) {
+          if (buffer.length > MAX_REPLY_BYTES) finish(null);
+          return;
+        }
+        let reply = null;
+        try {
+          reply = JSON.parse(buffer.slice(0, end));
+        } catch {}
+        finish(reply);
+      });
+      socket.on("error", () => finish(null));
+      socket.on("close", () => finish(null));
+    } catch {
+      finish(null);
+    }
   });
 }

@@ -18,7 +18,7 @@
 // error text, never blocks omp's event handling, and swallows every error of its own.
 
 import * as fs from "node:fs";
-import { createConnection } from "node:net";
+import * as net from "node:net";
 import * as tty from "node:tty";
 
 const TIMEOUT_MS = 1000; // one request: connect, write, read the reply (or write its frame)
@@ -29,12 +29,7 @@ const MAX_CWD_BYTES = 1024;
 
 // @clanker-attention-transport (clanker/attention/extension_transport.js)
 
-const ON_HOST = process.env.CLANKER_ATTENTION_TRANSPORT === "tty";
-const HOST = ON_HOST ? hostCredential(process.env.CLANKER_ATTENTION_CREDENTIAL) : null;
-const SOCKET = ON_HOST ? null : process.env.CLANKER_ATTENTION_SOCKET;
-const TERMINAL = ON_HOST ? HOST?.terminal : process.env.CLANKER_ATTENTION_TERMINAL;
-const TOKEN = ON_HOST ? HOST?.token : process.env.CLANKER_ATTENTION_TOKEN;
-const ACTIVE = ON_HOST ? HOST !== null : Boolean(SOCKET && TERMINAL && TOKEN);
+const ROUTE = route(); // null: not a clanker launch
 
 // ---- delivery: one queue per process, serialized, never awaited by a handler ----------------
 
@@ -60,61 +55,14 @@ async function pump() {
   try {
     while (queue.length > 0 && !stopped) {
       const batch = queue.splice(0, MAX_BATCH);
-      const reply = await request({ v: 1, op: "deliver", terminal: TERMINAL, token: TOKEN, envelopes: batch });
-      if (reply !== null && reply.ok === false && reply.error === "unauthorized") stopped = true;
+      // A terminal that does not read, or a refused credential, stops delivery for good.
+      if (await deliverRequest(ROUTE, batch)) stopped = true;
     }
   } catch {
     // swallowed: attention is best effort, omp keeps working
   } finally {
     sending = false;
   }
-}
-
-function request(message) {
-  if (ON_HOST) {
-    return writeFrame(message).then(written => {
-      if (!written) stopped = true; // no terminal, or one that does not read
-      return null;
-    });
-  }
-  return new Promise(resolve => {
-    let settled = false;
-    let buffer = "";
-    let socket;
-    const finish = value => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      try {
-        socket?.destroy();
-      } catch {}
-      resolve(value);
-    };
-    const timer = setTimeout(() => finish(null), TIMEOUT_MS);
-    try {
-      socket = createConnection({ path: SOCKET });
-      socket.setEncoding("utf8");
-      socket.on("connect", () => socket.write(`${JSON.stringify(message)}\n`));
-      socket.on("data", chunk => {
-        buffer += chunk;
-        const end = buffer.indexOf("\n");
-        if (end < 0) {
-          if (buffer.length > 65536) finish(null);
-          return;
-        }
-        try {
-          const reply = JSON.parse(buffer.slice(0, end));
-          finish(reply !== null && typeof reply === "object" ? reply : null);
-        } catch {
-          finish(null);
-        }
-      });
-      socket.on("error", () => finish(null));
-      socket.on("close", () => finish(null));
-    } catch {
-      finish(null);
-    }
-  });
 }
 
 // ---- validation (the grid refuses a batch with one malformed envelope) -----------------------
@@ -263,7 +211,7 @@ function on(pi, name, map) {
 }
 
 export default function clankerAttention(pi) {
-  if (!ACTIVE) return; // not a clanker launch: inert
+  if (ROUTE === null) return; // not a clanker launch: inert
   try {
     on(pi, "session_start", (_, ctx) => located(ctx, "session_start"));
     on(pi, "session_switch", (_, ctx) => located(ctx, "session_switch"));

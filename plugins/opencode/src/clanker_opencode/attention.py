@@ -6,10 +6,10 @@ Checked against opencode-ai 1.18.33 (docs/harnesses/opencode.md, "Attention"):
   user's global and project files (``plugin`` lists are concatenated, every
   other key of theirs is kept), so ``{"plugin": ["file://<plugin>"]}`` adds
   clanker's plugin without replacing anything of theirs.
-- The plugin (``attention_plugin.mjs``, copied into the launch's private
-  directory) runs inside OpenCode's server, receives its bus events, and
-  delivers lifecycle envelopes to the grid itself: there is no hook command and
-  no interpreter.
+- The plugin (``attention_plugin.mjs``, written with core's shared transport
+  into the launch's private directory) runs inside OpenCode's server, receives
+  its bus events, and delivers lifecycle envelopes to the grid itself: there is
+  no hook command and no interpreter.
 - What the user owns decides instead of clanker: their own
   ``OPENCODE_CONFIG_CONTENT`` (one variable cannot hold two documents),
   ``OPENCODE_CONFIG_DIR`` (a configuration directory of theirs), and ``--pure``

@@ -1,6 +1,7 @@
 // clanker attention for OpenCode: a launch-owned server plugin.
 //
-// clanker copies this file into the launch's private directory and loads it
+// clanker writes this file, with its shared transport in place of the marker line below, into
+// the launch's private directory and loads it
 // through OPENCODE_CONFIG_CONTENT ({"plugin": ["file://<this file>"]}). It turns
 // OpenCode's own bus events into clanker's lifecycle envelopes and delivers them
 // to the grid socket named in its environment, or, on an SSH host, as frames on
@@ -27,7 +28,6 @@ const MAX_QUEUED = 256; // envelopes waiting for delivery; past it delivery stop
 const MAX_BATCH = 16; // envelopes per deliver request (the grid's bound)
 const MAX_PENDING_EVENTS = 256; // native events waiting for handling; past it handling stops
 const MAX_KNOWN_SESSIONS = 256; // remembered session parentage
-const MAX_LINE = 65536;
 const LOOKUP_MS = 2000; // client.session.get, when an event did not say
 
 // -- validation ------------------------------------------------------------------------------
@@ -46,18 +46,13 @@ function directory(value) {
 
 // @clanker-attention-transport (clanker/attention/extension_transport.js)
 
-const ON_HOST = process.env.CLANKER_ATTENTION_TRANSPORT === "tty";
-const HOST = ON_HOST ? hostCredential(process.env.CLANKER_ATTENTION_CREDENTIAL) : null;
-const SOCKET = ON_HOST ? null : process.env.CLANKER_ATTENTION_SOCKET;
-const TERMINAL = ON_HOST ? HOST?.terminal : process.env.CLANKER_ATTENTION_TERMINAL;
-const TOKEN = ON_HOST ? HOST?.token : process.env.CLANKER_ATTENTION_TOKEN;
-const ACTIVE = ON_HOST ? HOST !== null : Boolean(SOCKET && TERMINAL && TOKEN);
+const ROUTE = route(); // null: not a clanker launch
 
 // -- delivery --------------------------------------------------------------------------------
 
 const outbox = [];
 let sending = false;
-let stopped = !ACTIVE; // a full queue or a refused credential stops delivery for good
+let stopped = ROUTE === null; // a full queue or a refused credential stops delivery for good
 
 function deliver(envelope) {
   if (stopped) return;
@@ -77,9 +72,10 @@ function pump() {
   }
   sending = true;
   const batch = outbox.splice(0, MAX_BATCH);
-  send(batch).then(
-    (reply) => {
-      if (reply && reply.ok === false && reply.error === "unauthorized") {
+  deliverRequest(ROUTE, batch).then(
+    (stop) => {
+      if (stop) {
+        // a refused credential, or a terminal that does not read: stop rather than wait
         outbox.length = 0;
         stopped = true;
       }
@@ -87,57 +83,6 @@ function pump() {
     },
     () => pump(),
   );
-}
-
-function send(envelopes) {
-  const request = { v: 1, op: "deliver", terminal: TERMINAL, token: TOKEN, envelopes };
-  if (ON_HOST) {
-    return writeFrame(request).then((written) => {
-      if (!written) {
-        outbox.length = 0;
-        stopped = true; // no terminal, or one that does not read: stop rather than wait
-      }
-      return null;
-    });
-  }
-  const line = JSON.stringify(request) + "\n";
-  return new Promise((resolve) => {
-    let settled = false;
-    let buffer = "";
-    let socket;
-    const finish = (value) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      try {
-        socket.destroy();
-      } catch {}
-      resolve(value);
-    };
-    const timer = setTimeout(() => finish(null), TIMEOUT_MS);
-    try {
-      socket = net.createConnection({ path: SOCKET });
-      socket.setEncoding("utf8");
-      socket.on("connect", () => socket.write(line));
-      socket.on("data", (chunk) => {
-        buffer += chunk;
-        const end = buffer.indexOf("\n");
-        if (end >= 0) {
-          let reply = null;
-          try {
-            reply = JSON.parse(buffer.slice(0, end));
-          } catch {}
-          finish(reply);
-        } else if (buffer.length > MAX_LINE) {
-          finish(null);
-        }
-      });
-      socket.on("error", () => finish(null));
-      socket.on("close", () => finish(null));
-    } catch {
-      finish(null);
-    }
-  });
 }
 
 // -- what is known about sessions --------------------------------------------------------------
@@ -277,7 +222,7 @@ let waiting = 0;
 let overflowed = false;
 
 export const ClankerAttention = async (input) => {
-  if (!ACTIVE) return {};
+  if (ROUTE === null) return {};
   const client = input && input.client;
   const fallbackDirectory = directory(input && input.directory);
   return {

@@ -26,36 +26,11 @@ const MAX_BATCH = 16;
 const TIMEOUT_MS = 1000;
 const MAX_ID = 256;
 const MAX_CWD_BYTES = 1024;
-const MAX_REPLY_BYTES = 65536;
 const SETTLED_SINCE = [0, 80, 4];
 const PACKAGES = ["@mariozechner/pi-coding-agent", "@earendil-works/pi-coding-agent"];
 const MAX_PACKAGE_BYTES = 65536;
-const VARIABLES = [
-  "CLANKER_ATTENTION_SOCKET",
-  "CLANKER_ATTENTION_TERMINAL",
-  "CLANKER_ATTENTION_TOKEN",
-];
 
 // @clanker-attention-transport (clanker/attention/extension_transport.js)
-
-/** Where deliveries go: the grid's socket, or (on an SSH host) the terminal; null: nowhere. */
-function route() {
-  if (process.env.CLANKER_ATTENTION_TRANSPORT === "tty") {
-    const host = hostCredential(process.env.CLANKER_ATTENTION_CREDENTIAL);
-    return host && { socket: null, terminal: host.terminal, token: host.token };
-  }
-  const config = {};
-  for (const name of VARIABLES) {
-    const value = process.env[name];
-    if (typeof value !== "string" || value === "") return null;
-    config[name] = value;
-  }
-  return {
-    socket: config.CLANKER_ATTENTION_SOCKET,
-    terminal: config.CLANKER_ATTENTION_TERMINAL,
-    token: config.CLANKER_ATTENTION_TOKEN,
-  };
-}
 
 /** Process-wide state: it survives Pi replacing the extension runtime (reload, /new, /resume). */
 function shared() {
@@ -150,49 +125,8 @@ function atLeast(version, floor) {
 }
 
 function send(state, envelopes) {
-  if (state.socket === null) {
-    const request = { v: 1, op: "deliver", terminal: state.terminal, token: state.token, envelopes };
-    return writeFrame(request).then((written) => {
-      if (!written) state.stopped = true; // no terminal, or one that does not read
-    });
-  }
-  return new Promise((resolve) => {
-    const line = JSON.stringify({
-      v: 1,
-      op: "deliver",
-      terminal: state.terminal,
-      token: state.token,
-      envelopes,
-    }) + "\n";
-    let reply = "";
-    let finished = false;
-    const socket = net.createConnection(state.socket);
-    const finish = () => {
-      if (finished) return;
-      finished = true;
-      clearTimeout(timer);
-      socket.destroy();
-      const end = reply.indexOf("\n");
-      if (end >= 0) {
-        try {
-          const answer = JSON.parse(reply.slice(0, end));
-          // A revoked credential stays revoked: stop talking to the grid.
-          if (answer && answer.ok === false && answer.error === "unauthorized") state.stopped = true;
-        } catch {
-          // an unreadable reply is a failed delivery, nothing more
-        }
-      }
-      resolve();
-    };
-    const timer = setTimeout(finish, TIMEOUT_MS);
-    socket.setEncoding("utf8");
-    socket.on("connect", () => socket.write(line));
-    socket.on("data", (chunk) => {
-      reply += chunk;
-      if (reply.includes("\n") || reply.length > MAX_REPLY_BYTES) finish();
-    });
-    socket.on("error", finish);
-    socket.on("close", finish);
+  return deliverRequest(state, envelopes).then((stop) => {
+    if (stop) state.stopped = true; // a terminal that does not read, or a revoked credential
   });
 }
 
