@@ -1,13 +1,13 @@
 """The in-process attention extensions' shared JavaScript, combined into each harness's file.
 
 An in-process extension (a JavaScript module a harness loads) maps its harness's own events
-to envelopes; every such extension delivers them the same way on an SSH host: the launch's
-credential file, the process's terminal, one OSC frame per deliver request. That transport
-is written once, in
-``extension_transport.js`` (package data beside this module); each extension source holds
-:data:`MARKER` as one line where it goes. A provider writes :func:`combined` of its source
-into the launch's private directory, so the harness still loads exactly one file, and the
-host step ships that staged file as it is.
+to envelopes; every such extension delivers them the same way: along the route its launch
+environment names, one deliver request per batch, to the grid's socket or, on an SSH host
+(its credential in the launch's credential file), as an OSC frame on the process's terminal.
+That transport is written once, in ``extension_transport.js`` (package data beside this
+module); each extension source holds :data:`MARKER` as one line where it goes. A provider
+writes :func:`combined` of its source into the launch's private directory, so the harness
+still loads exactly one file, and the host step ships that staged file as it is.
 """
 
 from __future__ import annotations
