@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from clanker.attention.capability import grid_route
+from clanker.attention.extension_source import combined
 from clanker.attention.frames import FrameExtractor
 from clanker.launch.attention import host_paths, remote_credential
 from clanker_omp.attention import EXTENSION as OMP_EXTENSION
@@ -47,7 +48,7 @@ def _place(tmp_path: Path, harness: str, *, mode: int = 0o600) -> tuple[list[str
     launch = tmp_path / "launch"
     launch.mkdir(mode=0o700)
     name = "clanker-attention" + _SOURCES[harness].suffix
-    shutil.copyfile(_SOURCES[harness], launch / name)
+    (launch / name).write_bytes(combined(_SOURCES[harness]))  # the file prepare() stages
     credential = launch / "credential"
     credential.write_bytes(remote_credential("t-host", _TOKEN))
     credential.chmod(mode)

@@ -31,6 +31,7 @@ from clanker.attention.capability import (
     AttachmentPlan,
     Declined,
 )
+from clanker.attention.extension_source import combined
 from clanker.attention.presentation import Attention, derive_attention
 from clanker.grid.server import Grid
 from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
@@ -87,7 +88,7 @@ def run_extension(runtime: str, directory: Path, steps: list[dict[str, Any]],
                   env: dict[str, str]) -> dict[str, Any]:
     """Run the shipped extension under ``runtime`` through the shim; return its report."""
     extension = directory / "clanker-attention.mjs"  # node needs .mjs for ES modules
-    shutil.copyfile(EXTENSION, extension)
+    extension.write_bytes(combined(EXTENSION))  # the file prepare() stages
     shim = directory / "shim.mjs"
     shim.write_text(SHIM)
     script = directory / "steps.json"
@@ -405,7 +406,7 @@ def test_prepare_loads_a_private_copy_right_after_launch(tmp_path: Path) -> None
     copy_path = tmp_path / "private" / EXTENSION_FILE_NAME
     assert prepared.argv == ("omp", "launch", "--extension", str(copy_path),
                              "--model", "loopback/probe-model", "--resume", S1, *flags)
-    assert copy_path.read_bytes() == EXTENSION.read_bytes()
+    assert copy_path.read_bytes() == combined(EXTENSION)
     assert copy_path.stat().st_mode & 0o777 == 0o600
 
 

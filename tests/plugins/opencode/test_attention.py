@@ -31,6 +31,7 @@ from clanker.attention.capability import (
     AttachmentPlan,
     Declined,
 )
+from clanker.attention.extension_source import combined
 from clanker.grid.server import Grid
 from clanker.testing.attention import GridDouble
 from clanker.testing.doubles import attachment_context
@@ -212,7 +213,7 @@ def test_prepare_installs_the_plugin_and_points_opencode_at_it(tmp_path: Path) -
     assert isinstance(plan, AttachmentPlan)
     assert plan.argv is None  # the argv stays the user's
     installed = ctx.private_dir / PLUGIN_FILE_NAME
-    assert installed.read_bytes() == PLUGIN_SOURCE.read_bytes()
+    assert installed.read_bytes() == combined(PLUGIN_SOURCE)
     assert installed.stat().st_mode & 0o777 == 0o600
     assert dict(plan.env) == {CONFIG_VARIABLE: plugin_config(installed)}
     assert json.loads(plan.env[CONFIG_VARIABLE]) == {"plugin": [installed.as_uri()]}

@@ -23,6 +23,7 @@ from clanker.attention.capability import (
     Declined,
 )
 from clanker.attention.envelope import parse_envelope
+from clanker.attention.extension_source import combined
 from clanker.testing.attention import GridDouble, running_grid
 from clanker.testing.doubles import attachment_context
 from clanker_pi.attention import EXTENSION, EXTENSION_NAME, SUBCOMMANDS, PiAttention
@@ -59,7 +60,7 @@ def replay(fixture: str, root: Path, env: dict[str, str], *, version: str | None
         (home / "package.json").write_text(json.dumps({"name": package, "version": version}))
     shutil.copyfile(FIXTURES / "replay.mjs", home / "dist" / "replay.mjs")
     extension = home / EXTENSION_NAME
-    shutil.copyfile(EXTENSION, extension)
+    extension.write_bytes(combined(EXTENSION))  # the file prepare() stages
     assert NODE is not None
     done = subprocess.run(
         [NODE, str(home / "dist" / "replay.mjs"), str(extension), str(FIXTURES / fixture), CWD],
@@ -263,8 +264,10 @@ def test_the_real_grid_accepts_the_turn_and_status_follows(
         (home / "package.json").write_text(
             json.dumps({"name": "@mariozechner/pi-coding-agent", "version": version}))
         shutil.copyfile(FIXTURES / "replay.mjs", home / "dist" / "replay.mjs")
+        extension = short_dir / EXTENSION_NAME
+        extension.write_bytes(combined(EXTENSION))  # the file prepare() stages
         assert NODE is not None
-        subprocess.run([NODE, str(home / "dist" / "replay.mjs"), str(EXTENSION),
+        subprocess.run([NODE, str(home / "dist" / "replay.mjs"), str(extension),
                         str(trimmed), CWD],
                        env=env, capture_output=True, text=True, timeout=30, check=True)
         [entry] = [e for e in client.list_terminals() if e.terminal == registration.terminal]
@@ -308,7 +311,7 @@ def test_the_extension_comes_first_and_the_rest_keeps_its_order(
     assert isinstance(plan, AttachmentPlan) and plan.argv is not None
     target = ctx.private_dir / EXTENSION_NAME
     assert plan.argv == (argv[0], "--extension", str(target), *argv[1:])
-    assert target.read_bytes() == EXTENSION.read_bytes()
+    assert target.read_bytes() == combined(EXTENSION)
     assert (target.stat().st_mode & 0o777) == 0o600
     assert dict(plan.env) == {}
 

@@ -19,7 +19,6 @@ Checked against omp 18.2.3 (docs/harnesses/omp.md, "Attention"):
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
@@ -30,11 +29,13 @@ from clanker.attention.capability import (
     Declined,
     grid_route,
 )
+from clanker.attention.extension_source import combined
 
 __all__ = ["EXTENSION", "EXTENSION_FILE_NAME", "OmpAttention", "conflicting_flag"]
 
 EXTENSION: Final = Path(__file__).with_name("attention_extension.js")
-"""The extension source shipped in this package."""
+"""The extension source shipped in this package: omp's event mapping, with the marker line
+where the shared terminal transport goes (:func:`clanker.attention.extension_source.combined`)."""
 EXTENSION_FILE_NAME: Final = "clanker-attention.js"
 """Its name in the launch's private directory (omp names the extension after the file)."""
 
@@ -76,7 +77,7 @@ class OmpAttention:
             raise ValueError("attention: the launch environment lacks " + ", ".join(missing)
                              + " (or, on a host, its terminal transport)")
         target = context.private_dir / EXTENSION_FILE_NAME
-        shutil.copyfile(EXTENSION, target)
+        target.write_bytes(combined(EXTENSION))  # the one file omp loads
         target.chmod(0o600)
         # Right after `launch` (omp's flags are all root flags of it), so the
         # user's flags stay last, together and in their order.

@@ -6,10 +6,10 @@ Checked against opencode-ai 1.18.33 (docs/harnesses/opencode.md, "Attention"):
   user's global and project files (``plugin`` lists are concatenated, every
   other key of theirs is kept), so ``{"plugin": ["file://<plugin>"]}`` adds
   clanker's plugin without replacing anything of theirs.
-- The plugin (``attention_plugin.mjs``, copied into the launch's private
-  directory) runs inside OpenCode's server, receives its bus events, and
-  delivers lifecycle envelopes to the grid itself: there is no hook command and
-  no interpreter.
+- The plugin (``attention_plugin.mjs``, written with core's shared transport
+  into the launch's private directory) runs inside OpenCode's server, receives
+  its bus events, and delivers lifecycle envelopes to the grid itself: there is
+  no hook command and no interpreter.
 - What the user owns decides instead of clanker: their own
   ``OPENCODE_CONFIG_CONTENT`` (one variable cannot hold two documents),
   ``OPENCODE_CONFIG_DIR`` (a configuration directory of theirs), and ``--pure``
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
@@ -37,12 +36,15 @@ from clanker.attention.capability import (
     Declined,
     grid_route,
 )
+from clanker.attention.extension_source import combined
 
 __all__ = ["CONFIG_VARIABLE", "PLUGIN_FILE_NAME", "PLUGIN_SOURCE", "OpenCodeAttention",
            "plugin_config"]
 
 PLUGIN_SOURCE: Final = Path(__file__).with_name("attention_plugin.mjs")
-"""The plugin, shipped as package data. ``.mjs``: an ES module to Bun and Node alike."""
+"""The plugin, shipped as package data. ``.mjs``: an ES module to Bun and Node alike. It holds
+OpenCode's event mapping, with the marker line where the shared terminal transport goes
+(:func:`clanker.attention.extension_source.combined`)."""
 PLUGIN_FILE_NAME: Final = "clanker-attention.mjs"
 CONFIG_VARIABLE: Final = "OPENCODE_CONFIG_CONTENT"
 
@@ -78,10 +80,11 @@ class OpenCodeAttention:
             return Declined(reason=conflict)
         if not grid_route(context.env):
             raise ValueError("attention: the launch environment has no grid credentials")
+        plugin = combined(PLUGIN_SOURCE)  # the one file opencode loads
         target = context.private_dir / PLUGIN_FILE_NAME
         descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "wb") as file, PLUGIN_SOURCE.open("rb") as source:
-            shutil.copyfileobj(source, file)
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(plugin)
         return AttachmentPlan(env={CONFIG_VARIABLE: plugin_config(target)})
 
 

@@ -1,6 +1,7 @@
 // clanker attention for OpenCode: a launch-owned server plugin.
 //
-// clanker copies this file into the launch's private directory and loads it
+// clanker writes this file, with its shared transport in place of the marker line below, into
+// the launch's private directory and loads it
 // through OPENCODE_CONFIG_CONTENT ({"plugin": ["file://<this file>"]}). It turns
 // OpenCode's own bus events into clanker's lifecycle envelopes and delivers them
 // to the grid socket named in its environment, or, on an SSH host, as frames on
@@ -27,7 +28,6 @@ const MAX_QUEUED = 256; // envelopes waiting for delivery; past it delivery stop
 const MAX_BATCH = 16; // envelopes per deliver request (the grid's bound)
 const MAX_PENDING_EVENTS = 256; // native events waiting for handling; past it handling stops
 const MAX_KNOWN_SESSIONS = 256; // remembered session parentage
-const MAX_LINE = 65536;
 const LOOKUP_MS = 2000; // client.session.get, when an event did not say
 
 // -- validation ------------------------------------------------------------------------------
@@ -44,117 +44,15 @@ function directory(value) {
   return Buffer.byteLength(value, "utf8") <= 1024 ? value : null;
 }
 
-// -- on an SSH host: frames on the terminal --------------------------------------------------
-//
-// There the launch says CLANKER_ATTENTION_TRANSPORT=tty and CLANKER_ATTENTION_CREDENTIAL names
-// its credential file ({"v": 1, "terminal", "token"}: a regular file of this user, mode 0600, in
-// clanker's launch directory on the host; the token is never in a command line). Each deliver
-// request is written to this process's own terminal as one OSC frame, the frame clanker's hook
-// bridge writes (ESC ] 7717 ; clanker-attention ; <base64 of the JSON request> BEL, at most
-// 32 KiB); the launcher on the person's machine takes it out of the terminal stream before
-// anything is shown and hands it to the grid. Nothing comes back: a frame written whole counts
-// as delivered. A terminal that cannot be found, or that takes longer than TIMEOUT_MS to accept
-// a frame, stops delivery for good (at most one write is ever outstanding).
+// @clanker-attention-transport (clanker/attention/extension_transport.js)
 
-const FRAME_START = "\x1b]7717;clanker-attention;";
-const FRAME_END = "\x07";
-const MAX_FRAME_BYTES = 32768;
-const MAX_CREDENTIAL_BYTES = 4096;
-
-/** The launch's terminal and token from its credential file, or null. */
-function hostCredential(file) {
-  if (typeof file !== "string" || !file.startsWith("/")) return null;
-  let fd = null;
-  try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-    const info = fs.fstatSync(fd);
-    if (!info.isFile() || info.uid !== process.getuid() || (info.mode & 0o077) !== 0) return null;
-    if (info.size > MAX_CREDENTIAL_BYTES) return null;
-    const value = JSON.parse(fs.readFileSync(fd, "utf8"));
-    const valid = (text) => typeof text === "string" && /^[\x21-\x7e]{1,256}$/.test(text);
-    if (value && value.v === 1 && valid(value.terminal) && valid(value.token)) {
-      return { terminal: value.terminal, token: value.token };
-    }
-  } catch {
-    // unreadable or malformed: no delivery at all
-  } finally {
-    if (fd !== null) {
-      try {
-        fs.closeSync(fd);
-      } catch {}
-    }
-  }
-  return null;
-}
-
-/** This process's terminal, open for writing: its controlling terminal, else the first of its
- * standard descriptors that is a pseudo-terminal of this user; null when there is none. */
-function openTerminal() {
-  const flags = fs.constants.O_WRONLY | fs.constants.O_NOCTTY;
-  try {
-    return fs.openSync("/dev/tty", flags);
-  } catch {}
-  for (const number of [1, 2, 0]) {
-    let fd = null;
-    try {
-      const target = fs.readlinkSync(`/proc/self/fd/${number}`);
-      if (!target.startsWith("/dev/pts/")) continue;
-      fd = fs.openSync(target, flags | fs.constants.O_NOFOLLOW);
-      if (tty.isatty(fd) && fs.fstatSync(fd).uid === process.getuid()) return fd;
-    } catch {}
-    if (fd !== null) {
-      try {
-        fs.closeSync(fd);
-      } catch {}
-    }
-  }
-  return null;
-}
-
-let terminalFd; // undefined until the first frame; null: there is no terminal
-
-/** Write one request as a frame; resolves true when all of it was written in time. */
-function writeFrame(request) {
-  const data = Buffer.from(
-    FRAME_START + Buffer.from(JSON.stringify(request), "utf8").toString("base64") + FRAME_END,
-    "ascii",
-  );
-  if (data.length > MAX_FRAME_BYTES) return Promise.resolve(false);
-  if (terminalFd === undefined) terminalFd = openTerminal();
-  if (terminalFd === null) return Promise.resolve(false);
-  const fd = terminalFd;
-  return new Promise((resolve) => {
-    let settled = false;
-    const finish = (ok) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(ok);
-    };
-    const timer = setTimeout(() => finish(false), TIMEOUT_MS);
-    const rest = (offset) => {
-      fs.write(fd, data, offset, data.length - offset, null, (error, written) => {
-        if (error || settled) return finish(false);
-        if (offset + written < data.length) rest(offset + written);
-        else finish(true);
-      });
-    };
-    rest(0);
-  });
-}
-
-const ON_HOST = process.env.CLANKER_ATTENTION_TRANSPORT === "tty";
-const HOST = ON_HOST ? hostCredential(process.env.CLANKER_ATTENTION_CREDENTIAL) : null;
-const SOCKET = ON_HOST ? null : process.env.CLANKER_ATTENTION_SOCKET;
-const TERMINAL = ON_HOST ? HOST?.terminal : process.env.CLANKER_ATTENTION_TERMINAL;
-const TOKEN = ON_HOST ? HOST?.token : process.env.CLANKER_ATTENTION_TOKEN;
-const ACTIVE = ON_HOST ? HOST !== null : Boolean(SOCKET && TERMINAL && TOKEN);
+const ROUTE = route(); // null: not a clanker launch
 
 // -- delivery --------------------------------------------------------------------------------
 
 const outbox = [];
 let sending = false;
-let stopped = !ACTIVE; // a full queue or a refused credential stops delivery for good
+let stopped = ROUTE === null; // a full queue or a refused credential stops delivery for good
 
 function deliver(envelope) {
   if (stopped) return;
@@ -174,9 +72,10 @@ function pump() {
   }
   sending = true;
   const batch = outbox.splice(0, MAX_BATCH);
-  send(batch).then(
-    (reply) => {
-      if (reply && reply.ok === false && reply.error === "unauthorized") {
+  deliverRequest(ROUTE, batch).then(
+    (stop) => {
+      if (stop) {
+        // a refused credential, or a terminal that does not read: stop rather than wait
         outbox.length = 0;
         stopped = true;
       }
@@ -184,57 +83,6 @@ function pump() {
     },
     () => pump(),
   );
-}
-
-function send(envelopes) {
-  const request = { v: 1, op: "deliver", terminal: TERMINAL, token: TOKEN, envelopes };
-  if (ON_HOST) {
-    return writeFrame(request).then((written) => {
-      if (!written) {
-        outbox.length = 0;
-        stopped = true; // no terminal, or one that does not read: stop rather than wait
-      }
-      return null;
-    });
-  }
-  const line = JSON.stringify(request) + "\n";
-  return new Promise((resolve) => {
-    let settled = false;
-    let buffer = "";
-    let socket;
-    const finish = (value) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      try {
-        socket.destroy();
-      } catch {}
-      resolve(value);
-    };
-    const timer = setTimeout(() => finish(null), TIMEOUT_MS);
-    try {
-      socket = net.createConnection({ path: SOCKET });
-      socket.setEncoding("utf8");
-      socket.on("connect", () => socket.write(line));
-      socket.on("data", (chunk) => {
-        buffer += chunk;
-        const end = buffer.indexOf("\n");
-        if (end >= 0) {
-          let reply = null;
-          try {
-            reply = JSON.parse(buffer.slice(0, end));
-          } catch {}
-          finish(reply);
-        } else if (buffer.length > MAX_LINE) {
-          finish(null);
-        }
-      });
-      socket.on("error", () => finish(null));
-      socket.on("close", () => finish(null));
-    } catch {
-      finish(null);
-    }
-  });
 }
 
 // -- what is known about sessions --------------------------------------------------------------
@@ -374,7 +222,7 @@ let waiting = 0;
 let overflowed = false;
 
 export const ClankerAttention = async (input) => {
-  if (!ACTIVE) return {};
+  if (ROUTE === null) return {};
   const client = input && input.client;
   const fallbackDirectory = directory(input && input.directory);
   return {

@@ -25,7 +25,6 @@ extension writes its deliveries to its terminal as OSC frames.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Final
 
@@ -35,11 +34,13 @@ from clanker.attention.capability import (
     Declined,
     grid_route,
 )
+from clanker.attention.extension_source import combined
 
 __all__ = ["EXTENSION", "EXTENSION_NAME", "SUBCOMMANDS", "PiAttention"]
 
 EXTENSION: Final = Path(__file__).with_name("attention_extension.mjs")
-"""The extension source shipped in this package."""
+"""The extension source shipped in this package: Pi's event mapping, with the marker line
+where the shared terminal transport goes (:func:`clanker.attention.extension_source.combined`)."""
 EXTENSION_NAME: Final = "clanker-attention.mjs"
 """Its name inside the launch's private directory."""
 
@@ -72,7 +73,7 @@ class PiAttention:
         if not grid_route(context.env):
             raise ValueError("attention: the launch environment has no grid connection")
         target = context.private_dir / EXTENSION_NAME
-        shutil.copyfile(EXTENSION, target)
+        target.write_bytes(combined(EXTENSION))  # the one file pi loads
         target.chmod(0o600)
         # First, so a subcommand word never follows an option of ours, and the
         # model, session and user flags that come after keep their order.

@@ -26,133 +26,11 @@ const MAX_BATCH = 16;
 const TIMEOUT_MS = 1000;
 const MAX_ID = 256;
 const MAX_CWD_BYTES = 1024;
-const MAX_REPLY_BYTES = 65536;
 const SETTLED_SINCE = [0, 80, 4];
 const PACKAGES = ["@mariozechner/pi-coding-agent", "@earendil-works/pi-coding-agent"];
 const MAX_PACKAGE_BYTES = 65536;
-const VARIABLES = [
-  "CLANKER_ATTENTION_SOCKET",
-  "CLANKER_ATTENTION_TERMINAL",
-  "CLANKER_ATTENTION_TOKEN",
-];
 
-// -- on an SSH host: frames on the terminal --------------------------------------------------
-//
-// There the launch says CLANKER_ATTENTION_TRANSPORT=tty and CLANKER_ATTENTION_CREDENTIAL names
-// its credential file ({"v": 1, "terminal", "token"}: a regular file of this user, mode 0600, in
-// clanker's launch directory on the host; the token is never in a command line). Each deliver
-// request is written to this process's own terminal as one OSC frame, the frame clanker's hook
-// bridge writes (ESC ] 7717 ; clanker-attention ; <base64 of the JSON request> BEL, at most
-// 32 KiB); the launcher on the person's machine takes it out of the terminal stream before
-// anything is shown and hands it to the grid. Nothing comes back: a frame written whole counts
-// as delivered. A terminal that cannot be found, or that takes longer than TIMEOUT_MS to accept
-// a frame, stops delivery for good (at most one write is ever outstanding).
-
-const FRAME_START = "\x1b]7717;clanker-attention;";
-const FRAME_END = "\x07";
-const MAX_FRAME_BYTES = 32768;
-const MAX_CREDENTIAL_BYTES = 4096;
-
-/** The launch's terminal and token from its credential file, or null. */
-function hostCredential(file) {
-  if (typeof file !== "string" || !file.startsWith("/")) return null;
-  let fd = null;
-  try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-    const info = fs.fstatSync(fd);
-    if (!info.isFile() || info.uid !== process.getuid() || (info.mode & 0o077) !== 0) return null;
-    if (info.size > MAX_CREDENTIAL_BYTES) return null;
-    const value = JSON.parse(fs.readFileSync(fd, "utf8"));
-    const valid = (text) => typeof text === "string" && /^[\x21-\x7e]{1,256}$/.test(text);
-    if (value && value.v === 1 && valid(value.terminal) && valid(value.token)) {
-      return { terminal: value.terminal, token: value.token };
-    }
-  } catch {
-    // unreadable or malformed: no delivery at all
-  } finally {
-    if (fd !== null) {
-      try {
-        fs.closeSync(fd);
-      } catch {}
-    }
-  }
-  return null;
-}
-
-/** This process's terminal, open for writing: its controlling terminal, else the first of its
- * standard descriptors that is a pseudo-terminal of this user; null when there is none. */
-function openTerminal() {
-  const flags = fs.constants.O_WRONLY | fs.constants.O_NOCTTY;
-  try {
-    return fs.openSync("/dev/tty", flags);
-  } catch {}
-  for (const number of [1, 2, 0]) {
-    let fd = null;
-    try {
-      const target = fs.readlinkSync(`/proc/self/fd/${number}`);
-      if (!target.startsWith("/dev/pts/")) continue;
-      fd = fs.openSync(target, flags | fs.constants.O_NOFOLLOW);
-      if (tty.isatty(fd) && fs.fstatSync(fd).uid === process.getuid()) return fd;
-    } catch {}
-    if (fd !== null) {
-      try {
-        fs.closeSync(fd);
-      } catch {}
-    }
-  }
-  return null;
-}
-
-let terminalFd; // undefined until the first frame; null: there is no terminal
-
-/** Write one request as a frame; resolves true when all of it was written in time. */
-function writeFrame(request) {
-  const data = Buffer.from(
-    FRAME_START + Buffer.from(JSON.stringify(request), "utf8").toString("base64") + FRAME_END,
-    "ascii",
-  );
-  if (data.length > MAX_FRAME_BYTES) return Promise.resolve(false);
-  if (terminalFd === undefined) terminalFd = openTerminal();
-  if (terminalFd === null) return Promise.resolve(false);
-  const fd = terminalFd;
-  return new Promise((resolve) => {
-    let settled = false;
-    const finish = (ok) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(ok);
-    };
-    const timer = setTimeout(() => finish(false), TIMEOUT_MS);
-    const rest = (offset) => {
-      fs.write(fd, data, offset, data.length - offset, null, (error, written) => {
-        if (error || settled) return finish(false);
-        if (offset + written < data.length) rest(offset + written);
-        else finish(true);
-      });
-    };
-    rest(0);
-  });
-}
-
-/** Where deliveries go: the grid's socket, or (on an SSH host) the terminal; null: nowhere. */
-function route() {
-  if (process.env.CLANKER_ATTENTION_TRANSPORT === "tty") {
-    const host = hostCredential(process.env.CLANKER_ATTENTION_CREDENTIAL);
-    return host && { socket: null, terminal: host.terminal, token: host.token };
-  }
-  const config = {};
-  for (const name of VARIABLES) {
-    const value = process.env[name];
-    if (typeof value !== "string" || value === "") return null;
-    config[name] = value;
-  }
-  return {
-    socket: config.CLANKER_ATTENTION_SOCKET,
-    terminal: config.CLANKER_ATTENTION_TERMINAL,
-    token: config.CLANKER_ATTENTION_TOKEN,
-  };
-}
+// @clanker-attention-transport (clanker/attention/extension_transport.js)
 
 /** Process-wide state: it survives Pi replacing the extension runtime (reload, /new, /resume). */
 function shared() {
@@ -247,49 +125,8 @@ function atLeast(version, floor) {
 }
 
 function send(state, envelopes) {
-  if (state.socket === null) {
-    const request = { v: 1, op: "deliver", terminal: state.terminal, token: state.token, envelopes };
-    return writeFrame(request).then((written) => {
-      if (!written) state.stopped = true; // no terminal, or one that does not read
-    });
-  }
-  return new Promise((resolve) => {
-    const line = JSON.stringify({
-      v: 1,
-      op: "deliver",
-      terminal: state.terminal,
-      token: state.token,
-      envelopes,
-    }) + "\n";
-    let reply = "";
-    let finished = false;
-    const socket = net.createConnection(state.socket);
-    const finish = () => {
-      if (finished) return;
-      finished = true;
-      clearTimeout(timer);
-      socket.destroy();
-      const end = reply.indexOf("\n");
-      if (end >= 0) {
-        try {
-          const answer = JSON.parse(reply.slice(0, end));
-          // A revoked credential stays revoked: stop talking to the grid.
-          if (answer && answer.ok === false && answer.error === "unauthorized") state.stopped = true;
-        } catch {
-          // an unreadable reply is a failed delivery, nothing more
-        }
-      }
-      resolve();
-    };
-    const timer = setTimeout(finish, TIMEOUT_MS);
-    socket.setEncoding("utf8");
-    socket.on("connect", () => socket.write(line));
-    socket.on("data", (chunk) => {
-      reply += chunk;
-      if (reply.includes("\n") || reply.length > MAX_REPLY_BYTES) finish();
-    });
-    socket.on("error", finish);
-    socket.on("close", finish);
+  return deliverRequest(state, envelopes).then((stop) => {
+    if (stop) state.stopped = true; // a terminal that does not read, or a revoked credential
   });
 }
 
