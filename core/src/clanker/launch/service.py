@@ -36,14 +36,13 @@ from clanker.launch.attachments import (
 )
 from clanker.launch.blocking import blocking as _blocking
 from clanker.launch.planning import plan_launch
-from clanker.launch.readopt import ReadoptionHandle
 from clanker.launch.request import LaunchOperation, LaunchRequest
 from clanker.paths import ClankerPaths
 from clanker.registry import HarnessProvider
 
 if TYPE_CHECKING:
     from clanker.accounts.service import AccountService
-    from clanker.launch.readopt import Readoption
+    from clanker.launch.readopt import Readoption, ReadoptionHandle
     from clanker.launch.relayed import RelayedLaunch
 
 __all__ = ["LaunchOptions", "LaunchService", "PreparedLaunch"]
@@ -209,6 +208,8 @@ class LaunchService:
             raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, plan.argv[0],
                                          harness=provider.id)
         base = LaunchState(argv=plan.argv, env=env)
+        from clanker.launch.readopt import ReadoptionHandle  # a launch's, not a plan's
+
         readoption = ReadoptionHandle()
         steps = self._steps(provider, request, options, account, readoption)
         attachments = (prepare_attachments(base, steps) if report is None

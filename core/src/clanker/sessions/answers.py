@@ -188,7 +188,9 @@ class AnswerCache:
             return
         from clanker.sessions import answers_disk as disk
 
-        document = disk.document(self._harness, _VERSION, entries)
+        document = disk.document(self._harness, _VERSION, (
+            (key, tuple(disk.File(s.path, s.identity) for s in states), answer.sessions,
+             answer.skipped) for key, states, answer in entries))
         with contextlib.suppress(OSError, ValueError):
             write_json_atomic(self._path, disk.converter().unstructure(document),
                               fsync=False)  # a kept answer is re-derived when lost
@@ -222,6 +224,7 @@ class AnswerCache:
                 return []
             # HarnessSession's validators run here: one bad row discards the file.
             sessions = tuple(disk.session(self._harness, s) for s in entry.sessions)
-            entries.append((_checked_key(entry.key), entry.files,
+            states = tuple(FileState(f.path, f.identity) for f in entry.files)
+            entries.append((_checked_key(entry.key), states,
                             Answer(sessions=sessions, skipped=entry.skipped)))
         return entries

@@ -16,13 +16,13 @@ from attrs import frozen
 
 from clanker.converters import make_boundary_converter
 from clanker.ids import HarnessId
-from clanker.sessions.answers import Answer, FileState
 from clanker.sessions.types import HarnessSession
 
 if TYPE_CHECKING:
     from cattrs.preconf.json import JsonConverter
 
-__all__ = ["Document", "Entry", "Session", "converter", "document", "record", "session"]
+__all__ = ["Document", "Entry", "File", "Session", "converter", "document", "record",
+           "session"]
 
 
 @functools.cache
@@ -45,10 +45,18 @@ class Session:
     hidden: bool
 
 
+@frozen
+class File:
+    """A :class:`~clanker.sessions.answers.FileState` as the file holds it."""
+
+    path: str
+    identity: tuple[int, int, int, int, int] | None
+
+
 @frozen(kw_only=True)
 class Entry:
     key: dict[str, str]
-    files: tuple[FileState, ...]
+    files: tuple[File, ...]
     sessions: tuple[Session, ...]
     skipped: int
 
@@ -77,10 +85,11 @@ def session(harness: HarnessId, record: Session) -> HarnessSession:
 
 
 def document(harness: HarnessId, version: int,
-             entries: Iterable[tuple[dict[str, str], tuple[FileState, ...], Answer]]
-             ) -> Document:
+             entries: Iterable[tuple[dict[str, str], tuple[File, ...],
+                                     tuple[HarnessSession, ...], int]]) -> Document:
+    """The file's document of ``entries``: each a key, its files, its sessions and
+    its skips."""
     return Document(version=version, harness=harness, entries=tuple(
-        Entry(key=key, files=states, sessions=tuple(map(record, answer.sessions)),
-              skipped=answer.skipped)
-        for key, states, answer in entries
+        Entry(key=key, files=files, sessions=tuple(map(record, sessions)), skipped=skipped)
+        for key, files, sessions, skipped in entries
     ))
