@@ -189,12 +189,17 @@ def test_a_second_launch_refreshes_the_plugin_and_keeps_unknown_files(
     current = (plugin / "hooks.json").read_bytes()
     (plugin / "notes.txt").write_text("the user's")
     (plugin / "hooks.json").write_text("{}")  # stale
+    untouched = {name: (plugin / name).stat() for name in (MARKER_FILE, "guard.sh",
+                                                            "plugin.json")}
     observed: list[list[str]] = []
     status, out = _drive(sshd.config_file, ["launch", "--host", "box", "agy"],
                          lambda _: observed.append(_agents()))
     assert status == 0, out
     assert observed == [["working"]], out
     assert (plugin / "hooks.json").read_bytes() == current
+    for name, before in untouched.items():  # current files are not rewritten
+        after = (plugin / name).stat()
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), name
     assert (plugin / "notes.txt").read_text() == "the user's"
     assert sorted(p.name for p in plugin.iterdir()) == sorted(
         [MARKER_FILE, "guard.sh", "hooks.json", "plugin.json", "notes.txt"])
