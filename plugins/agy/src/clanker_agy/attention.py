@@ -35,7 +35,7 @@ import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path, PurePath, PurePosixPath
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from clanker.attention.capability import (
     TRANSPORT_VARIABLE,
@@ -43,8 +43,10 @@ from clanker.attention.capability import (
     AttachmentPlan,
     Declined,
 )
-from clanker.environment.remote_resources import HostPlugin
 from clanker.stores import home_directory
+
+if TYPE_CHECKING:
+    from clanker.environment.remote_resources import HostPlugin
 
 __all__ = [
     "GUARD",
@@ -304,6 +306,8 @@ class AgyAttention:
     def host_plugin(self, home: str) -> HostPlugin:
         """The plugin as it belongs in an SSH host's ``home`` (its hooks naming the
         guard there), for the attachment to install or refresh on the host."""
+        from clanker.environment.remote_resources import HostPlugin  # only SSH launches
+
         files = plugin_files(PurePosixPath(home) / PLUGIN_PATH)
         return HostPlugin(path=PLUGIN_PATH, marker=MARKER_FILE, files=tuple(
             (name, data, _MODES.get(name, _FILE_MODE)) for name, data in files.items()))
