@@ -324,6 +324,11 @@ class RemoteAttentionAttachment:
     instead :data:`TRANSPORT_VARIABLE` ``=tty`` and :data:`CREDENTIAL_VARIABLE`
     naming the launch's credential file there, and its extension writes the same
     frames to its own terminal.
+
+    A provider whose harness reads hooks only from a persistent plugin directory
+    (:data:`HOST_PLUGIN`: Antigravity) has that plugin installed or refreshed on the
+    host in the same execution; when its place there is the user's, nothing is
+    written and the launch goes on without attention, as for any ``Declined``.
     """
 
     name = "attention"
