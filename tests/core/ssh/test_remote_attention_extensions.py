@@ -302,7 +302,7 @@ def test_an_extension_on_a_host_reports_through_its_terminal(
     assert [a for a in Clanker().agents() if a.harness == harness] == []
 
 
-@pytest.mark.parametrize("harness", ["hermes", "agy"])
+@pytest.mark.parametrize("harness", ["hermes"])
 def test_hermes_and_antigravity_on_a_host_run_without_attention_with_one_notice(
     sshd: Sshd, remote_bin: Path, harness: str
 ) -> None:

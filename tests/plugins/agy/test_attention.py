@@ -35,6 +35,7 @@ from clanker.attention.capability import (
     AttachmentPlan,
     Declined,
 )
+from clanker.environment.remote_resources import HostPlugin
 from clanker.launch.attention import write_hook_command
 from clanker.testing.attending import run_interpreter
 from clanker.testing.attention import (
@@ -783,3 +784,79 @@ def test_a_launch_reports_a_turn_with_a_question(tmp_path: Path) -> None:
     done = subprocess.run(command, shell=True, input=PAYLOAD, env={"PATH": "/usr/bin:/bin"},
                           capture_output=True, timeout=30, check=False)
     assert (done.returncode, done.stdout) == (0, b"{}\n")
+
+
+# -- on an SSH host -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def host_launch(tmp_path: Path) -> dict[str, Any]:
+    """A launch directory as the host step makes it: ``hook`` (recording what it gets)
+    and ``attention_interpreter.py`` beside a ``state`` directory, under clanker's
+    directory in a home; the variables agy gets there (no credential among them)."""
+    launch = tmp_path / ".local" / "state" / "clanker" / "attention" / "0123abcd"
+    (launch / "state").mkdir(parents=True)
+    record = tmp_path / "forwarded"
+    hook = launch / "hook"
+    hook.write_text(f"#!/bin/sh\ncat > '{record}'\necho bridge-output\n")
+    hook.chmod(0o700)
+    (launch / "attention_interpreter.py").write_bytes(INTERPRETER.read_bytes())
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+           "CLANKER_ATTENTION_COMMAND": str(hook),
+           "CLANKER_ATTENTION_INTERPRETER": str(launch / "attention_interpreter.py")}
+    return {"launch": launch, "env": env, "record": record}
+
+
+def test_on_a_host_the_guard_forwards_to_the_launch_directory_s_hook(
+        host_launch: dict[str, Any]) -> None:
+    done = guard("Stop", host_launch["env"], PAYLOAD)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"{}\n", b"")
+    assert json.loads(host_launch["record"].read_bytes()) == {
+        "agyHookEvent": "Stop", "payload": native("stop.idle")}
+
+
+@pytest.mark.parametrize("breakage", ["launch-gone", "state-gone", "elsewhere",
+                                      "interpreter-elsewhere"])
+def test_on_a_host_the_guard_is_inert_once_the_launch_is_gone(
+        host_launch: dict[str, Any], breakage: str, tmp_path: Path) -> None:
+    env = dict(host_launch["env"])
+    launch: Path = host_launch["launch"]
+    if breakage == "launch-gone":
+        shutil.rmtree(launch)
+    elif breakage == "state-gone":
+        (launch / "state").rmdir()
+    elif breakage == "elsewhere":  # the same shape outside clanker's directory on the host
+        other = tmp_path / "other"
+        shutil.copytree(launch, other)
+        env["CLANKER_ATTENTION_COMMAND"] = str(other / "hook")
+        env["CLANKER_ATTENTION_INTERPRETER"] = str(other / "attention_interpreter.py")
+    else:
+        env["CLANKER_ATTENTION_INTERPRETER"] = str(tmp_path / "attention_interpreter.py")
+    done = guard("Stop", env, PAYLOAD)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"{}\n", b"")
+    assert not host_launch["record"].exists()
+
+
+def test_on_a_host_prepare_writes_nothing_here(tmp_path: Path) -> None:
+    home, private = tmp_path / "home", tmp_path / "private"
+    home.mkdir()
+    private.mkdir(mode=0o700)
+    plan = AgyAttention().prepare(context(home, private, CLANKER_ATTENTION_TRANSPORT="tty"))
+    assert isinstance(plan, AttachmentPlan) and dict(plan.env) == {}
+    assert list(home.iterdir()) == [] and list(private.iterdir()) == []
+
+
+def test_the_host_plugin_is_the_local_plugin_for_the_host_s_home() -> None:
+    plugin = AgyAttention().host_plugin("/home/box user")
+    assert plugin.path == ".gemini/config/plugins/" + PLUGIN_NAME
+    assert plugin.marker == MARKER_FILE and plugin.files[0][0] == MARKER_FILE
+    files = {name: (data, mode) for name, data, mode in plugin.files}
+    assert files == {name: (data, 0o755 if name == "guard.sh" else 0o644) for name, data
+                     in plugin_files(Path("/home/box user") / plugin.path).items()}
+    assert [name for name, _, _ in plugin.files][-1] == "hooks.json"
+
+
+@pytest.mark.parametrize("path", ["../x", "/abs", "a//b", ".", "a/../b", ""])
+def test_a_host_plugin_stays_below_the_home(path: str) -> None:
+    with pytest.raises(ValueError, match="path"):
+        HostPlugin(path=path, marker=".m", files=((".m", b"m", 0o644),))

@@ -28,6 +28,17 @@ was refused) the launch directory and its manifest stay, so a later cleanup
 can finish once they are gone. Both programs take an ``flock`` on
 ``attention/lock`` so installs and cleanups on one host do not interleave.
 
+A provider whose harness finds hooks only in a plugin directory of its own
+(Antigravity) also hands a :class:`HostPlugin`: installed or refreshed in the
+same execution, under the same lock, before the launch directory. It is
+persistent and clanker's alone: a fresh one is staged beside its place and
+renamed into it; an existing one is refreshed only when it is a real directory
+of the remote user holding clanker's exact ownership marker, and none of its
+files is a link or another type; each changed file is replaced atomically and
+files clanker does not know are kept. Anything else there is the user's: the
+install then writes nothing at all and says so (:class:`UnownedPlugin`), and
+the launch goes on without attention.
+
 A launcher killed before it could clean up leaves its directory behind (its
 credential is revoked by then: the grid retires the terminal of a dead
 launcher). The manifest names the machine that launched (``owner``), and the
@@ -50,7 +61,8 @@ from attrs import field, frozen
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandExecutor, CommandRequest
 
-__all__ = ["HOST_PYTHON", "HOST_ROOT", "Cleanup", "RemoteResources", "Resource"]
+__all__ = ["HOST_PYTHON", "HOST_ROOT", "Cleanup", "HostPlugin", "RemoteResources", "Resource",
+           "UnownedPlugin"]
 
 HOST_ROOT: Final = ".local/state/clanker/attention"
 """Where launch directories live on a host, below the remote user's home."""
@@ -60,6 +72,8 @@ MANIFEST: Final = "manifest.json"
 STATE_DIR: Final = "state"
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_MARKER: Final = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""A plugin's ownership marker may be a dot file."""
 _RESERVED: Final = frozenset({MANIFEST, STATE_DIR})
 _MAX_OUTPUT: Final = 64 * 1024
 _TIMEOUT: Final = 20.0
@@ -79,6 +93,50 @@ class Resource:
     name: str = field(validator=_name)
     data: bytes = field(repr=False)
     executable: bool = False
+
+
+def _plugin_path(_: object, __: object, value: str) -> None:
+    parts = value.split("/")
+    if not all(_NAME.fullmatch(part) or _MARKER.fullmatch(part) for part in parts):
+        raise ValueError(f"path: {value!r} is not a plain path below the home directory")
+
+
+def _plugin_files(_: object, __: object, value: tuple[tuple[str, bytes, int], ...]) -> None:
+    names = [name for name, _, _ in value]
+    if not value or len(set(names)) != len(names) or any(
+            not _NAME.fullmatch(name) and not _MARKER.fullmatch(name) for name in names):
+        raise ValueError("files: plain, distinct file names are required")
+    if any(mode & ~0o755 for _, _, mode in value):
+        raise ValueError("files: a mode beyond 0755")
+
+
+@frozen(kw_only=True)
+class HostPlugin:
+    """A persistent plugin of clanker's on the host, installed or refreshed with a
+    launch's resources (see the module notes).
+
+    It outlives the launch (every later run of the harness on the host loads it),
+    so it must be inert without a launch's credentials; clanker never removes it.
+    """
+
+    path: str = field(validator=_plugin_path)
+    """Its directory, relative to the remote user's home."""
+    marker: str
+    """The name of the ownership marker among ``files``: a directory whose marker is
+    not exactly clanker's is the user's, never touched."""
+    files: tuple[tuple[str, bytes, int], ...] = field(validator=_plugin_files, repr=False)
+    """``(name, data, mode)`` in the order a fresh install writes them: the marker
+    first, what the harness reads last."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.marker not in {name for name, _, _ in self.files}:
+            raise ValueError("marker: not one of the plugin's files")
+
+
+class UnownedPlugin(HarnessCapabilityError):
+    """The host holds something else where the persistent plugin belongs (the user's
+    own directory, a link, or a file clanker did not write in place of one of its
+    own): nothing was written, attention is unavailable for the launch."""
 
 
 @frozen(kw_only=True)
@@ -265,8 +323,105 @@ def sweep(current):
     return swept
 
 
+def same(path, data, mode):
+    # a regular file of ours (not a link) holding ``data`` with ``mode``
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | FLAGS)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not (stat.S_ISREG(info.st_mode) and info.st_uid == UID
+                and stat.S_IMODE(info.st_mode) == mode and info.st_size == len(data)):
+            return False
+        return os.read(fd, len(data) + 1) == data
+    finally:
+        os.close(fd)
+
+
+def write_new(path, data, mode):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | FLAGS, mode)
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def plugin():
+    # The persistent plugin: installed whole (staged beside it, renamed into place) or
+    # refreshed file by file (each replaced atomically, in order); unknown files kept.
+    # 'unowned' when its directory, marker or a file of it is not clanker's.
+    spec = REQ.get("plugin")
+    if spec is None:
+        return None
+    directory = os.path.join(HOME, spec["path"])
+    files = [(f["name"], base64.b64decode(f["data"]), f["mode"]) for f in spec["files"]]
+    marker = [(data, mode) for name, data, mode in files if name == spec["marker"]][0]
+    parent = os.path.dirname(directory)
+    os.makedirs(parent, 0o755, exist_ok=True)
+    if not os.path.exists(directory) and not os.path.islink(directory):
+        import tempfile
+        staging = tempfile.mkdtemp(prefix="." + os.path.basename(directory) + ".",
+                                   suffix=".tmp", dir=parent)
+        try:
+            os.chmod(staging, 0o755)
+            for name, data, mode in files:
+                write_new(os.path.join(staging, name), data, mode)
+            os.rename(staging, directory)  # fails on a directory that appeared meanwhile
+            return "installed"
+        except OSError:
+            for name, _, _ in files:
+                try:
+                    os.unlink(os.path.join(staging, name))
+                except OSError:
+                    pass
+            try:
+                os.rmdir(staging)
+            except OSError:
+                pass
+    info = os.lstat(directory)
+    if not (stat.S_ISDIR(info.st_mode) and info.st_uid == UID):
+        return "unowned"
+    if not same(os.path.join(directory, spec["marker"]), *marker):
+        return "unowned"  # the user's own directory of that name (or a link to one)
+    for name, _, _ in files:
+        try:
+            if not stat.S_ISREG(os.lstat(os.path.join(directory, name)).st_mode):
+                return "unowned"  # a link or another type in place of clanker's file
+        except FileNotFoundError:
+            pass
+    state = "current"
+    for name, data, mode in files:
+        path = os.path.join(directory, name)
+        if same(path, data, mode):
+            continue
+        temporary = os.path.join(directory, "." + name + "." + os.urandom(6).hex() + ".tmp")
+        try:
+            write_new(temporary, data, mode)
+            os.replace(temporary, path)
+        except OSError:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+            raise
+        state = "refreshed"
+    return state
+
+
 def install():
     lock()
+    try:
+        installed = plugin()
+    except OSError as error:
+        fail("the host's plugin could not be written: " + (error.strerror or "error"))
+    if installed == "unowned":
+        sys.stdout.write(json.dumps({"ok": True, "plugin": "unowned"}))
+        return
     directory = launch_directory()
     swept = sweep(REQ["id"])
     try:
@@ -313,7 +468,7 @@ def install():
             pass
         fail("the launch directory could not be written: " + (error.strerror or "error"))
     sys.stdout.write(json.dumps({"ok": True, "directory": directory, "python": sys.executable,
-                                 "swept": swept}))
+                                 "swept": swept, "plugin": installed}))
 
 
 install()
@@ -351,7 +506,8 @@ class RemoteResources:
         return launch, f"{self._home}/{HOST_ROOT}/{launch}"
 
     async def install(self, launch: str, resources: Iterable[Resource], *, owner: str,
-                      keep: Iterable[str] = (), state_files: Iterable[str] = ()) -> str:
+                      keep: Iterable[str] = (), state_files: Iterable[str] = (),
+                      plugin: HostPlugin | None = None) -> str:
         """Write ``resources`` into launch ``launch``'s new directory (one execution);
         return the host's ``python3`` that ran the installer.
 
@@ -361,6 +517,10 @@ class RemoteResources:
         not among ``keep`` (the ids of its launches still running): those of
         launchers killed before they could clean up.
 
+        ``plugin``, when given, is installed or refreshed first, under the same lock;
+        when the host holds something else in its place, nothing at all is written and
+        :class:`UnownedPlugin` is raised.
+
         Raises ``not-configured`` without ``python3`` on the host, ``command-failed``
         when the directory could not be made safely (its message says why), and the
         transport's errors.
@@ -369,9 +529,19 @@ class RemoteResources:
                   "executable": r.executable} for r in resources]
         if len({f["name"] for f in files}) != len(files):
             raise ValueError("resources: two files of one name")
-        answer = await self._run(_INSTALL, {
+        request: dict[str, object] = {
             "id": launch, "files": files, "owner": owner, "keep": sorted(set(keep)),
-            "state_files": list(state_files)})
+            "state_files": list(state_files)}
+        if plugin is not None:
+            request["plugin"] = {"path": plugin.path, "marker": plugin.marker, "files": [
+                {"name": name, "data": base64.b64encode(data).decode("ascii"), "mode": mode}
+                for name, data, mode in plugin.files]}
+        answer = await self._run(_INSTALL, request)
+        if answer.get("plugin") == "unowned":
+            assert plugin is not None
+            raise UnownedPlugin(ErrorKind.NOT_CONFIGURED, (
+                f"~/{plugin.path} on the host is not clanker's; it is left as it is, so "
+                "this agent's state is not shown"))
         python = answer.get("python")
         if not isinstance(python, str) or not python.startswith("/"):
             raise HarnessCapabilityError(ErrorKind.PARSE_FAILURE,

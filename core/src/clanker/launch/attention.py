@@ -20,7 +20,7 @@ import os
 import shlex
 import stat
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -45,7 +45,7 @@ from clanker.launch.scratch import (
 from clanker.paths import ClankerPaths, clanker_paths
 
 if TYPE_CHECKING:
-    from clanker.environment.remote_resources import RemoteResources, Resource
+    from clanker.environment.remote_resources import HostPlugin, RemoteResources, Resource
     from clanker.environment.ssh import TerminalObserver
     from clanker.grid.client import GridClient, Registration
     from clanker.hosts import Host
@@ -53,7 +53,8 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-__all__ = ["CREDENTIAL_FILE", "CREDENTIAL_VARIABLE", "HOOK_SCRIPT", "LAUNCHER_FILE",
+__all__ = ["CREDENTIAL_FILE", "CREDENTIAL_VARIABLE", "HOOK_SCRIPT", "HOST_PLUGIN",
+           "LAUNCHER_FILE",
            "SOCKET_VARIABLE", "SSH_ATTENTION", "TERMINAL_VARIABLE", "TOKEN_VARIABLE",
            "TRANSPORT_VARIABLE", "AttentionAttachment", "AttentionHost",
            "RemoteAttentionAttachment", "host_paths", "remote_credential",
@@ -226,6 +227,13 @@ def _tmux_pane(env: Mapping[str, str]) -> str | None:
 
 # -- on an SSH host ---------------------------------------------------------------------------
 
+HOST_PLUGIN = "host_plugin"
+"""The method an :class:`AttentionCapability` whose harness reads hooks only from a
+persistent plugin directory provides for SSH launches: ``host_plugin(home)`` returns
+the :class:`~clanker.environment.remote_resources.HostPlugin` to keep installed in
+the host's ``home`` (inert without a launch's credentials). Its ``prepare`` sees
+:data:`TRANSPORT_VARIABLE` ``=tty`` there and leaves this machine's files alone."""
+
 SSH_ATTENTION = "runs_over_ssh"
 """The attribute an :class:`AttentionCapability` sets to ``True`` when its ``prepare``
 writes only in the context's private directory and reads the user's configuration
@@ -332,6 +340,11 @@ class RemoteAttentionAttachment:
     instead :data:`TRANSPORT_VARIABLE` ``=tty`` and :data:`CREDENTIAL_VARIABLE`
     naming the launch's credential file there, and its extension writes the same
     frames to its own terminal.
+
+    A provider whose harness reads hooks only from a persistent plugin directory
+    (:data:`HOST_PLUGIN`: Antigravity) has that plugin installed or refreshed on the
+    host in the same execution; when its place there is the user's, nothing is
+    written and the launch goes on without attention, as for any ``Declined``.
     """
 
     name = "attention"
@@ -365,12 +378,10 @@ class RemoteAttentionAttachment:
 
     def prepare(self, state: LaunchState) -> PreparedAttachment | None:
         from clanker.attention.frames import FrameExtractor
-        from clanker.attention.hook import STATE_FILES
         from clanker.environment.remote_resources import RemoteResources
         from clanker.grid.client import GridClient
         from clanker.grid.daemon import ensure_running
         from clanker.grid.remote import HostIndex, RemoteDelivery, machine_identity
-        from clanker.launch.blocking import blocking as _blocking
         from clanker.paths import runtime_directory
 
         paths = self._paths or clanker_paths()
@@ -412,9 +423,11 @@ class RemoteAttentionAttachment:
                 client.decline(registration.terminal, registration.token, plan.reason)
                 return PreparedAttachment(dispose=release, notice=plan.reason)
             files = self._resources(directory, registration, written)
-            _blocking(resources.install(
-                launch, files, owner=machine_identity(paths.state),
-                keep=index.running_launches(self._host.host.name), state_files=STATE_FILES))
+            unowned = self._install(resources, launch, files, machine_identity(paths.state),
+                                    index.running_launches(self._host.host.name))
+            if unowned is not None:  # the user's own directory where the plugin belongs
+                client.decline(registration.terminal, registration.token, unowned)
+                return PreparedAttachment(dispose=release, notice=unowned)
             installed = True
             extractor = FrameExtractor(
                 RemoteDelivery(client, registration.terminal, registration.token))
@@ -430,6 +443,30 @@ class RemoteAttentionAttachment:
         except BaseException:
             release()
             raise
+
+    def _install(self, resources: RemoteResources, launch: str, files: list[Resource],
+                 owner: str, keep: Iterable[str]) -> str | None:
+        """Install the launch's resources (and the provider's persistent plugin) on the
+        host; the reason attention is unavailable when the plugin's place there is the
+        user's (nothing was written then), else ``None``."""
+        from clanker.attention.hook import STATE_FILES
+        from clanker.environment.remote_resources import UnownedPlugin
+        from clanker.launch.blocking import blocking as _blocking
+
+        try:
+            _blocking(resources.install(launch, files, owner=owner, keep=keep,
+                                        state_files=STATE_FILES, plugin=self._host_plugin()))
+        except UnownedPlugin as unowned:
+            return unowned.detail or "the host's plugin directory is not clanker's"
+        return None
+
+    def _host_plugin(self) -> HostPlugin | None:
+        """The provider's persistent plugin for the host (:data:`HOST_PLUGIN`), or ``None``."""
+        plugin = getattr(self._capability, HOST_PLUGIN, None)
+        if plugin is None:
+            return None
+        found: HostPlugin = plugin(self._host.environ.get("HOME", ""))
+        return found
 
     def _route(self, directory: str) -> dict[str, str]:
         """How the harness on the host reaches the hook bridge there, or, for a provider
@@ -478,7 +515,8 @@ class RemoteAttentionAttachment:
             directory = staging / f"pass-{passes}"
             directory.mkdir(mode=0o700)
             return directory, self._capability.prepare(AttachmentContext(
-                argv=state.argv, env={**state.env, **env}, cwd=self._cwd,
+                argv=state.argv, env={**state.env, **env, TRANSPORT_VARIABLE: "tty"},
+                cwd=self._cwd,
                 private_dir=directory, user_flags=self._user_flags, files=self._host.files,
                 run=self._run))
 

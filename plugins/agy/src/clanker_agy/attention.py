@@ -34,11 +34,19 @@ import shlex
 import stat
 import tempfile
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Final
+from pathlib import Path, PurePath, PurePosixPath
+from typing import TYPE_CHECKING, Final
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
+from clanker.attention.capability import (
+    TRANSPORT_VARIABLE,
+    AttachmentContext,
+    AttachmentPlan,
+    Declined,
+)
 from clanker.stores import home_directory
+
+if TYPE_CHECKING:
+    from clanker.environment.remote_resources import HostPlugin
 
 __all__ = [
     "GUARD",
@@ -48,6 +56,7 @@ __all__ = [
     "MARKER",
     "MARKER_FILE",
     "PLUGIN_NAME",
+    "PLUGIN_PATH",
     "AgyAttention",
     "install_plugin",
     "plugin_dir",
@@ -77,13 +86,17 @@ HOOK_TIMEOUT_SECONDS: Final = 5
 _TOOL_EVENTS: Final = frozenset({"PreToolUse", "PostToolUse"})
 
 
+PLUGIN_PATH: Final = f".gemini/config/plugins/{PLUGIN_NAME}"
+"""The plugin's directory, relative to the home directory."""
+
+
 def plugin_dir(environ: Mapping[str, str]) -> Path | None:
     """``~/.gemini/config/plugins/clanker-grid-attention``; ``None`` without a home."""
     home = home_directory(environ)
-    return None if home is None else Path(home) / ".gemini" / "config" / "plugins" / PLUGIN_NAME
+    return None if home is None else Path(home) / PLUGIN_PATH
 
 
-def _hooks(guard: Path) -> dict[str, object]:
+def _hooks(guard: PurePath) -> dict[str, object]:
     """``hooks.json``: one named hook; tool events as matcher groups, the rest flat."""
     events: dict[str, object] = {}
     for event in HOOK_EVENTS:
@@ -103,7 +116,7 @@ def _json(document: object) -> bytes:
     return (json.dumps(document, indent=2) + "\n").encode("utf-8")
 
 
-def plugin_files(directory: Path) -> dict[str, bytes]:
+def plugin_files(directory: PurePath) -> dict[str, bytes]:
     """Every file of the plugin installed at ``directory``, in the order they are written:
     the marker first (ownership before content), ``hooks.json`` last (what it runs
     exists before agy can read it)."""
@@ -261,6 +274,9 @@ class AgyAttention:
 
     def __init__(self) -> None:
         self.interpreter: Path | None = INTERPRETER
+        # On an SSH host the attachment installs host_plugin's plugin there, beside
+        # the launch's hook bridge (clanker.launch.attention.HOST_PLUGIN).
+        self.runs_over_ssh = True
         # Not declared, though `--conversation=ID` is reported to continue the same
         # conversation id: unverified here, and a wrong declaration would bind the
         # root to an id agy never reports, blinding the whole launch. The first
@@ -270,6 +286,11 @@ class AgyAttention:
     def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         if not context.env.get("CLANKER_ATTENTION_COMMAND"):
             raise ValueError("attention: the launch environment has no hook command")
+        if context.env.get(TRANSPORT_VARIABLE) == "tty":
+            # On an SSH host: host_plugin's plugin is installed there with the launch's
+            # resources (and refused there, with this launch left without attention,
+            # when the directory is the user's); nothing is written on this machine.
+            return AttachmentPlan()
         directory = plugin_dir(context.env)
         if directory is None:
             return Declined(reason="which configuration agy reads cannot be told (no home "
@@ -281,5 +302,14 @@ class AgyAttention:
         # Nothing to add: the attachment's CLANKER_ATTENTION_* variables are in
         # agy's environment, and agy passes them to its hook commands.
         return AttachmentPlan()
+
+    def host_plugin(self, home: str) -> HostPlugin:
+        """The plugin as it belongs in an SSH host's ``home`` (its hooks naming the
+        guard there), for the attachment to install or refresh on the host."""
+        from clanker.environment.remote_resources import HostPlugin  # only SSH launches
+
+        files = plugin_files(PurePosixPath(home) / PLUGIN_PATH)
+        return HostPlugin(path=PLUGIN_PATH, marker=MARKER_FILE, files=tuple(
+            (name, data, _MODES.get(name, _FILE_MODE)) for name, data in files.items()))
 
 implementation = AgyAttention
