@@ -7,12 +7,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from clanker.attachment import AttachmentContext, AttachmentPlan, Declined
 
+if TYPE_CHECKING:
+    from clanker.environment.remote_resources import HostPlugin
+
 __all__ = ["CREDENTIAL_VARIABLE", "TRANSPORT_VARIABLE", "AttachmentContext", "AttachmentPlan",
-           "AttentionCapability", "Declined", "grid_route"]
+           "AttentionCapability", "Declined", "HostPlugin", "grid_route"]
+
+
+def __getattr__(name: str) -> object:
+    # A persistent plugin on an SSH host is described only by SSH launches: its
+    # module (and what it imports) loads with the first of them, not with the contract.
+    if name == "HostPlugin":
+        from clanker.environment.remote_resources import HostPlugin
+
+        return HostPlugin
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 TRANSPORT_VARIABLE: Final = "CLANKER_ATTENTION_TRANSPORT"
 """``tty`` on an SSH host: deliveries are written to the harness's terminal as OSC frames."""

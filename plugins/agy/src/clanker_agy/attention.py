@@ -46,7 +46,7 @@ from clanker.attention.capability import (
 from clanker.stores import home_directory
 
 if TYPE_CHECKING:
-    from clanker.environment.remote_resources import HostPlugin
+    from clanker.attention.capability import HostPlugin
 
 __all__ = [
     "GUARD",
@@ -306,7 +306,7 @@ class AgyAttention:
     def host_plugin(self, home: str) -> HostPlugin:
         """The plugin as it belongs in an SSH host's ``home`` (its hooks naming the
         guard there), for the attachment to install or refresh on the host."""
-        from clanker.environment.remote_resources import HostPlugin  # only SSH launches
+        from clanker.attention.capability import HostPlugin  # only SSH launches
 
         files = plugin_files(PurePosixPath(home) / PLUGIN_PATH)
         return HostPlugin(path=PLUGIN_PATH, marker=MARKER_FILE, files=tuple(
