@@ -200,7 +200,8 @@ def test_the_plugin_frames_as_the_wire_schema_says() -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.FRAME_START == wire.FRAME_START.encode("ascii")
-    assert module.FRAME_END == wire.FRAME_END.encode("ascii")
+    start, end = module.FRAME_START, module.FRAME_END
+    assert start == wire.FRAME_START.encode("ascii")
+    assert end == wire.FRAME_END.encode("ascii")
     assert module.MAX_FRAME_BYTES == wire.MAX_FRAME_BYTES
     assert module.frame(b"x" * wire.MAX_FRAME_BYTES) is None
