@@ -4,15 +4,27 @@ clanker copies this file into a launch-owned plugin directory as
 ``clanker-attention/__init__.py``; Hermes imports it and calls ``register(ctx)``.
 It never imports clanker and is never imported by clanker.
 
-It reads the launch's ``CLANKER_ATTENTION_SOCKET``, ``..._TERMINAL`` and
-``..._TOKEN`` when Hermes loads it; with any of them missing it registers
-nothing (inert). Its hook callbacks only copy a few ids into a bounded queue
-and return ``None`` (observer only: no context is injected, nothing is
-vetoed). One daemon thread turns them into lifecycle envelopes and delivers
-them, in order, to the grid's socket (``deliver``, one request per
-connection, 1 s timeout). Every error is swallowed; a full queue or a revoked
-credential stops delivery for the rest of the process. Prompts, responses,
-commands, descriptions and tool arguments are never read into the queue.
+It reads its route when Hermes loads it, and with no valid route registers
+nothing (inert). A local launch gives ``CLANKER_ATTENTION_SOCKET``,
+``..._TERMINAL`` and ``..._TOKEN``: each batch goes to the grid's socket
+(``deliver``, one request per connection, 1 s timeout). A launch on an SSH host
+gives ``CLANKER_ATTENTION_TRANSPORT=tty`` and ``CLANKER_ATTENTION_CREDENTIAL``,
+the launch's credential file (``{"v": 1, "terminal", "token"}``, a regular file
+of this user, mode 0600, at most 4 KiB; the token is never in the environment
+there): each batch is written to Hermes's own terminal as one OSC frame, the
+frame clanker's hook bridge and JavaScript extensions write (``ESC ] 7717 ;
+clanker-attention ; <base64 of the JSON request> BEL``, at most 32 KiB), which
+the launcher on the person's machine takes out of the terminal stream. Nothing
+comes back on that route: a frame written whole counts as delivered; a
+terminal that cannot be found or does not take a frame within 1 s stops
+delivery for good.
+
+Its hook callbacks only copy a few ids into a bounded queue and return
+``None`` (observer only: no context is injected, nothing is vetoed). One
+daemon thread turns them into lifecycle envelopes and delivers them, in
+order. Every error is swallowed; a full queue or a revoked credential stops
+delivery for the rest of the process. Prompts, responses, commands,
+descriptions and tool arguments are never read into the queue.
 
 Native events (hermes-agent 0.19.0; the spec's newer ``parent_session_id`` on
 ``pre_llm_call`` is honoured when present):
@@ -44,6 +56,7 @@ An unproven new session is not trusted (its turns are dropped).
 
 from __future__ import annotations
 
+import base64
 import collections
 import contextlib
 import hashlib
@@ -51,14 +64,25 @@ import importlib
 import json
 import os
 import queue
+import re
+import select
 import socket
 import sqlite3
+import stat
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["MAX_QUEUED", "Observer", "compression_successor", "loaded_observer", "register"]
+__all__ = [
+    "MAX_QUEUED",
+    "Observer",
+    "compression_successor",
+    "host_credential",
+    "loaded_observer",
+    "register",
+]
 
 MAX_QUEUED: Final = 256
 """Events waiting for delivery; past this the observer stops for good."""
@@ -73,6 +97,16 @@ MAX_CWD_BYTES: Final = 1024
 _ENV_SOCKET: Final = "CLANKER_ATTENTION_SOCKET"
 _ENV_TERMINAL: Final = "CLANKER_ATTENTION_TERMINAL"
 _ENV_CREDENTIAL: Final = "CLANKER_ATTENTION_" + "TOKEN"
+_ENV_TRANSPORT: Final = "CLANKER_ATTENTION_TRANSPORT"
+_ENV_CREDENTIAL_FILE: Final = "CLANKER_ATTENTION_CREDENTIAL"
+
+# The terminal frame (clanker.attention.wire; repeated here: this file imports no clanker).
+FRAME_START: Final = b"\x1b]7717;clanker-attention;"
+FRAME_END: Final = b"\x07"
+MAX_FRAME_BYTES: Final = 32_768
+MAX_CREDENTIAL_BYTES: Final = 4096
+_CREDENTIAL_TEXT: Final = re.compile(r"[\x21-\x7e]{1,256}")
+_TERMINAL_FLAGS: Final = os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
 
 _ROOT: Final = "root"
 _CHILD: Final = "child"
@@ -169,6 +203,93 @@ def _lineage_reaches(connection: sqlite3.Connection, old: str, new: str) -> bool
     return False
 
 
+def host_credential(path: str) -> tuple[str, str] | None:
+    """The launch's ``(terminal, token)`` from its credential file on an SSH host, or ``None``.
+
+    Only a regular file (not a link) of this user, closed to everyone else, at
+    most :data:`MAX_CREDENTIAL_BYTES`, holding ``{"v": 1, "terminal", "token"}``.
+    """
+    value = _read_private_json(path)
+    if not isinstance(value, dict) or value.get("v") != 1:
+        return None
+    terminal, token = value.get("terminal"), value.get("token")
+    if not all(isinstance(text, str) and _CREDENTIAL_TEXT.fullmatch(text)
+               for text in (terminal, token)):
+        return None
+    return str(terminal), str(token)
+
+
+def _read_private_json(path: str) -> object:
+    """The JSON in ``path`` when it is a small private regular file of this user, else ``None``."""
+    if not path.startswith("/"):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except (OSError, ValueError):
+        return None
+    try:
+        info = os.fstat(fd)
+        if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid()
+                or info.st_mode & 0o077 or info.st_size > MAX_CREDENTIAL_BYTES):
+            return None
+        return json.loads(os.read(fd, MAX_CREDENTIAL_BYTES + 1).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def open_terminal() -> int | None:
+    """This process's terminal, open for writing: its controlling terminal, else the
+    first of its standard descriptors that is a pseudo-terminal of this user."""
+    try:
+        return os.open("/dev/tty", _TERMINAL_FLAGS)
+    except OSError:
+        pass
+    for number in (1, 2, 0):
+        try:
+            target = os.readlink(f"/proc/self/fd/{number}")
+        except OSError:
+            continue
+        if not target.startswith("/dev/pts/"):
+            continue
+        try:
+            fd = os.open(target, _TERMINAL_FLAGS | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if os.isatty(fd) and os.fstat(fd).st_uid == os.geteuid():
+                return fd
+        except OSError:
+            pass
+        os.close(fd)
+    return None
+
+
+def frame(line: bytes) -> bytes | None:
+    """``line`` (a ``deliver`` request) as one terminal frame, or ``None`` past its bound."""
+    data = FRAME_START + base64.b64encode(line) + FRAME_END
+    return data if len(data) <= MAX_FRAME_BYTES else None
+
+
+def _write_all(fd: int, data: bytes, timeout: float) -> bool:
+    """Write all of ``data`` to ``fd`` within ``timeout``; a terminal that stops
+    reading is not waited on past it."""
+    end = time.monotonic() + timeout
+    view = memoryview(data)
+    while view:
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            return False
+        _, ready, _ = select.select([], [fd], [], remaining)
+        if ready:
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                continue
+    return True
+
+
 def _request_id(facts: dict[str, Any]) -> str | None:
     """The approval's identity: the tool call id, else a fingerprint of the pattern key."""
     request = _text_id(facts.get("tool_call_id"))
@@ -184,9 +305,12 @@ class Observer:
     """Maps Hermes hook calls to envelopes and delivers them off Hermes's threads."""
 
     def __init__(
-        self, socket_path: str, terminal: str, token: str, *, state_db: Path | None = None
+        self, socket_path: str | None, terminal: str, token: str, *,
+        state_db: Path | None = None,
     ) -> None:
+        """``socket_path`` ``None``: deliver as frames on this process's terminal."""
         self._socket_path = socket_path
+        self._terminal_fd: int | None = None
         self._terminal = terminal
         self._token = token
         self._state_db = state_db
@@ -416,6 +540,9 @@ class Observer:
             "token": self._token,
             "envelopes": envelopes[:16],
         }
+        if self._socket_path is None:
+            self._write_frame(json.dumps(request, separators=(",", ":")).encode("utf-8"))
+            return
         line = (json.dumps(request, separators=(",", ":")) + "\n").encode("utf-8")
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
@@ -436,6 +563,25 @@ class Observer:
             return
         if isinstance(answer, dict) and answer.get("error") == "unauthorized":
             self._stopped = True  # the credential was revoked: nothing will be accepted
+
+
+    def _write_frame(self, line: bytes) -> None:
+        """One frame on the terminal; no terminal, or one that did not take it in time,
+        stops delivery for good (a half-written frame would corrupt the next one)."""
+        data = frame(line)
+        if data is None:
+            return  # a batch past the frame's bound is lost; later ones may fit
+        if self._terminal_fd is None:
+            self._terminal_fd = open_terminal()
+            if self._terminal_fd is None:
+                self._stopped = True
+                return
+        try:
+            written = _write_all(self._terminal_fd, data, TIMEOUT_SECONDS)
+        except (OSError, ValueError):
+            written = False
+        if not written:
+            self._stopped = True
 
 
 # -- the Hermes plugin entry point --------------------------------------------------------------
@@ -477,11 +623,18 @@ _HOOKS: Final = {
 
 def register(ctx: Any) -> None:
     """Hermes's plugin entry point: inert unless this process belongs to a clanker launch."""
-    socket_path = os.environ.get(_ENV_SOCKET, "")
-    terminal = os.environ.get(_ENV_TERMINAL, "")
-    token = os.environ.get(_ENV_CREDENTIAL, "")
-    if not socket_path or not terminal or not token:
-        return
+    socket_path: str | None
+    if os.environ.get(_ENV_TRANSPORT) == "tty":
+        credential = host_credential(os.environ.get(_ENV_CREDENTIAL_FILE, ""))
+        if credential is None:
+            return
+        socket_path, (terminal, token) = None, credential
+    else:
+        socket_path = os.environ.get(_ENV_SOCKET, "")
+        terminal = os.environ.get(_ENV_TERMINAL, "")
+        token = os.environ.get(_ENV_CREDENTIAL, "")
+        if not socket_path or not terminal or not token:
+            return
     observer = Observer(socket_path, terminal, token, state_db=_state_db())
     _LOADED["observer"] = observer
     for event, keys in _HOOKS.items():
