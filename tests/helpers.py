@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -150,13 +151,38 @@ def fake_agent_registry(**implementations: object) -> Registry:
     return registry
 
 
-def install_fake_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> Path:
-    """Put ``fake-agent``, a Python script of ``source``, first on ``PATH``: its path."""
+def install_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
+                   source: str) -> Path:
+    """Put ``name``, a Python script of ``source``, in ``tmp_path/bin`` first on ``PATH``:
+    its path."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    path = write_script(bin_dir, "fake-agent", source)
+    path = write_script(bin_dir, name, source)
     prepend_to_path(monkeypatch, bin_dir)
     return path
+
+
+def install_fake_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> Path:
+    """Put ``fake-agent``, a Python script of ``source``, first on ``PATH``: its path."""
+    return install_double(tmp_path, monkeypatch, "fake-agent", source)
+
+
+def git(cwd: Path | str, *args: str) -> str:
+    """Run real git in ``cwd``: its output, stripped; a failure raises."""
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True, timeout=60).stdout.strip()
+
+
+def committed_repository(repo: Path) -> Path:
+    """A new git repository at ``repo`` on branch ``main`` with one commit of a README
+    (the identity given on the command line, so no configuration is needed)."""
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README").write_text("hello\n")
+    git(repo, "add", "README")
+    git(repo, "-c", "user.name=Fake Person", "-c", "user.email=fake@example.invalid",
+        "commit", "-q", "-m", "first")
+    return repo
 
 
 def path_with(directory: Path) -> dict[str, str]:
