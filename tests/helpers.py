@@ -430,6 +430,28 @@ def launch_hooked(
     return json.loads(record.read_text()), json.loads(after.stdout)
 
 
+# -- a grid killed outright ----------------------------------------------------------------
+
+
+def kill_grid(socket: Path | str) -> None:
+    """SIGKILL the grid daemon answering on ``socket`` (nothing of it runs its shutdown)
+    and wait, bounded, until the kernel has released its lock: the next launch starts
+    a new one."""
+    import signal
+    import threading
+
+    from clanker.grid.client import GridClient
+    from clanker.grid.daemon import _lock_held, grid_location
+
+    os.kill(GridClient(socket).hello().pid, signal.SIGKILL)
+    lock = grid_location().lock
+    for _ in range(1200):
+        if not _lock_held(lock):
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError("the killed grid still holds its lock")
+
+
 # -- what Codex's captured attention payloads mean --------------------------------------
 
 # (event, attention) after each hook of tests/fixtures/codex/attention/live-app-server.json,

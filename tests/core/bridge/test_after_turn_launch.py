@@ -33,7 +33,7 @@ from clanker.launch import attention
 from clanker.registry import Registry
 from clanker_codex.rehome import CodexRehome
 from tests.core.bridge.test_relayed_launch import Binding, User, ask
-from tests.helpers import committed_repository, git, install_double, make_plugin
+from tests.helpers import committed_repository, git, install_double, kill_grid, make_plugin
 
 SESSION = "abc"
 
@@ -316,23 +316,6 @@ def test_an_interrupted_turn_cancels_the_move_and_keeps_the_checkout(
     assert agent.user.finish() == 0
 
 
-def _kill_the_grid(env: dict[str, str]) -> None:
-    """SIGKILL the grid daemon (nothing of it runs its shutdown) and wait, bounded, until
-    the kernel has released its lock: the next ``clanker launch`` starts a new one."""
-    import signal
-
-    from clanker.grid.daemon import _lock_held, grid_location
-
-    pid = GridClient(env[attention.SOCKET_VARIABLE]).hello().pid
-    os.kill(pid, signal.SIGKILL)
-    lock = grid_location().lock
-    for _ in range(1200):
-        if not _lock_held(lock):
-            return
-        threading.Event().wait(0.05)
-    raise AssertionError("the killed grid still holds its lock")
-
-
 def test_a_launch_whose_grid_was_killed_is_taken_up_by_the_next_and_its_move_made(
     repository: Path,
 ) -> None:
@@ -340,7 +323,7 @@ def test_a_launch_whose_grid_was_killed_is_taken_up_by_the_next_and_its_move_mad
     [before] = agent.clanker.agents()
     path = schedule(agent)
     old = GridClient(agent.env[attention.SOCKET_VARIABLE]).hello().pid
-    _kill_the_grid(agent.env)
+    kill_grid(agent.env[attention.SOCKET_VARIABLE])  # the next launch starts a new one
     # The launcher starts the next grid, re-presents its terminal (the hooks' credential
     # unchanged) and says so on the person's terminal; the next grid reloads the move
     # and re-arms it on that same terminal.
