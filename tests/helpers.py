@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
+import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -150,13 +154,38 @@ def fake_agent_registry(**implementations: object) -> Registry:
     return registry
 
 
-def install_fake_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> Path:
-    """Put ``fake-agent``, a Python script of ``source``, first on ``PATH``: its path."""
+def install_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
+                   source: str) -> Path:
+    """Put ``name``, a Python script of ``source``, in ``tmp_path/bin`` first on ``PATH``:
+    its path."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    path = write_script(bin_dir, "fake-agent", source)
+    path = write_script(bin_dir, name, source)
     prepend_to_path(monkeypatch, bin_dir)
     return path
+
+
+def install_fake_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> Path:
+    """Put ``fake-agent``, a Python script of ``source``, first on ``PATH``: its path."""
+    return install_double(tmp_path, monkeypatch, "fake-agent", source)
+
+
+def git(cwd: Path | str, *args: str) -> str:
+    """Run real git in ``cwd``: its output, stripped; a failure raises."""
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True, timeout=60).stdout.strip()
+
+
+def committed_repository(repo: Path) -> Path:
+    """A new git repository at ``repo`` on branch ``main`` with one commit of a README
+    (the identity given on the command line, so no configuration is needed)."""
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README").write_text("hello\n")
+    git(repo, "add", "README")
+    git(repo, "-c", "user.name=Fake Person", "-c", "user.email=fake@example.invalid",
+        "commit", "-q", "-m", "first")
+    return repo
 
 
 def path_with(directory: Path) -> dict[str, str]:
@@ -399,3 +428,105 @@ def launch_hooked(
     after = subprocess.run([*cli, "status", "--json"], env=environment, capture_output=True,
                            text=True, timeout=60, check=True)
     return json.loads(record.read_text()), json.loads(after.stdout)
+
+
+# -- a grid killed outright ----------------------------------------------------------------
+
+
+def kill_grid(socket: Path | str) -> None:
+    """SIGKILL the grid daemon answering on ``socket`` (nothing of it runs its shutdown)
+    and wait, bounded, until the kernel has released its lock: the next launch starts
+    a new one."""
+    import signal
+    import threading
+
+    from clanker.grid.client import GridClient
+    from clanker.grid.daemon import _lock_held, grid_location
+
+    os.kill(GridClient(socket).hello().pid, signal.SIGKILL)
+    lock = grid_location().lock
+    for _ in range(1200):
+        if not _lock_held(lock):
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError("the killed grid still holds its lock")
+
+
+# -- what Codex's captured attention payloads mean --------------------------------------
+
+# (event, attention) after each hook of tests/fixtures/codex/attention/live-app-server.json,
+# wherever a launch delivers them (this machine's hook bridge, or a host's terminal).
+CODEX_LIVE_APP_SERVER_ATTENTION = [
+    ("SessionStart", "idle"),
+    ("UserPromptSubmit", "working"),
+    ("PreToolUse", "working"),
+    ("PreToolUse", "working"),
+    ("PermissionRequest", "needs-input"),
+    ("PermissionRequest", "needs-input"),
+    # The accepted call finished; its declined twin never will: the wait holds.
+    ("PostToolUse", "needs-input"),
+    ("PreToolUse", "needs-input"),
+    ("PostToolUse", "needs-input"),
+    ("Stop", "done"),
+    ("UserPromptSubmit", "working"),
+    ("PreToolUse", "working"),
+    ("Interrupt", "idle"),
+    ("SessionEnd", "unknown"),
+]
+
+
+# -- the CLI on a terminal of its own, reading a given OpenSSH configuration --------------
+
+# The CLI, its library reading the test sshd's OpenSSH configuration (ssh -F) the
+# way a person's ~/.ssh/config is read (ssh takes that from the password database).
+_CLI_WITH_SSH_CONFIG = """
+import sys
+from clanker.api import Clanker
+import clanker.cli.common, clanker.cli.launch
+from clanker.cli import cli
+config = sys.argv[1]
+clanker.cli.common.library = clanker.cli.launch.library = (
+    lambda: Clanker(ssh_config_file=config))
+sys.argv = ["clanker", *sys.argv[2:]]
+cli()
+"""
+
+
+def cli_on_terminal(config: Path, args: list[str],
+                    on_fired: Callable[[str], None] | None = None,
+                    env: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """Run ``clanker ARGS`` with a pseudo-terminal as its stdio and ``config`` as its
+    OpenSSH configuration; return its exit status and everything it showed (carriage
+    returns dropped). With ``on_fired``, each line ``fired <label>`` a double prints is
+    answered by calling ``on_fired(label)`` and then typing a newline. ``env`` defaults
+    to this process's with ``TERM=xterm``; a terminal silent for 60 s is killed."""
+    leader, follower = pty.openpty()
+    child = subprocess.Popen([sys.executable, "-c", _CLI_WITH_SSH_CONFIG, str(config), *args],
+                             stdin=follower, stdout=follower, stderr=follower,
+                             env={**os.environ, "TERM": "xterm"} if env is None else env,
+                             close_fds=True, start_new_session=True)
+    os.close(follower)
+    out = bytearray()
+    handled = 0
+    while True:
+        ready, _, _ = select.select([leader], [], [], 60)
+        if not ready:
+            child.kill()
+            break
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: every end of the terminal is closed
+            break
+        if not chunk:
+            break
+        out += chunk
+        if on_fired is None:
+            continue
+        lines = out.decode("utf-8", "replace").replace("\r", "").split("\n")
+        fired = [line[len("fired "):] for line in lines[:-1] if line.startswith("fired ")]
+        for label in fired[handled:]:
+            on_fired(label)
+            os.write(leader, b"\n")
+        handled = len(fired)
+    os.close(leader)
+    return child.wait(timeout=60), out.decode("utf-8", "replace").replace("\r", "")

@@ -118,13 +118,21 @@ def test_a_typed_ctrl_c_interrupts_the_child_not_the_launcher(
     assert status == 128 + signal.SIGINT
 
 
-def test_a_replacement_takes_over_the_same_relay(user: tuple[int, int, int, int]) -> None:
-    stdin_r, stdin_w, stdout_r, stdout_w = user
-    first = python("import sys; sys.stdin.readline(); print('first answered')")
-    relay = PtyRelay(first, stdin_fd=stdin_r, stdout_fd=stdout_w)
+def _started(child: PtyChild, stdin_fd: int, stdout_fd: int
+             ) -> tuple[PtyRelay, list[int], threading.Thread]:
+    """A relay of ``child`` between the user's pipes, running in a thread: the relay,
+    the list its status is appended to once it ends, and the thread."""
+    relay = PtyRelay(child, stdin_fd=stdin_fd, stdout_fd=stdout_fd)
     outcome: list[int] = []
     runner = threading.Thread(target=lambda: outcome.append(relay.run()))
     runner.start()
+    return relay, outcome, runner
+
+
+def test_a_replacement_takes_over_the_same_relay(user: tuple[int, int, int, int]) -> None:
+    stdin_r, stdin_w, stdout_r, stdout_w = user
+    first = python("import sys; sys.stdin.readline(); print('first answered')")
+    relay, outcome, runner = _started(first, stdin_r, stdout_w)
     second = python("import sys; print('second got', sys.stdin.readline().strip())")
     try:
         previous = relay.replace(second, prefix=b"[held output]")
@@ -211,10 +219,7 @@ def test_a_detached_child_exits_without_ending_the_relay_and_a_successor_takes_o
 ) -> None:
     stdin_r, stdin_w, stdout_r, stdout_w = user
     first = python("import sys; print('first ready', flush=True); sys.stdin.readline()")
-    relay = PtyRelay(first, stdin_fd=stdin_r, stdout_fd=stdout_w)
-    outcome: list[int] = []
-    runner = threading.Thread(target=lambda: outcome.append(relay.run()))
-    runner.start()
+    relay, outcome, runner = _started(first, stdin_r, stdout_w)
     try:
         detached = relay.detach()
         assert detached is first and relay.child is None
@@ -249,10 +254,7 @@ def _handover(user: tuple[int, int, int, int], typed_during: bytes, fate: Typed,
     type ``after``; the status, what the user saw, and what was held at the swap."""
     stdin_r, stdin_w, stdout_r, stdout_w = user
     first = python("import sys; sys.stdin.readline()")
-    relay = PtyRelay(first, stdin_fd=stdin_r, stdout_fd=stdout_w)
-    outcome: list[int] = []
-    runner = threading.Thread(target=lambda: outcome.append(relay.run()))
-    runner.start()
+    relay, outcome, runner = _started(first, stdin_r, stdout_w)
     held = -1
     try:
         relay.detach().signal(signal.SIGKILL)
@@ -307,10 +309,7 @@ def test_a_handover_without_a_successor_ends_with_the_status_given(
 ) -> None:
     stdin_r, _, _, stdout_w = user
     child = python("import sys; sys.stdin.readline()")
-    relay = PtyRelay(child, stdin_fd=stdin_r, stdout_fd=stdout_w)
-    outcome: list[int] = []
-    runner = threading.Thread(target=lambda: outcome.append(relay.run()))
-    runner.start()
+    relay, outcome, runner = _started(child, stdin_r, stdout_w)
     try:
         with pytest.raises(RuntimeError, match="pending"):
             relay.finish(1)  # only once a handover is pending
@@ -340,10 +339,7 @@ def test_a_signal_during_a_handover_reaches_the_successor(
 ) -> None:
     stdin_r, _, _, stdout_w = user
     first = python("import sys; sys.stdin.readline()")
-    relay = PtyRelay(first, stdin_fd=stdin_r, stdout_fd=stdout_w)
-    outcome: list[int] = []
-    runner = threading.Thread(target=lambda: outcome.append(relay.run()))
-    runner.start()
+    relay, outcome, runner = _started(first, stdin_r, stdout_w)
     try:
         relay.detach().signal(signal.SIGKILL)
         first.wait()

@@ -7,7 +7,6 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import threading
 from pathlib import Path
 
@@ -16,7 +15,6 @@ import pytest
 from clanker import hookimpl
 from clanker.grid.client import GridClient
 from clanker.grid.daemon import (
-    _lock_held,
     ensure_running,
     grid_location,
     status,
@@ -28,6 +26,7 @@ from clanker.grid.protocol import Registration
 from clanker.launch.readopt import Readopter, Readoption, ReadoptionHandle
 from clanker.paths import clanker_paths
 from tests.core.grid.conftest import root
+from tests.helpers import kill_grid
 
 
 def readoption(registration: Registration, socket: Path, *, cwd: str = "/tmp",
@@ -36,17 +35,6 @@ def readoption(registration: Registration, socket: Path, *, cwd: str = "/tmp",
                       workspace=cwd, cwd=cwd, launcher_pid=os.getpid(),
                       registration=registration, bridge_token=bridge,
                       grants=("clanker_agents",) if bridge else ())
-
-
-def kill(socket: Path) -> None:
-    """SIGKILL the grid daemon and wait (bounded) until the kernel released its lock."""
-    os.kill(GridClient(socket).hello().pid, signal.SIGKILL)
-    lock = grid_location().lock
-    for _ in range(1200):
-        if not _lock_held(lock):
-            return
-        threading.Event().wait(0.05)
-    raise AssertionError("the killed grid still holds its lock")
 
 
 def test_the_next_grid_is_started_and_takes_the_terminal_and_its_bridge_up(
@@ -59,7 +47,7 @@ def test_the_next_grid_is_started_and_takes_the_terminal_and_its_bridge_up(
     bridge = client.grant_bridge(registration.terminal, registration.token,
                                  ["clanker_agents"])
     old = client.hello().pid
-    kill(socket)
+    kill_grid(socket)
     taken, notice = Readopter(readoption(registration, socket, bridge=bridge),
                               ended=threading.Event()).run()
     assert taken, notice
@@ -79,7 +67,7 @@ def test_a_terminal_listed_without_attention_is_listed_so_again(grid_home: Path)
     registration = client.register(harness="fake-agent", workspace="/tmp", cwd="/tmp",
                                    launcher_pid=os.getpid())
     client.decline(registration.terminal, registration.token, "your own setup owns it")
-    kill(socket)
+    kill_grid(socket)
     handle = ReadoptionHandle()
     handle.terminal(readoption(registration, socket))
     handle.decline("your own setup owns it")
@@ -110,7 +98,7 @@ def test_a_grid_that_cannot_start_is_tried_a_bounded_number_of_times(
     socket = ensure_running(clanker_paths())
     registration = GridClient(socket).register(harness="fake-agent", workspace="/tmp",
                                                cwd="/tmp", launcher_pid=os.getpid())
-    kill(socket)
+    kill_grid(socket)
     directory = socket.parent
     directory.chmod(0o755)  # not 0700 any more: no grid starts there
     try:
@@ -140,7 +128,7 @@ def test_a_grid_stopped_on_request_stays_stopped_until_one_is_started(grid_home:
     # A grid started on purpose clears the mark: a grid killed after it is replaced.
     ensure_running(paths)
     assert not stopped_on_request(paths)
-    kill(socket)
+    kill_grid(socket)
     taken, notice = Readopter(readoption(registration, socket), ended=threading.Event(),
                               first_delay=0.01).run()
     assert taken, notice
@@ -218,7 +206,7 @@ def test_a_launch_in_the_foreground_is_taken_up_by_the_grid_that_replaced_a_kill
             socket = Path(env["CLANKER_ATTENTION_SOCKET"])
             terminal, token = env["CLANKER_ATTENTION_TERMINAL"], env["CLANKER_ATTENTION_TOKEN"]
             old = GridClient(socket).hello().pid
-            kill(socket)
+            kill_grid(socket)
             for _ in range(1200):  # the launcher starts the next grid and re-presents
                 with contextlib.suppress(GridError):
                     client = GridClient(socket)

@@ -30,14 +30,10 @@ from clanker.bridge.isolated import CHECKOUT_NAMES
 from clanker.grid.client import GridClient
 from clanker.grid.protocol import StreamKind
 from clanker.launch import attention
-from clanker.launch.relayed import RelayedLaunch
-from clanker.launch.request import LaunchOperation, LaunchRequest, SessionTarget
-from clanker.launch.service import LaunchOptions
 from clanker.registry import Registry
-from clanker.testing.doubles import prepend_to_path
 from clanker_codex.rehome import CodexRehome
-from tests.core.bridge.test_relayed_launch import Binding, ask, git
-from tests.helpers import make_plugin, write_script
+from tests.core.bridge.test_relayed_launch import Binding, User, ask
+from tests.helpers import committed_repository, git, install_double, kill_grid, make_plugin
 
 SESSION = "abc"
 
@@ -98,54 +94,8 @@ def library() -> Clanker:
 
 @pytest.fixture
 def repository(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir, "fake-codex", CODEX)
-    prepend_to_path(monkeypatch, bin_dir)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README").write_text("hello\n")
-    git(repo, "add", "README")
-    git(repo, "-c", "user.name=Fake Person", "-c", "user.email=fake@example.invalid",
-        "commit", "-q", "-m", "first")
-    return repo
-
-
-class User:
-    """The person's side of the relayed launch: pipes, the relay running in a thread."""
-
-    def __init__(self, clanker: Clanker, cwd: Path, harness: str = "codex") -> None:
-        self.stdin_r, self.stdin_w = os.pipe()
-        self.stdout_r, self.stdout_w = os.pipe()
-        self.seen = b""
-        request = LaunchRequest(operation=LaunchOperation.RESUME,
-                                session=SessionTarget(native_id=SESSION), cwd=str(cwd))
-        self.relayed: RelayedLaunch = clanker.relay_launch(
-            harness, request, LaunchOptions(bridge=True, trusted_session_id=SESSION),
-            stdin_fd=self.stdin_r, stdout_fd=self.stdout_w)
-        self.status: list[int] = []
-        self.thread = threading.Thread(target=lambda: self.status.append(self.relayed.run()))
-        self.thread.start()
-
-    def read_until(self, text: str) -> None:
-        while text.encode() not in self.seen:
-            chunk = os.read(self.stdout_r, 65536)
-            assert chunk, f"the relay ended before {text!r}: {self.seen!r}"
-            self.seen += chunk
-
-    def type(self, text: str) -> None:
-        os.write(self.stdin_w, text.encode())
-
-    def close(self) -> None:
-        for fd in (self.stdin_r, self.stdin_w, self.stdout_r, self.stdout_w):
-            os.close(fd)
-
-    def finish(self) -> int:
-        self.type("/exit\n")
-        self.thread.join()
-        self.close()
-        return self.status[0]
+    install_double(tmp_path, monkeypatch, "fake-codex", CODEX)
+    return committed_repository(tmp_path / "repo")
 
 
 class Agent:
@@ -154,7 +104,7 @@ class Agent:
     def __init__(self, clanker: Clanker, repo: Path, *, harness: str = "codex",
                  drawn: str = f"codex resume {SESSION}") -> None:
         self.clanker = clanker
-        self.user = User(clanker, repo, harness)
+        self.user = User(clanker, repo, SESSION, harness)
         self.user.read_until(f"{drawn} in {repo}")
         assert self.user.relayed.listening.wait(60)
 
@@ -366,23 +316,6 @@ def test_an_interrupted_turn_cancels_the_move_and_keeps_the_checkout(
     assert agent.user.finish() == 0
 
 
-def _kill_the_grid(env: dict[str, str]) -> None:
-    """SIGKILL the grid daemon (nothing of it runs its shutdown) and wait, bounded, until
-    the kernel has released its lock: the next ``clanker launch`` starts a new one."""
-    import signal
-
-    from clanker.grid.daemon import _lock_held, grid_location
-
-    pid = GridClient(env[attention.SOCKET_VARIABLE]).hello().pid
-    os.kill(pid, signal.SIGKILL)
-    lock = grid_location().lock
-    for _ in range(1200):
-        if not _lock_held(lock):
-            return
-        threading.Event().wait(0.05)
-    raise AssertionError("the killed grid still holds its lock")
-
-
 def test_a_launch_whose_grid_was_killed_is_taken_up_by_the_next_and_its_move_made(
     repository: Path,
 ) -> None:
@@ -390,7 +323,7 @@ def test_a_launch_whose_grid_was_killed_is_taken_up_by_the_next_and_its_move_mad
     [before] = agent.clanker.agents()
     path = schedule(agent)
     old = GridClient(agent.env[attention.SOCKET_VARIABLE]).hello().pid
-    _kill_the_grid(agent.env)
+    kill_grid(agent.env[attention.SOCKET_VARIABLE])  # the next launch starts a new one
     # The launcher starts the next grid, re-presents its terminal (the hooks' credential
     # unchanged) and says so on the person's terminal; the next grid reloads the move
     # and re-arms it on that same terminal.

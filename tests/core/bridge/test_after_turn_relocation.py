@@ -28,12 +28,11 @@ from clanker.api import Clanker
 from clanker.launch.planning import LaunchPlan
 from clanker.launch.request import LaunchRequest
 from clanker.registry import Registry
-from clanker.testing.doubles import prepend_to_path
 from clanker_opencode.rehome import OpenCodeRehome
 from tests.core.bridge import test_after_turn_launch as after_turn
 from tests.core.bridge.test_after_turn_launch import Agent, notices, schedule, wait_for
-from tests.core.bridge.test_relayed_launch import Binding, git
-from tests.helpers import FakeLaunch, make_plugin, write_script
+from tests.core.bridge.test_relayed_launch import Binding
+from tests.helpers import FakeLaunch, committed_repository, install_double, make_plugin
 
 SESSION = after_turn.SESSION
 
@@ -110,17 +109,8 @@ def library() -> Clanker:
 
 @pytest.fixture
 def repository(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir, "opencode", OPENCODE)
-    prepend_to_path(monkeypatch, bin_dir)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README").write_text("hello\n")
-    git(repo, "add", "README")
-    git(repo, "-c", "user.name=Fake Person", "-c", "user.email=fake@example.invalid",
-        "commit", "-q", "-m", "first")
+    install_double(tmp_path, monkeypatch, "opencode", OPENCODE)
+    repo = committed_repository(tmp_path / "repo")
     store = tmp_path / "store.json"
     store.write_text(json.dumps({SESSION: str(repo)}))
     monkeypatch.setenv("FAKE_STORE", str(store))

@@ -24,10 +24,8 @@ from clanker.api import Clanker
 from clanker.launch import attention
 from clanker.launch.request import LaunchRequest
 from clanker.launch.service import LaunchOptions
-from clanker.testing.doubles import prepend_to_path
 from tests.core.bridge.test_complete_checkout import COMPLETE, call, wait_for
-from tests.core.bridge.test_relayed_launch import git
-from tests.helpers import write_script
+from tests.helpers import committed_repository, install_double
 
 SESSION = "2bd84788-1866-4763-ad83-f2741628502f"  # the fixtures' fake id
 
@@ -73,17 +71,8 @@ def repository(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
                         ("GIT_COMMITTER_NAME", "Fake Person"),
                         ("GIT_COMMITTER_EMAIL", "fake@example.invalid")):
         monkeypatch.setenv(name, value)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir, "claude", CLAUDE)
-    prepend_to_path(monkeypatch, bin_dir)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README").write_text("hello\n")
-    git(repo, "add", "README")
-    git(repo, "commit", "-q", "-m", "first")
-    return repo
+    install_double(tmp_path, monkeypatch, "claude", CLAUDE)
+    return committed_repository(tmp_path / "repo")
 
 
 def test_a_claude_conversation_goes_into_a_worktree_and_back(repository: Path) -> None:

@@ -28,7 +28,7 @@ from clanker.launch.service import LaunchOptions
 from clanker.registry import Registry
 from clanker.testing.doubles import prepend_to_path
 from tests.core.bridge.test_launch import Accepting
-from tests.helpers import make_plugin, write_script
+from tests.helpers import committed_repository, git, make_plugin, write_script
 
 # `fake-agent [resume ID]`: draws a line naming where it runs, then echoes what is
 # typed until `/exit`. The resume of the id `gone` behaves as a resume of an unknown
@@ -78,7 +78,8 @@ def library(*, rehome: bool = True) -> Clanker:
 class User:
     """The user's side of a relayed launch: pipes, with the relay running in a thread."""
 
-    def __init__(self, clanker: Clanker, cwd: Path, session: str | None = None) -> None:
+    def __init__(self, clanker: Clanker, cwd: Path, session: str | None = None,
+                 harness: str = "fake-agent") -> None:
         self.stdin_r, self.stdin_w = os.pipe()
         self.stdout_r, self.stdout_w = os.pipe()
         self.seen = b""
@@ -86,7 +87,7 @@ class User:
             operation=LaunchOperation.RESUME, session=SessionTarget(native_id=session),
             cwd=str(cwd))
         self.relayed: RelayedLaunch = clanker.relay_launch(
-            "fake-agent", request, LaunchOptions(bridge=True, trusted_session_id=session),
+            harness, request, LaunchOptions(bridge=True, trusted_session_id=session),
             stdin_fd=self.stdin_r, stdout_fd=self.stdout_w)
         self.status: list[int] = []
         self.thread = threading.Thread(target=lambda: self.status.append(self.relayed.run()))
@@ -101,11 +102,14 @@ class User:
     def type(self, text: str) -> None:
         os.write(self.stdin_w, text.encode())
 
+    def close(self) -> None:
+        for fd in (self.stdin_r, self.stdin_w, self.stdout_r, self.stdout_w):
+            os.close(fd)
+
     def finish(self) -> int:
         self.type("/exit\n")
         self.thread.join()
-        for fd in (self.stdin_r, self.stdin_w, self.stdout_r, self.stdout_w):
-            os.close(fd)
+        self.close()
         return self.status[0]
 
 
@@ -211,21 +215,9 @@ def test_a_launch_that_cannot_be_moved_is_not_relayed(checkouts: tuple[Path, Pat
 # -- the agent asks for its own checkout -------------------------------------------------
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
 @pytest.fixture
 def repository(checkouts: tuple[Path, Path], tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README").write_text("hello\n")
-    git(repo, "add", "README")
-    git(repo, "-c", "user.name=Fake Person", "-c", "user.email=fake@example.invalid",
-        "commit", "-q", "-m", "first")
-    return repo
+    return committed_repository(tmp_path / "repo")
 
 
 def ask(env: dict[str, str], *args: str) -> tuple[int, dict[str, object]]:

@@ -25,6 +25,7 @@ from clanker.grid.completion import Completion
 from clanker.grid.isolation import Isolation
 from clanker.grid.protocol import MoveOutcome
 from tests.core.grid.conftest import root
+from tests.helpers import committed_repository
 
 TERMINAL = "t-after"
 SESSION = "019b0c1e-0000-7000-8000-00000000a11e"
@@ -46,13 +47,7 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                         ("GIT_COMMITTER_NAME", "Test"),
                         ("GIT_COMMITTER_EMAIL", "test@example.invalid")):
         monkeypatch.setenv(name, value)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README").write_text("hello\n")
-    git(repo, "add", "README")
-    git(repo, "commit", "-q", "-m", "first")
-    return repo
+    return committed_repository(tmp_path / "repo")
 
 
 class Launcher:
@@ -68,7 +63,28 @@ class Launcher:
         return self.answer
 
 
-class World:
+class BrokerIsolation:
+    """What an isolation asks of the broker that feeds it: each published revision is
+    observed, and a terminal's root session and revision are read from the broker."""
+
+    broker: Broker
+    isolation: Isolation | None
+
+    def _published(self, revision: Revision) -> None:
+        if self.isolation is not None:
+            self.isolation.observe(revision)
+
+    def _session_of(self, terminal: str) -> str | None:
+        revision = self.broker.snapshot(terminal)
+        return None if revision is None or revision.snapshot is None \
+            else revision.snapshot.root_session_id
+
+    def _revision_of(self, terminal: str) -> int:
+        revision = self.broker.snapshot(terminal)
+        return 0 if revision is None else revision.revision
+
+
+class World(BrokerIsolation):
     """A broker, the isolation it feeds, and what the person was told."""
 
     def __init__(self, state: Path, launcher: Launcher, *, after_turn: bool = True) -> None:
@@ -88,19 +104,6 @@ class World:
     def outcomes(self) -> list[str]:
         """What the person was told, past the notice that a move is scheduled."""
         return [notice for notice in self.notices if " scheduled: " not in notice]
-
-    def _published(self, revision: Revision) -> None:
-        if self.isolation is not None:
-            self.isolation.observe(revision)
-
-    def _session_of(self, terminal: str) -> str | None:
-        revision = self.broker.snapshot(terminal)
-        return None if revision is None or revision.snapshot is None \
-            else revision.snapshot.root_session_id
-
-    def _revision_of(self, terminal: str) -> int:
-        revision = self.broker.snapshot(terminal)
-        return 0 if revision is None else revision.revision
 
     def deliver(self, event: str, **fields: object) -> None:
         self.broker.apply(TERMINAL, parse_envelope(root(event, SESSION, **fields)))

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clanker.attention.broker import Broker, Revision
+from clanker.attention.broker import Broker
 from clanker.attention.envelope import parse_envelope
 from clanker.bridge.credentials import Binding
 from clanker.grid.isolation import Isolation
@@ -36,14 +36,14 @@ from clanker.grid.pending import (
     StoredMove,
 )
 from tests.core.grid.conftest import root
-from tests.core.grid.test_pending_moves import Launcher, git, worktrees
+from tests.core.grid.test_pending_moves import BrokerIsolation, Launcher, git, worktrees
 from tests.core.grid.test_pending_moves import repo as repo  # the fixture
 
 SESSION = "019b0c1e-0000-7000-8000-00000000a11e"
 T0 = datetime.now(UTC)  # when the tests' second grid starts (moves are asked for now)
 
 
-class Grid:
+class Grid(BrokerIsolation):
     """One grid's worth of pending-move state: a broker, its isolation over ``store``,
     the live terminals' records and what the person was told."""
 
@@ -64,19 +64,6 @@ class Grid:
     def iso(self) -> Isolation:
         assert self.isolation is not None
         return self.isolation
-
-    def _published(self, revision: Revision) -> None:
-        if self.isolation is not None:
-            self.isolation.observe(revision)
-
-    def _session_of(self, terminal: str) -> str | None:
-        revision = self.broker.snapshot(terminal)
-        return None if revision is None or revision.snapshot is None \
-            else revision.snapshot.root_session_id
-
-    def _revision_of(self, terminal: str) -> int:
-        revision = self.broker.snapshot(terminal)
-        return 0 if revision is None else revision.revision
 
     def register(self, terminal: str, launch_dir: Path | str, *, harness: str = "codex",
                  trusted: str | None = SESSION) -> Binding:

@@ -113,16 +113,9 @@ def _bridge_env(tmp_path: Path) -> dict[str, str]:
             "CLANKER_ATTENTION_STATE": str(state)}
 
 
-def test_the_hook_writes_its_delivery_to_its_terminal_as_one_frame(tmp_path: Path) -> None:
-    """The bridge run as a harness runs it on a host: its payload on stdin, its
-    controlling terminal a PTY; what it writes there is taken out whole."""
-    envelope = {"event": "turn_started", "sessionId": "s1", "turnId": "u1", "scope": "root"}
-    payload = json.dumps({"emit": [envelope]}).encode()
-    script = tmp_path / "run"
-    script.write_text(f"#!/bin/sh\nexec {sys.executable} -I -S {HOOK} < {tmp_path}/payload\n")
-    script.chmod(0o700)
-    (tmp_path / "payload").write_bytes(payload)
-    child = PtyChild.spawn((str(script),), _bridge_env(tmp_path), str(tmp_path))
+def _relay_frames(child: PtyChild) -> tuple[Sink, bytes]:
+    """Relay ``child``'s terminal to completion (it must exit 0) with the frames taken
+    out: what they delivered, and the first read of what was left for the person."""
     sink = Sink()
     extractor = FrameExtractor(sink)
     read_end, write_end = os.pipe()
@@ -133,8 +126,23 @@ def test_the_hook_writes_its_delivery_to_its_terminal_as_one_frame(tmp_path: Pat
     finally:
         relay.close()
         os.close(write_end)
-    shown = os.read(read_end, 65536)
-    os.close(read_end)
+    try:
+        return sink, os.read(read_end, 65536)
+    finally:
+        os.close(read_end)
+
+
+def test_the_hook_writes_its_delivery_to_its_terminal_as_one_frame(tmp_path: Path) -> None:
+    """The bridge run as a harness runs it on a host: its payload on stdin, its
+    controlling terminal a PTY; what it writes there is taken out whole."""
+    envelope = {"event": "turn_started", "sessionId": "s1", "turnId": "u1", "scope": "root"}
+    payload = json.dumps({"emit": [envelope]}).encode()
+    script = tmp_path / "run"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} -I -S {HOOK} < {tmp_path}/payload\n")
+    script.chmod(0o700)
+    (tmp_path / "payload").write_bytes(payload)
+    sink, shown = _relay_frames(
+        PtyChild.spawn((str(script),), _bridge_env(tmp_path), str(tmp_path)))
     assert shown == b"", "nothing of the frame reaches the person's terminal"
     assert len(sink.payloads) == 1
     request = json.loads(sink.payloads[0])
@@ -161,18 +169,7 @@ def _detached_run(tmp_path: Path, *, harness_command: str, hook_command: str) ->
     env = {**_bridge_env(tmp_path), "CLANKER_ATTENTION_COMMAND": harness_command}
     child = PtyChild.spawn((sys.executable, str(harness), str(HOOK), str(tmp_path / "payload"),
                             hook_command), env, str(tmp_path))
-    sink = Sink()
-    extractor = FrameExtractor(sink)
-    read_end, write_end = os.pipe()
-    relay = PtyRelay(child, stdin_fd=os.open(os.devnull, os.O_RDONLY), stdout_fd=write_end,
-                     output_filter=extractor.feed)
-    try:
-        assert relay.run() == 0
-    finally:
-        relay.close()
-        os.close(write_end)
-        os.close(read_end)
-    return sink
+    return _relay_frames(child)[0]
 
 
 def test_a_hook_without_a_controlling_terminal_writes_to_its_launch_s_terminal(

@@ -14,9 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-import pty
 import pwd
-import select
 import shutil
 import subprocess
 import sys
@@ -28,6 +26,7 @@ import pytest
 from clanker.api import Clanker
 from clanker.attention import wire
 from clanker.environment.remote_resources import HOST_ROOT
+from tests.helpers import CODEX_LIVE_APP_SERVER_ATTENTION, cli_on_terminal
 from tests.sshd import Sshd
 
 _FIXTURES = Path(__file__).parents[2] / "fixtures"
@@ -75,20 +74,6 @@ for payload in payloads:
     sys.stdin.readline()
 '''
 
-# The CLI, its library reading the test sshd's OpenSSH configuration (ssh -F).
-_LAUNCH = """
-import sys
-from clanker.api import Clanker
-import clanker.cli.common, clanker.cli.launch
-from clanker.cli import cli
-config = sys.argv[1]
-clanker.cli.common.library = clanker.cli.launch.library = (
-    lambda: Clanker(ssh_config_file=config))
-sys.argv = ["clanker", *sys.argv[2:]]
-cli()
-"""
-
-
 def _chown(path: Path, user: str) -> None:
     entry = pwd.getpwnam(user)
     os.chown(path, entry.pw_uid, entry.pw_gid)
@@ -121,37 +106,8 @@ def _place(home: Path, user: str, payloads: list[object]) -> None:
     _chown(path, user)
 
 
-def _drive(config: Path, args: list[str], on_event: object) -> tuple[int, str]:
-    """Run the CLI under a terminal; at each ``fired <Event>`` call ``on_event(event)``
-    and then type a newline. Return its exit status and everything it showed."""
-    leader, follower = pty.openpty()
-    env = {**os.environ, "TERM": "xterm"}
-    child = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(config), *args],
-                             stdin=follower, stdout=follower, stderr=follower, env=env,
-                             close_fds=True, start_new_session=True)
-    os.close(follower)
-    out = bytearray()
-    handled = 0
-    while True:
-        ready, _, _ = select.select([leader], [], [], 60)
-        if not ready:
-            child.kill()
-            break
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # EIO: every end of the terminal is closed
-            break
-        if not chunk:
-            break
-        out += chunk
-        lines = out.decode("utf-8", "replace").replace("\r", "").split("\n")
-        fired = [line[len("fired "):] for line in lines[:-1] if line.startswith("fired ")]
-        for event in fired[handled:]:
-            on_event(event)  # type: ignore[operator]
-            os.write(leader, b"\n")
-        handled = len(fired)
-    os.close(leader)
-    return child.wait(timeout=60), out.decode("utf-8", "replace").replace("\r", "")
+# The name the host tests of other harnesses import.
+_drive = cli_on_terminal
 
 
 def test_a_host_s_hook_events_reach_this_machine_s_grid(
@@ -216,22 +172,7 @@ def test_codex_on_a_host_reports_through_the_same_transport(
 
     status, out = _drive(sshd.config_file, ["launch", "--host", "box", "codex"], on_event)
     assert status == 0, out
-    assert observed == [
-        ("SessionStart", "idle"),
-        ("UserPromptSubmit", "working"),
-        ("PreToolUse", "working"),
-        ("PreToolUse", "working"),
-        ("PermissionRequest", "needs-input"),
-        ("PermissionRequest", "needs-input"),
-        ("PostToolUse", "needs-input"),
-        ("PreToolUse", "needs-input"),
-        ("PostToolUse", "needs-input"),
-        ("Stop", "done"),
-        ("UserPromptSubmit", "working"),
-        ("PreToolUse", "working"),
-        ("Interrupt", "idle"),
-        ("SessionEnd", "unknown"),
-    ], out
+    assert observed == CODEX_LIVE_APP_SERVER_ATTENTION, out
     notices = [line for line in out.split("\n") if line.startswith("clanker: ")]
     assert len(notices) == 1 and "trust" in notices[0], out  # the host's Codex asks first
     assert [p.name for p in (remote_claude / HOST_ROOT).iterdir()] == ["lock"]

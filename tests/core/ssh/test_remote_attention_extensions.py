@@ -15,14 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import pwd
-import select
 import shutil
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +26,7 @@ import pytest
 
 from clanker.api import Clanker
 from clanker.environment.remote_resources import HOST_ROOT
+from tests.helpers import cli_on_terminal
 from tests.sshd import Sshd
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None,
@@ -132,19 +129,6 @@ main().catch((error) => {
 });
 '''
 
-# The CLI, its library reading the test sshd's OpenSSH configuration (ssh -F).
-_LAUNCH = """
-import sys
-from clanker.api import Clanker
-import clanker.cli.common, clanker.cli.launch
-from clanker.cli import cli
-config = sys.argv[1]
-clanker.cli.common.library = clanker.cli.launch.library = (
-    lambda: Clanker(ssh_config_file=config))
-sys.argv = ["clanker", *sys.argv[2:]]
-cli()
-"""
-
 _SESSION = {"info": {"id": "ses-double-1", "directory": "/tmp"}}
 _STEPS: dict[str, list[dict[str, Any]]] = {
     "pi": [
@@ -222,39 +206,6 @@ def _next_revision(harness: str, before: object) -> Any:
         time.sleep(0.05)
 
 
-def _drive(config: Path, args: list[str], on_step: Callable[[str], None]) -> tuple[int, str]:
-    """Run the CLI under a terminal; at each ``fired <label>`` call ``on_step(label)``
-    and then type a newline. Return its exit status and everything it showed."""
-    leader, follower = pty.openpty()
-    env = {**os.environ, "TERM": "xterm"}
-    child = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(config), *args],
-                             stdin=follower, stdout=follower, stderr=follower, env=env,
-                             close_fds=True, start_new_session=True)
-    os.close(follower)
-    out = bytearray()
-    handled = 0
-    while True:
-        ready, _, _ = select.select([leader], [], [], 60)
-        if not ready:
-            child.kill()
-            break
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # EIO: every end of the terminal is closed
-            break
-        if not chunk:
-            break
-        out += chunk
-        lines = out.decode("utf-8", "replace").replace("\r", "").split("\n")
-        fired = [line[len("fired "):] for line in lines[:-1] if line.startswith("fired ")]
-        for label in fired[handled:]:
-            on_step(label)
-            os.write(leader, b"\n")
-        handled = len(fired)
-    os.close(leader)
-    return child.wait(timeout=60), out.decode("utf-8", "replace").replace("\r", "")
-
-
 @pytest.mark.parametrize("harness", sorted(_STEPS))
 def test_an_extension_on_a_host_reports_through_its_terminal(
     sshd: Sshd, remote_doubles: Path, harness: str
@@ -280,7 +231,7 @@ def test_an_extension_on_a_host_reports_through_its_terminal(
         installed.extend(sorted(p.name for p in d.iterdir())
                          for d in (remote_doubles / HOST_ROOT).iterdir() if d.is_dir())
 
-    status, out = _drive(sshd.config_file, ["launch", "--host", "box", harness, "--cwd",
+    status, out = cli_on_terminal(sshd.config_file, ["launch", "--host", "box", harness, "--cwd",
                                              "/tmp"], on_step)
     assert status == 0, out
     assert observed == _EXPECTED[harness], out
@@ -313,7 +264,7 @@ def test_hermes_and_antigravity_on_a_host_run_without_attention_with_one_notice(
     double.write_text('#!/bin/sh\necho "variables:$(env | grep -c ^CLANKER_ATTENTION_)"\n')
     double.chmod(0o755)
     Clanker(ssh_config_file=sshd.config_file).add_host("box", sshd.alias)
-    status, out = _drive(sshd.config_file, ["launch", "--host", "box", harness], print)
+    status, out = cli_on_terminal(sshd.config_file, ["launch", "--host", "box", harness], print)
     assert status == 0, out
     notices = [line for line in out.split("\n") if line.startswith("clanker: ")]
     assert len(notices) == 1 and "attention: not available for SSH hosts" in notices[0], out

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pty
 import pwd
-import select
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from clanker.api import Clanker
+from tests.helpers import cli_on_terminal
 from tests.sshd import Sshd
 
 _FIXTURES = Path(__file__).parents[2] / "fixtures"
@@ -29,45 +26,6 @@ echo "local:${CLANKER_LOCAL_ONLY:-unset}"
 [ -t 0 ] && echo "tty:yes" || echo "tty:no"
 exit 7
 """
-
-# The CLI, its library reading the test sshd's OpenSSH configuration (ssh -F) the
-# way a person's ~/.ssh/config is read (ssh takes that from the password database).
-_LAUNCH = """
-import sys
-from clanker.api import Clanker
-import clanker.cli.common, clanker.cli.launch
-from clanker.cli import cli
-config = sys.argv[1]
-clanker.cli.common.library = clanker.cli.launch.library = (
-    lambda: Clanker(ssh_config_file=config))
-sys.argv = ["clanker", *sys.argv[2:]]
-cli()
-"""
-
-
-def _under_pty(config: Path, args: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """Run ``python -c _LAUNCH args`` with a terminal as its stdio; its status and output."""
-    leader, follower = pty.openpty()
-    child = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(config), *args], stdin=follower,
-                             stdout=follower, stderr=follower, env=env, close_fds=True,
-                             start_new_session=True)
-    os.close(follower)
-    out = bytearray()
-    while True:
-        ready, _, _ = select.select([leader], [], [], 60)
-        if not ready:
-            child.kill()
-            break
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # EIO: every end of the terminal is closed
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(leader)
-    return child.wait(timeout=60), out.decode("utf-8", "replace").replace("\r", "")
-
 
 @pytest.fixture
 def ssh_config(sshd: Sshd) -> Path:
@@ -83,8 +41,8 @@ def test_a_harness_runs_on_the_host_in_this_terminal(
     Clanker().add_host("box", sshd.alias)
     env = {**os.environ, "TERM": "xterm",
            "CLANKER_LOCAL_ONLY": "from-this-machine"}
-    status, out = _under_pty(ssh_config, ["launch", "--host", "box", "opencode", "--cwd", "/tmp",
-                              "--", "--flag", "two words"], env)
+    status, out = cli_on_terminal(ssh_config, ["launch", "--host", "box", "opencode", "--cwd",
+                                               "/tmp", "--", "--flag", "two words"], env=env)
     assert status == 7, out
     assert "argv:--flag two words" in out
     assert "pwd:/tmp" in out
@@ -94,7 +52,7 @@ def test_a_harness_runs_on_the_host_in_this_terminal(
     assert "attention:" not in out, "OpenCode's attention is wired on the host, with no notice"
 
     # The host's home is the default directory.
-    status, out = _under_pty(ssh_config, ["launch", "--host", "box", "opencode"], env)
+    status, out = cli_on_terminal(ssh_config, ["launch", "--host", "box", "opencode"], env=env)
     assert status == 7, out
     assert f"pwd:{sshd.home}" in out
 
@@ -104,20 +62,20 @@ def test_a_launch_on_a_host_fails_typed_before_the_harness_starts(
 ) -> None:
     Clanker().add_host("box", sshd.alias)
     env = {**os.environ, "TERM": "xterm"}
-    missing, out = _under_pty(ssh_config, ["launch", "--host", "box", "opencode"], env)
+    missing, out = cli_on_terminal(ssh_config, ["launch", "--host", "box", "opencode"], env=env)
     assert missing == 4, out  # binary-unavailable: not installed on the host
     double = remote_bin / "opencode"
     double.write_text(_DOUBLE)
     double.chmod(0o755)
-    gone, out = _under_pty(
-        ssh_config, ["launch", "--host", "box", "opencode", "--cwd", "/nowhere/x"], env)
+    gone, out = cli_on_terminal(
+        ssh_config, ["launch", "--host", "box", "opencode", "--cwd", "/nowhere/x"], env=env)
     assert gone == 7 and "does not exist on the host" in out, out  # command-failed
-    bridge, out = _under_pty(
-        ssh_config, ["launch", "--host", "box", "opencode", "--bridge"], env)
+    bridge, out = cli_on_terminal(
+        ssh_config, ["launch", "--host", "box", "opencode", "--bridge"], env=env)
     assert bridge == 3, out
     assert "the agent bridge is not available for SSH hosts" in out
-    account, out = _under_pty(
-        ssh_config, ["launch", "--host", "box", "opencode", "--account", "x"], env)
+    account, out = cli_on_terminal(
+        ssh_config, ["launch", "--host", "box", "opencode", "--account", "x"], env=env)
     assert account != 0 and "argv:" not in out, out
 
 
@@ -131,8 +89,7 @@ def test_a_bridge_configured_for_the_harness_is_said_to_stay_local(
     clanker.add_host("box", sshd.alias)
     clanker.paths.config.mkdir(parents=True, exist_ok=True)
     (clanker.paths.config / "config.toml").write_text('[bridge]\nharnesses = ["opencode"]\n')
-    status, out = _under_pty(ssh_config, ["launch", "--host", "box", "opencode"],
-                             {**os.environ, "TERM": "xterm"})
+    status, out = cli_on_terminal(ssh_config, ["launch", "--host", "box", "opencode"])
     assert status == 7, out
     assert "bridge: not attached: the agent bridge is not available for SSH hosts" in out
 
@@ -171,17 +128,18 @@ def test_a_host_session_is_resumed_and_forked_on_the_host(
     double.chmod(0o755)
     env = {**os.environ, "TERM": "xterm"}
     for operation in ("resume", "fork"):
-        status, out = _under_pty(ssh_config, [operation, "--host", "box",
-                                              f"codex:{native_id}"], env)
+        status, out = cli_on_terminal(ssh_config, [operation, "--host", "box",
+                                                   f"codex:{native_id}"], env=env)
         assert status == 7, out
         assert f"{operation} {native_id}" in out
     # Unknown there: re-found on the host or not at all.
-    status, out = _under_pty(ssh_config, ["resume", "--host", "box",
-                                          "codex:01a22b86-c7d0-79e0-b3c0-03c56f3ce14a"], env)
+    status, out = cli_on_terminal(
+        ssh_config, ["resume", "--host", "box", "codex:01a22b86-c7d0-79e0-b3c0-03c56f3ce14a"],
+        env=env)
     assert status == 14, out
     # Hermes resumes only on this machine, as its descriptor says.
-    status, out = _under_pty(ssh_config, ["launch", "--host", "box", "hermes", "--resume",
-                                          "20260101_000000_abcdef"], env)
+    status, out = cli_on_terminal(ssh_config, ["launch", "--host", "box", "hermes", "--resume",
+                                               "20260101_000000_abcdef"], env=env)
     assert status == 3 and "over ssh" in out, out
 
 
@@ -192,7 +150,8 @@ def test_sessions_of_all_hosts_show_each_place_beside_a_dead_host(
     clanker.add_host("box", sshd.alias)
     clanker.add_host("dead", "ssh://nobody@127.0.0.1:9")
     env = {**os.environ, "TERM": "xterm"}
-    status, out = _under_pty(ssh_config, ["sessions", "--all-hosts", "--harness", "codex"], env)
+    status, out = cli_on_terminal(
+        ssh_config, ["sessions", "--all-hosts", "--harness", "codex"], env=env)
     assert "[local]" in out and "[box]" in out and "[dead]" in out, out
     assert "codex:" in out.split("[box]")[1].split("[dead]")[0]
     assert "connection was refused" in out.split("[dead]")[1]

@@ -48,6 +48,15 @@ def _resources(transport: SshTransport, sshd: Sshd) -> RemoteResources:
     return RemoteResources(transport, str(sshd.home))
 
 
+def _installed(transport: SshTransport, sshd: Sshd, host_root: Path
+               ) -> tuple[RemoteResources, str, Path]:
+    """A launch directory with :data:`_RESOURCES` installed: its resources, name and path."""
+    resources = _resources(transport, sshd)
+    launch, _ = resources.new_directory()
+    asyncio.run(resources.install(launch, _RESOURCES, owner=_OWNER))
+    return resources, launch, host_root / launch
+
+
 def test_install_writes_private_files_and_a_manifest_in_one_execution(
     sshd: Sshd, transport: SshTransport, host_root: Path
 ) -> None:
@@ -82,10 +91,7 @@ def test_install_writes_private_files_and_a_manifest_in_one_execution(
 def test_cleanup_keeps_unknown_files_and_refuses_a_planted_link(
     sshd: Sshd, transport: SshTransport, host_root: Path
 ) -> None:
-    resources = _resources(transport, sshd)
-    launch, _ = resources.new_directory()
-    asyncio.run(resources.install(launch, _RESOURCES, owner=_OWNER))
-    directory = host_root / launch
+    resources, launch, directory = _installed(transport, sshd, host_root)
     outside = host_root.parent / "precious"
     outside.write_text("not clanker's to remove")
     (directory / "settings.json").unlink()
@@ -115,10 +121,7 @@ def test_cleanup_keeps_unknown_files_and_refuses_a_planted_link(
 def test_a_file_of_another_owner_or_mode_in_place_of_one_of_clanker_s_is_refused(
     sshd: Sshd, transport: SshTransport, host_root: Path
 ) -> None:
-    resources = _resources(transport, sshd)
-    launch, _ = resources.new_directory()
-    asyncio.run(resources.install(launch, _RESOURCES, owner=_OWNER))
-    directory = host_root / launch
+    resources, launch, directory = _installed(transport, sshd, host_root)
     (directory / "hook.py").unlink()
     (directory / "hook.py").write_text("root's")  # these tests run as root: another owner
     os.chmod(directory / "settings.json", 0o644)

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import launch_hooked
+from tests.helpers import CODEX_LIVE_APP_SERVER_ATTENTION, launch_hooked
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "codex" / "attention"
 
@@ -40,23 +40,7 @@ def launch(tmp_path: Path, payloads: str, *flags: str) -> tuple[dict[str, Any], 
 def test_a_session_with_an_approval_and_an_interrupt(tmp_path: Path) -> None:
     record, after = launch(tmp_path, "live-app-server.json")
     observed = [(o["event"], o["attention"]) for o in record["observed"]]
-    assert observed == [
-        ("SessionStart", "idle"),
-        ("UserPromptSubmit", "working"),
-        ("PreToolUse", "working"),
-        ("PreToolUse", "working"),
-        ("PermissionRequest", "needs-input"),
-        ("PermissionRequest", "needs-input"),
-        # The accepted call finished; its declined twin never will: the wait holds.
-        ("PostToolUse", "needs-input"),
-        ("PreToolUse", "needs-input"),
-        ("PostToolUse", "needs-input"),
-        ("Stop", "done"),
-        ("UserPromptSubmit", "working"),
-        ("PreToolUse", "working"),
-        ("Interrupt", "idle"),
-        ("SessionEnd", "unknown"),
-    ]
+    assert observed == CODEX_LIVE_APP_SERVER_ATTENTION
     assert all(o["hooked"] and o["stdout"] == "" for o in record["observed"])
     assert record["observed"][1]["location"] == "/home/user/project"
     # The launcher's exit retired the terminal.
