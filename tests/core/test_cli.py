@@ -202,6 +202,24 @@ def test_the_installed_script_never_prints_a_traceback(tmp_path: Path) -> None:
     assert done.returncode == 2
 
 
+@pytest.mark.parametrize("args", [("sessions",), ("coder", "--agent-command", "python3", "hi")])
+def test_a_removed_working_directory_is_said_in_one_line(tmp_path: Path,
+                                                         args: tuple[str, ...]) -> None:
+    # A real process whose working directory is gone (`coder` first meets it in
+    # its early start, before the CLI loads).
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = ("import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+            "sys.argv = ['clanker', *sys.argv[2:]]; "
+            "from clanker.__main__ import main; sys.exit(main())")
+    done = subprocess.run([sys.executable, "-c", code, str(gone), *args],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env=dict(os.environ, CLANKER_HOME=str(tmp_path / "home")))
+    assert done.stderr == ("clanker: the current directory no longer exists; cd to one "
+                           "that does\n")
+    assert done.returncode == 2
+
+
 # -- one error format ----------------------------------------------------------------
 
 

@@ -89,14 +89,15 @@ def start(args: Sequence[str], environ: Mapping[str, str] | None = None,
     if chosen is None:
         return False
     option, value, account = chosen
-    if option == "--agent-command":
-        return _start_command(value, environ)
-    if harness is None:
+    if option != "--agent-command" and harness is None:
         return False
     try:
+        if option == "--agent-command":
+            return _start_command(value, environ)
+        assert harness is not None
         return harness(value, account)
-    except Exception:  # whatever it is, the CLI meets it again and reports it
-        discard()
+    except Exception:  # whatever it is (a removed working directory, say), the CLI
+        discard()      # meets it again and reports it
         return False
 
 

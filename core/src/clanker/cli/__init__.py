@@ -16,7 +16,7 @@ from typing import Any, Final
 import click
 
 from clanker import __version__
-from clanker.errors import EXIT_INTERNAL
+from clanker.errors import EXIT_INTERNAL, EXIT_USAGE
 
 __all__ = ["cli", "main"]
 
@@ -133,6 +133,14 @@ def _quiet_asyncio() -> None:
         log.propagate = False
 
 
+def _cwd_exists() -> bool:
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI; never show a traceback unless CLANKER_DEBUG is set."""
     if os.environ.get("CLANKER_DEBUG"):
@@ -153,6 +161,10 @@ def main(argv: list[str] | None = None) -> Any:
 
         if isinstance(exc, CapabilityLoadError):  # a broken plugin: it says which, and why
             click.echo(f"clanker: {exc}", err=True)
+        elif isinstance(exc, FileNotFoundError) and not _cwd_exists():
+            click.echo("clanker: the current directory no longer exists; cd to one that "
+                       "does", err=True)
+            sys.exit(EXIT_USAGE)
         else:
             click.echo(f"clanker: internal error: {type(exc).__name__}", err=True)
         sys.exit(EXIT_INTERNAL)
