@@ -27,10 +27,11 @@ class FakeAcp:
                          install_hint="pip install fake-agent")
 
 
-def _clanker(coder: Coder) -> Clanker:
+def _clanker(coder: Coder, acp: type = FakeAcp) -> Clanker:
+    """The library with one harness, ``fake-acp``, whose ``acp`` capability is ``acp``."""
     plugin = define_harness(
         HarnessDescriptor(id=HarnessId("fake-acp"), display_name="Fake", executable="python3"),
-        acp=FakeAcp)
+        acp=acp)
     registry = Registry.from_plugins({"fake-acp": plugin}, environ={})
     return Clanker(environment=coder.clanker.environment, registry=registry, paths=coder.paths)
 
@@ -58,12 +59,7 @@ def test_an_adapter_that_is_not_installed_names_its_install_line(coder: Coder) -
         def server(self) -> AcpServer:
             return AcpServer(argv=("no-such-acp-adapter",), install_hint="npm install -g x")
 
-    plugin = define_harness(
-        HarnessDescriptor(id=HarnessId("fake-acp"), display_name="Fake", executable="python3"),
-        acp=Missing)
-    clanker = Clanker(environment=coder.clanker.environment,
-                      registry=Registry.from_plugins({"fake-acp": plugin}, environ={}),
-                      paths=coder.paths)
+    clanker = _clanker(coder, Missing)
 
     async def run() -> None:
         async with clanker.coder("fake-acp", cwd=coder.workspace):
@@ -86,12 +82,7 @@ def test_the_servers_session_meta_opens_every_session(coder: Coder, flags: tuple
         def server(self) -> AcpServer:
             return AcpServer(argv=("python3", FAKE_AGENT, *flags), session_meta=meta)
 
-    plugin = define_harness(
-        HarnessDescriptor(id=HarnessId("fake-acp"), display_name="Fake", executable="python3"),
-        acp=WithMeta)
-    clanker = Clanker(environment=coder.clanker.environment,
-                      registry=Registry.from_plugins({"fake-acp": plugin}, environ={}),
-                      paths=coder.paths)
+    clanker = _clanker(coder, WithMeta)
 
     async def run() -> str | None:
         async with clanker.coder("fake-acp", cwd=coder.workspace, resume=resume) as client:
