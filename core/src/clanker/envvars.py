@@ -8,6 +8,7 @@ having to remember to list it.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from typing import Final
@@ -15,6 +16,7 @@ from typing import Final
 __all__ = [
     "CONFIGURATION_VARIABLES",
     "ENV_NAME_PATTERN",
+    "host_environ",
     "is_credential_variable",
     "strip_credentials",
 ]
@@ -44,3 +46,27 @@ def is_credential_variable(name: str) -> bool:
 def strip_credentials(environ: Mapping[str, str]) -> dict[str, str]:
     """Return a copy of ``environ`` without any inherited clanker credential."""
     return {k: v for k, v in environ.items() if not is_credential_variable(k)}
+
+
+def host_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without clanker credentials, with ``HOME`` filled in as a program would.
+
+    A harness takes a non-empty ``$HOME`` and otherwise the password
+    database (Rust's ``home_dir``, Node's ``os.homedir``): resolving it once
+    here is what lets every provider read ``HOME`` and nothing else. (Here,
+    with the standard library alone, so the coder's early start builds the
+    very environment the local environment does.)
+    """
+    env = strip_credentials(environ)
+    if not env.get("HOME"):
+        import pwd
+
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except (KeyError, OSError):
+            home = ""
+        if home:
+            env["HOME"] = home
+        else:
+            env.pop("HOME", None)
+    return env

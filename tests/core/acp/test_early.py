@@ -119,6 +119,18 @@ def test_a_run_takes_the_agent_started_before_the_cli(coder: Coder) -> None:
     assert (first["dir"], first["frame"]) == ("out", initialize_request())
 
 
+def test_an_inherited_credential_never_reaches_the_early_agent(coder: Coder) -> None:
+    # A coder started from inside a launched agent inherits its clanker credentials:
+    # the early start builds its environment as the local environment does
+    # (envvars.host_environ), so the agent it started is the one taken (started
+    # once, the environments equal) and never saw them.
+    coder.environ["CLANKER_BRIDGE_TOKEN"] = "inherited-secret"
+    report, done = _drive(coder, "fake_agent.py", "--no-attention", "--agent-command",
+                          f"python3 {FAKE_AGENT}", "env CLANKER_BRIDGE_TOKEN")
+    assert (report["exit"], done.stdout) == (0, "value:\n"), done.stderr
+    assert isinstance(report["started"], list) and len(report["started"]) == 1
+
+
 @pytest.mark.parametrize("bad", [("--idle-timeout", "0"), ("--approve", "everything"),
                                  ("--idle-timeout", "soon")])
 def test_a_usage_error_reads_as_without_it_and_the_agent_is_stopped(

@@ -39,6 +39,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
+from clanker.envvars import host_environ
+
 if TYPE_CHECKING:
     import subprocess
 
@@ -106,7 +108,8 @@ def _start_command(command: str, environ: Mapping[str, str]) -> bool:
     if argv is None or _has_secrets(argv[0], environ):
         return False
     cwd = os.getcwd()
-    return hold(argv, {**_host(environ), "PWD": cwd}, cwd)  # as service.open builds it
+    # As service.open builds it from the local environment's (credentials stripped).
+    return hold(argv, {**host_environ(environ), "PWD": cwd}, cwd)
 
 
 def hold(argv: Sequence[str], env: Mapping[str, str], cwd: str) -> bool:
@@ -186,24 +189,6 @@ def _stop(started: Started) -> None:
         except subprocess.TimeoutExpired:
             continue
     process.wait()
-
-
-def _host(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` with ``HOME`` filled in where it is empty, as the local environment
-    does (``host_environ`` in environment/local.py)."""
-    env = dict(environ)
-    if not env.get("HOME"):
-        import pwd
-
-        try:
-            home = pwd.getpwuid(os.getuid()).pw_dir
-        except (KeyError, OSError):
-            home = ""
-        if home:
-            env["HOME"] = home
-        else:
-            env.pop("HOME", None)
-    return env
 
 
 def _chosen(args: list[str]) -> tuple[str, str, str | None] | None:

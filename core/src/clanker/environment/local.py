@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import pwd
 import stat as stat_module
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, TypeVar
 
 from clanker.descriptor import Transport
-from clanker.envvars import strip_credentials
+from clanker.envvars import host_environ
 
 if TYPE_CHECKING:
     import sqlite3
@@ -23,26 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["LocalEnvironment", "LocalFiles", "host_environ", "which"]
 
 _T = TypeVar("_T")
-
-
-def host_environ(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` without clanker credentials, with ``HOME`` filled in as a program would.
-
-    A harness takes a non-empty ``$HOME`` and otherwise the password
-    database (Rust's ``home_dir``, Node's ``os.homedir``): resolving it once
-    here is what lets every provider read ``HOME`` and nothing else.
-    """
-    env = strip_credentials(environ)
-    if not env.get("HOME"):
-        try:
-            home = pwd.getpwuid(os.getuid()).pw_dir
-        except (KeyError, OSError):
-            home = ""
-        if home:
-            env["HOME"] = home
-        else:
-            env.pop("HOME", None)
-    return env
 
 
 def which(command: str, search_path: str) -> str | None:
