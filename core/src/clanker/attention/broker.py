@@ -220,6 +220,11 @@ class Revision(_Wire):
     snapshot: Snapshot | None
 
 
+def _bound_elsewhere(root: str | None, session: str) -> bool:
+    """Whether a terminal whose root is ``root`` is bound to another session than ``session``."""
+    return root is not None and root != session
+
+
 def _make_converter() -> JsonConverter:
     converter = make_boundary_converter()
     for kind in (RuntimeState, OutcomeKind):
@@ -477,7 +482,11 @@ class Broker:
         if self._listener is not None:
             self._listener(revision)
 
-    def _commit(self, terminal: str, entry: _Entry, snapshot: Snapshot) -> Decision:
+    def _commit(self, terminal: str, entry: _Entry, snapshot: Snapshot, envelope: Envelope
+                ) -> Decision:
+        """Publish ``snapshot``, at the location ``envelope`` reports (if any), unless
+        that changes nothing."""
+        snapshot = self._located(snapshot, envelope)
         if snapshot == entry.snapshot:
             return Decision.DUPLICATE
         entry.snapshot = snapshot
@@ -508,7 +517,7 @@ class Broker:
     def _session_started(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
         snap = entry.snapshot
         root = snap.root_session_id
-        if root is not None and root != envelope.session_id:
+        if _bound_elsewhere(root, envelope.session_id):
             return Decision.REJECTED_MISMATCH
         if root is None or snap.runtime.state is RuntimeState.UNVERIFIED:
             snap = attrs.evolve(
@@ -516,7 +525,7 @@ class Broker:
                 root_session_id=envelope.session_id,
                 runtime=IDLE if snap.runtime.state is RuntimeState.UNVERIFIED else snap.runtime,
             )
-        return self._commit(terminal, entry, self._located(snap, envelope))
+        return self._commit(terminal, entry, snap, envelope)
 
     def _turn_started(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
         turn = envelope.turn_id
@@ -525,26 +534,24 @@ class Broker:
         snap = entry.snapshot
         root = snap.root_session_id
         session = envelope.session_id
-        if root is not None and root != session:
+        if _bound_elsewhere(root, session):
             return Decision.REJECTED_MISMATCH
         if (session, turn) in entry.retired:
             return Decision.IGNORED_STALE
         runtime = snap.runtime
         if runtime.state is RuntimeState.RUNNING:
             if runtime.turn_id == turn:
-                return self._commit(terminal, entry, self._located(snap, envelope))
+                return self._commit(terminal, entry, snap, envelope)
             assert runtime.turn_id is not None
             entry.retire_turn(runtime.turn_id, entry.turn_session, root)  # superseded
         entry.turn_session = session
-        snap = Snapshot(
+        snap = attrs.evolve(
+            snap,
             runtime=Runtime(state=RuntimeState.RUNNING, turn_id=turn, started_at=self._clock()),
             pending_request=None,
-            last_completion=snap.last_completion,
-            last_outcome=snap.last_outcome,
             root_session_id=session,
-            location=snap.location,
         )
-        return self._commit(terminal, entry, self._located(snap, envelope))
+        return self._commit(terminal, entry, snap, envelope)
 
     def _live_turn(self, entry: _Entry, envelope: Envelope) -> Decision | None:
         """``None`` when ``envelope`` is for the live turn of the bound root, else why not."""
@@ -590,7 +597,8 @@ class Broker:
                               started_at=snap.runtime.started_at)
         else:
             runtime = IDLE
-        snap = Snapshot(
+        snap = attrs.evolve(
+            snap,
             runtime=runtime,
             pending_request=None,
             last_completion=(
@@ -599,10 +607,8 @@ class Broker:
                 else snap.last_completion
             ),
             last_outcome=outcome,
-            root_session_id=snap.root_session_id,
-            location=snap.location,
         )
-        return self._commit(terminal, entry, self._located(snap, envelope))
+        return self._commit(terminal, entry, snap, envelope)
 
     def _input_requested(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
         refused = self._live_turn(entry, envelope)
@@ -616,8 +622,8 @@ class Broker:
                 entry.waits_overflow = True  # past the bound nothing resolves until a boundary
             else:
                 waits[envelope.input_id] = self._clock()
-        return self._commit(terminal, entry, self._located(
-            attrs.evolve(entry.snapshot, pending_request=entry.shown_wait(turn)), envelope))
+        snap = attrs.evolve(entry.snapshot, pending_request=entry.shown_wait(turn))
+        return self._commit(terminal, entry, snap, envelope)
 
     def _input_resolved(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
         refused = self._live_turn(entry, envelope)
@@ -628,7 +634,7 @@ class Broker:
         waits = entry.waits_of(turn)
         if not waits:
             if entry.last_resolved == (turn, envelope.input_id):  # delivered again
-                return self._commit(terminal, entry, self._located(entry.snapshot, envelope))
+                return self._commit(terminal, entry, entry.snapshot, envelope)
             return Decision.IGNORED_STALE  # no wait is outstanding
         if envelope.input_id not in waits and None not in waits:
             return Decision.IGNORED_STALE  # it resolves no wait of this turn
@@ -637,7 +643,7 @@ class Broker:
         waits.pop(None, None)
         entry.last_resolved = (turn, envelope.input_id)
         snap = attrs.evolve(entry.snapshot, pending_request=entry.shown_wait(turn))
-        return self._commit(terminal, entry, self._located(snap, envelope))
+        return self._commit(terminal, entry, snap, envelope)
 
     def _session_continued(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
         old = envelope.continues_session_id
@@ -647,7 +653,7 @@ class Broker:
         root = snap.root_session_id
         new = envelope.session_id
         if root is not None and root == new and old in (root, entry.continued_from):
-            return self._commit(terminal, entry, self._located(snap, envelope))  # redelivery
+            return self._commit(terminal, entry, snap, envelope)  # redelivery
         if root is None or old != root:
             return Decision.REJECTED_MISMATCH
         # A retired turn of the old root stays retired under the new one.
@@ -655,7 +661,7 @@ class Broker:
             entry.retire_turn(turn, new)
         entry.continued_from = old
         snap = attrs.evolve(snap, root_session_id=new)
-        return self._commit(terminal, entry, self._located(snap, envelope))
+        return self._commit(terminal, entry, snap, envelope)
 
     def _session_ended(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
         snap = entry.snapshot
@@ -674,24 +680,23 @@ class Broker:
         entry.turn_session = None
         entry.continued_from = None
         entry.ended_session = session
-        snap = Snapshot(
+        snap = attrs.evolve(
+            snap,
             runtime=UNVERIFIED,
             pending_request=None,
-            last_completion=snap.last_completion,
             last_outcome=Outcome(kind=OutcomeKind.SESSION_ENDED, turn_id=turn,
                                  at=self._clock(), revision=self._sequence + 1),
             root_session_id=None,
-            location=snap.location,
         )
-        return self._commit(terminal, entry, self._located(snap, envelope))
+        return self._commit(terminal, entry, snap, envelope)
 
     def _location_changed(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
         if envelope.cwd is None:
             return Decision.REJECTED_AMBIGUOUS
         root = entry.snapshot.root_session_id
-        if root is not None and root != envelope.session_id:
+        if _bound_elsewhere(root, envelope.session_id):
             return Decision.REJECTED_MISMATCH
-        return self._commit(terminal, entry, self._located(entry.snapshot, envelope))
+        return self._commit(terminal, entry, entry.snapshot, envelope)
 
     def _agent_exited(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
         # The launcher reports its own child's exit: no native session proves anything here.
