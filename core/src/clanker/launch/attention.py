@@ -87,11 +87,46 @@ def write_hook_command(directory: Path) -> Path:
     return path
 
 
-class AttentionAttachment:
-    """Attention for one launch of one harness (an optional attachment step)."""
+class _AttentionStep:
+    """What attention on this machine and on an SSH host share: the launch's facts, and
+    the terminal's registration with this machine's grid."""
 
     name = "attention"
     optional = True
+
+    def __init__(
+        self,
+        harness: str,
+        capability: AttentionCapability,
+        *,
+        cwd: str,
+        run: Callable[[CommandRequest], CommandResult],
+        user_flags: tuple[str, ...],
+        trusted_root_session_id: str | None,
+        paths: ClankerPaths | None,
+        account: str | None,
+    ) -> None:
+        self._harness = harness
+        self._capability = capability
+        self._cwd = cwd
+        self._run = run
+        self._user_flags = user_flags
+        self._trusted_root = (
+            trusted_root_session_id if capability.resume_preserves_session_id else None
+        )
+        self._paths = paths
+        self._account = account
+
+    def _register(self, client: GridClient, tmux_pane: str | None) -> Registration:
+        """Register the launch's terminal (this process is its launcher)."""
+        return client.register(
+            harness=self._harness, workspace=self._cwd, cwd=self._cwd,
+            launcher_pid=os.getpid(), trusted_root_session_id=self._trusted_root,
+            account=self._account, tmux_pane=tmux_pane)
+
+
+class AttentionAttachment(_AttentionStep):
+    """Attention for one launch of one harness (an optional attachment step)."""
 
     def __init__(
         self,
@@ -111,18 +146,11 @@ class AttentionAttachment:
         """``on_registered`` hears of the terminal once the grid has registered it (the
         bridge step shares it); ``account`` names the managed account it runs under;
         ``readoption`` is told how to re-present the terminal to a next grid."""
-        self._harness = harness
-        self._capability = capability
-        self._cwd = cwd
+        super().__init__(harness, capability, cwd=cwd, run=run, user_flags=user_flags,
+                         trusted_root_session_id=trusted_root_session_id, paths=paths,
+                         account=account)
         self._files = files
-        self._run = run
-        self._user_flags = user_flags
-        self._trusted_root = (
-            trusted_root_session_id if capability.resume_preserves_session_id else None
-        )
-        self._paths = paths
         self._on_registered = on_registered
-        self._account = account
         self._readoption = readoption
 
     def prepare(self, state: LaunchState) -> PreparedAttachment | None:
@@ -140,15 +168,7 @@ class AttentionAttachment:
             state_dir = private_dir / "state"
             state_dir.mkdir(mode=0o700)
             pane = _tmux_pane(state.env)
-            registration = client.register(
-                harness=self._harness,
-                workspace=self._cwd,
-                cwd=self._cwd,
-                launcher_pid=os.getpid(),
-                trusted_root_session_id=self._trusted_root,
-                account=self._account,
-                tmux_pane=pane,
-            )
+            registration = self._register(client, pane)
             if self._readoption is not None:
                 from clanker.launch.readopt import Readoption
 
@@ -320,7 +340,7 @@ def host_paths(value: str, staged: Path, directory: str) -> str:
     return value
 
 
-class RemoteAttentionAttachment:
+class RemoteAttentionAttachment(_AttentionStep):
     """Attention for one launch on an SSH host (an optional attachment step).
 
     The terminal is registered with this machine's grid as for a local launch.
@@ -347,9 +367,6 @@ class RemoteAttentionAttachment:
     written and the launch goes on without attention, as for any ``Declined``.
     """
 
-    name = "attention"
-    optional = True
-
     def __init__(
         self,
         harness: str,
@@ -363,18 +380,11 @@ class RemoteAttentionAttachment:
         paths: ClankerPaths | None = None,
         account: str | None = None,
     ) -> None:
-        self._harness = harness
-        self._capability = capability
+        super().__init__(harness, capability, cwd=cwd, run=run, user_flags=user_flags,
+                         trusted_root_session_id=trusted_root_session_id, paths=paths,
+                         account=account)
         self._interpreter: Path | None = capability.interpreter
-        self._cwd = cwd
         self._host = environment
-        self._run = run
-        self._user_flags = user_flags
-        self._trusted_root = (
-            trusted_root_session_id if capability.resume_preserves_session_id else None
-        )
-        self._paths = paths
-        self._account = account
 
     def prepare(self, state: LaunchState) -> PreparedAttachment | None:
         from clanker.attention.frames import FrameExtractor
@@ -411,10 +421,7 @@ class RemoteAttentionAttachment:
             _release(client, registration, staging)
 
         try:
-            registration = client.register(
-                harness=self._harness, workspace=self._cwd, cwd=self._cwd,
-                launcher_pid=os.getpid(), trusted_root_session_id=self._trusted_root,
-                account=self._account, tmux_pane=_tmux_pane(state.env))
+            registration = self._register(client, _tmux_pane(state.env))
             index.record(registration.terminal, self._host.host.name, launch)
             env = self._route(directory)
             staged, written, plan = self._plan(state, env, staging)
