@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from clanker.environment.witness import Witness
     from clanker.execution import LocalTransport
 
-__all__ = ["LocalEnvironment", "LocalFiles", "host_environ", "which"]
+__all__ = ["LocalEnvironment", "LocalFiles", "ThisMachine", "host_environ", "which"]
 
 _T = TypeVar("_T")
 
@@ -127,15 +127,36 @@ class LocalFiles:
         return which(command, os.defpath if search_path is None else search_path)
 
 
-class LocalEnvironment:
+class ThisMachine:
+    """What every environment standing for this machine answers alike, whatever runs
+    its commands: its files (in ``_files``) are read as they are asked for, caches
+    stay where they are, and a path's canonical form is its real path."""
+
+    name = "local"
+    transport = Transport.LOCAL
+    _files: LocalFiles
+
+    @property
+    def files(self) -> LocalFiles:
+        return self._files
+
+    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None
+                     ) -> _T:
+        return await work()  # this machine's files are read as they are asked for
+
+    def cache_dir(self, root: Path) -> Path:
+        return root
+
+    def canonical_path(self, path: str) -> str:
+        return self._files.realpath(path)
+
+
+class LocalEnvironment(ThisMachine):
     """Harnesses on this machine: child processes, local files, this terminal.
 
     ``environ`` is what children start from (default: this process's
     environment); clanker credentials in it are never passed on.
     """
-
-    name = "local"
-    transport = Transport.LOCAL
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._environ = host_environ(os.environ if environ is None else environ)
@@ -158,10 +179,6 @@ class LocalEnvironment:
         return self.executor
 
     @property
-    def files(self) -> LocalFiles:
-        return self._files
-
-    @property
     def environ(self) -> Mapping[str, str]:
         return self._environ
 
@@ -172,16 +189,6 @@ class LocalEnvironment:
         """:meth:`locate`, answered at once (this machine needs no round trip)."""
         search = self._environ.get("PATH", os.defpath)
         return {command: self._files.which(command, search) for command in commands}
-
-    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None
-                     ) -> _T:
-        return await work()  # this machine's files are read as they are asked for
-
-    def cache_dir(self, root: Path) -> Path:
-        return root
-
-    def canonical_path(self, path: str) -> str:
-        return self._files.realpath(path)
 
     def run_interactive(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: str) -> int:
         from clanker.environment.foreground import run_foreground

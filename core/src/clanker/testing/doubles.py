@@ -12,15 +12,14 @@ import os
 import stat
 import sys
 import textwrap
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import cast
 
 import pytest
 
 from clanker.attachment import AttachmentContext
-from clanker.descriptor import Transport
-from clanker.environment.local import LocalFiles, host_environ
+from clanker.environment.local import LocalFiles, ThisMachine, host_environ
 from clanker.errors import HarnessCapabilityError
 from clanker.execution import (
     CommandExecutor,
@@ -47,8 +46,6 @@ __all__ = [
     "script_double",
     "write_script",
 ]
-
-_T = TypeVar("_T")
 
 
 class ScriptedExecutor:
@@ -170,7 +167,7 @@ def prepend_to_path(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:
     monkeypatch.setenv("PATH", f"{directory}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
-class EnvironmentDouble:
+class EnvironmentDouble(ThisMachine):
     """An :class:`~clanker.environment.Environment` for tests: the executors a
     test hands it (scripted doubles speaking a captured protocol, or a real
     :class:`~clanker.execution.LocalTransport`), this machine's files, and the
@@ -181,9 +178,6 @@ class EnvironmentDouble:
     run is refused, since a test never owns a terminal.
     """
 
-    name = "local"
-    transport = Transport.LOCAL
-
     def __init__(
         self,
         *,
@@ -193,21 +187,11 @@ class EnvironmentDouble:
     ) -> None:
         self.executor = executor
         self.session_executor = session_executor
-        self.files = LocalFiles()
+        self._files = LocalFiles()
         self.environ = host_environ(environ or {})
 
     async def locate(self, commands: Iterable[str]) -> dict[str, str | None]:
         return {c: self.files.which(c, self.environ.get("PATH", "")) for c in commands}
-
-    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None
-                     ) -> _T:
-        return await work()  # this machine's files are read as they are asked for
-
-    def cache_dir(self, root: Path) -> Path:
-        return root
-
-    def canonical_path(self, path: str) -> str:
-        return self.files.realpath(path)
 
     def run_interactive(self, argv: tuple[str, ...], env: object, cwd: str) -> int:
         raise AssertionError("a test environment has no terminal to run a harness in")
