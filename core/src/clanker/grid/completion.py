@@ -37,7 +37,14 @@ from typing import TYPE_CHECKING, Any, Final
 from clanker._logging import get_logger
 from clanker.bridge.credentials import Binding
 from clanker.bridge.declaration import CapabilityRefused
-from clanker.grid.isolation import Isolation, Move, Transactions, _same_place, unrecovered_notice
+from clanker.grid.isolation import (
+    Isolation,
+    Move,
+    Transactions,
+    _movable,
+    _same_place,
+    unrecovered_notice,
+)
 from clanker.grid.moves import MoveUnavailable
 from clanker.grid.pending import PendingMove
 
@@ -129,12 +136,7 @@ class Completion:
             return _blocked(worktree)
         if worktree.problem is not None:
             raise CapabilityRefused(f"git-failed: {worktree.problem}; nothing was changed")
-        if session is None:
-            raise CapabilityRefused("no-session: clanker does not know your conversation "
-                                    "yet, so it cannot be moved; nothing was changed")
-        if not self._listening(binding.terminal):
-            raise CapabilityRefused("not-relayed: your launch cannot be moved to another "
-                                    "checkout; nothing was changed")
+        session = _movable(session, self._listening, binding.terminal, "nothing was changed")
         target = _same_place(main, worktree.path, here) if os.path.isdir(here) else main
         if self._isolation is not None and self._isolation.after_turn(binding):
             self._isolation.schedule(binding, PendingMove(

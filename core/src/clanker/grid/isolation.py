@@ -201,13 +201,8 @@ class Isolation:
             current = next((w.branch for w in listed
                             if os.path.realpath(w.path) == os.path.realpath(top)), None)
             return {"status": "already-isolated", "branch": current, "path": top}
-        session = self._session_of(binding.terminal)
-        if session is None:
-            raise CapabilityRefused("no-session: clanker does not know your conversation "
-                                    "yet, so it cannot be moved; nothing was created")
-        if not self._listening(binding.terminal):
-            raise CapabilityRefused("not-relayed: your launch cannot be moved to another "
-                                    "checkout; nothing was created")
+        session = _movable(self._session_of(binding.terminal), self._listening,
+                           binding.terminal, "nothing was created")
         try:
             created = await service.create(here, branch)
         except CheckoutError as error:
@@ -503,6 +498,19 @@ def unrecovered_notice(move: PendingMove, kept: str) -> str:
     return (f"isolated checkout move FAILED and the agent could not be resumed where it "
             f"was: resume the conversation from history (clanker resume {move.session}); "
             f"nothing was removed; {kept}")
+
+
+def _movable(session: str | None, listening: Callable[[str], bool], terminal: str,
+             unchanged: str) -> str:
+    """``session``, the conversation to move, when ``terminal``'s launch can be moved to
+    another checkout; else raise :class:`CapabilityRefused`, saying ``unchanged``."""
+    if session is None:
+        raise CapabilityRefused("no-session: clanker does not know your conversation "
+                                f"yet, so it cannot be moved; {unchanged}")
+    if not listening(terminal):
+        raise CapabilityRefused("not-relayed: your launch cannot be moved to another "
+                                f"checkout; {unchanged}")
+    return session
 
 
 def _same_place(worktree: str, main: str, here: str) -> str:
