@@ -264,8 +264,7 @@ class AccountService:
         import asyncio  # here: building the service (a launch) does not need it
 
         record = self.find(account)
-        provider = self._provider(record.harness)
-        accounts = self._require_managed(provider)
+        accounts = self._managed(record)
         with self._flow(record.id):
             home = self._homes.create(record.harness, record.id)
             async with asyncio.timeout(SIGN_IN_TIMEOUT):
@@ -278,8 +277,7 @@ class AccountService:
     async def verify(self, account: str) -> AccountRecord:
         """Ask the harness who is signed in and keep the answer's status."""
         record = self.find(account)
-        provider = self._provider(record.harness)
-        accounts = self._require_managed(provider)
+        accounts = self._managed(record)
         check = await accounts.verify(self._context(accounts, str(self._verified(record))))
         status = (AccountStatus.CONNECTED if check.signed_in is SignedIn.YES
                   else AccountStatus.NEEDS_AUTH)
@@ -291,8 +289,7 @@ class AccountService:
     async def remove(self, account: str) -> AccountRecord:
         """Prove sign-out, delete the verified home, then forget the account."""
         record = self.find(account)
-        provider = self._provider(record.harness)
-        accounts = self._require_managed(provider)
+        accounts = self._managed(record)
         with self._flow(record.id):
             home = self._homes.create(record.harness, record.id)  # a retry may need it back
             check = await accounts.sign_out(self._context(accounts, str(home)))
@@ -351,6 +348,11 @@ class AccountService:
         if provider.accounts is None or not self.managed_supported:
             raise AccountError(self._unsupported(provider))
         return provider.accounts
+
+    def _managed(self, record: AccountRecord) -> AccountsCapability:
+        """The managed-accounts capability of ``record``'s harness (see
+        :meth:`_require_managed`)."""
+        return self._require_managed(self._provider(record.harness))
 
     def _verified(self, record: AccountRecord) -> Path:
         try:
