@@ -6,6 +6,7 @@ A plugin imports its commit types (and the shared answer checks) from here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from clanker.commit.events import typed_events
@@ -35,7 +36,22 @@ __all__ = [
     "stopped_answer",
     "text_answer",
     "typed_events",
+    "with_model",
 ]
+
+
+def with_model(args: Sequence[str], model: str | None, *, bound: bool) -> list[str]:
+    """Return ``args`` followed by the model option, last on the command line.
+
+    ``bound`` gives one token, ``--model=MODEL``; otherwise two, ``--model MODEL``.
+    Either way the value stays the model whatever it looks like, since nothing
+    follows it. Without a model, ``args`` alone: the harness's own default.
+    """
+    if model is None:
+        return list(args)
+    if bound:
+        return [*args, f"--model={model}"]
+    return [*args, "--model", model]
 
 
 @runtime_checkable

@@ -34,6 +34,7 @@ from clanker.commit.capability import (
     inference_request,
     text_answer,
     typed_events,
+    with_model,
 )
 from clanker.errors import ErrorKind
 from clanker.execution import CommandRequest, CommandResult
@@ -177,12 +178,10 @@ class AgyCommit:
     """``agy --mode=plan --sandbox ... --output-format=stream-json`` with one user line on stdin."""
 
     def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
-        args = list(COMMIT_ARGS)
-        if model is not None:
-            # One token, `=`-bound, last: the value stays the model whatever
-            # it looks like. Without it, agy's own default (the model last
-            # chosen with /model, which persists across sessions).
-            args.append(f"--model={model}")
+        # One token, `=`-bound, last: the value stays the model whatever
+        # it looks like. Without it, agy's own default (the model last
+        # chosen with /model, which persists across sessions).
+        args = with_model(COMMIT_ARGS, model, bound=True)
         # One line, then EOF: the executor writes it all and closes stdin,
         # and agy exits after that turn's result. Nothing from the change
         # is ever an argument.

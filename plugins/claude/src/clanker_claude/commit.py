@@ -27,6 +27,7 @@ from clanker.commit.capability import (
     inference_request,
     text_answer,
     typed_events,
+    with_model,
 )
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
@@ -201,12 +202,10 @@ class ClaudeCommit:
     """``claude -p --output-format json ...`` with the prompt on stdin."""
 
     def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
-        args = list(COMMIT_ARGS)
-        if model is not None:
-            # Two tokens, last: `--model` takes the next token whatever it looks
-            # like (verified: `--model --tools` ran with tools [] and model
-            # "--tools"). Without it, Claude's own default for the account.
-            args += ["--model", model]
+        # Two tokens, last: `--model` takes the next token whatever it looks
+        # like (verified: `--model --tools` ran with tools [] and model
+        # "--tools"). Without it, Claude's own default for the account.
+        args = with_model(COMMIT_ARGS, model, bound=False)
         # Claude waits 3 s for the first byte, then reads to EOF; the
         # executor writes it all at once and closes stdin. No positional
         # prompt: nothing from the change is ever an argument.

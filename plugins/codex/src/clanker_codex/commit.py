@@ -20,6 +20,7 @@ from clanker.commit.capability import (
     inference_request,
     text_answer,
     typed_events,
+    with_model,
 )
 from clanker.errors import ErrorKind
 from clanker.execution import CommandRequest, CommandResult
@@ -201,12 +202,10 @@ class CodexCommit:
     """``codex exec --json --ephemeral --sandbox read-only ...`` with the prompt on stdin."""
 
     def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
-        args = list(COMMIT_ARGS)
-        if model is not None:
-            # One token, after `exec`: the value stays the model whatever it
-            # looks like (`-m -x` would be a usage error). A bare slug: Codex
-            # chooses providers through config, never through the model name.
-            args.append(f"--model={model}")
+        # One token, after `exec`: the value stays the model whatever it
+        # looks like (`-m -x` would be a usage error). A bare slug: Codex
+        # chooses providers through config, never through the model name.
+        args = with_model(COMMIT_ARGS, model, bound=True)
         # Read to EOF before anything starts; the executor writes it all
         # and closes stdin. At most 1,048,576 characters (clanker's prompt
         # is at most 96 KiB).

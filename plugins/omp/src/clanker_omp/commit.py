@@ -21,6 +21,7 @@ from clanker.commit.capability import (
     inference_request,
     last_turn,
     stopped_answer,
+    with_model,
 )
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
@@ -106,11 +107,9 @@ class OmpCommit:
     """``omp --print --mode json ...`` with the prompt on stdin."""
 
     def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
-        args = list(COMMIT_ARGS)
-        if model is not None:
-            # Two tokens, last, as at launch: a built-in string flag takes the
-            # next token whatever it looks like.
-            args += ["--model", model]
+        # Two tokens, last, as at launch: a built-in string flag takes the
+        # next token whatever it looks like.
+        args = with_model(COMMIT_ARGS, model, bound=False)
         # Read to EOF before start-up work; the executor writes it all and
         # closes stdin (a pipe left open makes omp wait forever).
         return inference_request("omp", args, prompt.encode("utf-8"))

@@ -32,6 +32,7 @@ from clanker.commit.capability import (
     inference_request,
     text_answer,
     typed_events,
+    with_model,
 )
 from clanker.errors import ErrorKind
 from clanker.execution import CommandRequest, CommandResult
@@ -249,11 +250,9 @@ class OpenCodeCommit:
     """``opencode run --pure --format json --agent clanker-commit ...`` with the prompt on stdin."""
 
     def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
-        args = list(COMMIT_ARGS)
-        if model is not None:
-            # One token: the value stays the model whatever it looks like.
-            # opencode splits it at the first `/` into provider and model.
-            args.append(f"--model={model}")
+        # One token: the value stays the model whatever it looks like.
+        # opencode splits it at the first `/` into provider and model.
+        args = with_model(COMMIT_ARGS, model, bound=True)
         # Read to EOF before start-up; the executor writes it all and
         # closes stdin (a pipe left open makes opencode wait silently).
         return inference_request("opencode", args, prompt.encode("utf-8"), env=COMMIT_ENV)

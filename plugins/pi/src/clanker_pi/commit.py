@@ -19,6 +19,7 @@ from clanker.commit.capability import (
     inference_request,
     last_turn,
     stopped_answer,
+    with_model,
 )
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest, CommandResult
@@ -105,11 +106,9 @@ class PiCommit:
     """``pi --print --mode json ...`` with the prompt on stdin."""
 
     def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
-        args = list(COMMIT_ARGS)
-        if model is not None:
-            # Two tokens, last: pi rejects `--model=`, and `--model` takes the
-            # next token whatever it looks like.
-            args += ["--model", model]
+        # Two tokens, last: pi rejects `--model=`, and `--model` takes the
+        # next token whatever it looks like.
+        args = with_model(COMMIT_ARGS, model, bound=False)
         # Read to EOF before the turn starts; the executor writes it all and
         # closes stdin (a pipe left open makes pi wait silently forever).
         return inference_request("pi", args, prompt.encode("utf-8"))
