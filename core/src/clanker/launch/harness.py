@@ -53,17 +53,22 @@ class HarnessLaunch:
     base_args: ClassVar[tuple[str, ...]] = ()
     """What the inherited ``build`` puts after the executable on every command line."""
     model_flag: ClassVar[str] = "--model"
-    """The option the inherited ``build`` names the model with (the model is the next token)."""
+    """The option the inherited ``build`` names the model with."""
+    model_bound: ClassVar[bool] = False
+    """Whether that option and the model are one ``FLAG=MODEL`` token rather than two."""
 
     def build(self, request: LaunchRequest) -> LaunchPlan:
-        """Return ``executable BASE_ARGS [MODEL_FLAG MODEL] SESSION_ARGS USER_FLAGS``.
+        """Return ``executable BASE_ARGS [MODEL_FLAG MODEL] SESSION_ARGS USER_FLAGS``
+        (``MODEL_FLAG=MODEL`` when ``model_bound``).
 
         clanker's options come first and the user's flags last, verbatim and in
         order: an unknown or variadic user flag can then only take another user
         token as its value. ``session_args`` is asked only for a resume or fork.
         """
         argv = [self.executable, *self.base_args]
-        if request.model is not None:
+        if request.model is not None and self.model_bound:
+            argv.append(f"{self.model_flag}={request.model}")
+        elif request.model is not None:
             argv += [self.model_flag, request.model]
         if request.session is not None:
             argv += self.session_args(request, request.session)
