@@ -21,6 +21,7 @@ from typing import Protocol, runtime_checkable
 
 from attrs import field, frozen
 
+from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandExecutor, SessionExecutor
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "AccountIdentity",
     "AccountsCapability",
     "SignedIn",
+    "checked_home",
 ]
 
 
@@ -73,6 +75,18 @@ class AccountCheck:
 
     signed_in: SignedIn
     identity: AccountIdentity = AccountIdentity()
+
+
+def checked_home(context: AccountContext, variable: str, *, harness: str) -> str:
+    """Return the account's home when ``context.environment`` points ``variable`` at it.
+
+    Raise ``not-configured`` otherwise, before anything runs: the harness would
+    use whatever home the variable names instead, or its default one.
+    """
+    if context.environment.get(variable) != context.home:
+        raise HarnessCapabilityError(ErrorKind.NOT_CONFIGURED,
+                                     f"the environment does not set {variable}", harness=harness)
+    return context.home
 
 
 @runtime_checkable

@@ -30,13 +30,11 @@ from typing import Any, Final
 
 from clanker.commit.capability import (
     CommitFailures,
-    answer_by_exit,
-    inference_request,
+    HarnessCommit,
     text_answer,
     typed_events,
 )
 from clanker.errors import ErrorKind
-from clanker.execution import CommandRequest, CommandResult
 from clanker_agy.usage import _SIGNED_OUT, _error_texts
 
 __all__ = ["COMMIT_ARGS", "AgyCommit", "commit_stdin", "parse_commit_stream"]
@@ -173,27 +171,26 @@ def parse_commit_stream(stdout: str) -> str:
     return text_answer(answer, harness="agy")
 
 
-class AgyCommit:
+class AgyCommit(HarnessCommit):
     """``agy --mode=plan --sandbox ... --output-format=stream-json`` with one user line on stdin."""
 
-    def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
-        args = list(COMMIT_ARGS)
-        if model is not None:
-            # One token, `=`-bound, last: the value stays the model whatever
-            # it looks like. Without it, agy's own default (the model last
-            # chosen with /model, which persists across sessions).
-            args.append(f"--model={model}")
+    command = "agy"
+    args = COMMIT_ARGS
+    # One token, `=`-bound, last: the value stays the model whatever
+    # it looks like. Without it, agy's own default (the model last
+    # chosen with /model, which persists across sessions).
+    model_bound = True
+    # 0 is no proof: an unknown event line, an unknown model, and a
+    # turn after an error agy recovered from were all reported as 0.
+    # 1: bad input or interrupted (SIGTERM writes an ERROR result first);
+    # 2: a flag error; 3: quota. The stream says what failed when it can;
+    # stderr (`AGY_ERROR: ...`) is diagnostics only, never read.
+    parse_stream = staticmethod(parse_commit_stream)
+
+    def stdin(self, prompt: str) -> bytes:
         # One line, then EOF: the executor writes it all and closes stdin,
         # and agy exits after that turn's result. Nothing from the change
         # is ever an argument.
-        return inference_request("agy", args, commit_stdin(prompt))
-
-    def parse_output(self, result: CommandResult) -> str:
-        # 0 is no proof: an unknown event line, an unknown model, and a
-        # turn after an error agy recovered from were all reported as 0.
-        # 1: bad input or interrupted (SIGTERM writes an ERROR result first);
-        # 2: a flag error; 3: quota. The stream says what failed when it can;
-        # stderr (`AGY_ERROR: ...`) is diagnostics only, never read.
-        return answer_by_exit(result, parse_commit_stream, harness="agy")
+        return commit_stdin(prompt)
 
 implementation = AgyCommit

@@ -7,8 +7,8 @@ from typing import Final
 
 from clanker.launch.capability import (
     LOWERCASE_UUID,
-    LaunchPlan,
     LaunchRequest,
+    SessionTarget,
     checked_session_id,
 )
 from clanker.launch.harness import HarnessLaunch
@@ -27,20 +27,16 @@ class AgyLaunch(HarnessLaunch):
     # `-v` is not a version flag in every build ("flag needs an argument").
     executable = "agy"
     version = _VERSION
+    # agy parses flags like Go's `flag` package: a value-taking flag given as
+    # two tokens takes the next token whatever it is, so values are bound with "=".
+    # The user's flags come last, in order: the first non-flag word ends agy's
+    # flag parsing.
+    model_bound = True
 
-    def build(self, request: LaunchRequest) -> LaunchPlan:
-        # agy parses flags like Go's `flag` package: a value-taking flag given as
-        # two tokens takes the next token whatever it is, so values are bound with "=".
-        argv = ["agy"]
-        if request.model is not None:
-            argv.append(f"--model={request.model}")
-        if request.session is not None:
-            # Resume, and the emulated local fork, which continues the same
-            # conversation: agy has no fork flag.
-            argv.append(f"--conversation={request.session.native_id}")
-        # Last, in order: the first non-flag word ends agy's flag parsing.
-        argv += request.user_flags
-        return LaunchPlan(argv=tuple(argv))
+    def session_args(self, request: LaunchRequest, session: SessionTarget) -> list[str]:
+        # Resume, and the emulated local fork, which continues the same
+        # conversation: agy has no fork flag.
+        return [f"--conversation={session.native_id}"]
 
     def validate_session_id(self, raw: str) -> str:
         # A conversation id is a UUID, also the name of its store file

@@ -39,7 +39,13 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from clanker.accounts.capability import AccountCheck, AccountContext, AccountIdentity, SignedIn
+from clanker.accounts.capability import (
+    AccountCheck,
+    AccountContext,
+    AccountIdentity,
+    SignedIn,
+    checked_home,
+)
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import ATTENDED_TIMEOUT, MAX_TIMEOUT, CommandRequest, CommandResult
 
@@ -108,9 +114,7 @@ class ClaudeAccounts:
 
     @staticmethod
     def _env(context: AccountContext) -> Mapping[str, str]:
-        home = context.environment.get(HOME_VARIABLE)
-        if home != context.home:
-            raise _fail(ErrorKind.NOT_CONFIGURED, f"the environment does not set {HOME_VARIABLE}")
+        home = checked_home(context, HOME_VARIABLE, harness="claude")
         return {HOME_VARIABLE: home, **dict.fromkeys(_OVERRIDING, "")}
 
     def _auth(self, context: AccountContext, *args: str, timeout: float) -> CommandRequest:

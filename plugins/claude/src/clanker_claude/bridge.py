@@ -142,12 +142,7 @@ def _check_flags(context: AttachmentContext, name: str) -> None:
         raise _Owned
     for value in _flag_values(flags):
         if value.lstrip().startswith("{"):
-            try:
-                document = json.loads(value)
-            except (ValueError, RecursionError):
-                raise _Owned from None
-            if not isinstance(document, dict):
-                raise _Owned
+            document: dict[str, object] | None = _json_object(value)
         else:
             path = value if posixpath.isabs(value) else posixpath.join(context.cwd, value)
             document = _read_object(context.files, Path(path), MAX_CONFIG_BYTES)
@@ -217,8 +212,13 @@ def _read_object(files: HostFiles, path: Path, limit: int) -> dict[str, object] 
     data = files.read_small(path, limit)
     if data is None:
         raise _Owned
+    return _json_object(data)
+
+
+def _json_object(text: str | bytes) -> dict[str, object]:
+    """``text`` as a JSON object; anything else is :class:`_Owned` (what it says cannot be told)."""
     try:
-        document = json.loads(data)
+        document = json.loads(text)
     except (ValueError, RecursionError):
         raise _Owned from None
     if not isinstance(document, dict):

@@ -22,14 +22,12 @@ from typing import Any, Final
 
 from clanker.commit.capability import (
     CommitFailures,
-    answer_by_exit,
+    HarnessCommit,
     http_status,
-    inference_request,
     text_answer,
     typed_events,
 )
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandRequest, CommandResult
 from clanker_claude.models import ISOLATION_ARGS, ISOLATION_ENV
 
 __all__ = ["COMMIT_ARGS", "COMMIT_ENV", "ClaudeCommit", "parse_commit_result"]
@@ -197,26 +195,23 @@ def parse_commit_result(stdout: str) -> str:
     return text_answer(answer, harness="claude")
 
 
-class ClaudeCommit:
+class ClaudeCommit(HarnessCommit):
     """``claude -p --output-format json ...`` with the prompt on stdin."""
 
-    def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
-        args = list(COMMIT_ARGS)
-        if model is not None:
-            # Two tokens, last: `--model` takes the next token whatever it looks
-            # like (verified: `--model --tools` ran with tools [] and model
-            # "--tools"). Without it, Claude's own default for the account.
-            args += ["--model", model]
-        # Claude waits 3 s for the first byte, then reads to EOF; the
-        # executor writes it all at once and closes stdin. No positional
-        # prompt: nothing from the change is ever an argument.
-        return inference_request("claude", args, prompt.encode("utf-8"), env=COMMIT_ENV)
-
-    def parse_output(self, result: CommandResult) -> str:
-        # 0 without a result is an interrupted run (SIGINT): a failure too.
-        # 1: an error result, or a bad flag or stdin (no output); 143/129: a
-        # signal. An error result says what failed (signed out included);
-        # otherwise the status does.
-        return answer_by_exit(result, parse_commit_result, harness="claude")
+    # Claude waits 3 s for the first byte of stdin, then reads to EOF; the
+    # executor writes it all at once and closes stdin. No positional
+    # prompt: nothing from the change is ever an argument.
+    command = "claude"
+    args = COMMIT_ARGS
+    # Two tokens, last: `--model` takes the next token whatever it looks
+    # like (verified: `--model --tools` ran with tools [] and model
+    # "--tools"). Without it, Claude's own default for the account.
+    model_bound = False
+    env = COMMIT_ENV
+    # 0 without a result is an interrupted run (SIGINT): a failure too.
+    # 1: an error result, or a bad flag or stdin (no output); 143/129: a
+    # signal. An error result says what failed (signed out included);
+    # otherwise the status does.
+    parse_stream = staticmethod(parse_commit_result)
 
 implementation = ClaudeCommit

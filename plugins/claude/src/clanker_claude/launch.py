@@ -9,8 +9,8 @@ from typing import Final
 from clanker.launch.capability import (
     LOWERCASE_UUID,
     LaunchOperation,
-    LaunchPlan,
     LaunchRequest,
+    SessionTarget,
 )
 from clanker.launch.harness import HarnessLaunch
 
@@ -33,31 +33,25 @@ class ClaudeLaunch(HarnessLaunch):
         "2bd84788-1866-4763-ad83-f2741628502f"
     )
     version = _VERSION
+    # The inherited build puts clanker's options first: user options such as
+    # `--add-dir <dirs...>` are variadic and would swallow any word that followed them.
 
-    def build(self, request: LaunchRequest) -> LaunchPlan:
-        # clanker's options go first: user options such as `--add-dir <dirs...>`
-        # are variadic and would swallow any word that followed them.
-        argv = ["claude"]
-        if request.model is not None:
-            argv += ["--model", request.model]
-        if request.session is not None:
-            argv += ["--resume", self._resume_target(request)]
-            if request.operation is LaunchOperation.FORK:
-                argv.append("--fork-session")
-        argv += request.user_flags
-        return LaunchPlan(argv=tuple(argv))
+    def session_args(self, request: LaunchRequest, session: SessionTarget) -> list[str]:
+        args = ["--resume", self._resume_target(session)]
+        if request.operation is LaunchOperation.FORK:
+            args.append("--fork-session")
+        return args
 
     @staticmethod
-    def _resume_target(request: LaunchRequest) -> str:
-        assert request.session is not None
-        path = request.session.store_path
+    def _resume_target(session: SessionTarget) -> str:
+        path = session.store_path
         # By id, Claude only finds sessions of the cwd's project (and its git
         # worktrees); the transcript path works from any directory. Only an
         # absolute path: `--resume` takes an optional value, so a word that
         # starts with "-" would be read as another option.
         if path is not None and posixpath.isabs(path):
             return path
-        return request.session.native_id
+        return session.native_id
 
 
 implementation = ClaudeLaunch

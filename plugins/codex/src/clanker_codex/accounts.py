@@ -43,7 +43,13 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from clanker.accounts.capability import AccountCheck, AccountContext, AccountIdentity, SignedIn
+from clanker.accounts.capability import (
+    AccountCheck,
+    AccountContext,
+    AccountIdentity,
+    SignedIn,
+    checked_home,
+)
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import ATTENDED_TIMEOUT, MAX_TIMEOUT, CommandRequest, LineSession
 from clanker.execution.jsonlines import end_cleanly
@@ -148,9 +154,7 @@ class CodexAccounts:
         self._timeout = timeout
 
     def _request(self, context: AccountContext, timeout: float) -> CommandRequest:
-        home = context.environment.get(HOME_VARIABLE)
-        if home != context.home:
-            raise fail(ErrorKind.NOT_CONFIGURED, f"the environment does not set {HOME_VARIABLE}")
+        home = checked_home(context, HOME_VARIABLE, harness="codex")
         return app_server_request(timeout, {HOME_VARIABLE: home},
                                   attended=timeout > MAX_TIMEOUT)
 

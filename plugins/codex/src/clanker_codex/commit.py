@@ -16,13 +16,11 @@ from typing import Any, Final
 
 from clanker.commit.capability import (
     CommitFailures,
-    answer_by_exit,
-    inference_request,
+    HarnessCommit,
     text_answer,
     typed_events,
 )
 from clanker.errors import ErrorKind
-from clanker.execution import CommandRequest, CommandResult
 
 __all__ = ["COMMIT_ARGS", "CodexCommit", "parse_commit_stream"]
 
@@ -197,26 +195,22 @@ def _last_message(turn: list[dict[str, Any]]) -> str:
     return answer
 
 
-class CodexCommit:
+class CodexCommit(HarnessCommit):
     """``codex exec --json --ephemeral --sandbox read-only ...`` with the prompt on stdin."""
 
-    def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
-        args = list(COMMIT_ARGS)
-        if model is not None:
-            # One token, after `exec`: the value stays the model whatever it
-            # looks like (`-m -x` would be a usage error). A bare slug: Codex
-            # chooses providers through config, never through the model name.
-            args.append(f"--model={model}")
-        # Read to EOF before anything starts; the executor writes it all
-        # and closes stdin. At most 1,048,576 characters (clanker's prompt
-        # is at most 96 KiB).
-        return inference_request("codex", args, prompt.encode("utf-8"))
-
-    def parse_output(self, result: CommandResult) -> str:
-        # 1: a failed turn (signed out included), or a start-up error (no
-        # prompt, not a git repository, too large an input); 2: a bad flag;
-        # 130/143: a signal. The stream says whether a turn failed, and why
-        # when the credentials were refused; stderr is never read.
-        return answer_by_exit(result, parse_commit_stream, harness="codex")
+    # stdin is read to EOF before anything starts; the executor writes it all
+    # and closes stdin. At most 1,048,576 characters (clanker's prompt
+    # is at most 96 KiB).
+    command = "codex"
+    args = COMMIT_ARGS
+    # One token, after `exec`: the value stays the model whatever it
+    # looks like (`-m -x` would be a usage error). A bare slug: Codex
+    # chooses providers through config, never through the model name.
+    model_bound = True
+    # 1: a failed turn (signed out included), or a start-up error (no
+    # prompt, not a git repository, too large an input); 2: a bad flag;
+    # 130/143: a signal. The stream says whether a turn failed, and why
+    # when the credentials were refused; stderr is never read.
+    parse_stream = staticmethod(parse_commit_stream)
 
 implementation = CodexCommit

@@ -7,8 +7,8 @@ from typing import Final
 
 from clanker.launch.capability import (
     LaunchOperation,
-    LaunchPlan,
     LaunchRequest,
+    SessionTarget,
 )
 from clanker.launch.harness import HarnessLaunch
 
@@ -32,25 +32,21 @@ class CodexLaunch(HarnessLaunch):
     session_id = _SESSION_ID
     session_id_problem = "a Codex session id is a UUID such as 01a22b86-c7d0-79e0-b3c0-03c56f3ce14a"
     version = _VERSION
+    # Top level, before the subcommand: a `-m` the user puts after
+    # `resume ID` is a subcommand-level option and wins over ours.
+    model_flag = "-m"
 
-    def build(self, request: LaunchRequest) -> LaunchPlan:
-        argv = ["codex"]
-        if request.model is not None:
-            # Top level, before the subcommand: a `-m` the user puts after
-            # `resume ID` is a subcommand-level option and wins over ours.
-            argv += ["-m", request.model]
-        if request.session is not None:
-            if request.cwd is not None:
-                # Without -C, a TUI resumed outside the session's latest cwd
-                # asks which directory to use and defaults to the recorded
-                # one, even when that is gone; with it, Codex continues in the
-                # launch directory. Top level, so a user's -C after the id wins.
-                argv += ["-C", request.cwd]
-            # Codex resumes by id only; it refuses a rollout path.
-            subcommand = "fork" if request.operation is LaunchOperation.FORK else "resume"
-            argv += [subcommand, request.session.native_id]
-        argv += request.user_flags
-        return LaunchPlan(argv=tuple(argv))
+    def session_args(self, request: LaunchRequest, session: SessionTarget) -> list[str]:
+        args = []
+        if request.cwd is not None:
+            # Without -C, a TUI resumed outside the session's latest cwd
+            # asks which directory to use and defaults to the recorded
+            # one, even when that is gone; with it, Codex continues in the
+            # launch directory. Top level, so a user's -C after the id wins.
+            args += ["-C", request.cwd]
+        # Codex resumes by id only; it refuses a rollout path.
+        subcommand = "fork" if request.operation is LaunchOperation.FORK else "resume"
+        return [*args, subcommand, session.native_id]
 
 
 implementation = CodexLaunch

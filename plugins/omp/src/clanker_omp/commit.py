@@ -17,13 +17,11 @@ from typing import Any, Final
 
 from clanker.commit.capability import (
     CommitFailures,
-    answer_by_exit,
-    inference_request,
+    HarnessCommit,
     last_turn,
     stopped_answer,
 )
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandRequest, CommandResult
 
 __all__ = ["COMMIT_ARGS", "MAX_TIME", "OmpCommit", "parse_commit_stream"]
 
@@ -102,23 +100,19 @@ def parse_commit_stream(stdout: str) -> str:
     return answer
 
 
-class OmpCommit:
+class OmpCommit(HarnessCommit):
     """``omp --print --mode json ...`` with the prompt on stdin."""
 
-    def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
-        args = list(COMMIT_ARGS)
-        if model is not None:
-            # Two tokens, last, as at launch: a built-in string flag takes the
-            # next token whatever it looks like.
-            args += ["--model", model]
-        # Read to EOF before start-up work; the executor writes it all and
-        # closes stdin (a pipe left open makes omp wait forever).
-        return inference_request("omp", args, prompt.encode("utf-8"))
-
-    def parse_output(self, result: CommandResult) -> str:
-        # 1: a failed or aborted turn, or a start-up error; 2: a bad flag;
-        # 130/143/129: a signal. The stream says which turn failed, if any.
-        return answer_by_exit(result, parse_commit_stream, harness="omp",
-                              reported=(ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT))
+    # stdin is read to EOF before start-up work; the executor writes it all
+    # and closes stdin (a pipe left open makes omp wait forever).
+    command = "omp"
+    args = COMMIT_ARGS
+    # Two tokens, last, as at launch: a built-in string flag takes the
+    # next token whatever it looks like.
+    model_bound = False
+    # 1: a failed or aborted turn, or a start-up error; 2: a bad flag;
+    # 130/143/129: a signal. The stream says which turn failed, if any.
+    reported = (ErrorKind.COMMAND_FAILED, ErrorKind.TIMEOUT)
+    parse_stream = staticmethod(parse_commit_stream)
 
 implementation = OmpCommit

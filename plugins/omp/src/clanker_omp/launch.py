@@ -8,7 +8,6 @@ from typing import Final
 from clanker.launch.capability import (
     LOWERCASE_UUID,
     LaunchOperation,
-    LaunchPlan,
     LaunchRequest,
     SessionTarget,
 )
@@ -44,19 +43,14 @@ class OmpLaunch(HarnessLaunch):
     )
     version = _VERSION
     version_timeout = _VERSION_TIMEOUT
+    # `launch` is what bare `omp` runs. Naming it keeps the command a launch:
+    # otherwise omp hoists the first positional that is a subcommand word
+    # (`models`, `update`, ...) out of the user's flags and drops --resume.
+    base_args = ("launch",)
 
-    def build(self, request: LaunchRequest) -> LaunchPlan:
-        # `launch` is what bare `omp` runs. Naming it keeps the command a launch:
-        # otherwise omp hoists the first positional that is a subcommand word
-        # (`models`, `update`, ...) out of the user's flags and drops --resume.
-        argv = ["omp", "launch"]
-        if request.model is not None:
-            argv += ["--model", request.model]
-        if request.session is not None:
-            flag = "--fork" if request.operation is LaunchOperation.FORK else "--resume"
-            argv += [flag, session_argument(request.session)]
-        argv += request.user_flags
-        return LaunchPlan(argv=tuple(argv))
+    def session_args(self, request: LaunchRequest, session: SessionTarget) -> list[str]:
+        flag = "--fork" if request.operation is LaunchOperation.FORK else "--resume"
+        return [flag, session_argument(session)]
 
 
 implementation = OmpLaunch

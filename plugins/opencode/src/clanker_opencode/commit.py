@@ -27,14 +27,12 @@ from attrs import define, field
 
 from clanker.commit.capability import (
     CommitFailures,
-    answer_by_exit,
+    HarnessCommit,
     http_status,
-    inference_request,
     text_answer,
     typed_events,
 )
 from clanker.errors import ErrorKind
-from clanker.execution import CommandRequest, CommandResult
 
 __all__ = ["AGENT", "COMMIT_ARGS", "COMMIT_CONFIG", "COMMIT_ENV", "OpenCodeCommit",
            "parse_commit_stream"]
@@ -245,24 +243,21 @@ def parse_commit_stream(stdout: str) -> str:
     return text_answer(answer, harness="opencode")
 
 
-class OpenCodeCommit:
+class OpenCodeCommit(HarnessCommit):
     """``opencode run --pure --format json --agent clanker-commit ...`` with the prompt on stdin."""
 
-    def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
-        args = list(COMMIT_ARGS)
-        if model is not None:
-            # One token: the value stays the model whatever it looks like.
-            # opencode splits it at the first `/` into provider and model.
-            args.append(f"--model={model}")
-        # Read to EOF before start-up; the executor writes it all and
-        # closes stdin (a pipe left open makes opencode wait silently).
-        return inference_request("opencode", args, prompt.encode("utf-8"), env=COMMIT_ENV)
-
-    def parse_output(self, result: CommandResult) -> str:
-        # 1: an error event (missing or refused credentials included), or a
-        # start-up error (no message, a bad flag: the help on stderr); 143: a
-        # signal (SIGINT is ignored). The stream says whether a turn failed;
-        # stderr is never read.
-        return answer_by_exit(result, parse_commit_stream, harness="opencode")
+    # stdin is read to EOF before start-up; the executor writes it all and
+    # closes stdin (a pipe left open makes opencode wait silently).
+    command = "opencode"
+    args = COMMIT_ARGS
+    # One token: the value stays the model whatever it looks like.
+    # opencode splits it at the first `/` into provider and model.
+    model_bound = True
+    env = COMMIT_ENV
+    # 1: an error event (missing or refused credentials included), or a
+    # start-up error (no message, a bad flag: the help on stderr); 143: a
+    # signal (SIGINT is ignored). The stream says whether a turn failed;
+    # stderr is never read.
+    parse_stream = staticmethod(parse_commit_stream)
 
 implementation = OpenCodeCommit

@@ -7,8 +7,8 @@ from typing import Final
 
 from clanker.launch.capability import (
     LaunchOperation,
-    LaunchPlan,
     LaunchRequest,
+    SessionTarget,
 )
 from clanker.launch.harness import HarnessLaunch
 
@@ -33,23 +33,19 @@ class OpenCodeLaunch(HarnessLaunch):
     session_id_problem = "an OpenCode session id looks like ses_dd477e2caffeRx4w8c0S7Feig0"
     version = _VERSION
     version_timeout = _VERSION_TIMEOUT
+    # No positional project (no base_args): opencode resolves a relative one
+    # against $PWD, not against its working directory, and bare `opencode`
+    # already uses that directory. A resumed or forked session runs in the
+    # directory opencode recorded for it, whatever the working directory is.
+    # The user's flags come last: one unknown flag makes opencode print its
+    # help and exit 1.
+    model_flag = "-m"
 
-    def build(self, request: LaunchRequest) -> LaunchPlan:
-        # No positional project: opencode resolves a relative one against $PWD,
-        # not against its working directory, and bare `opencode` already uses
-        # that directory. A resumed or forked session runs in the directory
-        # opencode recorded for it, whatever the working directory is.
-        argv = ["opencode"]
-        if request.model is not None:
-            argv += ["-m", request.model]
-        if request.session is not None:
-            # opencode takes an id only, never a path, so store_path is not used.
-            argv += ["-s", request.session.native_id]
-            if request.operation is LaunchOperation.FORK:
-                argv.append("--fork")
-        # Last: one unknown flag makes opencode print its help and exit 1.
-        argv += request.user_flags
-        return LaunchPlan(argv=tuple(argv))
+    def session_args(self, request: LaunchRequest, session: SessionTarget) -> list[str]:
+        # opencode takes an id only, never a path, so store_path is not used.
+        if request.operation is LaunchOperation.FORK:
+            return ["-s", session.native_id, "--fork"]
+        return ["-s", session.native_id]
 
 
 implementation = OpenCodeLaunch

@@ -15,13 +15,13 @@ from typing import Final
 
 from clanker.commit.capability import (
     CommitFailures,
+    HarnessCommit,
     events_after_header,
-    inference_request,
     last_turn,
     stopped_answer,
 )
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution import CommandRequest, CommandResult
+from clanker.execution import CommandResult
 
 __all__ = ["COMMIT_ARGS", "PiCommit", "parse_commit_stream"]
 
@@ -101,18 +101,16 @@ def parse_commit_stream(stdout: str) -> str:
     return stopped_answer(last, harness="pi")
 
 
-class PiCommit:
+class PiCommit(HarnessCommit):
     """``pi --print --mode json ...`` with the prompt on stdin."""
 
-    def build_invocation(self, model: str | None, prompt: str) -> CommandRequest:
-        args = list(COMMIT_ARGS)
-        if model is not None:
-            # Two tokens, last: pi rejects `--model=`, and `--model` takes the
-            # next token whatever it looks like.
-            args += ["--model", model]
-        # Read to EOF before the turn starts; the executor writes it all and
-        # closes stdin (a pipe left open makes pi wait silently forever).
-        return inference_request("pi", args, prompt.encode("utf-8"))
+    # stdin is read to EOF before the turn starts; the executor writes it all
+    # and closes stdin (a pipe left open makes pi wait silently forever).
+    command = "pi"
+    args = COMMIT_ARGS
+    # Two tokens, last: pi rejects `--model=`, and `--model` takes the
+    # next token whatever it looks like.
+    model_bound = False
 
     def parse_output(self, result: CommandResult) -> str:
         if result.exit_code != 0:

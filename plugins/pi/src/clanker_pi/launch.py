@@ -8,7 +8,6 @@ from typing import Final
 from clanker.launch.capability import (
     LOWERCASE_UUID,
     LaunchOperation,
-    LaunchPlan,
     LaunchRequest,
     SessionTarget,
 )
@@ -45,18 +44,13 @@ class PiLaunch(HarnessLaunch):
     version = _VERSION
     version_timeout = _VERSION_TIMEOUT
     version_on_stderr = True
+    # The inherited build gives the model as two tokens (pi rejects
+    # `--model=...` as an unknown option, and has no `-m`) and the user's flags
+    # last, so an unknown user flag can only swallow another user token as its value.
 
-    def build(self, request: LaunchRequest) -> LaunchPlan:
-        argv = ["pi"]
-        if request.model is not None:
-            # Two tokens: pi rejects `--model=...` as an unknown option, and has no `-m`.
-            argv += ["--model", request.model]
-        if request.session is not None:
-            flag = "--fork" if request.operation is LaunchOperation.FORK else "--session"
-            argv += [flag, session_argument(request.session)]
-        # Last, so an unknown user flag can only swallow another user token as its value.
-        argv += request.user_flags
-        return LaunchPlan(argv=tuple(argv))
+    def session_args(self, request: LaunchRequest, session: SessionTarget) -> list[str]:
+        flag = "--fork" if request.operation is LaunchOperation.FORK else "--session"
+        return [flag, session_argument(session)]
 
 
 implementation = PiLaunch
