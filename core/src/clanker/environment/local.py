@@ -173,8 +173,8 @@ class LocalEnvironment:
         search = self._environ.get("PATH", os.defpath)
         return {command: self._files.which(command, search) for command in commands}
 
-    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None
-                     ) -> _T:
+    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None,
+                     complete: bool = False) -> _T:
         return await work()  # this machine's files are read as they are asked for
 
     def cache_dir(self, root: Path) -> Path:
