@@ -460,8 +460,8 @@ class RemoteFiles:
         walk whose answer was cut goes on over the older files in further answers,
         one round each, not counted in ``rounds``, nor is one more round for the
         samples they left out; at most :data:`MAX_PARTS` answers a walk, past them
-        ``output-limit`` (so at most ``rounds + MAX_PARTS`` rounds in all). Without it a cut walk says it
-        was cut (a listing of the newest files).
+        ``output-limit`` (so at most ``rounds + MAX_PARTS`` rounds in all).
+        Without it a cut walk says it was cut (a listing of the newest files).
 
         Raises ``not-configured`` when the host has no ``python3``, and the
         transport's errors (``transport-failure``, ``timeout``, ``output-limit``).
