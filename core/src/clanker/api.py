@@ -556,8 +556,9 @@ class Clanker:
 
         from clanker.environment.ssh_scan import MAX_ROUNDS
 
-        # A scan's rounds, and one for checking what was found (its file, its directory).
-        found = await self.environment.gather(work, rounds=MAX_ROUNDS + 1)
+        # A scan's rounds, and one for checking what was found (its file, its directory);
+        # a search, so a walk too large for one answer goes on over the older files.
+        found = await self.environment.gather(work, rounds=MAX_ROUNDS + 1, complete=True)
         if isinstance(found, Exception):
             raise found
         return found

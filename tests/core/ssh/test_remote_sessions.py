@@ -18,7 +18,7 @@ import pytest
 from clanker.api import Clanker
 from clanker.environment.local import LocalEnvironment
 from clanker.environment.ssh import SshEnvironment
-from clanker.environment.ssh_scan import MAX_ROUNDS
+from clanker.environment.ssh_scan import MAX_PARTS, MAX_ROUNDS
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.sessions.service import SessionListing, SessionService
 from tests.sshd import Sshd
@@ -339,3 +339,94 @@ def test_two_listings_of_one_host_at_once_take_turns(sshd: Sshd, remote_home: Pa
     first, second, executions = asyncio.run(twice())
     assert first.sessions == second.sessions == _local_listing(remote_home).sessions
     assert executions == 1 + 2 * 2  # each: one round of file reads, OpenCode's listing
+
+
+_OLD_CLAUDE = "7f580a28-e36b-442e-8a18-32ece3323a24"
+
+
+def _crowd(home: Path, user: str, count: int) -> Path:
+    """``count`` empty Claude transcripts, each newer than the fixture's, in a
+    project of their own: more files than one answer of the host lists, so a
+    walk of the store is cut to its newest files. Returns the project."""
+    project = home / ".claude" / "projects" / "-home-dev-src-crowd"
+    project.mkdir()
+    old = home / ".claude" / "projects" / "-home-dev-src-app" / f"{_OLD_CLAUDE}.jsonl"
+    start = 1_700_000_000
+    os.utime(old, (start - 1000, start - 1000))
+    for index in range(count):
+        path = project / f"{index:08x}-4444-4444-8444-444444444444.jsonl"
+        path.touch()
+        os.utime(path, ns=((start + index) * 10**9 + index, (start + index) * 10**9 + index))
+    entry = pwd.getpwnam(user)
+    _chown_tree(project, entry.pw_uid, entry.pw_gid)
+    return project
+
+
+async def _remote_find(sshd: Sshd, native_id: str, *, complete: bool = True
+                       ) -> tuple[object, int, int]:
+    """``claude:native_id`` re-found on the host (the login user's own home) as
+    ``resume --host`` re-finds it, its file rounds and the executions it cost; or,
+    without ``complete``, the service's find run in a listing's kind of rounds."""
+    clanker = Clanker(ssh_config_file=sshd.config_file)
+    clanker.add_host("box", sshd.alias)
+    async with await clanker.on_host("box") as remote:
+        environment = remote.environment
+        assert isinstance(environment, SshEnvironment)
+        try:
+            if complete:
+                found: object = await remote.find_session(f"claude:{native_id}",
+                                                          workspace=str(sshd.home))
+            else:
+                provider = next(p for p in remote.harnesses() if p.id == "claude")
+                service = SessionService(environment=environment, cache_dir=None)
+                found = await environment.gather(
+                    lambda: service.find(provider, native_id), rounds=MAX_ROUNDS + 1)
+        except HarnessCapabilityError as exc:
+            found = exc
+        return found, environment.files.rounds, environment.session_executor.executions
+
+
+def test_an_old_session_in_a_store_too_large_for_one_answer_is_re_found(
+    sshd: Sshd, remote_home: Path
+) -> None:
+    # Some sixty thousand newer files: a listing's walk keeps the newest of them;
+    # a search goes on over the older ones, in further answers, and finds the
+    # oldest transcript as a local search of the same store does.
+    _crowd(remote_home, sshd.user, 60_000)
+    local = asyncio.run(SessionService(
+        environment=LocalEnvironment({"HOME": str(remote_home), "PATH": os.defpath}),
+        cache_dir=None).find(next(p for p in Clanker().harnesses() if p.id == "claude"),
+                             _OLD_CLAUDE))
+    assert local is not None
+    found, rounds, executions = asyncio.run(_remote_find(sshd, _OLD_CLAUDE))
+    assert not isinstance(found, Exception), found
+    session = found.session  # type: ignore[attr-defined]
+    assert session.native_id == _OLD_CLAUDE
+    assert session.updated_at == local.updated_at and session.title == local.title
+    # More rounds than a listing's (each further answer is one), never past the bound.
+    assert MAX_ROUNDS + 1 < rounds <= MAX_ROUNDS + 1 + MAX_PARTS
+    assert executions <= 1 + rounds + 1  # the login environment, the rounds, a listing
+
+
+def test_a_find_in_a_cut_store_never_says_not_found(sshd: Sshd, remote_home: Path) -> None:
+    # In a listing's kind of rounds the walk stays cut: the find says the store was
+    # too large to search completely (typed), never that the session is not there.
+    _crowd(remote_home, sshd.user, 60_000)
+    found, _, _ = asyncio.run(_remote_find(sshd, _OLD_CLAUDE, complete=False))
+    assert isinstance(found, HarnessCapabilityError), found
+    assert found.kind is ErrorKind.OUTPUT_LIMIT and "too large" in str(found)
+
+
+def test_a_store_too_large_to_search_completely_says_so_typed(
+    sshd: Sshd, remote_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With fewer answers a walk may take than the store needs, the search fails
+    # typed, after no more executions than its bound.
+    from clanker.environment import ssh_scan
+
+    monkeypatch.setattr(ssh_scan, "MAX_PARTS", 1)
+    _crowd(remote_home, sshd.user, 60_000)
+    found, rounds, _ = asyncio.run(_remote_find(sshd, _OLD_CLAUDE))
+    assert isinstance(found, HarnessCapabilityError), found
+    assert found.kind is ErrorKind.OUTPUT_LIMIT and "too large" in str(found)
+    assert rounds <= MAX_ROUNDS + 1 + 1

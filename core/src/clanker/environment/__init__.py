@@ -149,13 +149,15 @@ class Environment(Protocol):
         """Find each command on the host's ``PATH`` (one batched lookup)."""
         ...
 
-    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None
-                     ) -> _T:
+    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None,
+                     complete: bool = False) -> _T:
         """Run ``work``, which reads this environment's files through :attr:`files`, and
         return its result: here at once; an SSH host answers the reads in bounded
         rounds, at most ``rounds`` (``None``: a scan's,
         :data:`~clanker.environment.ssh_scan.MAX_ROUNDS`; see
-        :meth:`clanker.environment.ssh_scan.RemoteFiles.gather`)."""
+        :meth:`clanker.environment.ssh_scan.RemoteFiles.gather`). ``complete``: the
+        work is a search, which must see every file a walk finds (on a host, a walk
+        too large for one answer then takes further ones)."""
         ...
 
     def run_interactive(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: str) -> int:

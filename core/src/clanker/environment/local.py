@@ -140,8 +140,8 @@ class ThisMachine:
     def files(self) -> LocalFiles:
         return self._files
 
-    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None
-                     ) -> _T:
+    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None,
+                     complete: bool = False) -> _T:
         return await work()  # this machine's files are read as they are asked for
 
     def cache_dir(self, root: Path) -> Path:

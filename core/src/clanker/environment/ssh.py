@@ -128,11 +128,11 @@ class SshEnvironment:
     def files(self) -> RemoteFiles:
         return self._files
 
-    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None
-                     ) -> _T:
+    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int | None = None,
+                     complete: bool = False) -> _T:
         """Run ``work``, a scan that reads the host's files, in bounded rounds
         (see :meth:`~clanker.environment.ssh_scan.RemoteFiles.gather`)."""
-        return await self._files.gather(work, rounds=rounds or MAX_ROUNDS)
+        return await self._files.gather(work, rounds=rounds or MAX_ROUNDS, complete=complete)
 
     def cache_dir(self, root: Path) -> Path:
         return root / "hosts" / self.name

@@ -60,7 +60,8 @@ from clanker.execution import CommandExecutor, CommandRequest, CommandResult
 if TYPE_CHECKING:
     from clanker.environment.witness import Witness
 
-__all__ = ["MAX_ROUNDS", "NO_PYTHON_EXIT", "PROGRAM", "RemoteFiles", "ScanExecutor"]
+__all__ = ["MAX_PARTS", "MAX_ROUNDS", "NO_PYTHON_EXIT", "PROGRAM", "RemoteFiles",
+           "ScanExecutor"]
 
 _T = TypeVar("_T")
 
@@ -68,6 +69,16 @@ MAX_ROUNDS: Final = 2
 """Executions one scan may spend on the host's files. With each harness's own
 listing command run once (OpenCode's, for the bundled harnesses), a scan of
 every provider costs three executions."""
+MAX_PARTS: Final = 16
+"""Answers one walk of a search (:meth:`RemoteFiles.gather` with ``complete``) may
+take: past the first, each is an execution of its own, not counted in the
+scan's rounds. One answer carries the status of some 13,000 files named by
+random UUIDs (about 80 bytes each, compressed, of :data:`_MAX_ANSWER`), and a
+cut keeps at least half of what fits, so a search reads a store of some
+100,000 session files before it says the store is too large to search
+completely (``output-limit``): a bound on the executions (each at most the
+rounds' timeout) that a store larger than any a harness writes in years of
+use does not reach."""
 NO_PYTHON_EXIT: Final = 97
 """The exit status of the round's shell line when the host has no ``python3``."""
 SAMPLE_HEAD: Final = 128 * 1024
@@ -122,7 +133,11 @@ def sample(path, head_bytes, tail_bytes):
     return {"st": st(info), "head": raw(head), "tail": raw(tail),
             "h": head_bytes, "t": tail_bytes}
 
-def walk(root, depth):
+def walk(root, depth, after=None):
+    # With ``after`` (a file's newest-first key: mtime, directory, name), the
+    # files up to it are left out, only counted: the older part of a cut walk.
+    after = None if after is None else (-after[0], after[1], after[2])
+    passed = 0
     listed = {}
     visited = 0
     frontier = [(root, 0)]
@@ -143,7 +158,7 @@ def walk(root, depth):
         for entry in entries:
             visited += 1
             if visited > MAX_ENTRIES:
-                return {"listed": listed, "cut": True, "files": files}
+                return {"listed": listed, "cut": True, "files": files, "passed": passed}
             try:
                 if level < depth:
                     if entry.is_dir(follow_symlinks=False):
@@ -153,6 +168,9 @@ def walk(root, depth):
                         rows.append([entry.name, "-"])
                 elif entry.is_file(follow_symlinks=False):
                     info = entry.stat(follow_symlinks=False)
+                    if after is not None and (-info.st_mtime_ns, directory, entry.name) <= after:
+                        passed += 1
+                        continue
                     rows.append([entry.name, "f", st(info)])
                     files.append((info.st_size, entry.path))
                 else:
@@ -160,7 +178,7 @@ def walk(root, depth):
             except OSError:
                 rows.append([entry.name, "-"])
         listed[directory] = rows
-    return {"listed": listed, "cut": False, "files": files}
+    return {"listed": listed, "cut": False, "files": files, "passed": passed}
 
 def confined(path, roots):
     try:
@@ -236,7 +254,7 @@ def answer(op, args):
     if op == "which":
         return which(args[0], args[1])
     if op == "walk":
-        return walk(args[0], args[1])
+        return walk(args[0], args[1], args[2] if len(args) > 2 else None)
     if op == "schema":
         return sqlite_schema(args[0])
     if op == "sqlite":
@@ -245,8 +263,9 @@ def answer(op, args):
 
 def overflowed(row):
     # What an answer too large for the round's bound says instead: a walk keeps
-    # its newest half of files and says it was cut (the newest are what a
-    # listing reads first); anything else says it overflowed (never a part of it).
+    # its newest half of files and says it was cut, and that older files were
+    # left out (the newest are what a listing reads first; a search asks for the
+    # older part next); anything else says it overflowed (never a part of it).
     op = row[0]
     if op == "walk":
         value = row[2]
@@ -259,7 +278,7 @@ def overflowed(row):
         trimmed = {d: rows if not isinstance(rows, list) else
                    [r for r in rows if r[1] != "f" or (d, r[0]) in kept]
                    for d, rows in listed.items()}
-        return [op, row[1], {"listed": trimmed, "cut": True}]
+        return [op, row[1], dict(value, listed=trimmed, cut=True, older=True)]
     if op in ("schema", "sqlite", "entries"):
         return [op, row[1], {"error": "too-large"}]
     return row  # small by nature (a status, a path, a small file): never replaced
@@ -413,6 +432,8 @@ class RemoteFiles:
         self._lock = threading.Lock()
         self._gathering = False
         self._final = False
+        self._complete = False
+        self._parted = False  # whether this pass asked for a walk's further answer
         self._serial = asyncio.Lock()  # one scan's rounds at a time
         self.rounds = 0
         """Executions spent by the last :meth:`gather`."""
@@ -428,37 +449,53 @@ class RemoteFiles:
         """Whether this pass of :meth:`gather` is its last (nothing more is fetched)."""
         return self._gathering and self._final
 
-    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int = MAX_ROUNDS
-                     ) -> _T:
+    async def gather(self, work: Callable[[], Awaitable[_T]], *, rounds: int = MAX_ROUNDS,
+                     complete: bool = False) -> _T:
         """Run ``work`` (a scan through these files) until it asks for nothing new,
         fetching what it asked for in one execution per round, at most ``rounds``
         (:data:`MAX_ROUNDS`; re-finding one session takes one more); answers are
         fresh for each call of this method.
+
+        With ``complete`` (a search, which must see every file a walk finds), a
+        walk whose answer was cut goes on over the older files in further answers,
+        one round each, not counted in ``rounds``, nor is one more round for the
+        samples they left out; at most :data:`MAX_PARTS` answers a walk, past them
+        ``output-limit`` (so at most ``rounds + MAX_PARTS`` rounds in all).
+        Without it a cut walk says it was cut (a listing of the newest files).
 
         Raises ``not-configured`` when the host has no ``python3``, and the
         transport's errors (``transport-failure``, ``timeout``, ``output-limit``).
         Scans of the same host wait for each other.
         """
         async with self._serial:
-            return await self._gather(work, rounds)
+            return await self._gather(work, rounds, complete)
 
-    async def _gather(self, work: Callable[[], Awaitable[_T]], rounds: int) -> _T:
+    async def _gather(self, work: Callable[[], Awaitable[_T]], rounds: int,
+                      complete: bool) -> _T:
         self._answers.clear()
         self._samples.clear()
         self.rounds = 0
         self.executor.forget()
         self._gathering = True
+        self._complete = complete
+        # The rounds that fetched a walk's further answer, and then one for the
+        # samples those answers left out (the newest files' samples filled them).
+        parts = 0
         try:
             while True:
                 self._pending.clear()
-                self._final = self.rounds >= rounds
+                self._parted = False
+                self._final = self.rounds >= rounds + parts + bool(parts)
                 result = await work()
                 if not self._pending or self._final:
                     return result
+                if self._parted and parts < MAX_PARTS - 1:
+                    parts += 1
                 await self._fetch(list(self._pending))
         finally:
             self._gathering = False
             self._final = False
+            self._complete = False
             self.executor.forget()
 
     async def _fetch(self, requests: list[tuple[Any, ...]]) -> None:
@@ -494,10 +531,11 @@ class RemoteFiles:
                 self._answers[(op, *(tuple(a) if isinstance(a, list) else a
                                      for a in args))] = value
 
-    def _ask(self, *key: Any, skip: bool = False) -> Any:
+    def _ask(self, *key: Any, skip: bool = False, part: bool = False) -> Any:
         """The fetched answer for ``key``; else, while gathering, a recorded miss.
         In the last pass a miss fails the provider, or with ``skip`` (a file's
-        sample: more than the rounds' answers could carry) is a skipped file."""
+        sample: more than the rounds' answers could carry) is a skipped file;
+        ``part``: a walk's further answer, whose round is not a scan's."""
         with self._lock:
             if key in self._answers:
                 return self._answers[key]
@@ -507,11 +545,17 @@ class RemoteFiles:
                     "a host's files are read only within a scan of its stores")
             if self._final and skip:
                 raise OSError(errno.EFBIG, "past what one scan reads on a host", key[1])
+            if self._final and part:
+                raise HarnessCapabilityError(
+                    ErrorKind.OUTPUT_LIMIT,
+                    "the store is too large to search completely on the host: more files "
+                    f"than {MAX_PARTS} answers from it carry")
             if self._final:
                 raise HarnessCapabilityError(
                     ErrorKind.COMMAND_FAILED,
                     f"reading this store on the host needs more than {MAX_ROUNDS} executions")
             self._pending[key] = None
+            self._parted = self._parted or part
         raise _Miss
 
     # -- HostFiles ------------------------------------------------------------
@@ -529,16 +573,15 @@ class RemoteFiles:
             witness.usable = False  # nothing here can watch the host's files
         top = os.fspath(root)
         try:
-            answer = self._ask("walk", top, depth)
+            listed, answer = self._walked(top, depth)
         except _Miss:
             return [], False
-        listed = _listing(top, answer)
         found: list[Candidate] = []
         frontier: list[tuple[str, int]] = [(top, 0)]
         while frontier:
             directory, level = frontier.pop()
             if directory not in listed:
-                return found, True  # the host's walk stopped before it
+                return found, True  # the host's walk stopped before it (not in a search)
             rows = listed[directory]
             if rows is None:
                 continue
@@ -555,6 +598,58 @@ class RemoteFiles:
                 elif kind == "f" and accept_file(name):
                     found.append(Candidate(path, _stat_result(row[2])))
         return found, bool(answer["cut"]) and not frontier
+
+    def _walked(self, top: str, depth: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A walk's directories and its (last) answer; in a search, all of them."""
+        answer = self._ask("walk", top, depth)
+        listed = _listing(top, answer)
+        if not self._complete:
+            return listed, answer
+        if answer.get("older"):
+            listed, answer = self._older(top, depth, answer)
+        if answer["cut"]:  # the host's walk stopped: more entries than it visits
+            raise HarnessCapabilityError(
+                ErrorKind.OUTPUT_LIMIT,
+                "the store is too large to search completely on the host: more entries "
+                "than one walk there visits")
+        return listed, answer
+
+    def _older(self, top: str, depth: int, answer: dict[str, Any]
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A search's walk that the answer's bound cut (it kept the newest files):
+        the older files, asked for in further answers, each after the oldest file
+        the one before it kept, until one is not cut (at most :data:`MAX_PARTS`
+        answers). Returns the directories as one answer would list them, and the
+        last answer."""
+        listed = {d: list(rows) if isinstance(rows, list) else rows
+                  for d, rows in _listing(top, answer).items()}
+        seen = 0
+        parts = 1
+        while answer.get("older"):
+            kept = [(-r[2][8], d, r[0]) for d, rows in answer["listed"].items()
+                    if isinstance(rows, list) for r in rows if r[1] == "f"]
+            if parts >= MAX_PARTS or not kept:
+                raise HarnessCapabilityError(
+                    ErrorKind.OUTPUT_LIMIT,
+                    "the store is too large to search completely on the host: more files "
+                    f"than {MAX_PARTS} answers from it carry")
+            seen += len(kept)
+            newest_first_mtime, directory, name = max(kept)
+            answer = self._ask("walk", top, depth, (-newest_first_mtime, directory, name),
+                               part=True)
+            parts += 1
+            if answer.get("passed") != seen:
+                # A file written or removed between two answers: one newer than the
+                # cursor now may have been older than it before, and read by neither.
+                raise HarnessCapabilityError(
+                    ErrorKind.STORAGE_CHANGED,
+                    "the store changed while it was searched on the host; try again")
+            for d, rows in _listing(top, answer).items():
+                if isinstance(rows, list) and isinstance(listed.get(d), list):
+                    listed[d].extend(r for r in rows if r[1] == "f")
+                elif d not in listed:
+                    listed[d] = rows
+        return listed, answer
 
     def sample(
         self,

@@ -95,7 +95,8 @@ class SessionService:
         at a time looks there; it never filters. Raises the provider's typed
         error when any of its stores cannot be read, also when another store
         holds the session: a selection is never launched on the strength of a
-        failed scan.
+        failed scan. Raises ``output-limit`` when a store was read only in part
+        (too large to search completely) and the session was not in that part.
         """
         scopes = await workspace_scopes(workspace, self.environment.executor) if workspace else ()
         listing = await self._collect([provider], scopes=scopes, native_id=native_id,
@@ -109,6 +110,13 @@ class SessionService:
         if len(matches) > 1:
             raise HarnessCapabilityError(
                 ErrorKind.STORAGE_CHANGED, f"session {native_id} is recorded more than once",
+                harness=provider.id,
+            )
+        if not matches and any(r.scan.truncated for r in listing.scans):
+            # A store read in part may hold it in the part not read: never "not found".
+            raise HarnessCapabilityError(
+                ErrorKind.OUTPUT_LIMIT,
+                f"the store is too large to search completely for session {native_id}",
                 harness=provider.id,
             )
         return matches[0] if matches else None
