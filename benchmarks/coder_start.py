@@ -7,7 +7,10 @@ once on this one (which goes first alternates), so both see the same load:
 
 * ``clanker coder --agent-command "python3 agent.py" PROMPT`` in line mode;
 * the same with ``--harness opencode`` (an ``opencode`` on ``PATH`` that runs
-  the agent: the registry, the plugin and the launch path come first);
+  the agent), with the spawn plan an earlier run kept (``clanker.acp.plan``: the
+  run's home gets the cache of one unmeasured run of that tree), and without it
+  (``harness-cold``: a new home, so the registry, the plugin and the launch path
+  come first);
 * ``clanker coder --agent-command ...`` as a conversation on a pseudo-terminal
   (the full-screen interface): to the first frame, and to the footer drawn.
 
@@ -17,7 +20,8 @@ a bare interpreter start plus the agent's own start (spawn to its answer).
 
     uv run python benchmarks/coder_start.py --baseline DIR [--runs 9] [--only CASE] [--write]
 
-``--only`` (repeatable: ``line``, ``harness``, ``screen``, ``footer``) measures
+``--only`` (repeatable: ``line``, ``harness``, ``harness-cold``, ``screen``,
+``footer``) measures
 those cases alone.
 
 ``DIR`` is a source tree of clanker (``git archive main | tar -x -C DIR``): its
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,8 +46,11 @@ from coder_screen import AGENT, _agent_start, _first_record, _full_screen
 from results import record
 
 
-def _line(root: Path, env: dict[str, str], flags: list[str], name: str) -> float:
+def _line(root: Path, env: dict[str, str], flags: list[str], name: str,
+          cache: Path | None = None) -> float:
     home = root / name
+    if cache is not None and cache.is_dir():
+        shutil.copytree(cache, home / "cache")
     start = time.time()
     subprocess.run([sys.executable, "-m", "clanker", "coder", "--no-attention", *flags,
                     "chunks 1"], cwd=root, env={**env, "CLANKER_HOME": str(home)}, check=True,
@@ -59,7 +67,10 @@ def _round(root: Path, agent: Path, env: dict[str, str], tag: str,
         frame, footer, line = _full_screen(base, agent, env, 1)
         found.update(line=line, screen=frame, footer=footer)
     if "harness" in cases:
-        found["harness"] = _line(base, env, ["--harness", "opencode"], "harness")
+        found["harness"] = _line(base, env, ["--harness", "opencode"], "harness",
+                                 root / f"{tag}-primed" / "cache")
+    if "harness-cold" in cases:
+        found["harness-cold"] = _line(base, env, ["--harness", "opencode"], "harness-cold")
     return {case: value for case, value in found.items() if case in cases}
 
 
@@ -69,10 +80,11 @@ def main() -> None:
                         help="a source tree of clanker to compare with (its core/src)")
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--write", action="store_true")
-    parser.add_argument("--only", choices=("line", "harness", "screen", "footer"),
+    parser.add_argument("--only", choices=("line", "harness", "harness-cold", "screen",
+                                           "footer"),
                         action="append", help="measure this case only (repeatable)")
     args = parser.parse_args()
-    cases = frozenset(args.only or ("line", "harness", "screen", "footer"))
+    cases = frozenset(args.only or ("line", "harness", "harness-cold", "screen", "footer"))
     baseline_src = (args.baseline / "core" / "src").resolve()
     if not (baseline_src / "clanker" / "__main__.py").is_file():
         parser.error(f"--baseline: no clanker source under {baseline_src}")
@@ -83,8 +95,10 @@ def main() -> None:
         opencode.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{agent}" "$@"\n')
         opencode.chmod(0o755)
         trees = {"baseline": {**env, "PYTHONPATH": str(baseline_src)}, "this": env}
-        for tree_env in trees.values():
+        for tag, tree_env in trees.items():
             warm_up(root, agent, tree_env, "chunks 1")
+            # The spawn plan this tree keeps (none for a tree without them).
+            _line(root, tree_env, ["--harness", "opencode"], f"{tag}-primed")
         load = os.getloadavg()[0]
         bare = bare_start(args.runs)
         agent_start = _agent_start(agent, args.runs)
@@ -98,7 +112,8 @@ def main() -> None:
     target = 4 * bare + agent_start
     labels = {
         "line": "`--agent-command`, `PROMPT`, line mode: first frame",
-        "harness": "`--harness opencode`, `PROMPT`, line mode: first frame",
+        "harness": "`--harness opencode`, `PROMPT`, line mode, a plan kept: first frame",
+        "harness-cold": "`--harness opencode`, `PROMPT`, line mode, no plan: first frame",
         "screen": "`--agent-command`, full screen: first frame",
         "footer": "`--agent-command`, full screen: footer drawn",
     }

@@ -329,3 +329,138 @@ def test_a_harness_the_plugin_lists_leave_out_is_not_started_early(
                                                           plain.stderr)
     assert report["exit"] != 0 and "unknown harness" in done.stderr.lower()
     assert report["started"] == [] and report["spawn"] is None
+
+
+# The spawn plan cache (clanker.acp.plan): a --harness run started through the
+# library keeps a plan; the next run starts that server with the standard library.
+
+def _plan_file(coder: Coder, harness: str = "opencode") -> Path:
+    return Path(coder.environ["CLANKER_HOME"]) / "cache" / f"coder-plan-{harness}.json"
+
+
+def _library_loaded(report: dict[str, object]) -> bool:
+    spawn = report["spawn"]
+    assert isinstance(spawn, list)
+    return "clanker.registry" in spawn
+
+
+def test_a_harness_run_keeps_a_plan_the_next_run_starts_from(coder: Coder,
+                                                             opencode: str) -> None:
+    first, done = _drive(coder, opencode, "--no-attention", "--harness", opencode, "hello")
+    assert (first["exit"], done.stdout) == (0, "Hello world\n"), done.stderr
+    assert _library_loaded(first)
+    kept = _plan_file(coder)
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert json.loads(kept.read_text())["argv"] == ["opencode", "acp"]
+    written = kept.stat().st_mtime_ns
+    report, done = _drive(coder, opencode, "--no-attention", "--harness", opencode, "hello")
+    assert (report["exit"], done.stdout) == (0, "Hello world\n"), done.stderr
+    started = report["started"]
+    assert isinstance(started, list) and len(started) == 1  # taken, not started again
+    assert _group_gone(started[0])
+    spawn = report["spawn"]
+    assert isinstance(spawn, list)
+    loaded = set(spawn) - set(report["start"])  # type: ignore[arg-type]
+    assert sorted(m for m in loaded if m.split(".")[0] not in sys.stdlib_module_names) == [
+        "clanker", "clanker.__main__", "clanker.acp", "clanker.acp.early", "clanker.acp.plan",
+        "clanker.acp.wire", "clanker.envvars", "clanker.procstart"]
+    assert kept.stat().st_mtime_ns == written  # the same plan: not written again
+
+
+def test_a_plan_that_builds_another_agent_costs_the_head_start_only(coder: Coder,
+                                                                    opencode: str) -> None:
+    _drive(coder, opencode, "--no-attention", "--harness", opencode, "hello")
+    kept = _plan_file(coder)
+    plan = json.loads(kept.read_text())
+    right = dict(plan)
+    plan["set"] = {"SOMETHING_ELSE": "1"}  # every key holds; the environment is not the one
+    kept.write_text(json.dumps(plan))
+    report, done = _drive(coder, opencode, "--no-attention", "--harness", opencode, "hello")
+    assert (report["exit"], done.stdout) == (0, "Hello world\n"), done.stderr
+    started = report["started"]
+    assert isinstance(started, list) and len(started) == 2  # stopped, and the right one started
+    assert all(_group_gone(pid) for pid in started)
+    assert not _library_loaded(report)
+    assert json.loads(kept.read_text()) == right  # the plan written right again
+
+
+def test_a_plan_whose_executable_changed_is_not_used(coder: Coder, opencode: str) -> None:
+    _drive(coder, opencode, "--no-attention", "--harness", opencode, "hello")
+    executable = Path(coder.environ["PATH"].split(os.pathsep)[0]) / opencode
+    executable.write_text(executable.read_text() + "# reinstalled\n")
+    report, done = _drive(coder, opencode, "--no-attention", "--harness", opencode, "hello")
+    assert (report["exit"], done.stdout) == (0, "Hello world\n"), done.stderr
+    started = report["started"]
+    assert isinstance(started, list) and len(started) == 1
+    assert _library_loaded(report)  # the library's early start, the plan left unread
+
+
+@pytest.mark.parametrize("spoil", ["torn", "garbage", "foreign", "shared", "oversized",
+                                   "linked", "directory", "other-version"])
+def test_a_spoilt_plan_file_is_ignored(coder: Coder, opencode: str, spoil: str) -> None:
+    _drive(coder, opencode, "--no-attention", "--harness", opencode, "hello")
+    kept = _plan_file(coder)
+    raw = kept.read_bytes()
+    if spoil == "torn":
+        kept.write_bytes(raw[: len(raw) // 2])
+    elif spoil == "garbage":
+        kept.write_bytes(b"\xff\x00not json")
+    elif spoil == "foreign":
+        plan = json.loads(raw)
+        plan["harness"] = "claude"
+        kept.write_text(json.dumps(plan))
+    elif spoil == "shared":
+        kept.chmod(0o644)
+    elif spoil == "oversized":
+        plan = json.loads(raw)
+        plan["unset"] = ["X" * 1024] * 300
+        kept.write_text(json.dumps(plan))
+    elif spoil == "linked":
+        target = kept.with_name("elsewhere.json")
+        kept.rename(target)
+        kept.symlink_to(target)
+    elif spoil == "directory":
+        kept.unlink()
+        kept.mkdir()
+    else:
+        plan = json.loads(raw)
+        plan["version"] = 0
+        kept.write_text(json.dumps(plan))
+    report, done = _drive(coder, opencode, "--no-attention", "--harness", opencode, "hello")
+    assert (report["exit"], done.stdout) == (0, "Hello world\n"), done.stderr
+    started = report["started"]
+    assert isinstance(started, list) and len(started) == 1
+    assert _library_loaded(report)
+
+
+def test_no_plan_is_kept_for_a_harness_under_a_managed_account(coder: Coder) -> None:
+    bin_dir = Path(coder.environ["PATH"].split(os.pathsep)[0])
+    adapter = bin_dir / "claude-agent-acp"
+    adapter.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_AGENT}"\n')
+    adapter.chmod(0o755)
+    _select_claude_account(coder)
+    report, done = _drive(coder, "claude-agent-acp", "--no-attention", "--harness", "claude",
+                          "hello")
+    assert (report["exit"], done.stdout) == (0, "Hello world\n"), done.stderr
+    assert not _plan_file(coder, "claude").exists()
+
+
+def test_a_plan_is_not_used_once_a_secret_is_stored(coder: Coder, opencode: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    _drive(coder, opencode, "--no-attention", "--harness", opencode, "hello")
+    monkeypatch.chdir(coder.workspace)
+    args = ["--harness", opencode, "hi"]
+    [started] = list(_start_planned(args, coder.environ))
+    assert started.argv == ("opencode", "acp")
+    state = Path(coder.environ["CLANKER_HOME"]) / "state"
+    (state / "coder-secrets.json").write_text(json.dumps({"opencode": ["AGENT_KEY"]}))
+    assert list(_start_planned(args, coder.environ)) == []
+
+
+def _start_planned(args: list[str], environ: dict[str, str]) -> Iterator[early.Started]:
+    """Start early from a plan alone (the library's start declines)."""
+    try:
+        if early.start(args, environ, harness=lambda harness, account: False):
+            yield early._held[0]
+    finally:
+        early.discard()

@@ -24,6 +24,12 @@ its tree, SIGKILL after a grace), so it never outlives a run that did not use
 it. (Should clanker itself be killed first, the reaper ends the agent's tree.)
 A wrong guess here costs the head start, never a different agent.
 
+A ``--harness`` whose server the last full run wrote a spawn plan for
+(:mod:`clanker.acp.plan`: its argv, its environment's difference from the
+host's, and keys that prove it current) is started from that plan, with the
+standard library alone, like an ``--agent-command``; the library's start is the
+fallback when there is none, or it no longer holds.
+
 An agent with stored secrets is not started early: its environment is known
 only once the credential store is read. (For an ``--agent-command`` the
 index is looked for where ``clanker_paths`` puts it on Linux; where it is
@@ -97,7 +103,7 @@ def start(args: Sequence[str], environ: Mapping[str, str] | None = None,
         if option == "--agent-command":
             return _start_command(value, environ)
         assert harness is not None
-        return harness(value, account)
+        return _start_planned(value, account, environ) or harness(value, account)
     except Exception:  # whatever it is (a removed working directory, say), the CLI
         discard()      # meets it again and reports it
         return False
@@ -110,6 +116,18 @@ def _start_command(command: str, environ: Mapping[str, str]) -> bool:
     cwd = os.getcwd()
     # As service.open builds it from the local environment's (credentials stripped).
     return hold(argv, {**host_environ(environ), "PWD": cwd}, cwd)
+
+
+def _start_planned(harness: str, account: str | None, environ: Mapping[str, str]) -> bool:
+    """Start ``harness``'s server from its spawn plan (:mod:`clanker.acp.plan`), when
+    one is current and no secret is stored for it."""
+    from clanker.acp import plan
+
+    cwd = os.getcwd()
+    found = plan.read(harness, account, cwd, environ)
+    if found is None or _has_secrets(harness, environ):
+        return False
+    return hold(found.argv, found.env, cwd)
 
 
 def hold(argv: Sequence[str], env: Mapping[str, str], cwd: str) -> bool:

@@ -89,6 +89,9 @@ class _Agent:
     injected: tuple[str, ...]
     """Every value clanker put into ``env`` (secrets to redact)."""
     session_meta: Mapping[str, Any]
+    planned: bool = False
+    """A harness's server whose environment is the host's and its own variables alone
+    (no stored secret, no account's home): a spawn plan can be kept for it."""
 
 
 def _written(path: Path) -> float:
@@ -180,7 +183,33 @@ class CoderService:
         except BaseException:
             await client.close()
             raise
+        if agent.planned and harness is not None:
+            self._keep_plan(harness, agent, options)
         return client
+
+    def _keep_plan(self, harness: HarnessProvider, agent: _Agent, options: CoderOptions) -> None:
+        """Keep the spawn plan of the server just started (:mod:`clanker.acp.plan`), for
+        the next run's early start; only for this machine's own environment (the one
+        the early start builds), and never an error: it is a cache."""
+        from clanker.acp import plan
+        from clanker.envvars import host_environ
+        from clanker.procstart import child_env, find_executable
+
+        if self._environment.environ != host_environ(os.environ):
+            return
+        path = plan.plan_path(str(self._paths.cache), str(harness.id))
+        executable = find_executable(agent.argv[0], child_env(agent.env, {}, options.cwd))
+        if path is None or executable is None:
+            return
+        package = type(harness.acp).__module__.split(".")[0]
+        kept = plan.build(harness=str(harness.id), account=options.account, argv=agent.argv,
+                          env=agent.env, cwd=options.cwd, environ=os.environ,
+                          executable=executable, modules=plan.loaded_modules([package]),
+                          files=[str(self._paths.state / "accounts.json"),
+                                 str(self._config / "config.toml")])
+        if kept is not None:
+            with contextlib.suppress(OSError):
+                plan.write(path, kept)
 
     def _agent(self, harness: HarnessProvider | None, agent_command: Sequence[str] | None,
                options: CoderOptions, on_event: EventSink) -> _Agent:
@@ -203,8 +232,10 @@ class CoderService:
             raise HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, detail, harness=name)
         secrets = self._agent_secrets(name, injected, on_event)
         env.update(secrets)
+        planned = harness is not None and not secrets and injected == dict(server.env)
         return _Agent(argv=tuple(argv), env=env, name=name,
-                      injected=(*injected.values(), *secrets.values()), session_meta=meta)
+                      injected=(*injected.values(), *secrets.values()), session_meta=meta,
+                      planned=planned)
 
     def start_early(self, harness: HarnessProvider, options: CoderOptions) -> bool:
         """Start ``harness``'s ACP server now and write ``initialize`` to it, without
