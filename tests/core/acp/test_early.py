@@ -69,10 +69,10 @@ print(json.dumps({"exit": code, "started": started, "start": at_start,
 """
 
 
-def _drive(coder: Coder, mark: str, *args: str, entry: str = "--main"
-           ) -> tuple[dict[str, object], subprocess.CompletedProcess[str]]:
+def _drive(coder: Coder, mark: str, *args: str, entry: str = "--main",
+           cwd: Path | None = None) -> tuple[dict[str, object], subprocess.CompletedProcess[str]]:
     done = subprocess.run([sys.executable, "-c", _DRIVER, mark, entry, "coder", *args],
-                          cwd=coder.workspace, env=coder.environ, capture_output=True,
+                          cwd=cwd or coder.workspace, env=coder.environ, capture_output=True,
                           text=True, timeout=120, check=False)
     *rest, last = done.stderr.strip().splitlines()
     report = json.loads(last)
@@ -365,6 +365,21 @@ def test_a_harness_run_keeps_a_plan_the_next_run_starts_from(coder: Coder,
         "clanker", "clanker.__main__", "clanker.acp", "clanker.acp.early", "clanker.acp.plan",
         "clanker.acp.wire", "clanker.envvars", "clanker.procstart"]
     assert kept.stat().st_mtime_ns == written  # the same plan: not written again
+
+
+def test_a_plan_holds_in_another_workspace(coder: Coder, opencode: str) -> None:
+    """The server's argv and environment do not name the directory, so the plan is the
+    harness's, not the workspace's: a run in another project starts from it too."""
+    _drive(coder, opencode, "--no-attention", "--harness", opencode, "hello")
+    assert json.loads(_plan_file(coder).read_text())["cwd"] is None
+    other = coder.workspace.parent / "another-project"
+    other.mkdir()
+    report, done = _drive(coder, opencode, "--no-attention", "--harness", opencode, "hello",
+                          cwd=other)
+    assert (report["exit"], done.stdout) == (0, "Hello world\n"), done.stderr
+    started = report["started"]
+    assert isinstance(started, list) and len(started) == 1  # taken, not started again
+    assert not _library_loaded(report)
 
 
 def test_a_plan_that_builds_another_agent_costs_the_head_start_only(coder: Coder,
