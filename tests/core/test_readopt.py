@@ -7,10 +7,13 @@ import contextlib
 import json
 import logging
 import os
+import socket as socketlib
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+from attrs import evolve
 
 from clanker import hookimpl
 from clanker.grid.client import GridClient
@@ -22,7 +25,7 @@ from clanker.grid.daemon import (
     stopped_on_request,
 )
 from clanker.grid.errors import GridError
-from clanker.grid.protocol import Registration
+from clanker.grid.protocol import ProtocolError, Registration
 from clanker.launch.readopt import Readopter, Readoption, ReadoptionHandle
 from clanker.paths import clanker_paths
 from tests.core.grid.conftest import root
@@ -59,6 +62,68 @@ def test_the_next_grid_is_started_and_takes_the_terminal_and_its_bridge_up(
     assert entry.bridge
     assert client.deliver(registration.terminal, registration.token,
                           [root("session_started")]) == ["accepted"]
+
+
+def _bridged_then_killed() -> tuple[Readoption, GridClient, str]:
+    """A terminal with a bridge and its MCP endpoint, on a grid then killed."""
+    socket = ensure_running(clanker_paths())
+    client = GridClient(socket)
+    registration = client.register(harness="fake-agent", workspace="/tmp", cwd="/tmp",
+                                   launcher_pid=os.getpid())
+    granted = client.grant_bridge_endpoint(registration.terminal, registration.token,
+                                           ["clanker_agents"])
+    assert granted.mcp_url is not None
+    kill_grid(socket)
+    held = evolve(readoption(registration, socket, bridge=granted.bridge_token),
+                  mcp_url=granted.mcp_url)
+    return held, client, granted.mcp_url
+
+
+def _endpoint_now(client: GridClient, held: Readoption) -> str | None:
+    """The MCP URL the grid answers a fresh grant with now (the endpoint runs once)."""
+    return client.grant_bridge_endpoint(held.registration.terminal, held.registration.token,
+                                        ["clanker_agents"]).mcp_url
+
+
+def test_the_next_grid_starts_its_mcp_endpoint_on_the_port_the_agent_holds(
+    grid_home: Path,
+) -> None:
+    held, client, url = _bridged_then_killed()
+    taken, notice = Readopter(held, ended=threading.Event()).run()
+    assert taken, notice
+    assert notice == "attention restored: the grid restarted and has this agent again"
+    assert _endpoint_now(client, held) == url
+
+
+def test_an_earlier_port_taken_meanwhile_is_said_and_the_endpoint_listens_elsewhere(
+    grid_home: Path,
+) -> None:
+    held, client, url = _bridged_then_killed()
+    port = urlsplit(url).port
+    assert port is not None
+    with socketlib.socket() as squatter:  # another program has the port now
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        taken, notice = Readopter(held, ended=threading.Event()).run()
+        assert taken, notice
+        assert "not at the MCP endpoint the agent holds" in notice
+        now = _endpoint_now(client, held)
+    assert now is not None and now != url
+    assert urlsplit(now).hostname == "127.0.0.1"
+
+
+def test_a_port_is_sent_only_with_a_carried_credential_and_only_a_port() -> None:
+    from clanker.grid.protocol import BridgeGrantRequest, encode_request, parse_request
+
+    base = {"terminal": "t-" + "0" * 16, "token": "0" * 64, "capabilities": ["clanker_agents"]}
+    fresh = json.loads(encode_request(BridgeGrantRequest(**base)))
+    assert "mcpPort" not in fresh
+    carried = BridgeGrantRequest(**base, bridge_token="ckb_" + "1" * 64, mcp_port=4321)
+    assert parse_request(encode_request(carried)) == carried
+    for wrong in (0, 65_536, "4321", True, 4321.0):
+        line = json.dumps({**json.loads(encode_request(carried)), "mcpPort": wrong})
+        with pytest.raises(ProtocolError):
+            parse_request(line.encode())
 
 
 def test_a_terminal_listed_without_attention_is_listed_so_again(grid_home: Path) -> None:

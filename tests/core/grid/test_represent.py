@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -167,3 +168,30 @@ def test_a_terminal_without_its_credential_or_the_reverse_is_a_bad_request(
             await body(grid, GridClient(sock, timeout=10))
 
     asyncio.run(main())
+
+
+def test_only_a_carry_the_grid_takes_chooses_where_the_mcp_endpoint_listens(
+    short_dir: Path,
+) -> None:
+    sock = short_dir / "g.sock"
+    with socket.socket() as probe:  # a port free a moment ago, as an old grid's was
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def first(grid: Grid, client: GridClient) -> object:
+        kept = await call(register, client, os.getpid())
+        return kept, await call(client.grant_bridge, kept.terminal, kept.token, GRANTS)
+
+    async def then(grid: Grid, client: GridClient, kept: object) -> None:
+        assert isinstance(kept, tuple)
+        _, bridge = kept
+        # A terminal that was not re-presented (its agent could send this) is refused,
+        # and the endpoint its grant started listens where the grid chose, not there.
+        fresh = await call(register, client, os.getpid())
+        with pytest.raises(GridRequestError) as caught:
+            await call(client.grant_bridge_endpoint, fresh.terminal, fresh.token, GRANTS,
+                       carry=bridge, mcp_port=port)
+        assert caught.value.word == "unauthorized"
+        assert grid.mcp_url is not None and f":{port}/" not in grid.mcp_url
+
+    one_grid_then_another(sock, first, then)

@@ -160,16 +160,23 @@ class McpListener:
     def counts(self) -> ListenerCounts:
         return ListenerCounts(connections=len(self._tasks), requests=self._requests)
 
-    async def start(self) -> None:
-        """Bind ``127.0.0.1`` on an ephemeral port and serve; raise :class:`OSError`
-        when that cannot be done or the bound address is anything else."""
+    async def start(self, port: int = 0) -> None:
+        """Bind ``127.0.0.1`` on ``port`` (``0``: an ephemeral one) and serve; raise
+        :class:`OSError` when that cannot be done or the bound address is anything else.
+
+        A given port is bound with ``SO_REUSEADDR``, so that the connections an earlier
+        listener there closed (in ``TIME_WAIT``) do not hold it; on Linux that never
+        shares a port some other socket listens on."""
         if self._server is not None:
             raise RuntimeError("the listener was already started")
+        wanted = port
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            sock.bind((HOST, 0))
+            if wanted:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((HOST, wanted))
             host, port = sock.getsockname()[:2]
-            if host != HOST or not 0 < port < 65_536:
+            if host != HOST or not 0 < port < 65_536 or wanted not in (0, port):
                 raise OSError(f"the endpoint bound {host}:{port}, not {HOST}")
             backlog = max(128, self._limits.max_connections)
             sock.listen(backlog)

@@ -19,7 +19,9 @@ op             fields                                                 reply fiel
 ============== ====================================================== ==========================
 bridge-grant   terminal, token (the terminal's credential),           bridgeToken, mcpUrl?
                capabilities (1..32 distinct names), bridgeToken?      (the MCP endpoint)
-               (the credential a re-presented terminal's agent holds)
+               (the credential a re-presented terminal's agent holds),
+               mcpPort? (with bridgeToken: the port of the MCP
+               URL that agent holds)
 bridge-revoke  terminal, token                                        (none)
 cmd-list       token (a bridge credential) | all (true, no token)     capabilities: [entry]
 cmd-describe   token, name                                            capability: entry
@@ -78,13 +80,15 @@ NAMES = "names"
 FLAG = "flag"
 OBJECT = "object"
 TEXT_OBJECT = "text-object"
+PORT = "port"
 
 FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     # op:            {wire key:      (kind,          required)}
     "bridge-grant":  {"terminal":     (TERMINAL,      True),
                       "token":        (CREDENTIAL,    True),
                       "capabilities": (NAMES,         True),
-                      "bridgeToken":  (BRIDGE_CREDENTIAL, False)},
+                      "bridgeToken":  (BRIDGE_CREDENTIAL, False),
+                      "mcpPort":      (PORT,          False)},
     "bridge-revoke": {"terminal":     (TERMINAL,      True),
                       "token":        (CREDENTIAL,    True)},
     "cmd-list":      {"token":        (BRIDGE_CREDENTIAL, False),
@@ -249,8 +253,14 @@ def _text_object(key: str, value: object) -> str | None:
     return None
 
 
+def _port(key: str, value: object) -> str | None:
+    return None if type(value) is int and 0 < value < 65_536 else (
+        f"{key} must be a TCP port (1 to 65535)")
+
+
 _CHECKS = {TERMINAL: _terminal, CREDENTIAL: _token, BRIDGE_CREDENTIAL: _token, NAME: _name,
-           NAMES: _names, FLAG: _flag, OBJECT: _object, TEXT_OBJECT: _text_object}
+           NAMES: _names, FLAG: _flag, OBJECT: _object, TEXT_OBJECT: _text_object,
+           PORT: _port}
 
 
 def field_problem(op: str, key: str, value: object) -> str | None:

@@ -217,13 +217,17 @@ class GridClient:
         return self.grant_bridge_endpoint(terminal, token, capabilities).bridge_token
 
     def grant_bridge_endpoint(self, terminal: str, token: str, capabilities: Sequence[str],
-                              *, carry: str | None = None) -> BridgeGrantReply:
+                              *, carry: str | None = None,
+                              mcp_port: int | None = None) -> BridgeGrantReply:
         """:meth:`grant_bridge`, and the URL of the grid's MCP endpoint (``mcp_url``;
         the first grant starts it, ``None`` when it could not start). ``carry`` is the
         bridge credential a re-presented terminal's agent holds, granted again as it is
-        (once, by its launcher) instead of a new one."""
+        (once, by its launcher) instead of a new one; ``mcp_port``, with it, the port of
+        the endpoint URL that agent holds, where a grid whose endpoint does not run yet
+        starts it if the port is free."""
         request = BridgeGrantRequest(terminal=terminal, token=token,
-                                     capabilities=list(capabilities), bridge_token=carry)
+                                     capabilities=list(capabilities), bridge_token=carry,
+                                     mcp_port=mcp_port if carry is not None else None)
         return self._call(request, BridgeGrantReply)
 
     def revoke_bridge(self, terminal: str, token: str) -> None:

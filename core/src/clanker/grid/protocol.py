@@ -433,6 +433,9 @@ class BridgeGrantRequest:
                                      validator=_wire("bridge-grant", "bridgeToken"))
     """The bridge credential a re-presented terminal's agent already holds, to be
     carried again (``None``: the grid mints a new one)."""
+    mcp_port: int | None = field(default=None, validator=_wire("bridge-grant", "mcpPort"))
+    """With ``bridge_token``: the port of the MCP endpoint URL that agent holds, which
+    a grid starting its endpoint for this request binds again if it can."""
 
 
 @frozen(kw_only=True, repr=False)
@@ -715,7 +718,7 @@ _OMITTED: Final[dict[type[Any], frozenset[str]]] = {
     # Left out at their default, so what older peers never sent or read stays absent.
     TerminalEntry: frozenset({"bridge", "account", "tmux_pane", "pending_move"}),
     RegisterRequest: frozenset({"account", "tmux_pane", "terminal", "token"}),
-    BridgeGrantRequest: frozenset({"bridge_token"}),
+    BridgeGrantRequest: frozenset({"bridge_token", "mcp_port"}),
     StreamEvent: frozenset({"notification"}),
     SubscribeRequest: frozenset({"notifications"}),
     SessionsRequest: frozenset({"workspace", "harnesses"}),

@@ -387,16 +387,20 @@ class Grid:
         """The MCP endpoint's URL (``None`` until it is started)."""
         return None if self._mcp is None else self._mcp.url
 
-    async def open_mcp(self) -> str | None:
+    async def open_mcp(self, *, port: int | None = None) -> str | None:
         """Start the MCP endpoint unless it runs; return its URL (``None`` when it
-        cannot start: the reason is logged, and ``clanker cmd`` still works)."""
+        cannot start: the reason is logged, and ``clanker cmd`` still works).
+
+        ``port`` is where to start it if that port is free (an agent a re-presented
+        terminal carries holds a URL naming the port of the grid before this one);
+        else, as without it, on an ephemeral port."""
         if self._mcp is None and not self._stopping:
             if self._mcp_starting is None:
-                self._mcp_starting = asyncio.ensure_future(self._start_mcp())
+                self._mcp_starting = asyncio.ensure_future(self._start_mcp(port))
             await asyncio.shield(self._mcp_starting)
         return self.mcp_url
 
-    async def _start_mcp(self) -> None:
+    async def _start_mcp(self, port: int | None) -> None:
         try:
             from clanker.bridge.mcp_protocol import McpEndpoint
             from clanker.bridge.mcp_server import McpListener
@@ -404,7 +408,15 @@ class Grid:
             endpoint = McpEndpoint(self._bridge, version=__version__,
                                    instructions=self._instructions or self._guidance)
             listener = McpListener(endpoint, self._bridge, limits=self._mcp_limits)
-            await listener.start()
+            try:
+                await listener.start(port or 0)
+            except OSError as exc:
+                if not port:
+                    raise
+                log.warning("the mcp endpoint cannot listen on its earlier port %d (%s): "
+                            "it listens elsewhere, and agents holding that URL lose it",
+                            port, exc.strerror or type(exc).__name__)
+                await listener.start()
         except Exception as exc:
             log.error("the mcp endpoint cannot start: %s (%s)", type(exc).__name__,
                       getattr(exc, "strerror", None) or "no detail")
@@ -909,7 +921,10 @@ class Grid:
         if isinstance(request, BridgeGrantRequest) and self._mcp is None \
                 and self._credentials.verify(request.terminal, request.token) \
                 and self._binding(request.terminal) is not None:
-            await self.open_mcp()  # the first grant starts the endpoint (checked again below)
+            # The first grant starts the endpoint (checked again below); the launcher's
+            # carrying its agent's credential starts it where that agent's URL points.
+            await self.open_mcp(port=request.mcp_port if self._carries(request, peer)
+                                else None)
         if not isinstance(request, _HOLDING):
             # A short answer, written at once: nothing to hold, nothing to refuse for room.
             await self._reply(writer, self._answer(request, peer))
@@ -1079,12 +1094,20 @@ class Grid:
                  ", ".join(sorted(request.capabilities)))
         return BridgeGrantReply(bridge_token=token, mcp_url=self.mcp_url)
 
+    def _carries(self, request: BridgeGrantRequest, peer: Peer) -> bool:
+        """Whether ``request`` may carry its agent's bridge credential: it is from a
+        re-presented terminal's launcher's own connection, and nothing was granted since."""
+        binding = self._binding(request.terminal)
+        return (request.bridge_token is not None and binding is not None
+                and self._terminals[request.terminal].represented
+                and peer.pid is not None and peer.pid == binding.launcher_pid)
+
     def _carry_bridge(self, request: BridgeGrantRequest, binding: Binding, peer: Peer
                       ) -> BridgeGrantReply:
         """Carry the bridge credential a re-presented terminal's agent holds: once, from
         its launcher's own connection, before anything else was granted to it."""
         record = self._terminals[request.terminal]
-        if not record.represented or peer.pid is None or peer.pid != binding.launcher_pid:
+        if not self._carries(request, peer):
             raise ProtocolError(ErrorWord.UNAUTHORIZED,
                                 "bridge-grant: only a re-presented terminal's launcher may "
                                 "carry its bridge credential")

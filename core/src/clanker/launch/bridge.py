@@ -130,7 +130,8 @@ class BridgeAttachment:
                 _release(client, registration, retire=True)
                 raise
         elif self._readoption is not None:
-            self._readoption.bridge(registration, granted.bridge_token, self._grants)
+            self._readoption.bridge(registration, granted.bridge_token, self._grants,
+                                    granted.mcp_url)
         released = False
 
         def dispose() -> None:

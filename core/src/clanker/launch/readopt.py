@@ -29,9 +29,12 @@ connection, so :class:`GridWatch` watches the grid's process instead (a pidfd on
 Linux, else ``kill(pid, 0)`` every :data:`POLL_INTERVAL` seconds) and says the
 outcome on stderr.
 
-What it cannot carry: the loopback MCP endpoint's URL is the old grid's port, which
-the next grid does not hold, so a harness that talks to the bridge over MCP loses
-it until it is launched again (``clanker cmd`` keeps working: it uses the socket).
+The agent's loopback MCP endpoint URL names the old grid's port, which nothing can
+change either: the launcher sends that port with the credential it carries, and a
+next grid whose endpoint is not running yet starts it there when the port is free.
+When it is not (another program took it, or the endpoint already runs elsewhere for
+another launch), the harness loses the bridge over MCP until it is launched again,
+and the notice says so (``clanker cmd`` keeps working: it uses the socket).
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ class Readoption:
     bridge_token: str | None = field(default=None, repr=False)
     """The agent's bridge credential, carried with ``grants`` (``None``: no bridge)."""
     grants: tuple[str, ...] = ()
+    mcp_url: str | None = None
+    """The MCP endpoint URL the agent was given with its credential (``None``: none)."""
     declined: str | None = None
     """Why the launch runs without attention, when it does (listed so again)."""
 
@@ -95,11 +100,14 @@ class ReadoptionHandle:
     def terminal(self, readoption: Readoption) -> None:
         self._value = readoption
 
-    def bridge(self, registration: Registration, token: str, grants: Sequence[str]) -> None:
-        """The bridge credential granted to ``registration``'s terminal (ignored for
-        another terminal: one the bridge step registered itself is not re-presented)."""
+    def bridge(self, registration: Registration, token: str, grants: Sequence[str],
+               mcp_url: str | None = None) -> None:
+        """The bridge credential granted to ``registration``'s terminal, and the MCP
+        endpoint URL given with it (ignored for another terminal: one the bridge step
+        registered itself is not re-presented)."""
         if self._value is not None and self._value.registration == registration:
-            self._value = evolve(self._value, bridge_token=token, grants=tuple(grants))
+            self._value = evolve(self._value, bridge_token=token, grants=tuple(grants),
+                                 mcp_url=mcp_url)
 
     def decline(self, reason: str) -> None:
         """The terminal is listed as running without attention, for ``reason``."""
@@ -119,9 +127,11 @@ class FinalReadoptError(ReadoptError):
     """An attempt whose answer another attempt would not change."""
 
 
-def readopt(readoption: Readoption) -> GridClient:
+def readopt(readoption: Readoption) -> tuple[GridClient, bool]:
     """Re-present ``readoption``'s terminal (and carry its bridge credential) to the
-    grid running now, starting one if none runs; return the client that reaches it.
+    grid running now, starting one if none runs; return the client that reaches it,
+    and whether the agent's MCP endpoint URL reaches that grid's endpoint (``True``
+    when the agent was given none).
 
     Raises :class:`ReadoptError`, :class:`FinalReadoptError` when another attempt
     would be refused the same (the grid held this terminal, say).
@@ -149,16 +159,32 @@ def readopt(readoption: Readoption) -> GridClient:
                         represent=registration)
         if readoption.declined is not None:
             client.decline(registration.terminal, registration.token, readoption.declined)
+        endpoint_kept = True
         if readoption.bridge_token is not None:
-            client.grant_bridge_endpoint(registration.terminal, registration.token,
-                                         readoption.grants, carry=readoption.bridge_token)
+            granted = client.grant_bridge_endpoint(
+                registration.terminal, registration.token, readoption.grants,
+                carry=readoption.bridge_token, mcp_port=_port(readoption.mcp_url))
+            endpoint_kept = readoption.mcp_url in (None, granted.mcp_url)
     except GridRequestError as error:
         if error.word in ("unauthorized", "bad-request"):
             raise FinalReadoptError(f"the grid refused the terminal ({error.word})") from None
         raise ReadoptError(f"the grid refused the terminal ({error.word})") from None
     except GridError as error:
         raise ReadoptError(f"the grid did not answer ({type(error).__name__})") from None
-    return client
+    return client, endpoint_kept
+
+
+def _port(url: str | None) -> int | None:
+    """The port ``url`` names, or ``None`` (no URL, or none a grid could bind)."""
+    from urllib.parse import urlsplit
+
+    if url is None:
+        return None
+    try:
+        port = urlsplit(url).port
+    except ValueError:
+        return None
+    return port if port else None
 
 
 class Readopter:
@@ -182,7 +208,7 @@ class Readopter:
             if self._ended.wait(delay):
                 return False, reason
             try:
-                readopt(self._readoption)
+                _, endpoint_kept = readopt(self._readoption)
             except FinalReadoptError as error:
                 reason = str(error)
                 break
@@ -194,6 +220,10 @@ class Readopter:
                 continue
             log.info("readopt: terminal %s taken up by the next grid",
                      self._readoption.registration.terminal)
+            if not endpoint_kept:
+                return True, ("attention restored: the grid restarted and has this agent "
+                              "again, but not at the MCP endpoint the agent holds (`clanker "
+                              "cmd` still reaches the bridge; launch the agent again for MCP)")
             return True, "attention restored: the grid restarted and has this agent again"
         return False, f"attention is unavailable from now on: {reason} (launch the agent " \
                       f"again to get it back)"
