@@ -28,7 +28,7 @@ _COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
                   "Explain an agent's attention state."),
     "cmd": ("clanker.cli.cmd", "cmd", "Ask the host to do something (for launched agents)."),
     "coder": ("clanker.cli.coder", "coder",
-              "Drive an ACP agent with the approval ladder, one turn per run."),
+              "Drive an ACP agent with the approval ladder: one turn or a conversation."),
     "commit-message": ("clanker.cli.commit", "commit_message",
                        "Write a commit message for the current change."),
     "deck": ("clanker.cli.deck", "deck", "A live dashboard of every agent, with tmux jumps."),
