@@ -181,6 +181,8 @@ def test_a_store_that_cannot_be_found_is_its_providers_own_answer(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CODEX_HOME", "relative/codex")
     monkeypatch.setenv("HERMES_HOME", "relative/hermes")
+    # OpenCode not installed, but its data directory there: a listing it cannot run.
+    (tmp_path / "home" / ".local" / "share" / "opencode").mkdir(parents=True)
     listing = Clanker().empty_sessions(workspace=None,
                                        harnesses=["codex", "hermes", "opencode"])
     assert listing is not None

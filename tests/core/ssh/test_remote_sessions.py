@@ -73,6 +73,9 @@ def store_home(sshd: Sshd) -> Iterator[Path]:
     home = Path(tempfile.mkdtemp(prefix="stores-", dir=sshd.home))
     for where, source in _STORES.items():
         shutil.copytree(source, home / where, symlinks=True)
+    # OpenCode's data directory, as where it was used: its listing's failure (OpenCode
+    # is not installed there) is the scan's, on the host as here.
+    (home / ".local" / "share" / "opencode").mkdir(parents=True)
     entry = pwd.getpwnam(sshd.user)
     _chown_tree(home, entry.pw_uid, entry.pw_gid)
     try:

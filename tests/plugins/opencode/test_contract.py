@@ -81,7 +81,11 @@ class TestOpenCodeContract(HarnessProviderContract):
         return ScriptedExecutor(respond)
 
     def write_sessions(self, environ: Mapping[str, str]) -> None:
-        Path(environ["HOME"]).mkdir(parents=True, exist_ok=True)
+        # Where OpenCode keeps them (its data directory: a listing is not run without
+        # one when opencode is not on PATH either), and what its double then prints.
+        data = Path(environ["HOME"], ".local", "share", "opencode")
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "opencode.db").write_bytes(b"")
         Path(environ["HOME"], LISTING).write_bytes(GLOBAL.read_bytes())
 
     # attention

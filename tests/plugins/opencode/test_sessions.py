@@ -33,7 +33,7 @@ from clanker.sessions.capability import SessionsContext
 from clanker.sessions.selection import SessionNotFoundError, resolve_selection
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import HarnessSession, SessionScan
-from clanker.testing import ScriptedExecutor
+from clanker.testing import FailingExecutor, ScriptedExecutor
 from clanker.testing.doubles import EnvironmentDouble
 from clanker.testing.strategies import json_values, prefixes
 from clanker_opencode.sessions import (
@@ -322,27 +322,70 @@ def answering(stdout: str | Callable[[CommandRequest], str]) -> ScriptedExecutor
     return ScriptedExecutor(respond)
 
 
-def service(executor: ScriptedExecutor) -> SessionService:
-    return SessionService(environment=EnvironmentDouble(executor=executor, environ={}),
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A ``PATH`` with an ``opencode`` on it, as where OpenCode is installed (the scripted
+    executor answers for it)."""
+    directory = tmp_path_factory.mktemp("bin")
+    (directory / "opencode").write_text("#!/bin/sh\nexit 99\n")
+    (directory / "opencode").chmod(0o755)
+    return str(directory)
+
+
+def service(executor: ScriptedExecutor, path: str) -> SessionService:
+    return SessionService(environment=EnvironmentDouble(executor=executor,
+                                                        environ={"PATH": path}),
                           cache_dir=None)
 
 
-def test_the_service_keeps_the_workspaces_own_sessions() -> None:
+def _without_opencode(tmp_path: Path, environ: dict[str, str]) -> SessionsContext:
+    """A context on a host where running ``opencode`` fails as a missing binary does."""
+    return SessionsContext(files=LocalFiles(), harness=HarnessId("opencode"),
+                           executor=FailingExecutor(HarnessCapabilityError(
+                               ErrorKind.BINARY_UNAVAILABLE, "opencode")),
+                           environ=environ, cache=SummaryCache(HarnessId("opencode"), None),
+                           scopes=(str(tmp_path),), limit=512)
+
+
+def test_nothing_is_listed_where_opencode_was_never_installed(tmp_path: Path) -> None:
+    environ = {"HOME": str(tmp_path), "PATH": str(tmp_path / "bin")}
+    scan = asyncio.run(OpenCodeSessions().discover(_without_opencode(tmp_path, environ)))
+    assert scan == SessionScan()
+
+
+@pytest.mark.parametrize("kept", ["data directory", "OPENCODE_DB", "XDG_DATA_HOME"])
+def test_a_store_left_without_opencode_is_a_listing_it_cannot_run(tmp_path: Path,
+                                                                 kept: str) -> None:
+    environ = {"HOME": str(tmp_path), "PATH": str(tmp_path / "bin")}
+    if kept == "data directory":
+        (tmp_path / ".local" / "share" / "opencode").mkdir(parents=True)
+    elif kept == "OPENCODE_DB":
+        environ["OPENCODE_DB"] = str(tmp_path / "elsewhere.db")
+    else:
+        environ["XDG_DATA_HOME"] = str(tmp_path / "data")
+        (tmp_path / "data" / "opencode").mkdir(parents=True)
+    with pytest.raises(HarnessCapabilityError) as caught:
+        asyncio.run(OpenCodeSessions().discover(_without_opencode(tmp_path, environ)))
+    assert caught.value.kind is ErrorKind.BINARY_UNAVAILABLE
+
+
+def test_the_service_keeps_the_workspaces_own_sessions(installed: str) -> None:
     executor = answering(GIT.read_text())
-    listing = asyncio.run(service(executor).discover([provider()], workspace="/home/dev/src/alpha"))
+    listing = asyncio.run(service(executor, installed).discover(
+        [provider()], workspace="/home/dev/src/alpha"))
     assert listing.complete
     # The CLI lists the whole repository; the worktree's session is another workspace (git
     # found no worktrees here), so the service leaves it out.
     assert [s.native_id for s in listing.sessions] == [
         row[0] for row in GIT_ROWS if row[4] != "/home/dev/src/alpha-wt"]
     assert listing.sessions[0].cwd == "/home/dev/src/alpha/pkg/sub"
-    opencode = [r for r in executor.requests if r.command == "opencode"]
-    assert [r.cwd for r in opencode] == ["/home/dev/src/alpha"]
+    listings = [r for r in executor.requests if r.args[:2] == ("session", "list")]
+    assert [r.cwd for r in listings] == ["/home/dev/src/alpha"]
 
 
-def test_sessions_everywhere_are_partial() -> None:
-    listing = asyncio.run(service(answering(GLOBAL.read_text())).discover([provider()],
-                                                                         workspace=None))
+def test_sessions_everywhere_are_partial(installed: str) -> None:
+    listing = asyncio.run(service(answering(GLOBAL.read_text()), installed).discover(
+        [provider()], workspace=None))
     assert len(listing.sessions) == 8
     assert not listing.complete
     assert listing.scans[0].scan.partial == PARTIAL_WITHOUT_WORKSPACE
@@ -356,13 +399,14 @@ def relocated(listing: Path, directory: Path) -> Callable[[CommandRequest], str]
     return stdout
 
 
-def test_a_refound_session_resumes_and_forks_by_id_in_its_directory(tmp_path: Path) -> None:
+def test_a_refound_session_resumes_and_forks_by_id_in_its_directory(tmp_path: Path,
+                                                                   installed: str) -> None:
     work = tmp_path / "work"
     work.mkdir()
     executor = answering(relocated(GIT, work))
     for operation, flags in ((SessionOperation.RESUME, ()), (SessionOperation.FORK, ("--fork",))):
         selection = asyncio.run(resolve_selection(
-            service(executor), registry(), f"opencode:{SUB_ID}", operation=operation,
+            service(executor, installed), registry(), f"opencode:{SUB_ID}", operation=operation,
             workspace=str(tmp_path)))
         assert (selection.session.native_id, selection.launch_cwd) == (SUB_ID, str(work))
         assert selection.notice is None and selection.session.store_path is None
@@ -373,23 +417,24 @@ def test_a_refound_session_resumes_and_forks_by_id_in_its_directory(tmp_path: Pa
             operation=launch, session=target, cwd=selection.launch_cwd))
         assert plan.argv == ("opencode", "-s", SUB_ID, *flags)
     # The re-find ran OpenCode where the caller is (it lists one project at a time).
-    assert {r.cwd for r in executor.requests if r.command == "opencode"} == {str(tmp_path)}
+    assert {r.cwd for r in executor.requests
+            if r.args[:2] == ("session", "list")} == {str(tmp_path)}
 
 
-def test_a_session_whose_directory_is_gone_is_refused(tmp_path: Path) -> None:
+def test_a_session_whose_directory_is_gone_is_refused(tmp_path: Path, installed: str) -> None:
     with pytest.raises(HarnessCapabilityError) as caught:
         asyncio.run(resolve_selection(
-            service(answering(GLOBAL.read_text())), registry(), f"opencode:{GONE_ID}",
+            service(answering(GLOBAL.read_text()), installed), registry(), f"opencode:{GONE_ID}",
             operation=SessionOperation.RESUME, workspace=str(tmp_path)))
     assert caught.value.kind is ErrorKind.UNSUPPORTED
     assert "no longer exists" in str(caught.value)
 
 
-def test_a_session_of_another_project_is_not_found(tmp_path: Path) -> None:
+def test_a_session_of_another_project_is_not_found(tmp_path: Path, installed: str) -> None:
     # OpenCode lists only the caller's project: a session of another one is not there.
     with pytest.raises(SessionNotFoundError):
         asyncio.run(resolve_selection(
-            service(answering(GIT.read_text())), registry(), f"opencode:{GONE_ID}",
+            service(answering(GIT.read_text()), installed), registry(), f"opencode:{GONE_ID}",
             operation=SessionOperation.RESUME, workspace=str(tmp_path)))
 
 

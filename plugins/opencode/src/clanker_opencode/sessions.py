@@ -37,7 +37,7 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, MAX_TIMEOUT, CommandRequest, CommandResult
 from clanker.ids import HarnessId
 from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
-from clanker.stores import Answer, HostFiles, clean_text
+from clanker.stores import Answer, HostFiles, clean_text, home_directory
 
 if TYPE_CHECKING:
     import asyncio
@@ -310,6 +310,30 @@ def _plan(context: SessionsContext) -> _Plan | None:
     return _Plan(key=key, database=database, recalled=recalled)
 
 
+def _never_used(environ: Mapping[str, str], files: HostFiles) -> bool:
+    """Whether OpenCode has kept nothing on this host, so that a listing that cannot
+    run (OpenCode is not installed) has nothing to list either.
+
+    That is: no ``OPENCODE_DB`` chosen and no data directory
+    (``$XDG_DATA_HOME/opencode``, else ``~/.local/share/opencode``), which holds every
+    database OpenCode 1.18.33 picks and its legacy JSON store, and which its first run
+    creates. One this user cannot look at is one OpenCode, run as this user, could not
+    have kept anything in either. A relative ``XDG_DATA_HOME`` proves nothing. One look
+    at the host's files: call it from offloaded work.
+    """
+    if environ.get("OPENCODE_DB"):
+        return False
+    base = environ.get("XDG_DATA_HOME")
+    if not base:
+        home = home_directory(environ)
+        if home is None:
+            return False
+        base = f"{home}/.local/share"
+    if not base.startswith("/"):
+        return False
+    return files.stat(Path(base, "opencode"), follow=False) is None
+
+
 def _scan(context: SessionsContext, answer: Answer) -> SessionScan:
     """The request's part of a whole listing: the newest ``limit`` sessions (the service
     keeps those of the workspace), or the one re-found, in order."""
@@ -351,7 +375,13 @@ class OpenCodeSessions:
         plan = await context.offload(lambda: _plan(context))
         if plan is not None and plan.recalled is not None:
             return _scan(context, plan.recalled)
-        answer, database = await self._list(context, plan)
+        try:
+            answer, database = await self._list(context, plan)
+        except HarnessCapabilityError as error:
+            if error.kind is ErrorKind.BINARY_UNAVAILABLE and await context.offload(
+                    lambda: _never_used(context.environ, context.files)):
+                return SessionScan()  # not installed, and never used here: nothing to list
+            raise
         answers = context.answers
         if plan is not None and database is not None and answers is not None:
             # After the listing (and `db path`): both write to the database as they
