@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from attrs import field, frozen
 
@@ -31,7 +31,11 @@ __all__ = [
     "AccountsCapability",
     "SignedIn",
     "checked_home",
+    "identity_text",
 ]
+
+IDENTITY_LIMIT: Final = 320
+"""The longest text :func:`identity_text` keeps (an e-mail address is at most 320)."""
 
 
 @frozen(kw_only=True, hash=False)
@@ -87,6 +91,16 @@ def checked_home(context: AccountContext, variable: str, *, harness: str) -> str
         raise HarnessCapabilityError(ErrorKind.NOT_CONFIGURED,
                                      f"the environment does not set {variable}", harness=harness)
     return context.home
+
+
+def identity_text(value: object) -> str | None:
+    """Return ``value`` as an :class:`AccountIdentity` field: printable text that is not
+    blank, of at most :data:`IDENTITY_LIMIT` characters, as given; ``None`` for anything
+    else (the harness's value is then not shown, never cut or cleaned)."""
+    if isinstance(value, str) and value.strip() and value.isprintable() \
+            and len(value) <= IDENTITY_LIMIT:
+        return value
+    return None
 
 
 @runtime_checkable

@@ -34,6 +34,8 @@ __all__ = [
     "SessionScan",
     "SessionsCapability",
     "SessionsContext",
+    "StoreDirectory",
+    "resumable_id",
 ]
 
 _T = TypeVar("_T")
@@ -175,3 +177,49 @@ class SessionsCapability(Protocol):
         an unreadable store or a changed schema raises a typed error.
         """
         ...
+
+
+class StoreDirectory:
+    """The sessions capability over a store in one directory, less what each harness
+    declares: where the directory is (:meth:`directory`, ``None`` where the host has
+    none) and how it is read (:meth:`scan`).
+
+    :meth:`discover` runs the scan off the event loop (walking and reading block), with
+    the directory found again from the context's environment; no directory is an empty
+    scan. :meth:`store_roots` is that one directory.
+    """
+
+    resumes_without_original_directory: bool
+
+    def directory(self, environ: Mapping[str, str]) -> Path | None:
+        raise NotImplementedError
+
+    def scan(self, context: SessionsContext, directory: Path) -> SessionScan:
+        raise NotImplementedError
+
+    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
+        directory = self.directory(environ)
+        return () if directory is None else (directory,)
+
+    async def discover(self, context: SessionsContext) -> SessionScan:
+        return await context.offload(lambda: self._discover(context))
+
+    def _discover(self, context: SessionsContext) -> SessionScan:
+        directory = self.directory(context.environ)
+        return SessionScan() if directory is None else self.scan(context, directory)
+
+
+def resumable_id(value: object, validate: Callable[[str], str]) -> str | None:
+    """Return ``value`` when it is a session id ``validate`` takes as it is written.
+
+    ``validate`` is the launch capability's ``validate_session_id``. ``None`` for
+    anything else: not text, refused by it (:class:`ValueError`), or normalized by
+    it into another spelling (a session listed under that spelling would not be the
+    one the store holds).
+    """
+    if not isinstance(value, str):
+        return None
+    try:
+        return value if validate(value) == value else None
+    except ValueError:
+        return None

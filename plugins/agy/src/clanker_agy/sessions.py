@@ -24,7 +24,13 @@ from urllib.parse import unquote, urlsplit
 from attrs import evolve, frozen
 
 from clanker.ids import HarnessId
-from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
+from clanker.sessions.capability import (
+    HarnessSession,
+    SessionScan,
+    SessionsContext,
+    StoreDirectory,
+    resumable_id,
+)
 from clanker.stores import HostFiles, clean_text, home_directory, require_columns
 
 if TYPE_CHECKING:
@@ -187,13 +193,8 @@ def summarize_row(row: SummaryRow) -> HarnessSession | None:
     agy's index records no model, no creation time and steps rather than
     messages: those stay unknown.
     """
-    native_id = row.conversation_id
-    if not isinstance(native_id, str):
-        return None
-    try:
-        if _launch().validate_session_id(native_id) != native_id:
-            return None
-    except ValueError:
+    native_id = resumable_id(row.conversation_id, _launch().validate_session_id)
+    if native_id is None:
         return None
     updated = parse_time(row.last_modified_time)
     if updated is None:
@@ -271,7 +272,7 @@ def _read(
     return sessions, skipped, cut
 
 
-class AgySessions:
+class AgySessions(StoreDirectory):
     """agy's conversations from its picker index, offered while their store file exists."""
 
     # Not verified: agy cannot run here, and the spec's removed-worktree probe
@@ -279,18 +280,13 @@ class AgySessions:
     # False: clanker refuses rather than launching somewhere unknown.
     resumes_without_original_directory = False
 
-    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
-        directory = agy_dir(environ)
-        return () if directory is None else (directory,)
+    def directory(self, environ: Mapping[str, str]) -> Path | None:
+        return agy_dir(environ)
 
-    async def discover(self, context: SessionsContext) -> SessionScan:
-        return await context.offload(lambda: self._discover(context))
-
-    def _discover(self, context: SessionsContext) -> SessionScan:
-        directory = agy_dir(context.environ)
-        db = None if directory is None else directory / "conversation_summaries.db"
-        found = None if db is None else context.files.stat(db)
-        if directory is None or db is None or found is None or not stat.S_ISREG(found.st_mode):
+    def scan(self, context: SessionsContext, directory: Path) -> SessionScan:
+        db = directory / "conversation_summaries.db"
+        found = context.files.stat(db)
+        if found is None or not stat.S_ISREG(found.st_mode):
             return SessionScan()
         sessions, skipped, truncated = _read(db, context.native_id, context.files)
         conversations = _conversations(directory, context.files)

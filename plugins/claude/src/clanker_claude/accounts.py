@@ -45,6 +45,7 @@ from clanker.accounts.capability import (
     AccountIdentity,
     SignedIn,
     checked_home,
+    identity_text,
 )
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import ATTENDED_TIMEOUT, MAX_TIMEOUT, CommandRequest, CommandResult
@@ -63,19 +64,11 @@ TIMEOUT: Final = MAX_TIMEOUT  # auth status may refresh a token over the network
 # Variables that would make the CLI answer for themselves instead of the home.
 _OVERRIDING: Final = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")
 _SUBSCRIPTION: Final = "claude.ai"
-_IDENTITY_LIMIT: Final = 320
 _STATUS_EXITS: Final = {True: 0, False: 1}
 
 
 def _fail(kind: ErrorKind, detail: str) -> HarnessCapabilityError:
     return HarnessCapabilityError(kind, detail, harness="claude")
-
-
-def _text(value: object) -> str | None:
-    if isinstance(value, str) and value.strip() and value.isprintable() \
-            and len(value) <= _IDENTITY_LIMIT:
-        return value
-    return None
 
 
 def parse_status(result: CommandResult) -> AccountCheck:
@@ -99,7 +92,8 @@ def parse_status(result: CommandResult) -> AccountCheck:
         raise _fail(ErrorKind.UNSUPPORTED,
                     "the home is signed in with something other than a Claude subscription")
     return AccountCheck(signed_in=SignedIn.YES, identity=AccountIdentity(
-        email=_text(status.get("email")), plan=_text(status.get("subscriptionType"))))
+        email=identity_text(status.get("email")),
+        plan=identity_text(status.get("subscriptionType"))))
 
 
 class ClaudeAccounts:

@@ -30,11 +30,15 @@ from typing import Any, Final
 from attrs import evolve, frozen
 
 from clanker.ids import HarnessId
-from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
+from clanker.sessions.capability import (
+    HarnessSession,
+    SessionScan,
+    SessionsContext,
+    StoreDirectory,
+)
 from clanker.stores import (
     EMPTY,
     FileSample,
-    HostFiles,
     LineRegion,
     NoSession,
     Witness,
@@ -599,7 +603,7 @@ def _every_dir(level: int, name: str) -> bool:
     return True
 
 
-class ClaudeSessions:
+class ClaudeSessions(StoreDirectory):
     """Claude Code's transcripts under ``<config dir>/projects``."""
 
     # Verified 2026-11-30 with Claude Code 2.1.197: once the recorded cwd (a
@@ -610,17 +614,10 @@ class ClaudeSessions:
     # (ClaudeLaunch), so True holds for the argv clanker builds.
     resumes_without_original_directory = True
 
-    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
-        root = projects_dir(environ)
-        return () if root is None else (root,)
+    def directory(self, environ: Mapping[str, str]) -> Path | None:
+        return projects_dir(environ)
 
-    async def discover(self, context: SessionsContext) -> SessionScan:
-        return await context.offload(lambda: self._discover(context))
-
-    def _discover(self, context: SessionsContext) -> SessionScan:
-        root = projects_dir(context.environ)
-        if root is None:
-            return SessionScan()
+    def scan(self, context: SessionsContext, root: Path) -> SessionScan:
         # A re-find reads every project (the scopes only say where the caller is).
         accept_dir = (project_dir_filter(context.scopes) or _every_dir
                       if context.native_id is None else _every_dir)

@@ -49,6 +49,7 @@ from clanker.accounts.capability import (
     AccountIdentity,
     SignedIn,
     checked_home,
+    identity_text,
 )
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import ATTENDED_TIMEOUT, MAX_TIMEOUT, CommandRequest, LineSession
@@ -71,16 +72,8 @@ SIGN_IN_TIMEOUT: Final = ATTENDED_TIMEOUT
 TIMEOUT: Final = MAX_TIMEOUT  # verify / sign out: logout alone took 5 s offline
 CANCEL_TIMEOUT: Final = 5.0
 MAX_URL: Final = 8192
-_IDENTITY_LIMIT: Final = 320
 _READ_PARAMS: Final = {"refreshToken": False}
 _UNKNOWN_PLAN: Final = "unknown"
-
-
-def _text(value: object) -> str | None:
-    if isinstance(value, str) and value.strip() and value.isprintable() \
-            and len(value) <= _IDENTITY_LIMIT:
-        return value
-    return None
 
 
 def is_web_url(value: object) -> bool:
@@ -100,7 +93,7 @@ def login_started(response: Mapping[str, Any]) -> tuple[str, object]:
     """Return ``(loginId, authUrl)`` from the ``account/login/start`` response."""
     result = result_of(response, "account/login/start")
     login_id = result.get("loginId")
-    if result.get("type") != "chatgpt" or not _text(login_id):
+    if result.get("type") != "chatgpt" or not identity_text(login_id):
         raise fail(ErrorKind.PARSE_FAILURE, "account/login/start did not start a ChatGPT login")
     assert isinstance(login_id, str)
     return login_id, result.get("authUrl")
@@ -119,9 +112,9 @@ def account_check(response: Mapping[str, Any]) -> AccountCheck:
     if account["type"] != "chatgpt":
         # An API key, Bedrock or GCP credential: Codex is usable, but not as a managed account.
         raise fail(ErrorKind.UNSUPPORTED, "the home holds a sign-in that is not a ChatGPT account")
-    plan = _text(account.get("planType"))
+    plan = identity_text(account.get("planType"))
     return AccountCheck(signed_in=SignedIn.YES, identity=AccountIdentity(
-        email=_text(account.get("email")), plan=None if plan == _UNKNOWN_PLAN else plan))
+        email=identity_text(account.get("email")), plan=None if plan == _UNKNOWN_PLAN else plan))
 
 
 def _completes(login_id: str) -> Callable[[dict[str, Any]], bool]:

@@ -30,7 +30,12 @@ from typing import Any, Final
 from attrs import evolve, frozen
 
 from clanker.ids import HarnessId
-from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
+from clanker.sessions.capability import (
+    HarnessSession,
+    SessionScan,
+    SessionsContext,
+    StoreDirectory,
+)
 from clanker.stores import (
     FileSample,
     HostFiles,
@@ -419,7 +424,7 @@ def _accept_file(native_id: str | None) -> Callable[[str], bool]:
     return accept
 
 
-class CodexSessions:
+class CodexSessions(StoreDirectory):
     """Codex's rollout files, enriched by its index when that can be trusted."""
 
     # Verified 2026-11-30 with Codex 0.171.0: with the recorded cwd removed,
@@ -429,17 +434,10 @@ class CodexSessions:
     # from elsewhere continues it too.
     resumes_without_original_directory = True
 
-    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
-        root = sessions_dir(environ)
-        return () if root is None else (root,)
+    def directory(self, environ: Mapping[str, str]) -> Path | None:
+        return sessions_dir(environ)
 
-    async def discover(self, context: SessionsContext) -> SessionScan:
-        return await context.offload(lambda: self._discover(context))
-
-    def _discover(self, context: SessionsContext) -> SessionScan:
-        root = sessions_dir(context.environ)
-        if root is None:
-            return SessionScan()
+    def scan(self, context: SessionsContext, root: Path) -> SessionScan:
         # The index records canonical paths (Codex resolves its home), so the
         # walk starts from the resolved root and store paths compare equal.
         real_root = Path(context.files.realpath(root))

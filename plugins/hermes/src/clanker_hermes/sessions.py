@@ -28,7 +28,12 @@ from attrs import evolve, frozen
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.ids import HarnessId
-from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
+from clanker.sessions.capability import (
+    HarnessSession,
+    SessionScan,
+    SessionsContext,
+    resumable_id,
+)
 from clanker.stores import HostFiles, clean_text, home_directory, require_columns
 
 if TYPE_CHECKING:
@@ -216,13 +221,8 @@ def summarize_row(member: SessionRow, root: SessionRow, updated: object) -> Harn
     - created: the root's start; model and message count: the member's;
     - parent: the root's ``parent_session_id`` (set only for a branch).
     """
-    native_id = member.id
-    if not isinstance(native_id, str):
-        return None
-    try:
-        if _launch().validate_session_id(native_id) != native_id:
-            return None
-    except ValueError:
+    native_id = resumable_id(member.id, _launch().validate_session_id)
+    if native_id is None:
         return None
     updated_at, created_at = _when(updated), _when(root.started_at)
     if updated_at is None or created_at is None:

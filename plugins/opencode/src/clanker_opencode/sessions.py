@@ -36,7 +36,12 @@ from attrs import evolve, frozen
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, MAX_TIMEOUT, CommandRequest, CommandResult
 from clanker.ids import HarnessId
-from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext
+from clanker.sessions.capability import (
+    HarnessSession,
+    SessionScan,
+    SessionsContext,
+    resumable_id,
+)
 from clanker.stores import Answer, HostFiles, clean_text, home_directory
 
 if TYPE_CHECKING:
@@ -197,12 +202,10 @@ def summarize_row(row: dict[str, Any]) -> HarnessSession | None:
     a root session whose only trace of its parent is a title suffix, which is
     not guessed from.
     """
-    native_id, directory = row["id"], row["directory"]
-    try:
-        if _launch().validate_session_id(native_id) != native_id:
-            return None
-    except ValueError:
+    native_id = resumable_id(row["id"], _launch().validate_session_id)
+    if native_id is None:
         return None
+    directory = row["directory"]
     if not directory.startswith("/") or "\x00" in directory:
         return None
     updated, created = _when(row["updated"]), _when(row["created"])
