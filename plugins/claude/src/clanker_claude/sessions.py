@@ -30,12 +30,7 @@ from typing import Any, Final
 from attrs import evolve, frozen
 
 from clanker.ids import HarnessId
-from clanker.sessions.capability import (
-    HarnessSession,
-    SessionScan,
-    SessionsContext,
-    StoreDirectory,
-)
+from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext, StoreDirectory
 from clanker.stores import (
     EMPTY,
     FileSample,
@@ -622,7 +617,7 @@ class ClaudeSessions(StoreDirectory):
         accept_dir = (project_dir_filter(context.scopes) or _every_dir
                       if context.native_id is None else _every_dir)
 
-        def scan(witness: Witness) -> SessionScan:
+        def read(witness: Witness) -> SessionScan:
             # Exactly one level: `<session>/subagents/` transcripts lie deeper.
             candidates, cut = context.files.walk(root, depth=1, witness=witness,
                                          accept_file=_accept_file(context.native_id),
@@ -630,6 +625,6 @@ class ClaudeSessions(StoreDirectory):
             return scan_files(context, candidates, summarize, cut=cut,
                               head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness)
 
-        return context.remember(root, scan)
+        return context.remember(root, read)
 
 implementation = ClaudeSessions

@@ -46,12 +46,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from attrs import evolve, frozen
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
-from clanker.execution.jsonlines import end_cleanly, read_matching, send, transcript_objects
+from clanker.execution.jsonlines import read_matching, send, transcript_objects
 from clanker.usage.capability import (
     Measurement,
     MeasurementKind,
@@ -63,8 +63,12 @@ from clanker.usage.capability import (
     finite_number,
     label_text,
     offset_timestamp,
+    probe_session,
 )
 from clanker_claude.models import answers, probe_request
+
+if TYPE_CHECKING:
+    from clanker.execution import LineSession
 
 __all__ = [
     "INITIALIZE_REQUEST",
@@ -312,6 +316,19 @@ def parse_claude_usage(stdout: str, *, completed_at: datetime) -> UsageSnapshot:
     return parse_get_usage(_answer(messages, _USAGE_ID), account, completed_at=completed_at)
 
 
+async def _read_usage(session: LineSession) -> UsageSnapshot:
+    await send(session, INITIALIZE_REQUEST)
+    account = read_account(
+        await read_matching(session, answers(_INIT_ID, _PURPOSE), harness="claude")
+    )
+    await send(session, USAGE_REQUEST)
+    return parse_get_usage(
+        await read_matching(session, answers(_USAGE_ID, _PURPOSE), harness="claude"),
+        account,
+        completed_at=datetime.now(UTC),
+    )
+
+
 class ClaudeUsage:
     """The claude.ai subscription's usage windows, read through Claude Code."""
 
@@ -321,20 +338,8 @@ class ClaudeUsage:
         self._timeout = timeout
 
     async def probe(self, context: UsageContext) -> UsageSnapshot:
-        sessions = context.require_sessions("claude")
-        async with await sessions.open(probe_request(self._timeout)) as session:
-            await send(session, INITIALIZE_REQUEST)
-            account = read_account(
-                await read_matching(session, answers(_INIT_ID, _PURPOSE), harness="claude")
-            )
-            await send(session, USAGE_REQUEST)
-            snapshot = parse_get_usage(
-                await read_matching(session, answers(_USAGE_ID, _PURPOSE), harness="claude"),
-                account,
-                completed_at=datetime.now(UTC),
-            )
-            await end_cleanly(session, harness="claude", process="claude")
-        return evolve(snapshot, observed_at=datetime.now(UTC))
+        return await probe_session(context, probe_request(self._timeout), _read_usage,
+                                   harness="claude", process="claude")
 
 
 implementation = ClaudeUsage

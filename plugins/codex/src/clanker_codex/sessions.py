@@ -30,12 +30,7 @@ from typing import Any, Final
 from attrs import evolve, frozen
 
 from clanker.ids import HarnessId
-from clanker.sessions.capability import (
-    HarnessSession,
-    SessionScan,
-    SessionsContext,
-    StoreDirectory,
-)
+from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext, StoreDirectory
 from clanker.stores import (
     FileSample,
     HostFiles,
@@ -443,7 +438,7 @@ class CodexSessions(StoreDirectory):
         real_root = Path(context.files.realpath(root))
         index = index_path(context.environ, context.files)
 
-        def scan(witness: Witness) -> SessionScan:
+        def read(witness: Witness) -> SessionScan:
             # Rollouts carry no cwd in their path, so scopes cannot narrow the walk.
             candidates, cut = context.files.walk(
                 real_root, depth=3, accept_dir=_accept_dir,
@@ -464,6 +459,6 @@ class CodexSessions(StoreDirectory):
                 witness.usable = False  # locked or broken now, perhaps not next time
             return _enrich(found, entries or {})
 
-        return context.remember((real_root, index), scan)
+        return context.remember((real_root, index), read)
 
 implementation = CodexSessions

@@ -43,11 +43,11 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from attrs import evolve, frozen
+from attrs import frozen
 
 from clanker.errors import ErrorKind
 from clanker.execution import CommandRequest, LineSession
-from clanker.execution.jsonlines import end_cleanly, send, transcript_objects
+from clanker.execution.jsonlines import send, transcript_objects
 from clanker.usage.capability import (
     Measurement,
     MeasurementKind,
@@ -58,6 +58,7 @@ from clanker.usage.capability import (
     UsageSnapshot,
     finite_number,
     label_text,
+    probe_session,
 )
 from clanker_codex.appserver import answer, app_server_request, error_code, fail, start
 
@@ -413,17 +414,17 @@ class CodexUsage:
         self._timeout = timeout
 
     async def probe(self, context: UsageContext) -> UsageSnapshot:
-        sessions = context.require_sessions("codex")
-        async with await sessions.open(usage_request(self._timeout)) as session:
-            await start(session)
-            await send(
-                session, {"id": ACCOUNT_ID, "method": "account/read", "params": _ACCOUNT_PARAMS}
-            )
-            account = read_account(await answer(session, ACCOUNT_ID))
-            result = await self._limits(session, account)
-            snapshot = parse_rate_limits(result, account, completed_at=datetime.now(UTC))
-            await end_cleanly(session, harness="codex", process="app-server")
-        return evolve(snapshot, observed_at=datetime.now(UTC))
+        return await probe_session(context, usage_request(self._timeout), self._read,
+                                   harness="codex", process="app-server")
+
+    async def _read(self, session: LineSession) -> UsageSnapshot:
+        await start(session)
+        await send(
+            session, {"id": ACCOUNT_ID, "method": "account/read", "params": _ACCOUNT_PARAMS}
+        )
+        account = read_account(await answer(session, ACCOUNT_ID))
+        result = await self._limits(session, account)
+        return parse_rate_limits(result, account, completed_at=datetime.now(UTC))
 
     @staticmethod
     async def _limits(session: LineSession, account: Account) -> dict[str, Any]:

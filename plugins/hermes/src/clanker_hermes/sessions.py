@@ -28,12 +28,7 @@ from attrs import evolve, frozen
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.ids import HarnessId
-from clanker.sessions.capability import (
-    HarnessSession,
-    SessionScan,
-    SessionsContext,
-    resumable_id,
-)
+from clanker.sessions.capability import HarnessSession, SessionScan, SessionsContext, resumable_id
 from clanker.stores import HostFiles, clean_text, home_directory, require_columns
 
 if TYPE_CHECKING:
