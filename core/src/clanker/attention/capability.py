@@ -5,6 +5,7 @@ A plugin imports its attention types from here.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
@@ -14,8 +15,9 @@ from clanker.attachment import AttachmentContext, AttachmentPlan, Declined
 if TYPE_CHECKING:
     from clanker.environment.remote_resources import HostPlugin
 
-__all__ = ["CREDENTIAL_VARIABLE", "TRANSPORT_VARIABLE", "AttachmentContext", "AttachmentPlan",
-           "AttentionCapability", "Declined", "HostPlugin", "grid_route"]
+__all__ = ["COMMAND_VARIABLE", "CREDENTIAL_VARIABLE", "TRANSPORT_VARIABLE", "AttachmentContext",
+           "AttachmentPlan", "AttentionCapability", "Declined", "HostPlugin", "grid_route",
+           "hook_command", "private_file"]
 
 
 def __getattr__(name: str) -> object:
@@ -32,6 +34,37 @@ TRANSPORT_VARIABLE: Final = "CLANKER_ATTENTION_TRANSPORT"
 CREDENTIAL_VARIABLE: Final = "CLANKER_ATTENTION_CREDENTIAL"
 """On an SSH host, for a harness that reports from inside its own process: the path of
 the launch's credential file there (its terminal and token, 0600)."""
+
+
+COMMAND_VARIABLE: Final = "CLANKER_ATTENTION_COMMAND"
+"""The hook bridge's command, set for a launch whose provider has an interpreter: what
+the harness's hooks run for each native event."""
+
+
+def hook_command(env: Mapping[str, str]) -> str:
+    """Return the launch environment's hook command (:data:`COMMAND_VARIABLE`).
+
+    Raises :class:`ValueError` when the environment has none: the attachment sets it
+    for every launch whose provider names an interpreter.
+    """
+    command = env.get(COMMAND_VARIABLE)
+    if not command:
+        raise ValueError("attention: the launch environment has no hook command")
+    return command
+
+
+def private_file(context: AttachmentContext, name: str, data: bytes) -> Path:
+    """Write ``data`` as the new file ``name`` in the launch's private directory, 0600
+    from its creation, and return its path.
+
+    A file of that name already there raises :class:`FileExistsError` (it is never
+    written through or replaced).
+    """
+    path = context.private_dir / name
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(data)
+    return path
 
 
 def grid_route(env: Mapping[str, str]) -> bool:

@@ -42,6 +42,7 @@ from clanker.attention.capability import (
     AttachmentContext,
     AttachmentPlan,
     Declined,
+    hook_command,
 )
 from clanker.stores import home_directory
 
@@ -284,8 +285,7 @@ class AgyAttention:
         self.resume_preserves_session_id = False
 
     def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
-        if not context.env.get("CLANKER_ATTENTION_COMMAND"):
-            raise ValueError("attention: the launch environment has no hook command")
+        hook_command(context.env)  # agy's hooks name the variable, which must be set
         if context.env.get(TRANSPORT_VARIABLE) == "tty":
             # On an SSH host: host_plugin's plugin is installed there with the launch's
             # resources (and refused there, with this launch left without attention,

@@ -26,7 +26,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
+from clanker.attention.capability import (
+    AttachmentContext,
+    AttachmentPlan,
+    Declined,
+    hook_command,
+    private_file,
+)
 from clanker.stores import HostFiles
 from clanker_claude.sessions import config_dir
 
@@ -105,14 +111,8 @@ class ClaudeAttention:
                 _check_settings(context.files, path)
         except _Conflict as conflict:
             return Declined(reason=str(conflict))
-        command = context.env.get("CLANKER_ATTENTION_COMMAND")
-        if not command:
-            raise ValueError("attention: the launch environment has no hook command")
-        path = context.private_dir / SETTINGS_FILE
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            json.dump(hook_settings(command), file, indent=1)
-            file.write("\n")
+        settings = json.dumps(hook_settings(hook_command(context.env)), indent=1) + "\n"
+        path = private_file(context, SETTINGS_FILE, settings.encode("utf-8"))
         # Right after the executable: clanker's own options and the user's
         # flags keep their order, and no variadic user option can swallow it.
         executable, *rest = context.argv

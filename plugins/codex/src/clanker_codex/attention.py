@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined
+from clanker.attention.capability import AttachmentContext, AttachmentPlan, Declined, hook_command
 from clanker.stores import HostFiles
 from clanker_codex.overrides import (
     CONFIG_FLAGS,
@@ -187,8 +187,7 @@ class CodexAttention:
             _check_absent(context.files, home / "hooks.json")
         except _Conflict as conflict:
             return Declined(reason=str(conflict))
-        if not context.env.get("CLANKER_ATTENTION_COMMAND"):
-            raise ValueError("attention: the launch environment has no hook command")
+        hook_command(context.env)  # the hooks name the variable, which must be set
         # The user's own bypass runs the hooks without any review: nothing to say.
         bypass = _BYPASS_TRUST_FLAG in words_before_prompt(context.user_flags)
         return AttachmentPlan(argv=insert_top_level(context.argv, hook_arguments()),

@@ -25,7 +25,6 @@ Checked against opencode-ai 1.18.33 (docs/harnesses/opencode.md, "Attention"):
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
@@ -35,6 +34,7 @@ from clanker.attention.capability import (
     AttachmentPlan,
     Declined,
     grid_route,
+    private_file,
 )
 from clanker.attention.extension_source import combined
 
@@ -80,11 +80,8 @@ class OpenCodeAttention:
             return Declined(reason=conflict)
         if not grid_route(context.env):
             raise ValueError("attention: the launch environment has no grid credentials")
-        plugin = combined(PLUGIN_SOURCE)  # the one file opencode loads
-        target = context.private_dir / PLUGIN_FILE_NAME
-        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(plugin)
+        # The one file opencode loads.
+        target = private_file(context, PLUGIN_FILE_NAME, combined(PLUGIN_SOURCE))
         return AttachmentPlan(env={CONFIG_VARIABLE: plugin_config(target)})
 
 
