@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from attrs import evolve, frozen
 
 from clanker.environment import HostContext
-from clanker.execution.jsonlines import end_cleanly
 from clanker.usage.parsing import epoch_milliseconds, finite_number, label_text, offset_timestamp
 from clanker.usage.policy import RefreshPolicy
 from clanker.usage.types import Measurement, MeasurementKind, Period, Scope, UsageSnapshot
@@ -76,6 +75,8 @@ async def probe_session(
     was closed (``command-failed`` "<process> exited <status>" otherwise), and the
     snapshot is observed then: its ``observed_at`` is when the session ended.
     """
+    from clanker.execution.jsonlines import end_cleanly  # here: the contract stays light
+
     sessions = context.require_sessions(harness)
     async with await sessions.open(request) as session:
         snapshot = await read(session)
