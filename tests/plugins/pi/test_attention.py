@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -319,8 +320,10 @@ def test_the_extension_comes_first_and_the_rest_keeps_its_order(
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rest=st.lists(st.text(min_size=0, max_size=12), max_size=8))
 def test_the_user_flags_stay_contiguous_and_in_order(tmp_path: Path, rest: list[str]) -> None:
-    ctx = context(tmp_path, ("pi", *rest), user_flags=tuple(rest))
-    plan = PiAttention().prepare(ctx)
+    # A fresh private directory each example, as each launch has its own.
+    with tempfile.TemporaryDirectory(dir=tmp_path) as directory:
+        ctx = context(Path(directory), ("pi", *rest), user_flags=tuple(rest))
+        plan = PiAttention().prepare(ctx)
     if rest and rest[0] in SUBCOMMANDS:
         assert isinstance(plan, Declined)
         return

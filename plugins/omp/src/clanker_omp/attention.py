@@ -28,6 +28,7 @@ from clanker.attention.capability import (
     AttachmentPlan,
     Declined,
     grid_route,
+    private_file,
 )
 from clanker.attention.extension_source import combined
 
@@ -76,9 +77,8 @@ class OmpAttention:
             missing = [name for name in _SOCKET_ROUTE if not context.env.get(name)]
             raise ValueError("attention: the launch environment lacks " + ", ".join(missing)
                              + " (or, on a host, its terminal transport)")
-        target = context.private_dir / EXTENSION_FILE_NAME
-        target.write_bytes(combined(EXTENSION))  # the one file omp loads
-        target.chmod(0o600)
+        # The one file omp loads, 0600 from its creation.
+        target = private_file(context, EXTENSION_FILE_NAME, combined(EXTENSION))
         # Right after `launch` (omp's flags are all root flags of it), so the
         # user's flags stay last, together and in their order.
         argv = context.argv

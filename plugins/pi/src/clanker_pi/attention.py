@@ -33,6 +33,7 @@ from clanker.attention.capability import (
     AttachmentPlan,
     Declined,
     grid_route,
+    private_file,
 )
 from clanker.attention.extension_source import combined
 
@@ -72,9 +73,8 @@ class PiAttention:
                                    "to show")
         if not grid_route(context.env):
             raise ValueError("attention: the launch environment has no grid connection")
-        target = context.private_dir / EXTENSION_NAME
-        target.write_bytes(combined(EXTENSION))  # the one file pi loads
-        target.chmod(0o600)
+        # The one file pi loads, 0600 from its creation.
+        target = private_file(context, EXTENSION_NAME, combined(EXTENSION))
         # First, so a subcommand word never follows an option of ours, and the
         # model, session and user flags that come after keep their order.
         return AttachmentPlan(argv=(executable, "--extension", str(target), *arguments))
