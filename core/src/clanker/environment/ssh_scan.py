@@ -195,7 +195,9 @@ def confined(path, roots):
             return True
     return False
 
-def read_small(path, limit):
+def read_regular(path, read):
+    # What read(fd) gives of a regular file (through links), or None. O_NONBLOCK:
+    # a FIFO put where a file was must not stop the round.
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError):
@@ -203,12 +205,15 @@ def read_small(path, limit):
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        data = os.read(fd, limit + 1)
+        return read(fd)
     except OSError:
         return None
     finally:
         os.close(fd)
-    return raw(data) if len(data) <= limit else None
+
+def read_small(path, limit):
+    data = read_regular(path, lambda fd: os.read(fd, limit + 1))
+    return raw(data) if data is not None and len(data) <= limit else None
 
 def entries(path):
     # Opened without following a link: the directory the status was taken of.

@@ -48,21 +48,9 @@ READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "busy_t
                 "user_version"}
 
 def sqlite_header(path):
-    # O_NONBLOCK: a FIFO put where a database was must not stop the round.
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except (OSError, ValueError):
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        head = os.pread(fd, 100, 0)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    head = read_regular(path, lambda fd: os.pread(fd, 100, 0))
     # An empty file is what SQLite takes for an empty database.
-    return head if head.startswith(SQLITE_MAGIC) or not head else None
+    return head if head is not None and (head.startswith(SQLITE_MAGIC) or not head) else None
 
 def sqlite_open(path):
     try:
@@ -95,6 +83,15 @@ def sqlite_open(path):
     connection.text_factory = lambda data: ("t", data)
     return connection
 
+def sqlite_connect(path):
+    # The connection, or None and the answer that says why there is none.
+    try:
+        return sqlite_open(path), None
+    except LookupError:
+        return None, {"error": "no-sqlite3"}
+    except Exception as exc:
+        return None, {"error": type(exc).__name__}
+
 def sqlite_value(value):
     if isinstance(value, tuple):
         return ["t", raw(value[1])]
@@ -103,12 +100,9 @@ def sqlite_value(value):
     return value
 
 def sqlite_schema(path):
-    try:
-        connection = sqlite_open(path)
-    except LookupError:
-        return {"error": "no-sqlite3"}
-    except Exception as exc:
-        return {"error": type(exc).__name__}
+    connection, refused = sqlite_connect(path)
+    if connection is None:
+        return refused
     try:
         rows = connection.execute(
             "SELECT type, name, tbl_name, sql FROM sqlite_master LIMIT ?",
@@ -122,12 +116,9 @@ def sqlite_schema(path):
     return {"objects": [[sqlite_value(v) for v in row] for row in rows]}
 
 def sqlite_query(path, sql, params):
-    try:
-        connection = sqlite_open(path)
-    except LookupError:
-        return {"error": "no-sqlite3"}
-    except Exception as exc:
-        return {"error": type(exc).__name__}
+    connection, refused = sqlite_connect(path)
+    if connection is None:
+        return refused
     rows = []
     spent = 0
     try:
