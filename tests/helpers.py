@@ -3,10 +3,12 @@ executable scripts on a private PATH for real-process tests."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -508,25 +510,34 @@ def cli_on_terminal(config: Path, args: list[str],
     os.close(follower)
     out = bytearray()
     handled = 0
-    while True:
-        ready, _, _ = select.select([leader], [], [], 60)
-        if not ready:
-            child.kill()
-            break
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # EIO: every end of the terminal is closed
-            break
-        if not chunk:
-            break
-        out += chunk
-        if on_fired is None:
-            continue
-        lines = out.decode("utf-8", "replace").replace("\r", "").split("\n")
-        fired = [line[len("fired "):] for line in lines[:-1] if line.startswith("fired ")]
-        for label in fired[handled:]:
-            on_fired(label)
-            os.write(leader, b"\n")
-        handled = len(fired)
-    os.close(leader)
+    try:
+        while True:
+            ready, _, _ = select.select([leader], [], [], 60)
+            if not ready:
+                child.kill()
+                break
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: every end of the terminal is closed
+                break
+            if not chunk:
+                break
+            out += chunk
+            if on_fired is None:
+                continue
+            lines = out.decode("utf-8", "replace").replace("\r", "").split("\n")
+            fired = [line[len("fired "):] for line in lines[:-1] if line.startswith("fired ")]
+            for label in fired[handled:]:
+                on_fired(label)
+                os.write(leader, b"\n")
+            handled = len(fired)
+    except BaseException:
+        # A step that raised (an assertion in on_fired, say) must not leave the
+        # child holding the terminal: pytest would wait on it.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=60)
+        raise
+    finally:
+        os.close(leader)
     return child.wait(timeout=60), out.decode("utf-8", "replace").replace("\r", "")
