@@ -321,6 +321,34 @@ def remote_credential(terminal: str, token: str) -> bytes:
                       separators=(",", ":")).encode("ascii")
 
 
+_Written = tuple[str, Path, bool, "str | None"]
+"""What a provider left in its staging directory: ``(path below it, local path,
+executable, the target of a link or None)``."""
+
+
+def _staged(directory: Path) -> list[_Written]:
+    """Every regular file and symbolic link below ``directory`` (directories are
+    walked, never followed; any other type is refused). A link's target must be
+    absolute: it names a path of the host's, which is neither followed nor read."""
+    written: list[_Written] = []
+    pending = [directory]
+    while pending:
+        current = pending.pop()
+        for path in sorted(current.iterdir()):
+            info = path.lstat()
+            name = path.relative_to(directory).as_posix()
+            if stat.S_ISDIR(info.st_mode):
+                pending.append(path)
+            elif stat.S_ISREG(info.st_mode):
+                written.append((name, path, bool(info.st_mode & 0o100), None))
+            elif stat.S_ISLNK(info.st_mode) and os.readlink(path).startswith("/"):
+                written.append((name, path, False, os.readlink(path)))
+            else:
+                raise ValueError("attention: a provider may leave only files, directories "
+                                 "and absolute links for a host")
+    return sorted(written)
+
+
 def host_paths(value: str, staged: Path, directory: str) -> str:
     """``value`` (an argument or variable a provider planned) with every path into the
     local staging directory ``staged`` turned into the host's ``directory``: as a
@@ -485,7 +513,7 @@ class RemoteAttentionAttachment(_AttentionStep):
                 "CLANKER_ATTENTION_INTERPRETER": f"{directory}/{self._interpreter.name}"}
 
     def _resources(self, directory: str, registration: Registration,
-                   written: list[tuple[Path, bool]]) -> list[Resource]:
+                   written: list[_Written]) -> list[Resource]:
         """What the launch directory on the host holds: the hook bridge with its
         interpreter and hook command (or only the credential file, for an extension
         that delivers itself), then what the provider wrote."""
@@ -504,14 +532,16 @@ class RemoteAttentionAttachment(_AttentionStep):
                 Resource("wire.py", HOOK_SCRIPT.with_name("wire.py").read_bytes()),
                 Resource(interpreter.name, interpreter.read_bytes()),
             ]
-        return files + [Resource(path.name, path.read_bytes(), executable=executable)
-                        for path, executable in written]
+        return files + [
+            Resource(name, b"", link=target) if target is not None
+            else Resource(name, path.read_bytes(), executable=executable)
+            for name, path, executable, target in written]
 
     def _plan(self, state: LaunchState, env: Mapping[str, str], staging: Path
-              ) -> tuple[Path, list[tuple[Path, bool]], AttachmentPlan | Declined]:
+              ) -> tuple[Path, list[_Written], AttachmentPlan | Declined]:
         """Run the provider's ``prepare`` against the host's files (in bounded rounds,
-        each pass in a fresh staging directory); return the last pass's directory, the
-        files it wrote there (and whether each is executable) and its answer."""
+        each pass in a fresh staging directory); return the last pass's directory, what
+        it wrote there (:func:`_staged`) and its answer."""
         from clanker.launch.blocking import blocking as _blocking
 
         passes = 0
@@ -528,13 +558,7 @@ class RemoteAttentionAttachment(_AttentionStep):
                 run=self._run))
 
         directory, plan = _blocking(self._host.gather(work))
-        written: list[tuple[Path, bool]] = []
-        for path in sorted(directory.iterdir()):
-            info = path.lstat()
-            if not stat.S_ISREG(info.st_mode):
-                raise ValueError("attention: a provider may leave only files for a host")
-            written.append((path, bool(info.st_mode & 0o100)))
-        return directory, written, plan
+        return directory, _staged(directory), plan
 
     def _clean(self, resources: RemoteResources, launch: str) -> None:
         from clanker.attention.hook import STATE_FILES
