@@ -258,7 +258,11 @@ SSH_ATTENTION = "runs_over_ssh"
 """The attribute an :class:`AttentionCapability` sets to ``True`` when its ``prepare``
 writes only in the context's private directory and reads the user's configuration
 only through the context's ``files`` and ``run``, so it can wire a launch on an SSH
-host. Without it, attention is left out of a launch on a host, with one notice."""
+host. Without it, attention is left out of a launch on a host, with one notice.
+On a host ``prepare`` runs in rounds (each pass sees more of the host's files): a
+command it runs may depend on what up to a scan's
+:data:`~clanker.environment.ssh_scan.MAX_ROUNDS` rounds of reads found, and runs
+once however many passes ask for it."""
 
 
 class AttentionHost(Protocol):
@@ -541,7 +545,13 @@ class RemoteAttentionAttachment(_AttentionStep):
               ) -> tuple[Path, list[_Written], AttachmentPlan | Declined]:
         """Run the provider's ``prepare`` against the host's files (in bounded rounds,
         each pass in a fresh staging directory); return the last pass's directory, what
-        it wrote there (:func:`_staged`) and its answer."""
+        it wrote there (:func:`_staged`) and its answer.
+
+        A scan's rounds and one more: within the rounds a command is run only when a
+        pass before the last asks for it, and a provider may run one that its reads
+        chose (Hermes's interpreter, named by the shebang of the launcher it found on
+        the host's PATH: two rounds of reads, then the execution)."""
+        from clanker.environment.ssh_scan import MAX_ROUNDS
         from clanker.launch.blocking import blocking as _blocking
 
         passes = 0
@@ -557,7 +567,7 @@ class RemoteAttentionAttachment(_AttentionStep):
                 private_dir=directory, user_flags=self._user_flags, files=self._host.files,
                 run=self._run))
 
-        directory, plan = _blocking(self._host.gather(work))
+        directory, plan = _blocking(self._host.gather(work, rounds=MAX_ROUNDS + 1))
         return directory, _staged(directory), plan
 
     def _clean(self, resources: RemoteResources, launch: str) -> None:
