@@ -78,6 +78,7 @@ MANIFEST: Final = (
     "provides_hooks: [subagent_start, pre_llm_call, post_llm_call, on_session_end,"
     " pre_approval_request, post_approval_response, on_session_finalize, on_session_reset]\n"
 )
+_NO_BYTECODE: Final = "__pycache__"
 _SAFE_MODE_FLAG: Final = "--safe-mode"
 _TRUTHY: Final = frozenset({"1", "true", "yes", "on"})
 _LOCATE_TIMEOUT_SECONDS: Final = 10.0
@@ -244,6 +245,11 @@ class HermesAttention:
         plugin.mkdir(mode=0o700)
         (plugin / "plugin.yaml").write_text(MANIFEST, encoding="utf-8")
         shutil.copyfile(OBSERVER_SOURCE, plugin / "__init__.py")
+        # A file where the import's bytecode cache directory would go: Hermes's
+        # Python then writes no bytecode beside the observer (importlib passes over
+        # the OSError), so the directory holds only what was written here, as the
+        # host's cleanup, which removes only what the manifest records, needs.
+        (plugin / _NO_BYTECODE).write_bytes(b"")
         return AttachmentPlan(env={BUNDLED_ENV: str(mirror)})
 
 
