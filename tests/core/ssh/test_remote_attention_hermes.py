@@ -31,10 +31,6 @@ from clanker_hermes.attention import PLUGIN_NAME
 from tests.helpers import cli_on_terminal
 from tests.sshd import Sshd
 
-pytestmark = pytest.mark.skip(
-    reason="the host route's listing execution (clanker_hermes.attention._LIST through "
-           "context.run) answers command-failed on the test sshd; runs_over_ssh is off")
-
 _HERMES = '''#!@PYTHON@
 """A Hermes Agent double: it loads bundled plugins as hermes-agent 0.19.0 does.
 

@@ -11,7 +11,8 @@ source needs that list, i.e. a write to the user's own configuration.
 So a launch gets a launch-owned bundled directory: in the attachment's 0700
 private directory, one symbolic link per entry of Hermes's real bundled
 directory (nothing of Hermes's is hidden) plus ``clanker-attention/`` (a
-``plugin.yaml`` of kind ``backend`` and the observer as ``__init__.py``), and
+``plugin.yaml`` of kind ``backend``, the observer as ``__init__.py`` and an empty
+file ``__pycache__``, so no bytecode is written beside it), and
 ``HERMES_BUNDLED_PLUGINS`` pointing there. The user's home, config and plugins
 are neither read nor written; the user's ``plugins.disabled`` still wins.
 The observer only observes (its callbacks return ``None``) and is inert
@@ -213,9 +214,9 @@ class HermesAttention:
         # session that runs may not be the id clanker validated: start unbound
         # and let the first root turn bind.
         self.resume_preserves_session_id = False
-        # Not yet runs_over_ssh (clanker.launch.attention.SSH_ATTENTION): the host
-        # route below is built, but its listing execution does not yet succeed
-        # against the test sshd (tests/core/ssh/test_remote_attention_hermes.py).
+        # On an SSH host the mirror is built in the staging directory the remote
+        # attachment installs there (clanker.launch.attention.SSH_ATTENTION).
+        self.runs_over_ssh = True
 
     def prepare(self, context: AttachmentContext) -> AttachmentPlan | Declined:
         env = dict(context.env)
