@@ -253,22 +253,23 @@ def test_an_extension_on_a_host_reports_through_its_terminal(
     assert [a for a in Clanker().agents() if a.harness == harness] == []
 
 
-@pytest.mark.parametrize("harness", ["hermes"])
-def test_hermes_and_antigravity_on_a_host_run_without_attention_with_one_notice(
-    sshd: Sshd, remote_bin: Path, harness: str
+def test_a_hermes_whose_bundled_plugins_are_not_found_runs_without_attention(
+    sshd: Sshd, remote_bin: Path
 ) -> None:
-    """Their wiring is not what the host installer carries (docs/guide/hosts.md): the
-    launch goes on with one line, nothing is installed, and the harness gets no
-    ``CLANKER_ATTENTION_*`` variable, so a clanker plugin on the host stays inert."""
-    double = remote_bin / harness
+    """A ``hermes`` on the host whose launcher names no Python that has Hermes
+    (tests/core/ssh/test_remote_attention_hermes.py has one that does): the launch
+    goes on with one line, nothing is installed, and Hermes gets no
+    ``CLANKER_ATTENTION_*`` variable."""
+    double = remote_bin / "hermes"
     double.write_text('#!/bin/sh\necho "variables:$(env | grep -c ^CLANKER_ATTENTION_)"\n')
     double.chmod(0o755)
     Clanker(ssh_config_file=sshd.config_file).add_host("box", sshd.alias)
-    status, out = cli_on_terminal(sshd.config_file, ["launch", "--host", "box", harness], print)
+    status, out = cli_on_terminal(sshd.config_file, ["launch", "--host", "box", "hermes"], print)
     assert status == 0, out
     notices = [line for line in out.split("\n") if line.startswith("clanker: ")]
-    assert len(notices) == 1 and "attention: not available for SSH hosts" in notices[0], out
+    assert len(notices) == 1, out
+    assert "Hermes's bundled plugin directory was not found on the host" in notices[0], out
     assert "variables:0\n" in out, out
     root = sshd.home / HOST_ROOT
     assert not root.exists() or [p.name for p in root.iterdir()] == ["lock"]
-    assert [a for a in Clanker().agents() if a.harness == harness] == []
+    assert [a for a in Clanker().agents() if a.harness == "hermes"] == []

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from clanker.attention.hook import STATE_FILES
 from clanker.environment.remote_resources import (
@@ -175,3 +177,138 @@ def test_an_install_removes_this_machine_s_orphans_and_no_one_else_s(
     assert transport.executions - before == 1
     assert sorted(p.name for p in host_root.iterdir()) == sorted(
         [running, foreign, launch, "lock", "unrelated"])
+
+
+_TARGET = "/usr/lib/python3/dist-packages"
+_MIRROR = (
+    Resource("mirror/entry", b"", link=_TARGET),
+    Resource("mirror/__init__.py", b"", link="/etc/hostname"),
+    Resource("mirror/own/plugin.yaml", b"name: own\n"),
+)
+
+
+def _mirror_installed(transport: SshTransport, sshd: Sshd, host_root: Path
+                      ) -> tuple[RemoteResources, str, Path]:
+    resources = _resources(transport, sshd)
+    launch, _ = resources.new_directory()
+    asyncio.run(resources.install(launch, (*_RESOURCES, *_MIRROR), owner=_OWNER))
+    return resources, launch, host_root / launch
+
+
+def test_links_and_nested_directories_are_installed_recorded_and_removed(
+    sshd: Sshd, transport: SshTransport, host_root: Path
+) -> None:
+    resources, launch, directory = _mirror_installed(transport, sshd, host_root)
+    uid = pwd.getpwnam(sshd.user).pw_uid
+    for name in ("mirror", "mirror/own"):
+        info = os.lstat(directory / name)
+        assert stat.S_ISDIR(info.st_mode) and info.st_uid == uid
+        assert stat.S_IMODE(info.st_mode) == 0o700, name
+    assert os.readlink(directory / "mirror" / "entry") == _TARGET
+    assert os.lstat(directory / "mirror" / "entry").st_uid == uid
+    assert stat.S_IMODE(os.lstat(directory / "mirror" / "own" / "plugin.yaml").st_mode) == 0o600
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert {"name": "mirror/entry", "link": _TARGET} in manifest["files"]
+    assert manifest["dirs"] == ["state", "mirror", "mirror/own"]
+
+    done = asyncio.run(resources.cleanup(launch, STATE_FILES))
+    assert done.complete, done
+    assert {"mirror/entry", "mirror/__init__.py", "mirror/own/plugin.yaml", "mirror/own",
+            "mirror"} <= set(done.removed)
+    assert not directory.exists()
+    assert Path(_TARGET).is_dir(), "a link's target is never touched"
+
+
+def _retarget(path: Path, user: str) -> None:
+    path.unlink()
+    path.symlink_to("/etc")
+    os.chown(path, pwd.getpwnam(user).pw_uid, -1, follow_symlinks=False)
+
+
+def _file(path: Path, user: str) -> None:
+    path.unlink()
+    path.write_text("the user's")
+    os.chown(path, pwd.getpwnam(user).pw_uid, -1)
+
+
+def _dir(path: Path, user: str) -> None:
+    path.unlink()
+    path.mkdir(mode=0o700)
+    os.chown(path, pwd.getpwnam(user).pw_uid, -1)
+
+
+@pytest.mark.parametrize("replace", [_retarget, _file, _dir], ids=["retargeted", "file", "dir"])
+def test_a_link_that_is_no_longer_the_recorded_one_is_refused_and_left(
+    sshd: Sshd, transport: SshTransport, host_root: Path, replace: object
+) -> None:
+    resources, launch, directory = _mirror_installed(transport, sshd, host_root)
+    entry = directory / "mirror" / "entry"
+    replace(entry, sshd.user)  # type: ignore[operator]
+    before = (entry.is_symlink(), os.readlink(entry) if entry.is_symlink() else None,
+              entry.is_dir(), entry.is_file())
+    done = asyncio.run(resources.cleanup(launch, STATE_FILES))
+    assert done.refused == ("mirror/entry",), done
+    assert not done.complete
+    after = (entry.is_symlink(), os.readlink(entry) if entry.is_symlink() else None,
+             entry.is_dir(), entry.is_file())
+    assert after == before, "left as it was found"
+    assert (directory / "manifest.json").is_file(), "kept, so a later cleanup can finish"
+    assert not (directory / "mirror" / "own").exists(), "the rest is removed"
+
+
+def test_a_directory_of_the_mirror_replaced_by_a_link_is_never_followed(
+    sshd: Sshd, transport: SshTransport, host_root: Path, tmp_path: Path
+) -> None:
+    resources, launch, directory = _mirror_installed(transport, sshd, host_root)
+    uid = pwd.getpwnam(sshd.user).pw_uid
+    decoy = host_root.parent / "decoy"
+    decoy.mkdir(mode=0o700)
+    os.chown(decoy, uid, -1)
+    (decoy / "plugin.yaml").write_text("name: own\n")
+    os.chown(decoy / "plugin.yaml", uid, -1)
+    os.chmod(decoy / "plugin.yaml", 0o600)
+    own = directory / "mirror" / "own"
+    (own / "plugin.yaml").unlink()
+    own.rmdir()
+    own.symlink_to(decoy)
+    os.chown(own, uid, -1, follow_symlinks=False)
+    (directory / "mirror" / "theirs").write_text("unknown")
+    done = asyncio.run(resources.cleanup(launch, STATE_FILES))
+    assert set(done.refused) == {"mirror/own", "mirror/own/plugin.yaml"}, done
+    assert done.unknown == ("mirror/theirs",)
+    assert (decoy / "plugin.yaml").read_text() == "name: own\n", "nothing through the link"
+    assert own.is_symlink() and (directory / "mirror" / "entry").is_symlink() is False
+
+
+_PARTS = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,20}", fullmatch=True)
+
+
+@given(st.lists(_PARTS, min_size=1, max_size=5))
+def test_a_path_of_plain_parts_is_a_resource_name(parts: list[str]) -> None:
+    if parts[0] in {"manifest.json", "state"}:
+        with pytest.raises(ValueError, match="name"):
+            Resource("/".join(parts), b"")
+    else:
+        assert Resource("/".join(parts), b"").name == "/".join(parts)
+
+
+@given(st.lists(_PARTS, min_size=0, max_size=3), st.sampled_from(["", ".", "..", ".hidden",
+                                                                   "a\nb", "-x"]),
+       st.lists(_PARTS, min_size=0, max_size=3))
+def test_a_path_with_an_unsafe_part_is_refused(before: list[str], bad: str,
+                                               after: list[str]) -> None:
+    with pytest.raises(ValueError, match="name"):
+        Resource("/".join([*before, bad, *after]), b"")
+
+
+@pytest.mark.parametrize("target", ["relative/target", "", "/a\x00b", "/" + "x" * 5000])
+def test_a_link_target_must_be_absolute_and_bounded(target: str) -> None:
+    with pytest.raises(ValueError, match="link"):
+        Resource("mirror/entry", b"", link=target)
+
+
+def test_a_link_carries_no_data() -> None:
+    with pytest.raises(ValueError, match="link"):
+        Resource("mirror/entry", b"data", link="/etc")
+    with pytest.raises(ValueError, match="link"):
+        Resource("mirror/entry", b"", executable=True, link="/etc")

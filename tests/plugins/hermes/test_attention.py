@@ -635,6 +635,28 @@ def test_prepare_builds_a_launch_owned_bundled_directory(tmp_path: Path) -> None
                                                          "image_gen"]  # untouched
 
 
+def test_loading_the_observer_as_hermes_does_writes_no_bytecode(tmp_path: Path) -> None:
+    bundled = fake_bundled(tmp_path)
+    plan = HermesAttention().prepare(context(tmp_path / "launch",
+                                             env={BUNDLED_ENV: str(bundled), "PATH": "/bin"}))
+    assert isinstance(plan, AttachmentPlan)
+    plugin = Path(plan.env[BUNDLED_ENV]) / PLUGIN_NAME
+    before = sorted(p.name for p in plugin.iterdir())
+    load = ("import importlib.util, sys\n"
+            "spec = importlib.util.spec_from_file_location(\n"
+            "    'hermes_plugins.clanker_attention', sys.argv[1] + '/__init__.py',\n"
+            "    submodule_search_locations=[sys.argv[1]])\n"
+            "module = importlib.util.module_from_spec(spec)\n"
+            "spec.loader.exec_module(module)\n"
+            "assert callable(module.register)\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    subprocess.run([sys.executable, "-c", load, str(plugin)], check=True, env=env, timeout=60)
+    assert sorted(p.name for p in plugin.iterdir()) == before == [
+        "__init__.py", "__pycache__", "plugin.yaml"]
+    assert (plugin / "__pycache__").read_bytes() == b""
+
+
 @pytest.mark.parametrize(("flags", "env"), [
     (("--safe-mode",), {}),
     (("--safe",), {}),

@@ -15,15 +15,25 @@ a fresh launch directory under clanker's own directory on the host,
 - every file is created afresh (``O_EXCL | O_NOFOLLOW``), 0600, or 0700 for an
   executable, and the hook command's ``@CLANKER_HOST_PYTHON@`` becomes the
   host's ``python3`` (the one running the installer, quoted);
+- a resource's name may be a path below the launch directory: its directories
+  are created 0700; a resource may also be a symbolic link (an absolute target,
+  which is never followed or checked: a provider's mirror of a directory of the
+  host's own);
 - ``manifest.json`` (0600) records exactly what was written: each file's name,
-  mode and SHA-256, and the state directory.
+  mode and SHA-256, each link's name and exact target, and the directories
+  (the state directory among them).
 
 :meth:`RemoteResources.cleanup` (again ONE execution) reads the manifest and
 removes only what it lists, and of the state directory only the names the
 hook bridge creates (:data:`clanker.attention.hook.STATE_FILES`), each after
 checking it is still a regular file of the remote user with its recorded
 mode; a link or other non-regular file planted in their place is refused and
-left alone. Unknown files are never touched: while any is there (or a file
+left alone. A recorded link is removed only while it is still a link of the
+remote user with exactly its recorded target (anything else there is refused);
+a file or link is reached only through directories that are still real 0700
+directories of the remote user (else it is refused), and the recorded
+directories are removed deepest first, each only once it is empty. Unknown
+files are never touched: while any is there (or a file
 was refused) the launch directory and its manifest stay, so a later cleanup
 can finish once they are gone. Both programs take an ``flock`` on
 ``attention/lock`` so installs and cleanups on one host do not interleave.
@@ -75,6 +85,10 @@ _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _MARKER: Final = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """A plugin's ownership marker may be a dot file."""
 _RESERVED: Final = frozenset({MANIFEST, STATE_DIR})
+_PART: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+"""One component of a resource's path (a Python package's ``__init__.py`` included)."""
+_MAX_PATH: Final = 1024
+_MAX_TARGET: Final = 4096
 _MAX_OUTPUT: Final = 64 * 1024
 _TIMEOUT: Final = 20.0
 _NO_PYTHON: Final = 97
@@ -82,17 +96,36 @@ _SHELL: Final = f"command -v python3 >/dev/null 2>&1 || exit {_NO_PYTHON}; exec 
 
 
 def _name(_: object, __: object, value: str) -> None:
-    if not _NAME.fullmatch(value) or value in _RESERVED:
-        raise ValueError(f"name: {value!r} is not a plain file name clanker may install")
+    parts = value.split("/")
+    if (len(value) > _MAX_PATH or parts[0] in _RESERVED
+            or not all(_PART.fullmatch(part) for part in parts)):
+        raise ValueError(f"name: {value!r} is not a plain path clanker may install")
+
+
+def _link(_: object, __: object, value: str | None) -> None:
+    if value is not None and not (value.startswith("/") and 0 < len(value) <= _MAX_TARGET
+                                  and "\x00" not in value):
+        raise ValueError(f"link: {value!r} is not an absolute target")
 
 
 @frozen
 class Resource:
-    """One file to install in the launch directory."""
+    """One file (or symbolic link) to install in the launch directory.
+
+    ``name`` is a path below it (``a/b/file``): its directories are created 0700 and
+    recorded too. With ``link``, a symbolic link to that absolute target is made
+    instead of a file (``data`` empty); cleanup removes it only while it is still a
+    link of the remote user with exactly that target.
+    """
 
     name: str = field(validator=_name)
     data: bytes = field(repr=False)
     executable: bool = False
+    link: str | None = field(default=None, validator=_link)
+
+    def __attrs_post_init__(self) -> None:
+        if self.link is not None and (self.data or self.executable):
+            raise ValueError("link: a link carries no data and no mode")
 
 
 def _plugin_path(_: object, __: object, value: str) -> None:
@@ -224,14 +257,54 @@ def regular(path, mode):
     return "refused"
 
 
+def link_verdict(path, target):
+    # 'gone', 'ok' (still a link of ours to exactly ``target``), or 'refused'
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return "gone"
+    if stat.S_ISLNK(info.st_mode) and info.st_uid == UID and os.readlink(path) == target:
+        return "ok"
+    return "refused"
+
+
+def private_dir(path):
+    # 'gone', 'ok' (a real 0700 directory of ours), or 'refused'
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return "gone"
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == UID and stat.S_IMODE(info.st_mode) == 0o700:
+        return "ok"
+    return "refused"
+
+
+def parents_ok(directory, name):
+    # every directory between the launch directory and ``name`` is still a real 0700
+    # directory of ours, so nothing below is reached through a link
+    parts = name.split("/")[:-1]
+    return all(private_dir(os.path.join(directory, *parts[:i + 1])) == "ok"
+               for i in range(len(parts)))
+
+
+def plain(name, top_reserved=True):
+    if not isinstance(name, str) or not 0 < len(name) <= 1024:
+        return False
+    parts = name.split("/")
+    if top_reserved and parts[0] in ("manifest.json", "state"):
+        return False
+    return all(part and part not in (".", "..") and part.isprintable()
+               and len(part) <= 128 for part in parts)
+
+
 def read_manifest(directory):
     path = os.path.join(directory, "manifest.json")
     if regular(path, 0o600) != "ok":
         return None
     fd = os.open(path, os.O_RDONLY | FLAGS)
     with os.fdopen(fd, "rb") as source:
-        data = source.read(65537)
-    if len(data) > 65536:
+        data = source.read(1048577)
+    if len(data) > 1048576:
         return None
     try:
         manifest = json.loads(data.decode("utf-8"))
@@ -241,10 +314,16 @@ def read_manifest(directory):
             and isinstance(manifest.get("dirs"), list)):
         return None
     for item in manifest["files"]:
-        name = item.get("name") if isinstance(item, dict) else None
-        if not (isinstance(name, str) and "/" not in name and isinstance(item.get("mode"), int)
-                and name not in ("", ".", "..", "manifest.json", "state")):
+        if not (isinstance(item, dict) and plain(item.get("name"))):
             return None  # a path outside the launch directory: nothing is trusted
+        if "link" in item:
+            if not (isinstance(item["link"], str) and item["link"].startswith("/")):
+                return None
+        elif not isinstance(item.get("mode"), int):
+            return None
+    for name in manifest["dirs"]:
+        if not (name == "state" or plain(name)):
+            return None
     return manifest
 
 
@@ -258,7 +337,12 @@ def clean(directory, state_files):
         name = item["name"]
         listed.add(name)
         path = os.path.join(directory, name)
-        verdict = regular(path, item["mode"])
+        if not parents_ok(directory, name):
+            verdict = "refused"
+        elif "link" in item:
+            verdict = link_verdict(path, item["link"])
+        else:
+            verdict = regular(path, item["mode"])
         if verdict == "ok":
             os.unlink(path)
             removed.append(name)
@@ -290,6 +374,24 @@ def clean(directory, state_files):
                     removed.append("state")
             else:
                 refused.append("state")
+    # The provider's directories, deepest first, each only once it is empty.
+    nested = sorted((name for name in manifest["dirs"] if name != "state"),
+                    key=lambda name: (-name.count("/"), name))
+    listed.update(nested)
+    for name in nested:
+        path = os.path.join(directory, name)
+        verdict = private_dir(path) if parents_ok(directory, name) else "refused"
+        if verdict == "refused":
+            refused.append(name)
+            continue
+        if verdict == "gone":
+            continue
+        left = sorted(os.listdir(path))
+        unknown += [name + "/" + entry for entry in left
+                    if name + "/" + entry not in listed]
+        if not left:
+            os.rmdir(path)
+            removed.append(name)
     unknown += sorted(name for name in os.listdir(directory)
                       if name not in listed and name != "manifest.json")
     if not (refused or unknown):
@@ -430,18 +532,34 @@ def install():
         fail(directory + " exists already")
     os.chmod(directory, 0o700)
     state = os.path.join(directory, "state")
-    written = []
+    written = []  # (path, is a directory), in the order they were made
     recorded = []
+    dirs = []
     try:
         python = shlex.quote(sys.executable)
         for item in REQ["files"]:
+            parts = item["name"].split("/")
+            for depth in range(1, len(parts)):
+                relative = "/".join(parts[:depth])
+                if relative in dirs:
+                    continue
+                path = os.path.join(directory, relative)
+                os.mkdir(path, 0o700)
+                written.append((path, True))
+                os.chmod(path, 0o700)
+                dirs.append(relative)
+            path = os.path.join(directory, item["name"])
+            if item.get("link") is not None:
+                os.symlink(item["link"], path)
+                written.append((path, False))
+                recorded.append({"name": item["name"], "link": item["link"]})
+                continue
             data = base64.b64decode(item["data"])
             mode = 0o700 if item["executable"] else 0o600
             if item["executable"]:
                 data = data.replace(b"__PYTHON_MARK__", python.encode("utf-8"))
-            path = os.path.join(directory, item["name"])
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | FLAGS, mode)
-            written.append(path)
+            written.append((path, False))
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
                 os.fchmod(out.fileno(), mode)
@@ -449,17 +567,17 @@ def install():
                              "sha256": hashlib.sha256(data).hexdigest()})
         os.mkdir(state, 0o700)
         os.chmod(state, 0o700)
-        written.append(state)
+        written.append((state, True))
         manifest = json.dumps({"v": 1, "owner": REQ["owner"], "files": recorded,
-                               "dirs": ["state"]})
+                               "dirs": ["state", *dirs]})
         fd = os.open(os.path.join(directory, "manifest.json"),
                      os.O_WRONLY | os.O_CREAT | os.O_EXCL | FLAGS, 0o600)
         with os.fdopen(fd, "w") as out:
             out.write(manifest)
     except OSError as error:
-        for path in reversed(written):  # only what this program created
+        for path, is_directory in reversed(written):  # only what this program created
             try:
-                os.rmdir(path) if path == state else os.unlink(path)
+                os.rmdir(path) if is_directory else os.unlink(path)
             except OSError:
                 pass
         try:
@@ -526,7 +644,11 @@ class RemoteResources:
         transport's errors.
         """
         files = [{"name": r.name, "data": base64.b64encode(r.data).decode("ascii"),
-                  "executable": r.executable} for r in resources]
+                  "executable": r.executable, "link": r.link} for r in resources]
+        names = {f["name"] for f in files}
+        if any(f"{name}/".startswith(f"{other}/") and name != other
+               for name in names for other in names):
+            raise ValueError("resources: a file where another's directory would be")
         if len({f["name"] for f in files}) != len(files):
             raise ValueError("resources: two files of one name")
         request: dict[str, object] = {

@@ -258,7 +258,11 @@ SSH_ATTENTION = "runs_over_ssh"
 """The attribute an :class:`AttentionCapability` sets to ``True`` when its ``prepare``
 writes only in the context's private directory and reads the user's configuration
 only through the context's ``files`` and ``run``, so it can wire a launch on an SSH
-host. Without it, attention is left out of a launch on a host, with one notice."""
+host. Without it, attention is left out of a launch on a host, with one notice.
+On a host ``prepare`` runs in rounds (each pass sees more of the host's files): a
+command it runs may depend on what up to a scan's
+:data:`~clanker.environment.ssh_scan.MAX_ROUNDS` rounds of reads found, and runs
+once however many passes ask for it."""
 
 
 class AttentionHost(Protocol):
@@ -319,6 +323,34 @@ def remote_credential(terminal: str, token: str) -> bytes:
 
     return json.dumps({"v": 1, "terminal": terminal, "token": token},
                       separators=(",", ":")).encode("ascii")
+
+
+_Written = tuple[str, Path, bool, "str | None"]
+"""What a provider left in its staging directory: ``(path below it, local path,
+executable, the target of a link or None)``."""
+
+
+def _staged(directory: Path) -> list[_Written]:
+    """Every regular file and symbolic link below ``directory`` (directories are
+    walked, never followed; any other type is refused). A link's target must be
+    absolute: it names a path of the host's, which is neither followed nor read."""
+    written: list[_Written] = []
+    pending = [directory]
+    while pending:
+        current = pending.pop()
+        for path in sorted(current.iterdir()):
+            info = path.lstat()
+            name = path.relative_to(directory).as_posix()
+            if stat.S_ISDIR(info.st_mode):
+                pending.append(path)
+            elif stat.S_ISREG(info.st_mode):
+                written.append((name, path, bool(info.st_mode & 0o100), None))
+            elif stat.S_ISLNK(info.st_mode) and os.readlink(path).startswith("/"):
+                written.append((name, path, False, os.readlink(path)))
+            else:
+                raise ValueError("attention: a provider may leave only files, directories "
+                                 "and absolute links for a host")
+    return sorted(written)
 
 
 def host_paths(value: str, staged: Path, directory: str) -> str:
@@ -485,7 +517,7 @@ class RemoteAttentionAttachment(_AttentionStep):
                 "CLANKER_ATTENTION_INTERPRETER": f"{directory}/{self._interpreter.name}"}
 
     def _resources(self, directory: str, registration: Registration,
-                   written: list[tuple[Path, bool]]) -> list[Resource]:
+                   written: list[_Written]) -> list[Resource]:
         """What the launch directory on the host holds: the hook bridge with its
         interpreter and hook command (or only the credential file, for an extension
         that delivers itself), then what the provider wrote."""
@@ -504,14 +536,22 @@ class RemoteAttentionAttachment(_AttentionStep):
                 Resource("wire.py", HOOK_SCRIPT.with_name("wire.py").read_bytes()),
                 Resource(interpreter.name, interpreter.read_bytes()),
             ]
-        return files + [Resource(path.name, path.read_bytes(), executable=executable)
-                        for path, executable in written]
+        return files + [
+            Resource(name, b"", link=target) if target is not None
+            else Resource(name, path.read_bytes(), executable=executable)
+            for name, path, executable, target in written]
 
     def _plan(self, state: LaunchState, env: Mapping[str, str], staging: Path
-              ) -> tuple[Path, list[tuple[Path, bool]], AttachmentPlan | Declined]:
+              ) -> tuple[Path, list[_Written], AttachmentPlan | Declined]:
         """Run the provider's ``prepare`` against the host's files (in bounded rounds,
-        each pass in a fresh staging directory); return the last pass's directory, the
-        files it wrote there (and whether each is executable) and its answer."""
+        each pass in a fresh staging directory); return the last pass's directory, what
+        it wrote there (:func:`_staged`) and its answer.
+
+        A scan's rounds and one more: within the rounds a command is run only when a
+        pass before the last asks for it, and a provider may run one that its reads
+        chose (Hermes's interpreter, named by the shebang of the launcher it found on
+        the host's PATH: two rounds of reads, then the execution)."""
+        from clanker.environment.ssh_scan import MAX_ROUNDS
         from clanker.launch.blocking import blocking as _blocking
 
         passes = 0
@@ -527,14 +567,8 @@ class RemoteAttentionAttachment(_AttentionStep):
                 private_dir=directory, user_flags=self._user_flags, files=self._host.files,
                 run=self._run))
 
-        directory, plan = _blocking(self._host.gather(work))
-        written: list[tuple[Path, bool]] = []
-        for path in sorted(directory.iterdir()):
-            info = path.lstat()
-            if not stat.S_ISREG(info.st_mode):
-                raise ValueError("attention: a provider may leave only files for a host")
-            written.append((path, bool(info.st_mode & 0o100)))
-        return directory, written, plan
+        directory, plan = _blocking(self._host.gather(work, rounds=MAX_ROUNDS + 1))
+        return directory, _staged(directory), plan
 
     def _clean(self, resources: RemoteResources, launch: str) -> None:
         from clanker.attention.hook import STATE_FILES
