@@ -7,6 +7,7 @@ import importlib.machinery
 import json
 import os
 import shutil
+import signal
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -25,6 +26,14 @@ settings.register_profile(
     "clanker", deadline=None, suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("clanker")
+
+# A run started in the background by a shell without job control (`nohup ./.ci/run &`
+# from a script) inherits SIGINT ignored, and an ignored signal stays ignored across
+# exec: every clanker a test starts would then ignore the Ctrl+C the test sends it, and
+# the test would wait forever. A handler here is reset to the default in each child,
+# as a terminal's foreground job has it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The importlib_metadata backport (keyring imports it before Python 3.12) deletes
 # the standard PathFinder's distribution lookup and appends a finder of its own.
