@@ -114,12 +114,15 @@ def test_a_signal_stops_the_agent_and_exits_130(coder: Coder, tmp_path: Path,
     with subprocess.Popen([sys.executable, "-m", "clanker", "coder", "--json", "--no-attention",
                            "--agent-command", AGENT, "silent"], cwd=coder.workspace,
                           env=environ, stdout=subprocess.PIPE, text=True) as process:
-        assert process.stdout is not None
-        for line in process.stdout:  # the turn has started: the agent runs
-            if json.loads(line)["event"] == "turn-started":
-                break
-        process.send_signal(signum)
-        assert process.wait(timeout=60) == 130
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:  # the turn has started: the agent runs
+                if json.loads(line)["event"] == "turn-started":
+                    break
+            process.send_signal(signum)
+            assert process.wait(timeout=60) == 130
+        finally:
+            process.kill()  # a failure above fails the test instead of waiting on it
     pid = int(pidfile.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
