@@ -23,8 +23,9 @@ from clanker.environment.remote_resources import (
     RemoteResources,
     Resource,
 )
-from clanker.errors import HarnessCapabilityError
+from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution.ssh import SshTransport
+from clanker.testing import FailingExecutor
 from tests.sshd import Sshd
 
 _RESOURCES = (
@@ -312,3 +313,25 @@ def test_a_link_carries_no_data() -> None:
         Resource("mirror/entry", b"data", link="/etc")
     with pytest.raises(ValueError, match="link"):
         Resource("mirror/entry", b"", executable=True, link="/etc")
+
+
+_OFFLINE = FailingExecutor(HarnessCapabilityError(ErrorKind.TRANSPORT_FAILURE, "offline"))
+
+
+@pytest.mark.parametrize("names", [("mirror", "mirror/entry"), ("a/b", "a/b/c/d"),
+                                   ("x", "x/y", "z")])
+def test_a_file_where_another_resource_s_directory_would_be_is_refused_unrun(
+        names: tuple[str, ...]) -> None:
+    # Refused before anything runs: an execution would raise the executor's error.
+    resources = RemoteResources(_OFFLINE, "/home/dev")
+    with pytest.raises(ValueError, match="directory"):
+        asyncio.run(resources.install(resources.new_directory()[0],
+                                      [Resource(name, b"") for name in names], owner=_OWNER))
+
+
+def test_files_side_by_side_in_one_directory_are_not_in_each_other_s_way() -> None:
+    resources = RemoteResources(_OFFLINE, "/home/dev")
+    with pytest.raises(HarnessCapabilityError):  # it got as far as running the installer
+        asyncio.run(resources.install(resources.new_directory()[0], [Resource("mirror/a", b""),
+                                                 Resource("mirror/ab", b""),
+                                                 Resource("mirror-b", b"")], owner=_OWNER))

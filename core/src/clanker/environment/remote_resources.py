@@ -643,14 +643,16 @@ class RemoteResources:
         when the directory could not be made safely (its message says why), and the
         transport's errors.
         """
+        resources = list(resources)
+        names = {r.name for r in resources}
+        if len(names) != len(resources):
+            raise ValueError("resources: two files of one name")
+        directories = {name.rsplit("/", depth)[0] for name in names
+                       for depth in range(1, name.count("/") + 1)}
+        if names & directories:
+            raise ValueError("resources: a file where another's directory would be")
         files = [{"name": r.name, "data": base64.b64encode(r.data).decode("ascii"),
                   "executable": r.executable, "link": r.link} for r in resources]
-        names = {f["name"] for f in files}
-        if any(f"{name}/".startswith(f"{other}/") and name != other
-               for name in names for other in names):
-            raise ValueError("resources: a file where another's directory would be")
-        if len({f["name"] for f in files}) != len(files):
-            raise ValueError("resources: two files of one name")
         request: dict[str, object] = {
             "id": launch, "files": files, "owner": owner, "keep": sorted(set(keep)),
             "state_files": list(state_files)}

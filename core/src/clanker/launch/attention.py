@@ -345,8 +345,8 @@ def _staged(directory: Path) -> list[_Written]:
                 pending.append(path)
             elif stat.S_ISREG(info.st_mode):
                 written.append((name, path, bool(info.st_mode & 0o100), None))
-            elif stat.S_ISLNK(info.st_mode) and os.readlink(path).startswith("/"):
-                written.append((name, path, False, os.readlink(path)))
+            elif stat.S_ISLNK(info.st_mode) and (target := os.readlink(path)).startswith("/"):
+                written.append((name, path, False, target))
             else:
                 raise ValueError("attention: a provider may leave only files, directories "
                                  "and absolute links for a host")
