@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -130,11 +132,32 @@ def test_history_on_a_host_without_stores_is_empty_store_by_store(sshd: Sshd) ->
             return {scan.harness: scan.scan.error for scan in found.scans}
 
     errors = asyncio.run(listing())
-    # Stores read from files are empty there; a harness that lists through its own
-    # command (not installed on the host) says so.
-    assert errors and all(error is None for harness, error in errors.items()
-                          if harness != "opencode")
-    assert errors["opencode"] is not None
+    # Stores read from files are empty there, and OpenCode, not installed on the host
+    # and never used there, has nothing to list.
+    assert errors and all(error is None for error in errors.values())
+    assert "opencode" in errors
+
+
+def test_opencode_data_left_on_a_host_without_opencode_is_binary_unavailable(
+    sshd: Sshd,
+) -> None:
+    """Its data directory holds sessions only its command can list."""
+    if os.geteuid() != 0:
+        pytest.skip("writing in the host user's home needs the dedicated test user (root)")
+    clanker = Clanker(ssh_config_file=sshd.config_file)
+    clanker.add_host("box", sshd.alias)
+
+    async def listing() -> HarnessCapabilityError | None:
+        async with await clanker.on_host("box") as remote:
+            found = await remote.sessions(workspace=None, harnesses=["opencode"])
+            return found.scans[0].scan.error
+
+    (sshd.home / ".local" / "share" / "opencode").mkdir(parents=True)
+    try:
+        error = asyncio.run(listing())
+    finally:
+        shutil.rmtree(sshd.home / ".local")
+    assert error is not None and error.kind is ErrorKind.BINARY_UNAVAILABLE
 
 
 def test_usage_of_all_hosts_reports_each_place() -> None:

@@ -56,12 +56,33 @@ def test_environment_values_reach_the_remote_program(transport: SshTransport, va
     assert result.stdout == value
 
 
-def test_exit_codes_are_the_programs_own_and_127_is_not_interpreted(
+def test_exit_codes_are_the_programs_own_127_included(transport: SshTransport) -> None:
+    assert _run(transport, CommandRequest(command="sh", args=("-c", "exit 3"))).exit_code == 3
+    own = _run(transport, CommandRequest(command="sh", args=("-c", "echo no >&2; exit 127")))
+    assert (own.exit_code, own.stderr) == (127, "no\n")
+
+
+def test_a_program_the_host_does_not_have_is_binary_unavailable(transport: SshTransport) -> None:
+    for request in (CommandRequest(command="clanker-no-such-program"),
+                    CommandRequest(command="clanker-no-such-program", env={"CK_A": "1"})):
+        with pytest.raises(HarnessCapabilityError) as caught:
+            _run(transport, request)
+        assert caught.value.kind is ErrorKind.BINARY_UNAVAILABLE
+        assert request.command in caught.value.message
+
+
+def test_a_session_of_a_program_the_host_does_not_have_ends_binary_unavailable(
     transport: SshTransport,
 ) -> None:
-    assert _run(transport, CommandRequest(command="sh", args=("-c", "exit 3"))).exit_code == 3
-    missing = _run(transport, CommandRequest(command="clanker-no-such-program"))
-    assert missing.exit_code == 127
+    async def session() -> None:
+        async with await transport.open(
+                CommandRequest(command="clanker-no-such-program", timeout=30)) as opened:
+            assert await opened.read_line() is None
+            await opened.wait()
+
+    with pytest.raises(HarnessCapabilityError) as caught:
+        asyncio.run(session())
+    assert caught.value.kind is ErrorKind.BINARY_UNAVAILABLE
 
 
 def test_exit_255_and_signal_death_are_transport_failures(transport: SshTransport) -> None:
@@ -190,6 +211,20 @@ def test_the_remote_command_is_three_shells_of_quoted_words() -> None:
                            env={"SHELL": "/bin/sh", "PATH": "/usr/bin:/bin"}, cwd="/")
     assert probe.stdout == "".join(f"{word}|" for word in words)
     assert probe.stderr.startswith("clanker-remote-pid ")
+
+
+@pytest.mark.parametrize(("env", "marked"), [({}, True), ({"CK_A": "1"}, True),
+                                             ({"PATH": "/usr/bin:/bin"}, False)])
+def test_the_remote_command_marks_a_program_its_path_lacks(
+    env: dict[str, str], marked: bool,
+) -> None:
+    """The lookup runs on the login PATH; with a PATH of the request's own, ``env`` finds the
+    program (or not) on that one, so there is no lookup and 127 is left as it is."""
+    command = remote_command(CommandRequest(command="clanker-no-such-program", env=env))
+    probe = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=False,
+                           env={"SHELL": "/bin/sh", "PATH": "/usr/bin:/bin"}, cwd="/")
+    assert probe.returncode == 127
+    assert probe.stderr.endswith("clanker-remote-not-found\n") is marked
 
 
 def test_cancelling_a_run_ends_the_remote_program(transport: SshTransport) -> None:

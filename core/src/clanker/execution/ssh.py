@@ -11,7 +11,11 @@ same caps and deadline); what changes is the command line and three rules:
   so any argument without NUL reaches the program byte for byte.
 * ``ssh`` exits 255 for its own failures and when the remote program died of
   a signal: both are ``transport-failure``, as is the local client's death by
-  a signal. Every other status, 127 included, is the program's own result.
+  a signal. Every other status is the program's own result, 127 included,
+  except where the program was never found: the login shell hands the program
+  to one more ``/bin/sh``, which looks it up on the login ``PATH`` first
+  (``command -v``) and, when it is not there, prints a marker and exits 127.
+  That is ``binary-unavailable``, as a missing program is on this machine.
 * Killing the local client would leave the remote program running (a channel
   without a terminal gets no hang-up). So the remote ``/bin/sh`` first writes
   its process id on stderr, then ``exec``\\ s (the id stays the program's, and
@@ -58,6 +62,8 @@ CONNECT_TIMEOUT: Final = 10
 _PERSIST_SECONDS: Final = 60
 _PID_MARKER: Final = b"clanker-remote-pid "
 _NO_CWD_MARKER: Final = b"clanker-remote-no-cwd"
+_MISSING_MARKER: Final = b"clanker-remote-not-found"
+_NOT_FOUND_EXIT: Final = 127
 # What the remote side may print before the marker (a chatty profile): bounded.
 _PREAMBLE_MAX: Final = 16 * 1024
 _KILL_TIMEOUT: Final = 10.0
@@ -95,6 +101,11 @@ def remote_command(request: CommandRequest) -> str:
         words += ["env", "--", *(f"{name}={value}" for name, value in request.env.items())]
     words += request.argv
     program = " ".join(sh_quote(word) for word in words)
+    if "PATH" not in request.env:  # else `env` looks it up on a PATH the lookup would not see
+        missing = _MISSING_MARKER.decode()
+        program = "exec /bin/sh -c " + sh_quote(
+            f"command -v {sh_quote(request.command)} >/dev/null 2>&1"
+            f" || {{ echo {missing} >&2; exit {_NOT_FOUND_EXIT}; }}; {program}")
     steps = []
     if request.cwd is not None:
         no_cwd = _NO_CWD_MARKER.decode()
@@ -121,6 +132,15 @@ def interactive_command(argv: tuple[str, ...], env: dict[str, str], unset: tuple
     steps = [f"cd -- {sh_quote(cwd)} || exit 1",
              f'exec "${{SHELL:-/bin/sh}}" -l -c {sh_quote(program)}']
     return "exec /bin/sh -c " + sh_quote("; ".join(steps))
+
+
+def _not_found(exit_code: int, stderr: bytes) -> bool:
+    """Whether the remote lookup found no such program (its marker is the last line)."""
+    return exit_code == _NOT_FOUND_EXIT and stderr.endswith(_MISSING_MARKER + b"\n")
+
+
+def _unavailable(command: str) -> HarnessCapabilityError:
+    return HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, f"{command} (not on the host)")
 
 
 def _transport_detail(stderr: bytes, code: int) -> str:
@@ -369,7 +389,8 @@ class SshTransport:
         """Run ``request`` on the host to completion (see :meth:`LocalTransport.run`).
 
         Raises ``transport-failure`` when ``ssh`` exits 255 or dies of a signal,
-        and the local transport's errors otherwise; on a timeout, an output cap
+        ``binary-unavailable`` when the host has no such program, and the local
+        transport's errors otherwise; on a timeout, an output cap
         or a cancellation the remote program is ended too.
         """
         # One deadline for all of it: connecting, waiting for a channel, running.
@@ -428,6 +449,8 @@ class SshTransport:
             await asyncio.gather(*tasks, return_exceptions=True)
         if exit_code == SSH_TRANSPORT_EXIT or exit_code < 0:
             raise _transport_failure(self.target, err, exit_code)
+        if _not_found(exit_code, err):
+            raise _unavailable(request.command)
         return CommandResult(_decode(out), _decode(preamble + err), exit_code)
 
     # -- stdio sessions ----------------------------------------------------
@@ -464,20 +487,23 @@ class SshTransport:
             if child is not None:
                 await self._stop(child, pid)
             raise
-        return SshSession(self, child, pid, CommandSession(child, request), slots)
+        return SshSession(self, child, pid, CommandSession(child, request), slots,
+                          command=request.command)
 
 
 class SshSession(DisposedOnExit):
     """A :class:`CommandSession` whose program runs on an SSH host.
 
     The same API; ``wait`` turns ``ssh``'s 255 (or its death by a signal) into
-    ``transport-failure``, and ``dispose`` ends the remote program when the
+    ``transport-failure`` and a program the host does not have into
+    ``binary-unavailable``, and ``dispose`` ends the remote program when the
     local client did not see it exit, and gives its channel slot back.
     """
 
     def __init__(self, transport: SshTransport, child: Child, pid: int,
-                 session: CommandSession, slots: asyncio.Semaphore) -> None:
+                 session: CommandSession, slots: asyncio.Semaphore, *, command: str) -> None:
         self._slots: asyncio.Semaphore | None = slots
+        self._command = command
         self._transport = transport
         self._child = child
         self._pid = pid
@@ -497,6 +523,8 @@ class SshSession(DisposedOnExit):
         if result.exit_code == SSH_TRANSPORT_EXIT or result.exit_code < 0:
             raise _transport_failure(self._transport.target, result.stderr.encode(),
                                      result.exit_code)
+        if _not_found(result.exit_code, result.stderr.encode()):
+            raise _unavailable(self._command)
         return result
 
     async def dispose(self) -> None:
