@@ -1,4 +1,5 @@
-"""This machine's binary lookup: the same answers as :func:`shutil.which`, found at once."""
+"""This machine as an environment: binary lookup with the answers of :func:`shutil.which`,
+found at once, and its bounded reads of small files."""
 
 from __future__ import annotations
 
@@ -80,3 +81,22 @@ def test_a_found_executable_with_a_version_to_ask_is_left_to_the_probe(tmp_path:
     found = asyncio.run(probe_installations(providers, environment))
     assert found[0].path == str(executable)
     assert all(i.path is None for i in found[1:])
+
+
+def test_read_small_reads_a_small_regular_file_through_a_link_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    files = LocalEnvironment().files
+    small = tmp_path / "settings.json"
+    small.write_bytes(b"{}\n")
+    link = tmp_path / "linked.json"
+    link.symlink_to(small)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert files.read_small(small, 3) == b"{}\n"
+    assert files.read_small(str(link), 3) == b"{}\n"  # dotfile managers link such files
+    assert files.read_small(small, 2) is None  # over the limit
+    assert files.read_small(tmp_path / "missing", 8) is None
+    assert files.read_small(tmp_path, 8) is None  # a directory
+    assert files.read_small(fifo, 8) is None  # opened without waiting for a writer
+    assert files.read_small("bad\0path", 8) is None

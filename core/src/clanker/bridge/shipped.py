@@ -59,6 +59,7 @@ from clanker.bridge.declaration import (
 )
 from clanker.bridge.input import Arguments, Input, Text
 from clanker.bridge.isolated import CLANKER_CREATE_ISOLATED_CHECKOUT
+from clanker.checkouts.git import GIT_ENV
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandRequest
 
@@ -82,7 +83,6 @@ MAX_AGENTS: Final = 100
 NOTIFY_BURST: Final = 3
 NOTIFY_EVERY: Final = 10.0
 MAX_MESSAGE: Final = 200
-_GIT_ENV: Final = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 _GIT_TIMEOUT: Final = 5.0
 _GIT_OUTPUT: Final = 16 * 1024
 CHECKOUTS: Final = 256
@@ -113,7 +113,7 @@ async def _git(caller: Caller, *args: str) -> tuple[int, str]:
     # core.fsmonitor off: reading where HEAD points must never start a monitor hook.
     result = await caller.host.run_command(CommandRequest(
         command="git", args=("-c", "core.fsmonitor=false", "-C", caller.launch_dir, *args),
-        env=_GIT_ENV, timeout=_GIT_TIMEOUT, max_output_bytes=_GIT_OUTPUT,
+        env=GIT_ENV, timeout=_GIT_TIMEOUT, max_output_bytes=_GIT_OUTPUT,
     ))
     return result.exit_code, result.stdout
 

@@ -16,12 +16,13 @@ from attrs import frozen
 from clanker.checkouts.types import CheckoutError, Refusal
 from clanker.execution import MAX_OUTPUT, CommandExecutor, CommandRequest, CommandResult
 
-__all__ = ["Git", "ListedWorktree", "parse_worktree_list"]
+__all__ = ["GIT_ENV", "Git", "ListedWorktree", "parse_worktree_list"]
 
-# No index refresh from read-only commands, no credential prompt, no pager,
-# messages in one language, and no user configuration that renames output.
-_ENV: Final = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C",
-               "GIT_PAGER": "cat"}
+GIT_ENV: Final = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C",
+                  "GIT_PAGER": "cat"}
+"""What git runs with, here and where a commit's change or a bridge caller's checkout
+is read: no index refresh from read-only commands, no credential prompt, no pager,
+messages in one language."""
 _TIMEOUT: Final = 30.0
 
 
@@ -69,7 +70,7 @@ class Git:
 
     async def run(self, where: str, *args: str, timeout: float = _TIMEOUT) -> CommandResult:
         return await self._executor.run(CommandRequest(
-            command="git", args=("-C", where, *args), env=_ENV, timeout=timeout,
+            command="git", args=("-C", where, *args), env=GIT_ENV, timeout=timeout,
             max_output_bytes=MAX_OUTPUT))
 
     async def ok(self, where: str, *args: str) -> bool:

@@ -18,6 +18,7 @@ from typing import Final
 
 from attrs import frozen
 
+from clanker.checkouts.git import GIT_ENV
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, CommandExecutor, CommandRequest
 
@@ -37,7 +38,6 @@ FILE_BUDGET: Final = 8 * 1024
 _BINARY_SNIFF: Final = 8 * 1024
 _MAX_UNTRACKED_READ: Final = 256 * 1024
 _RECENT_SUBJECTS: Final = 8
-_GIT_ENV: Final = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 
 
 class NotARepositoryError(Exception):
@@ -62,7 +62,7 @@ class ChangeContext:
 
 async def _git(executor: CommandExecutor, root: str, *args: str) -> tuple[str, int]:
     result = await executor.run(CommandRequest(
-        command="git", args=("-C", root, *args), env=_GIT_ENV, timeout=20.0,
+        command="git", args=("-C", root, *args), env=GIT_ENV, timeout=20.0,
         max_output_bytes=MAX_OUTPUT,
     ))
     return result.stdout, result.exit_code

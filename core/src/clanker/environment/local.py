@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat as stat_module
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, TypeVar
@@ -82,21 +81,16 @@ class LocalFiles:
         return read_sample(Path(path), head_bytes=head_bytes, tail_bytes=tail_bytes, stat=stat)
 
     def read_small(self, path: str | os.PathLike[str], limit: int) -> bytes | None:
-        # Through links (dotfile managers link configuration files), but never
-        # blocking on a FIFO and never reading what is not a regular file.
+        from pathlib import Path
+
+        from clanker.storage import read_regular_file
+
+        # Its refusals (not a regular file, over the limit, unreadable) all mean
+        # "nothing to read" here.
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            return read_regular_file(Path(path), max_bytes=limit)
         except (OSError, ValueError):
             return None
-        try:
-            if not stat_module.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            data = os.read(fd, limit + 1)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-        return data if len(data) <= limit else None
 
     def stat(self, path: str | os.PathLike[str], *, follow: bool = True) -> os.stat_result | None:
         try:
