@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from clanker.pistore import _OPENING, Lines, Want, count_messages, parent_from
+from clanker.pistore import _OPENING, Lines, Want, count_messages, header_place, parent_from
 from clanker.stores import head_and_tail
 from clanker.testing.sessions import sample_of_bytes
 
@@ -102,6 +102,14 @@ def test_a_count_takes_each_message_id_once() -> None:
                _entry("message", "assistant", "y", "b"), _entry("model_change", "", "", "c"),
                {"type": "message", "message": {"role": "user"}}]
     assert count_messages(entries) == 3
+
+
+def test_a_header_names_its_session_by_a_plain_id_and_an_absolute_cwd() -> None:
+    assert header_place({"type": "session", "id": "abc", "cwd": "/w"}) == ("abc", "/w")
+    for header in ({"id": "abc"}, {"cwd": "/w"}, {"id": "abc", "cwd": "w"},
+                   {"id": " abc", "cwd": "/w"}, {"id": "a\nb", "cwd": "/w"},
+                   {"id": "", "cwd": "/w"}, {"id": 7, "cwd": "/w"}):
+        assert header_place(header) is None, header
 
 
 def test_a_parent_is_named_by_the_id_its_file_name_ends_with() -> None:

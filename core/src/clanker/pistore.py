@@ -10,7 +10,7 @@ place); what the two share lives here once:
   sample that can change a field (:class:`Want`), judging a long line by its
   opening alone, so a listing of thousands of files costs little more than the
   files' headers;
-* the entry readers (:func:`message`, :func:`user_text`,
+* the entry readers (:func:`header_place`, :func:`message`, :func:`user_text`,
   :func:`provider_model`, :func:`count_messages`, :func:`parent_from`) and
   :func:`updated`, the last-activity rule both apply;
 * :func:`candidates`, the walk of the store's roots (``*.jsonl``, one level of
@@ -55,6 +55,7 @@ __all__ = [
     "agent_dir",
     "candidates",
     "count_messages",
+    "header_place",
     "message",
     "parent_from",
     "provider_model",
@@ -257,6 +258,22 @@ class Lines:
                 entry = self.entry(index)
                 if entry is not None:
                     yield entry
+
+
+def header_place(header: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A ``session`` header's id and cwd, or ``None`` when the header names no session.
+
+    The id must be printable text without surrounding white space (it is what a
+    resume names), the cwd absolute: both harnesses record ``process.cwd()``, so a
+    relative one is no header they wrote.
+    """
+    native_id = bounded_text(header.get("id"), 200)
+    cwd = bounded_text(header.get("cwd"), TEXT_LIMIT)
+    if native_id is None or not native_id.isprintable() or native_id != native_id.strip():
+        return None
+    if cwd is None or not cwd.startswith("/"):
+        return None
+    return native_id, cwd
 
 
 def message(entry: dict[str, Any]) -> dict[str, Any] | None:

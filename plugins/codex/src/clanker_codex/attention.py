@@ -37,7 +37,6 @@ Checked against Codex CLI 0.171.0 (docs/harnesses/codex.md, "Attention"):
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
@@ -47,9 +46,11 @@ from clanker.stores import HostFiles
 from clanker_codex.overrides import (
     CONFIG_FLAGS,
     PROFILE_FLAGS,
+    Unreadable,
     insert_top_level,
     option_values,
     override_key,
+    read_config,
     toml_string,
     words_before_prompt,
 )
@@ -99,8 +100,6 @@ REVIEW_NOTICE: Final = (
 )
 """Said at launch until every hook is trusted with its current hash."""
 
-MAX_CONFIG_BYTES: Final = 1 << 20
-"""A configuration file larger than this is not read: attention is declined."""
 POLICY_FILE: Final = Path("/etc/codex/requirements.toml")
 
 _DISABLE_FLAG: Final = "--disable"
@@ -255,15 +254,10 @@ def _read_toml(files: HostFiles, path: Path) -> dict[str, object] | None:
     Anything that cannot be read as a small TOML document is a conflict: what
     it says about hooks cannot be told.
     """
-    unreadable = f"{path} cannot be read as TOML, so what it says about hooks cannot be told"
-    if files.stat(path) is None:
-        return None  # not there (a link to one is followed)
-    data = files.read_small(path, MAX_CONFIG_BYTES)
-    if data is None:
-        raise _Conflict(unreadable)
     try:
-        return tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
-        raise _Conflict(unreadable) from None
+        return read_config(files, path)
+    except Unreadable:
+        raise _Conflict(f"{path} cannot be read as TOML, so what it says about hooks cannot "
+                        "be told") from None
 
 implementation = CodexAttention

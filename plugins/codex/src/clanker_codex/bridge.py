@@ -23,19 +23,12 @@ from typing import TYPE_CHECKING
 
 from clanker.launch.capability import AttachmentPlan
 from clanker_codex.overrides import (
-    CONFIG_FLAGS,
     SYSTEM_CONFIG,
-    Unreadable,
-    config_layers,
     insert_top_level,
-    option_values,
-    override_key,
-    read_config,
     toml_key,
     toml_string,
-    words_before_prompt,
+    user_sets,
 )
-from clanker_codex.sessions import codex_home
 
 if TYPE_CHECKING:
     from clanker.bridge.capability import BridgeEndpoint
@@ -62,32 +55,20 @@ class CodexBridge:
                 ) -> AttachmentPlan | None:
         if endpoint.token_variable not in context.env:
             raise ValueError("bridge: the launch environment has no bridge token")
-        if _named_on_command_line(context.user_flags, endpoint.server_name):
-            return None
-        home = codex_home(context.env)
-        if home is None:
-            return None  # which configuration Codex reads cannot be told
-        try:
-            layers = config_layers(home, context.cwd, context.user_flags, system=self._system)
-            for path in layers:
-                if _names_server(read_config(context.files, path), endpoint.server_name):
-                    return None
-        except Unreadable:
+        name = endpoint.server_name
+        if user_sets(context, system=self._system,
+                     override=lambda key: _names_server_key(key, name),
+                     layer=lambda config: _names_server(config, name)):
             return None
         return AttachmentPlan(argv=insert_top_level(context.argv, bridge_arguments(endpoint)))
 
 
-def _named_on_command_line(flags: tuple[str, ...], name: str) -> bool:
-    for value in option_values(words_before_prompt(flags), CONFIG_FLAGS):
-        key = override_key(value)
-        if key[0] == "mcp_servers" and (len(key) == 1 or key[1] == name):
-            return True
-    return False
+def _names_server_key(key: list[str], name: str) -> bool:
+    # A whole `-c mcp_servers=...` replaces the table, the name's server with it.
+    return key[0] == "mcp_servers" and (len(key) == 1 or key[1] == name)
 
 
-def _names_server(config: dict[str, object] | None, name: str) -> bool:
-    if config is None:
-        return False
+def _names_server(config: dict[str, object], name: str) -> bool:
     servers = config.get("mcp_servers")
     if servers is None:
         return False

@@ -15,19 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clanker.launch.capability import AttachmentPlan
-from clanker_codex.overrides import (
-    CONFIG_FLAGS,
-    SYSTEM_CONFIG,
-    Unreadable,
-    config_layers,
-    insert_top_level,
-    option_values,
-    override_key,
-    read_config,
-    toml_string,
-    words_before_prompt,
-)
-from clanker_codex.sessions import codex_home
+from clanker_codex.overrides import SYSTEM_CONFIG, insert_top_level, toml_string, user_sets
 
 if TYPE_CHECKING:
     from clanker.launch.capability import AttachmentContext
@@ -46,19 +34,8 @@ class CodexGuidance:
     def prepare(self, context: AttachmentContext, text: str) -> AttachmentPlan | None:
         if not text.strip() or "\0" in text:
             raise ValueError("guidance: the text is empty or holds a NUL character")
-        words = words_before_prompt(context.user_flags)
-        if any(override_key(value)[0] == KEY for value in option_values(words, CONFIG_FLAGS)):
-            return None
-        home = codex_home(context.env)
-        if home is None:
-            return None  # which configuration Codex reads cannot be told
-        try:
-            for path in config_layers(home, context.cwd, context.user_flags,
-                                      system=self._system):
-                config = read_config(context.files, path)
-                if config is not None and KEY in config:
-                    return None
-        except Unreadable:
+        if user_sets(context, system=self._system, override=lambda key: key[0] == KEY,
+                     layer=lambda config: KEY in config):
             return None
         return AttachmentPlan(argv=insert_top_level(
             context.argv, ("-c", f"{KEY}={toml_string(text)}")))

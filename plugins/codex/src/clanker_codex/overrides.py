@@ -18,11 +18,14 @@ Checked against Codex CLI 0.171.0 (docs/harnesses/codex.md):
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from clanker_codex.sessions import codex_home
+
 if TYPE_CHECKING:
+    from clanker.launch.capability import AttachmentContext
     from clanker.stores import HostFiles
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "read_config",
     "toml_key",
     "toml_string",
+    "user_sets",
     "words_before_prompt",
 ]
 
@@ -168,3 +172,29 @@ def read_config(files: HostFiles, path: Path) -> dict[str, object] | None:
         return tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
         raise Unreadable(str(path)) from None
+
+
+def user_sets(context: AttachmentContext, *, system: Path,
+              override: Callable[[list[str]], bool],
+              layer: Callable[[dict[str, object]], bool]) -> bool:
+    """Whether the user's configuration may set what a launch would add.
+
+    It does when a ``-c`` before the prompt has a key ``override`` takes, when a
+    configuration layer (:func:`config_layers`) holds a document ``layer`` takes,
+    and when that cannot be told: no Codex home to find the layers in, or a layer
+    that cannot be read (Codex itself refuses to start on a malformed file).
+    """
+    words = words_before_prompt(context.user_flags)
+    if any(override(override_key(value)) for value in option_values(words, CONFIG_FLAGS)):
+        return True
+    home = codex_home(context.env)
+    if home is None:
+        return True
+    try:
+        for path in config_layers(home, context.cwd, context.user_flags, system=system):
+            config = read_config(context.files, path)
+            if config is not None and layer(config):
+                return True
+    except Unreadable:
+        return True
+    return False

@@ -453,12 +453,10 @@ def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSess
     if found is None:
         return None
     header, slot, start = found  # start is 2 where Pi reads: line 1 was no header
-    native_id = bounded_text(header.get("id"), 200)
-    cwd = bounded_text(header.get("cwd"), pistore.TEXT_LIMIT)
-    if native_id is None or not native_id.isprintable() or native_id != native_id.strip():
+    place = pistore.header_place(header)
+    if place is None:
         return None
-    if cwd is None or not cwd.startswith("/"):
-        return None  # omp records an absolute cwd
+    native_id, cwd = place
     created = parse_timestamp(header.get("timestamp"))
     body = range(start, len(head.spans))
     if sample.whole:

@@ -28,7 +28,6 @@ from clanker.stores import (
     HostFiles,
     NoSession,
     Witness,
-    bounded_text,
     clean_text,
     head_and_tail,
     parse_timestamp,
@@ -230,12 +229,10 @@ def summarize(sample: FileSample) -> HarnessSession | NoSession | None:
     header = head.entry(0) if head.spans else None
     if header is None or header.get("type") != "session":
         return FOREIGN if _omp_format(head, header) else None
-    native_id = bounded_text(header.get("id"), 200)
-    cwd = bounded_text(header.get("cwd"), pistore.TEXT_LIMIT)
-    if native_id is None or not native_id.isprintable() or native_id != native_id.strip():
+    place = pistore.header_place(header)
+    if place is None:
         return None
-    if cwd is None or not cwd.startswith("/"):
-        return None  # pi records process.cwd(), always absolute
+    native_id, cwd = place
     created = parse_timestamp(header.get("timestamp"))
     # Line 1 is the header; later `session` lines are re-appended duplicates, and
     # no field reads one.
