@@ -494,22 +494,16 @@ cli()
 """
 
 
-def cli_on_terminal(config: Path, args: list[str],
-                    on_fired: Callable[[str], None] | None = None,
-                    env: Mapping[str, str] | None = None) -> tuple[int, str]:
-    """Run ``clanker ARGS`` with a pseudo-terminal as its stdio and ``config`` as its
-    OpenSSH configuration; return its exit status and everything it showed (carriage
-    returns dropped). With ``on_fired``, each line ``fired <label>`` a double prints is
-    answered by calling ``on_fired(label)`` and then typing a newline. ``env`` defaults
-    to this process's with ``TERM=xterm``; a terminal silent for 60 s is killed."""
+def run_on_terminal(argv: list[str], env: Mapping[str, str],
+                    on_output: Callable[[bytes], bytes]) -> int:
+    """Run ``argv`` with a pseudo-terminal of its own as its stdio and return its exit
+    status. Each chunk it writes goes to ``on_output``, whose answer is typed back. A
+    terminal silent for 60 s is killed; so is the child's process group when
+    ``on_output`` raises (an assertion in a step, say), or pytest would wait on it."""
     leader, follower = pty.openpty()
-    child = subprocess.Popen([sys.executable, "-c", _CLI_WITH_SSH_CONFIG, str(config), *args],
-                             stdin=follower, stdout=follower, stderr=follower,
-                             env={**os.environ, "TERM": "xterm"} if env is None else env,
-                             close_fds=True, start_new_session=True)
+    child = subprocess.Popen(argv, stdin=follower, stdout=follower, stderr=follower,
+                             env=dict(env), close_fds=True, start_new_session=True)
     os.close(follower)
-    out = bytearray()
-    handled = 0
     try:
         while True:
             ready, _, _ = select.select([leader], [], [], 60)
@@ -522,22 +516,44 @@ def cli_on_terminal(config: Path, args: list[str],
                 break
             if not chunk:
                 break
-            out += chunk
-            if on_fired is None:
-                continue
-            lines = out.decode("utf-8", "replace").replace("\r", "").split("\n")
-            fired = [line[len("fired "):] for line in lines[:-1] if line.startswith("fired ")]
-            for label in fired[handled:]:
-                on_fired(label)
-                os.write(leader, b"\n")
-            handled = len(fired)
+            answer = on_output(chunk)
+            if answer:
+                os.write(leader, answer)
     except BaseException:
-        # A step that raised (an assertion in on_fired, say) must not leave the
-        # child holding the terminal: pytest would wait on it.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signal.SIGKILL)
         child.wait(timeout=60)
         raise
     finally:
         os.close(leader)
-    return child.wait(timeout=60), out.decode("utf-8", "replace").replace("\r", "")
+    return child.wait(timeout=60)
+
+
+def cli_on_terminal(config: Path, args: list[str],
+                    on_fired: Callable[[str], None] | None = None,
+                    env: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """Run ``clanker ARGS`` with a pseudo-terminal as its stdio and ``config`` as its
+    OpenSSH configuration; return its exit status and everything it showed (carriage
+    returns dropped). With ``on_fired``, each line ``fired <label>`` a double prints is
+    answered by calling ``on_fired(label)`` and then typing a newline. ``env`` defaults
+    to this process's with ``TERM=xterm``; a terminal silent for 60 s is killed."""
+    out = bytearray()
+    handled = 0
+
+    def answer(chunk: bytes) -> bytes:
+        nonlocal handled
+        out.extend(chunk)
+        if on_fired is None:
+            return b""
+        lines = out.decode("utf-8", "replace").replace("\r", "").split("\n")
+        fired = [line[len("fired "):] for line in lines[:-1] if line.startswith("fired ")]
+        for label in fired[handled:]:
+            on_fired(label)
+        typed = b"\n" * (len(fired) - handled)
+        handled = len(fired)
+        return typed
+
+    status = run_on_terminal(
+        [sys.executable, "-c", _CLI_WITH_SSH_CONFIG, str(config), *args],
+        {**os.environ, "TERM": "xterm"} if env is None else env, answer)
+    return status, out.decode("utf-8", "replace").replace("\r", "")

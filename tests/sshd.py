@@ -79,6 +79,13 @@ class Sshd:
         return ALIAS
 
 
+def chown_to(path: Path, user: str) -> None:
+    """Make ``path`` (itself, never a link's target) belong to ``user`` and that user's group:
+    what the remote user must own on the host."""
+    entry = pwd.getpwnam(user)
+    os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+
+
 def _run(*argv: str) -> None:
     subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                    stderr=subprocess.PIPE, timeout=60)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import pwd
 import shutil
 import subprocess
 import sys
@@ -27,7 +25,7 @@ from clanker.api import Clanker
 from clanker.attention import wire
 from clanker.environment.remote_resources import HOST_ROOT
 from tests.helpers import CODEX_LIVE_APP_SERVER_ATTENTION, cli_on_terminal
-from tests.sshd import Sshd
+from tests.sshd import Sshd, chown_to
 
 _FIXTURES = Path(__file__).parents[2] / "fixtures"
 
@@ -74,10 +72,6 @@ for payload in payloads:
     sys.stdin.readline()
 '''
 
-def _chown(path: Path, user: str) -> None:
-    entry = pwd.getpwnam(user)
-    os.chown(path, entry.pw_uid, entry.pw_gid)
-
 
 @pytest.fixture
 def remote_claude(sshd: Sshd, remote_bin: Path) -> Iterator[Path]:
@@ -103,7 +97,7 @@ def _place_payloads(home: Path, user: str, *names: str) -> None:
 def _place(home: Path, user: str, payloads: list[object]) -> None:
     path = home / "payloads.json"
     path.write_text(json.dumps(payloads))
-    _chown(path, user)
+    chown_to(path, user)
 
 
 # The name the host tests of other harnesses import.
@@ -201,7 +195,7 @@ def test_the_user_s_own_settings_on_the_host_leave_attention_out_not_the_launch(
     settings.mkdir()
     (settings / "settings.json").write_text(json.dumps({"disableAllHooks": True}))
     for path in (settings, settings / "settings.json"):
-        _chown(path, sshd.user)
+        chown_to(path, sshd.user)
     seen: list[str] = []
 
     def on_event(event: str) -> None:

@@ -26,7 +26,7 @@ from clanker.api import Clanker
 from clanker.environment.remote_resources import HOST_ROOT
 from clanker_agy.attention import MARKER, MARKER_FILE, PLUGIN_PATH
 from tests.core.ssh.test_remote_attention import _drive
-from tests.sshd import Sshd
+from tests.sshd import Sshd, chown_to
 
 _FIXTURES = Path(__file__).parents[2] / "fixtures" / "agy" / "attention"
 
@@ -82,17 +82,12 @@ _EVENTS = {"pre-invocation": "PreInvocation", "pre-tool-use": "PreToolUse",
            "post-tool-use": "PostToolUse", "stop": "Stop"}
 
 
-def _chown(path: Path, user: str) -> None:
-    entry = pwd.getpwnam(user)
-    os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
-
-
 def _mkdirs(path: Path, user: str) -> None:
     """``path`` and its missing parents, the remote user's."""
     missing = [p for p in [path, *path.parents] if not p.exists()]
     path.mkdir(parents=True, exist_ok=True)
     for directory in missing:
-        _chown(directory, user)
+        chown_to(directory, user)
 
 
 @pytest.fixture
@@ -115,7 +110,7 @@ def _place(home: Path, user: str, *names: str) -> None:
                 for name in names]
     path = home / "payloads.json"
     path.write_text(json.dumps(payloads))
-    _chown(path, user)
+    chown_to(path, user)
 
 
 def _agents() -> list[str]:
@@ -136,7 +131,7 @@ def test_agy_on_a_host_reports_through_its_persistent_plugin(
     _mkdirs(other, sshd.user)
     other_hooks = json.dumps({"other": {"Stop": [{"type": "command", "command": "true"}]}})
     (other / "hooks.json").write_text(other_hooks)
-    _chown(other / "hooks.json", sshd.user)
+    chown_to(other / "hooks.json", sshd.user)
     _place(remote_agy, sshd.user, "pre-invocation.first", "pre-tool-use.run-command",
            "pre-tool-use.ask-question", "post-tool-use.ask-question", "stop.idle")
     observed: list[tuple[str, list[str]]] = []
@@ -217,9 +212,9 @@ def test_a_plugin_place_that_is_not_clanker_s_leaves_attention_out_not_the_launc
     else:  # clanker's plugin, with a link planted in place of its hooks.json
         (plugin / MARKER_FILE).write_bytes(MARKER)
         (plugin / MARKER_FILE).chmod(0o644)
-        _chown(plugin / MARKER_FILE, sshd.user)
+        chown_to(plugin / MARKER_FILE, sshd.user)
         (plugin / "hooks.json").symlink_to("/etc/hostname")
-    _chown(plugin / "hooks.json", sshd.user)
+    chown_to(plugin / "hooks.json", sshd.user)
     before = {p.name: (p.is_symlink(), os.readlink(p) if p.is_symlink() else p.read_bytes())
               for p in plugin.iterdir()}
     _place(remote_agy, sshd.user, "pre-invocation.first")

@@ -14,8 +14,6 @@ before typing it.
 from __future__ import annotations
 
 import json
-import os
-import pwd
 import shutil
 import time
 from collections.abc import Iterator
@@ -27,7 +25,7 @@ import pytest
 from clanker.api import Clanker
 from clanker.environment.remote_resources import HOST_ROOT
 from tests.helpers import cli_on_terminal
-from tests.sshd import Sshd
+from tests.sshd import Sshd, chown_to
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None,
                                 reason="the extensions' JavaScript runs under node")
@@ -169,11 +167,6 @@ _EXPECTED = {
 }
 
 
-def _chown(path: Path, user: str) -> None:
-    entry = pwd.getpwnam(user)
-    os.chown(path, entry.pw_uid, entry.pw_gid)
-
-
 @pytest.fixture
 def remote_doubles(sshd: Sshd, remote_bin: Path) -> Iterator[Path]:
     """The double as ``pi``, ``omp`` and ``opencode`` on the host's PATH; its steps are
@@ -214,7 +207,7 @@ def test_an_extension_on_a_host_reports_through_its_terminal(
     clanker.add_host("box", sshd.alias)
     steps = remote_doubles / "steps.json"
     steps.write_text(json.dumps(_STEPS[harness]))
-    _chown(steps, sshd.user)
+    chown_to(steps, sshd.user)
     observed: list[tuple[str, str]] = []
     installed: list[list[str]] = []
     revision: list[object] = [None]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from clanker.api import Clanker
 from clanker.environment.remote_resources import HOST_ROOT
 from clanker_hermes.attention import PLUGIN_NAME
 from tests.helpers import cli_on_terminal
-from tests.sshd import Sshd
+from tests.sshd import Sshd, chown_to
 
 _HERMES = '''#!@PYTHON@
 """A Hermes Agent double: it loads bundled plugins as hermes-agent 0.19.0 does.
@@ -127,19 +126,14 @@ _STEPS: list[dict[str, Any]] = [
 _CONFIG = "# the user's own comment\nplugins:\n  disabled: [kanban]\n"
 
 
-def _chown(path: Path, user: str) -> None:
-    entry = pwd.getpwnam(user)
-    os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
-
-
 def _write(path: Path, text: str, user: str, mode: int = 0o644) -> None:
     missing = [p for p in reversed(path.parents) if not p.exists()]
     path.parent.mkdir(parents=True, exist_ok=True)
     for directory in missing:
-        _chown(directory, user)
+        chown_to(directory, user)
     path.write_text(text)
     path.chmod(mode)
-    _chown(path, user)
+    chown_to(path, user)
 
 
 def _tree(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -160,7 +154,7 @@ def remote_hermes(sshd: Sshd, remote_bin: Path) -> Iterator[Path]:
     _write(venv / "pyvenv.cfg", "home = /usr/bin\ninclude-system-site-packages = false\n",
            user)
     (venv / "bin").mkdir()
-    _chown(venv / "bin", user)
+    chown_to(venv / "bin", user)
     (venv / "bin" / "python").symlink_to("/usr/bin/python3")
     _write(site / "hermes_cli" / "__init__.py", "", user)
     bundled = site / "plugins"

@@ -10,8 +10,6 @@ then the execution).
 from __future__ import annotations
 
 import asyncio
-import os
-import pwd
 from pathlib import Path
 
 from clanker.api import Clanker
@@ -21,7 +19,7 @@ from clanker.execution import CommandRequest, CommandResult
 from clanker.launch.attachments import LaunchState
 from clanker.launch.attention import SSH_ATTENTION, RemoteAttentionAttachment
 from clanker.launch.blocking import blocking
-from tests.sshd import Sshd
+from tests.sshd import Sshd, chown_to
 
 _PROBE = "#!/bin/sh\necho \"ran $1\"\n"
 
@@ -55,8 +53,7 @@ def test_a_command_chosen_by_the_last_round_of_reads_runs_once(
     probe = remote_bin / "clanker-probe"
     probe.write_text(_PROBE)
     probe.chmod(0o755)
-    entry = pwd.getpwnam(sshd.user)
-    os.chown(probe, entry.pw_uid, entry.pw_gid)
+    chown_to(probe, sshd.user)
     clanker = Clanker(ssh_config_file=sshd.config_file)
     clanker.add_host("box", sshd.alias)
     environment: SshEnvironment = asyncio.run(clanker.connect_host("box"))

@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import shutil
-import subprocess
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -32,6 +29,7 @@ from clanker_omp.attention import EXTENSION as OMP_EXTENSION
 from clanker_opencode.attention import PLUGIN_SOURCE, plugin_config
 from clanker_pi.attention import EXTENSION as PI_EXTENSION
 from tests.core.ssh.test_remote_attention_extensions import _DOUBLE, _EXPECTED, _STEPS
+from tests.helpers import run_on_terminal
 
 _SOURCES = {"pi": PI_EXTENSION, "omp": OMP_EXTENSION, "opencode": PLUGIN_SOURCE}
 _TOKEN = "c" * 64
@@ -77,34 +75,22 @@ def _run(argv: list[str], env: dict[str, str], *, delivering: bool = True
         return True
 
     extractor = FrameExtractor(sink)
-    leader, follower = pty.openpty()
-    child = subprocess.Popen(argv, stdin=follower, stdout=follower, stderr=follower, env=env,
-                             close_fds=True, start_new_session=True)
-    os.close(follower)
     shown = bytearray()
     answered = 0
-    try:
-        while True:
-            ready, _, _ = select.select([leader], [], [], 60)
-            if not ready:
-                child.kill()
-                break
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # EIO: the double and its terminal are gone
-                break
-            if not chunk:
-                break
-            shown += extractor.feed(chunk)
-            fired = shown.decode("utf-8", "replace").replace("\r", "").count("\nfired ")
-            # The first is "ready"; each step after it delivers one frame at least.
-            while answered < fired and (not delivering or len(frames) - 1 >= answered):
-                os.write(leader, b"\n")
-                answered += 1
-    finally:
-        os.close(leader)
+
+    def answer(chunk: bytes) -> bytes:
+        nonlocal answered
+        shown.extend(extractor.feed(chunk))
+        fired = shown.decode("utf-8", "replace").replace("\r", "").count("\nfired ")
+        # The first is "ready"; each step after it delivers one frame at least.
+        before = answered
+        while answered < fired and (not delivering or len(frames) - 1 >= answered):
+            answered += 1
+        return b"\n" * (answered - before)
+
+    status = run_on_terminal(argv, env, answer)
     shown += extractor.flush()
-    return child.wait(timeout=60), shown.decode("utf-8", "replace"), frames, extractor.dropped
+    return status, shown.decode("utf-8", "replace"), frames, extractor.dropped
 
 
 @needs_node
