@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
+from clanker._logging import get_logger
 from clanker.acp.wire import encode
 
 __all__ = [
@@ -29,7 +29,7 @@ __all__ = [
     "RemoteError",
 ]
 
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 
 METHOD_NOT_FOUND: Final = -32601
 _INTERNAL: Final = -32603

@@ -61,8 +61,8 @@ class LazyGroup(click.Group):
             module_name, attribute, _ = _COMMANDS[cmd_name]
             command = getattr(importlib.import_module(module_name), attribute)
             assert isinstance(command, click.Command)
-            if _Quiet.on:
-                _quiet_asyncio()
+            if "asyncio" in sys.modules:  # imported with the command: it may log from now on
+                quiet_asyncio()
             return command
         return super().get_command(ctx, cmd_name)
 
@@ -114,13 +114,17 @@ def _quiet_internals() -> None:
     threading.excepthook = in_thread
 
 
-def _quiet_asyncio() -> None:
+def quiet_asyncio() -> None:
     """One line for what asyncio logs (an unretrieved task exception, say), which
-    Python's last-resort handler would print with its traceback.
+    Python's last-resort handler would print with its traceback; nothing for a
+    library caller or under ``CLANKER_DEBUG``.
 
-    Called once a subcommand is imported: they all import asyncio, and so
-    ``logging``, which ``clanker --version`` need not pay for.
+    Called once a subcommand that imports asyncio is imported, and before a
+    command starts an event loop: it imports ``logging``, which a command that
+    runs no loop (``--version``, a listing of empty stores) need not pay for.
     """
+    if not _Quiet.on:
+        return
     import logging
 
     class OneLine(logging.Handler):

@@ -150,6 +150,9 @@ def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run ``coroutine``; Ctrl+C cancels it (children are reaped) and exits 130."""
     import asyncio  # here: commands that never run a coroutine (`status`) skip its import
 
+    from clanker.cli import quiet_asyncio
+
+    quiet_asyncio()
     try:
         return asyncio.run(coroutine)
     except KeyboardInterrupt:

@@ -43,6 +43,7 @@ def deck(tmux_socket: str | None, bell: bool, desktop: bool, start_grid: bool) -
             clanker.start_grid()
     import asyncio
 
+    from clanker.cli import quiet_asyncio
     from clanker.cli.status import Notifier
     from clanker.deck.app import Deck
     from clanker.deck.seen import SeenMarks
@@ -59,6 +60,7 @@ def deck(tmux_socket: str | None, bell: bool, desktop: bool, start_grid: bool) -
     app = Deck(clanker, seen=SeenMarks(clanker.paths.state / "deck-seen.json"),
                tmux=clanker.tmux(socket_name=tmux_socket), workspace=os.getcwd(),
                notify=notify if bell or desktop else None)
+    quiet_asyncio()
     try:
         asyncio.run(app.run())
     finally:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import logging
 import os
 import resource
 import select
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING, Final
 
 from attrs import frozen
 
+from clanker._logging import get_logger
 from clanker.checkouts.types import TRANSACTION_TIMEOUT
 from clanker.envvars import strip_credentials
 from clanker.grid.errors import (
@@ -89,7 +89,7 @@ watched and one per connection."""
 _READY: Final = b"ready\n"
 _BUSY: Final = b"busy\n"
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 @frozen(kw_only=True)
@@ -430,6 +430,8 @@ def _raise_descriptor_limit() -> None:
 
 def _configure_logging(log_file: Path | None) -> None:
     """Log to ``log_file`` (bounded, see :mod:`~clanker.grid.logfile`), else to stderr."""
+    import logging  # the daemon's own, not every module's that finds where it runs
+
     level = logging.DEBUG if os.environ.get("CLANKER_DEBUG") else logging.INFO
     handler: logging.Handler
     if log_file is None:
