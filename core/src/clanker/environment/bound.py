@@ -25,23 +25,33 @@ from clanker.execution import (
 __all__ = ["BoundExecutor", "BoundSessionExecutor"]
 
 
-class BoundExecutor:
+class _Bound:
+    """The variables every request gets, with the last word over the request's own."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = MappingProxyType(dict(env))
+
+    def _bound(self, request: CommandRequest) -> CommandRequest:
+        return evolve(request, env={**request.env, **self._env})
+
+
+class BoundExecutor(_Bound):
     """Runs each request through ``executor`` with ``env`` added."""
 
     def __init__(self, executor: CommandExecutor, env: Mapping[str, str]) -> None:
+        super().__init__(env)
         self._executor = executor
-        self._env = MappingProxyType(dict(env))
 
     async def run(self, request: CommandRequest) -> CommandResult:
-        return await self._executor.run(evolve(request, env={**request.env, **self._env}))
+        return await self._executor.run(self._bound(request))
 
 
-class BoundSessionExecutor:
+class BoundSessionExecutor(_Bound):
     """Opens each session through ``sessions`` with ``env`` added."""
 
     def __init__(self, sessions: SessionExecutor, env: Mapping[str, str]) -> None:
+        super().__init__(env)
         self._sessions = sessions
-        self._env = MappingProxyType(dict(env))
 
     async def open(self, request: CommandRequest) -> LineSession:
-        return await self._sessions.open(evolve(request, env={**request.env, **self._env}))
+        return await self._sessions.open(self._bound(request))
