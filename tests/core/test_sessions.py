@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
@@ -21,6 +23,7 @@ from clanker.execution import LocalTransport
 from clanker.ids import HarnessId
 from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.capability import SessionsContext
+from clanker.sessions.scope import workspace_scopes
 from clanker.sessions.selection import (
     AmbiguousSelectionError,
     InvalidSelectionError,
@@ -29,7 +32,13 @@ from clanker.sessions.selection import (
 )
 from clanker.sessions.service import SessionService
 from clanker.sessions.types import SessionScan
-from tests.helpers import FakeSessions, make_sessions_plugin, write_fake_session
+from tests.helpers import (
+    FakeSessions,
+    make_sessions_plugin,
+    path_with,
+    write_fake_session,
+    write_script,
+)
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -107,6 +116,24 @@ def test_git_worktrees_of_the_workspace_count(home: Path, tmp_path: Path) -> Non
     registry = registry_with(("fake-agent", FakeSessions()))
     listing = asyncio.run(service(home).discover([provider(registry)], workspace=str(repo)))
     assert [s.native_id for s in listing.sessions] == ["tree", "main"]
+
+
+def test_the_worktree_listing_runs_git_without_locks_prompts_or_pager(tmp_path: Path) -> None:
+    # The real git, behind a wrapper on PATH that notes what it was started with.
+    repo, seen, bin_dir = tmp_path / "repo", tmp_path / "seen.json", tmp_path / "bin"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    bin_dir.mkdir()
+    write_script(bin_dir, "git", f"""
+        import json, os, sys
+        names = ("GIT_OPTIONAL_LOCKS", "GIT_TERMINAL_PROMPT", "GIT_PAGER", "LC_ALL")
+        with open({str(seen)!r}, "w") as out:
+            json.dump({{name: os.environ.get(name) for name in names}}, out)
+        os.execv({shutil.which("git")!r}, ["git", *sys.argv[1:]])
+    """)
+    scopes = asyncio.run(workspace_scopes(str(repo), LocalTransport(path_with(bin_dir))))
+    assert scopes == tuple(dict.fromkeys([os.path.realpath(repo), str(repo)]))
+    assert json.loads(seen.read_text()) == {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0",
+                                            "GIT_PAGER": "cat", "LC_ALL": "C"}
 
 
 def test_equal_timestamps_keep_provider_then_discovery_order(home: Path, tmp_path: Path) -> None:

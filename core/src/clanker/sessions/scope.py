@@ -28,12 +28,16 @@ async def workspace_scopes(workspace: str, executor: CommandExecutor) -> tuple[s
     checkout or a linked worktree): they are the same project. Without git, or
     outside a repository, the workspace alone is the scope.
     """
+    # Here, not with the module: only a listing for a workspace runs git.
+    from clanker.checkouts.git import GIT_ENV
+
     given = os.path.normpath(workspace)
     root = canonical(workspace)
     scopes = dict.fromkeys([root, given])
     try:
         result = await executor.run(CommandRequest(
-            command="git", args=("-C", root, "worktree", "list", "--porcelain"), timeout=5.0
+            command="git", args=("-C", root, "worktree", "list", "--porcelain"), env=GIT_ENV,
+            timeout=5.0,
         ))
     except HarnessCapabilityError:
         return tuple(scopes)
