@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -26,7 +28,7 @@ from typing import Any, Final
 from clanker._logging import get_logger
 from clanker.ids import HarnessId
 from clanker.sessions.types import HarnessSession, NoSession
-from clanker.storage import read_json, write_json_atomic
+from clanker.storage import read_json, write_text_atomic
 
 __all__ = ["MISS", "SummaryCache"]
 
@@ -37,6 +39,8 @@ log = get_logger(__name__)
 # read.
 _VERSION: Final = 5
 _MAX_CACHE_FILE: Final = 64 * 1024 * 1024
+_ROWS_PER_PIECE: Final = 256
+"""Rows encoded and written at a time: a few tens of KB each."""
 MISS: Final = object()
 
 _Identity = tuple[int, int, int]
@@ -152,12 +156,25 @@ class SummaryCache:
         """Write the disk copy if anything changed; a failure costs re-parsing, nothing more."""
         if self._path is None or not self._dirty:
             return
-        rows = [_row(path, identity, s) for path, (identity, s) in self._entries.items()]
-        document = {"version": _VERSION, "harness": self._harness, "reading": self._reading,
-                    "rows": rows}
         with contextlib.suppress(OSError):
-            write_json_atomic(self._path, document, fsync=False)  # rebuildable
+            write_text_atomic(self._path, self._document(), fsync=False)  # rebuildable
             self._dirty = False
+
+    def _document(self) -> Iterator[str]:
+        """The disk copy, in pieces of :data:`_ROWS_PER_PIECE` rows: the same text as
+        one ``json.dumps`` of the whole document, without that string, the encoder's
+        list of its parts and every row built at once (together five times the
+        file's size, the largest thing a cold listing held)."""
+        encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+        head = {"version": _VERSION, "harness": self._harness, "reading": self._reading}
+        yield encode(head)[:-1] + ',"rows":['
+        entries = iter(self._entries.items())
+        separator = ""
+        while piece := [_row(path, identity, s)
+                        for path, (identity, s) in itertools.islice(entries, _ROWS_PER_PIECE)]:
+            yield separator + encode(piece)[1:-1]  # the rows without their list's brackets
+            separator = ","
+        yield "]}"
 
     def _load(self, path: Path) -> None:
         data = read_json(path, max_bytes=_MAX_CACHE_FILE)
