@@ -139,8 +139,11 @@ class SummaryCache:
         self._dirty = True
 
     def refresh(self, path: str, session: HarnessSession) -> None:
-        """Replace a cached summary by an equivalent copy (placement changed), in memory."""
-        entry = self._entries.get(path)
+        """Replace a cached summary by an equivalent copy (placement changed), in memory,
+        kept under ``path`` itself: the walk's string, which the copy and the scan's
+        witness hold too. Assigning to the entry would keep its old key, an equal string
+        read from the disk copy: one more copy of every path in a listing from it."""
+        entry = self._entries.pop(path, None)
         if entry is not None:
             self._entries[path] = (entry[0], session)
 
