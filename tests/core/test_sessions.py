@@ -304,7 +304,7 @@ def test_the_disk_cache_is_written_in_pieces_as_one_json_document(tmp_path: Path
             title="ü \"quoted\"", cwd=str(tmp_path), store_path=f"/s/{index}.jsonl"))
         kept.store(f"/s/{index}.jsonl", stat, summary)
     kept.save()
-    rows = [cache._row(p, identity, s) for p, (identity, s) in kept._entries.items()]
+    rows = [cache._row(p, entry) for p, entry in kept._entries.items()]
     document = {"version": cache._VERSION, "harness": "fake-agent", "reading": "shared: /x",
                 "rows": rows}
     # The same text one `json.dumps` of the whole document gives.

@@ -43,8 +43,9 @@ _ROWS_PER_PIECE: Final = 256
 """Rows encoded and written at a time: a few tens of KB each."""
 MISS: Final = object()
 
-_Identity = tuple[int, int, int]
 _Summary = HarnessSession | NoSession | None
+_Entry = tuple[int, int, int, _Summary]
+"""size, mtime_ns, inode, summary: one flat tuple per file (a listing holds thousands)."""
 _MARKS: Final = {NoSession.EMPTY.value: NoSession.EMPTY,
                   NoSession.FOREIGN.value: NoSession.FOREIGN}
 # path, size, mtime_ns, inode, then nothing (not a session), "empty" (no
@@ -56,12 +57,9 @@ _SESSION_TYPES: Final[tuple[tuple[type, ...], ...]] = (
 )
 
 
-def _identity(stat: os.stat_result) -> _Identity:
-    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
-
-
-def _row(path: str, identity: _Identity, session: _Summary) -> list[Any]:
-    row: list[Any] = [path, *identity]
+def _row(path: str, entry: _Entry) -> list[Any]:
+    size, mtime_ns, inode, session = entry
+    row: list[Any] = [path, size, mtime_ns, inode]
     if isinstance(session, NoSession):
         row.append(session.value)
     elif isinstance(session, HarnessSession):
@@ -101,7 +99,7 @@ class SummaryCache:
     def __init__(self, harness: HarnessId, path: Path | None) -> None:
         self._harness = harness
         self._path = path
-        self._entries: dict[str, tuple[_Identity, _Summary]] = {}
+        self._entries: dict[str, _Entry] = {}
         self._seen: set[str] = set()
         self._dirty = False
         self._reading = ""
@@ -129,13 +127,14 @@ class SummaryCache:
         :data:`MISS`."""
         self._seen.add(path)
         entry = self._entries.get(path)
-        if entry is None or entry[0] != _identity(stat):
+        if (entry is None or entry[1] != stat.st_mtime_ns or entry[0] != stat.st_size
+                or entry[2] != stat.st_ino):
             return MISS
-        return entry[1]
+        return entry[3]
 
     def store(self, path: str, stat: os.stat_result, session: _Summary) -> None:
         self._seen.add(path)
-        self._entries[path] = (_identity(stat), session)
+        self._entries[path] = (stat.st_size, stat.st_mtime_ns, stat.st_ino, session)
         self._dirty = True
 
     def refresh(self, path: str, session: HarnessSession) -> None:
@@ -145,7 +144,7 @@ class SummaryCache:
         read from the disk copy: one more copy of every path in a listing from it."""
         entry = self._entries.pop(path, None)
         if entry is not None:
-            self._entries[path] = (entry[0], session)
+            self._entries[path] = (*entry[:3], session)
 
     def forget_unseen(self) -> None:
         """Drop entries for files not looked up since the last call (deleted sessions)."""
@@ -173,8 +172,8 @@ class SummaryCache:
         yield encode(head)[:-1] + ',"rows":['
         entries = iter(self._entries.items())
         separator = ""
-        while piece := [_row(path, identity, s)
-                        for path, (identity, s) in itertools.islice(entries, _ROWS_PER_PIECE)]:
+        while piece := [_row(path, entry)
+                        for path, entry in itertools.islice(entries, _ROWS_PER_PIECE)]:
             yield separator + encode(piece)[1:-1]  # the rows without their list's brackets
             separator = ","
         yield "]}"
@@ -190,7 +189,7 @@ class SummaryCache:
             or not isinstance(data["rows"], list)
         ):
             return
-        entries: dict[str, tuple[_Identity, _Summary]] = {}
+        entries: dict[str, _Entry] = {}
         try:
             for row in data["rows"]:
                 if not isinstance(row, list) or len(row) < 4:
@@ -205,7 +204,7 @@ class SummaryCache:
                     session = _MARKS[row[4]]
                 else:
                     session = _session(self._harness, path_text, row[4:])
-                entries[path_text] = ((size, mtime_ns, inode), session)
+                entries[path_text] = (size, mtime_ns, inode, session)
         except (ValueError, TypeError, OverflowError, OSError):
             return  # one bad row makes the whole file suspect: start afresh
         self._entries = entries
