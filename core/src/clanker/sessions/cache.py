@@ -78,10 +78,16 @@ _SESSION_SHAPES: Final = frozenset(itertools.product(*_SESSION_TYPES))
 _IDENTITY: Final = (str, int, int, int)
 
 
-def _session(harness: HarnessId, path: str, fields: list[Any]) -> HarnessSession:
+def _session(harness: HarnessId, path: str, fields: list[Any],
+             shared: dict[str | None, str | None] | None = None) -> HarnessSession:
+    """The session of one row's fields; its ``cwd`` and ``model`` the equal strings
+    ``shared`` holds, when given (a store has few of either, and the decoder makes
+    one string per row)."""
     if tuple(map(type, fields)) not in _SESSION_SHAPES:
         raise ValueError("cache row: unexpected shape")
     native_id, updated, title, cwd, created, model, count, parent, hidden = fields
+    if shared is not None:
+        cwd, model = shared.setdefault(cwd, cwd), shared.setdefault(model, model)
     return HarnessSession(
         harness=harness, native_id=native_id, updated_at=datetime.fromtimestamp(updated, UTC),
         title=title, cwd=cwd,
@@ -190,8 +196,11 @@ class SummaryCache:
         ):
             return
         entries: dict[str, _Entry] = {}
+        shared: dict[str | None, str | None] = {}
+        rows = data["rows"]
         try:
-            for row in data["rows"]:
+            for index, row in enumerate(rows):
+                rows[index] = None  # each decoded row freed as its entry is made
                 if not isinstance(row, list) or len(row) < 4:
                     raise ValueError("cache row: too short")
                 path_text, size, mtime_ns, inode = row[:4]
@@ -203,7 +212,7 @@ class SummaryCache:
                 elif len(row) == 5 and isinstance(row[4], str) and row[4] in _MARKS:
                     session = _MARKS[row[4]]
                 else:
-                    session = _session(self._harness, path_text, row[4:])
+                    session = _session(self._harness, path_text, row[4:], shared)
                 entries[path_text] = (size, mtime_ns, inode, session)
         except (ValueError, TypeError, OverflowError, OSError):
             return  # one bad row makes the whole file suspect: start afresh
