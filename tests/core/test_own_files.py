@@ -314,3 +314,23 @@ def test_a_rebuildable_file_is_written_alike_without_a_disk_flush(
     assert len(flushed) == 1  # the first one only
     assert (tmp_path / "kept.json").read_bytes() == (tmp_path / "cache.json").read_bytes()
     assert read_json(tmp_path / "cache.json") == data
+
+
+def test_a_file_written_in_pieces_replaces_the_old_one_whole_or_not_at_all(
+    tmp_path: Path,
+) -> None:
+    from clanker.storage import write_text_atomic
+
+    target = tmp_path / "state" / "cache.json"
+    write_text_atomic(target, ["{", '"a":', "1}"], fsync=False)
+    assert target.read_text() == '{"a":1}'
+    assert oct(target.stat().st_mode & 0o777) == "0o600"
+
+    def broken() -> Iterator[str]:
+        yield "{"
+        raise OSError("no space left")
+
+    with pytest.raises(OSError, match="no space left"):
+        write_text_atomic(target, broken(), fsync=False)
+    assert target.read_text() == '{"a":1}'  # the old file, and no temporary beside it
+    assert [p.name for p in target.parent.iterdir()] == ["cache.json"]

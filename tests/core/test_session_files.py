@@ -338,9 +338,12 @@ _AWARE = st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2100, 1
 def test_a_placed_session_is_the_one_evolve_makes(session: HarnessSession, order: int,
                                                   store_path: str) -> None:
     harness = HarnessId("codex")
-    placed = _placed(session, harness, store_path, order)
+    shared: dict[str | None, str | None] = {}
+    placed = _placed(session, harness, store_path, order, shared)
     expected = evolve(session, harness=harness, store_path=store_path, order=order)
     assert placed == expected
+    # Placed again, with the strings the first one left in `shared`: the same session.
+    assert _placed(session, harness, store_path, order, shared) == expected
     assert hash(placed) == hash(expected)
     assert repr(placed) == repr(expected)
     assert type(placed) is HarnessSession

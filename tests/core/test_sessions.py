@@ -313,6 +313,38 @@ def test_the_disk_cache_survives_processes_and_forgets_deleted_files(
     assert "gone" not in (cache / "sessions" / "fake-agent.json").read_text()
 
 
+def test_the_disk_cache_is_written_in_pieces_as_one_json_document(tmp_path: Path) -> None:
+    import json as _json
+
+    from clanker.sessions import cache
+    from clanker.sessions.types import EMPTY, HarnessSession
+
+    path = tmp_path / "sessions" / "fake-agent.json"
+    kept = cache.SummaryCache(HarnessId("fake-agent"), path)
+    kept.bind("shared: /x")
+    count = cache._ROWS_PER_PIECE * 2 + 3  # several pieces, the last one short
+    for index in range(count):
+        stat = os.stat_result((0o100600, 10 + index, 1, 1, 0, 0, index, 0, 0, 0),
+                              {"st_mtime_ns": 1_000_000_000 * index})
+        summary = (None if index % 3 == 0 else EMPTY if index % 3 == 1 else HarnessSession(
+            harness=HarnessId("fake-agent"), native_id=f"s{index}", updated_at=T0,
+            title="ü \"quoted\"", cwd=str(tmp_path), store_path=f"/s/{index}.jsonl"))
+        kept.store(f"/s/{index}.jsonl", stat, summary)
+    kept.save()
+    rows = [cache._row(p, entry) for p, entry in kept._entries.items()]
+    document = {"version": cache._VERSION, "harness": "fake-agent", "reading": "shared: /x",
+                "rows": rows}
+    # The same text one `json.dumps` of the whole document gives.
+    assert path.read_text(encoding="utf-8") == _json.dumps(
+        document, separators=(",", ":"), ensure_ascii=False)
+    again = cache.SummaryCache(HarnessId("fake-agent"), path)
+    again.bind("shared: /x")
+    assert again._entries == kept._entries
+    again.forget_unseen()  # nothing was looked up: every file is gone
+    again.save()
+    assert _json.loads(path.read_text()) == {**document, "rows": []}
+
+
 @pytest.mark.parametrize("content", ["{", "[]", '{"version":1,"harness":"fake-agent","entries":7}',
                                      '{"version":1,"harness":"other","entries":[]}'])
 def test_a_corrupt_cache_is_ignored(home: Path, tmp_path: Path, content: str) -> None:

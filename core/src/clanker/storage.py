@@ -21,6 +21,7 @@ import errno
 import json
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
@@ -35,6 +36,7 @@ __all__ = [
     "read_own_file",
     "read_regular_file",
     "write_json_atomic",
+    "write_text_atomic",
 ]
 
 MAX_STATE_FILE: Final = 4 * 1024 * 1024
@@ -71,16 +73,24 @@ def write_json_atomic(path: Path, data: object, *, fsync: bool = True) -> None:
     empty one or a truncated one (which its reader refuses as corrupt), but
     never costs a disk flush per save.
     """
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     # `dumps` (not `dump`) so the C encoder writes it: `dump` streams through the
     # pure-Python one, several times slower on a large cache.
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    write_text_atomic(path, (json.dumps(data, separators=(",", ":"), ensure_ascii=False),),
+                      fsync=fsync)
+
+
+def write_text_atomic(path: Path, pieces: Iterable[str], *, fsync: bool = True) -> None:
+    """Replace ``path`` with the concatenation of ``pieces``, as :func:`write_json_atomic`
+    does (same modes, same ``fsync``), writing each piece as it comes: a large
+    document made in pieces is never one string in memory."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     import tempfile  # on first write: `sessions` over unchanged stores writes nothing
 
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            for piece in pieces:
+                handle.write(piece)
             handle.flush()
             if fsync:
                 os.fsync(handle.fileno())

@@ -45,7 +45,9 @@ class Witness:
         settle = SETTLE_NS if settle_ns is None else settle_ns
         self._settled_before = time.time_ns() - settle
         self._inputs: list[tuple[str, _Identity]] = []  # checked through links
-        self._files: list[tuple[str, _Identity]] = []  # chosen by a walk: never links
+        # Chosen by a walk, never links: (path, dev, inode, size, mtime_ns, ctime_ns),
+        # one flat tuple per file (a listing records thousands).
+        self._files: list[tuple[str, int, int, int, int, int]] = []
         self._absent: list[str] = []
         self.usable = True
         self.unreadable = 0
@@ -88,13 +90,14 @@ class Witness:
         timestamp tick of the scan would go unseen, by the per-file summary
         cache as well.
         """
-        self._files.append((path, _identity(stat)))
+        self._files.append((path, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns,
+                            stat.st_ctime_ns))
 
     def recorded(self) -> tuple[list[str], list[str]]:
         """What was recorded: the inputs (directories listed, files read through
         links), then the files a walk chose and the paths found missing."""
         return ([path for path, _ in self._inputs],
-                [path for path, _ in self._files] + self._absent)
+                [entry[0] for entry in self._files] + self._absent)
 
     def seal(self) -> None:
         """Order the checks so a store in use fails fast: files newest first.
@@ -102,7 +105,7 @@ class Witness:
         The file an agent is writing to is almost always the newest, and a
         check that stops at it costs one stat instead of thousands.
         """
-        self._files.sort(key=lambda entry: entry[1][3], reverse=True)
+        self._files.sort(key=lambda entry: entry[4], reverse=True)
 
     def holds(self) -> bool:
         """Say whether everything recorded still looks as it did."""
@@ -116,10 +119,10 @@ class Witness:
                 if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns,
                         now.st_ctime_ns) != seen:
                     return False
-            for path, seen in self._files:
+            for path, dev, ino, size, mtime_ns, ctime_ns in self._files:
                 now = lstat(path)
                 if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns,
-                        now.st_ctime_ns) != seen:
+                        now.st_ctime_ns) != (dev, ino, size, mtime_ns, ctime_ns):
                     return False
         except OSError:
             return False

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -26,7 +28,7 @@ from typing import Any, Final
 from clanker._logging import get_logger
 from clanker.ids import HarnessId
 from clanker.sessions.types import HarnessSession, NoSession
-from clanker.storage import read_json, write_json_atomic
+from clanker.storage import read_json, write_text_atomic
 
 __all__ = ["MISS", "SummaryCache"]
 
@@ -37,10 +39,13 @@ log = get_logger(__name__)
 # read.
 _VERSION: Final = 5
 _MAX_CACHE_FILE: Final = 64 * 1024 * 1024
+_ROWS_PER_PIECE: Final = 256
+"""Rows encoded and written at a time: a few tens of KB each."""
 MISS: Final = object()
 
-_Identity = tuple[int, int, int]
 _Summary = HarnessSession | NoSession | None
+_Entry = tuple[int, int, int, _Summary]
+"""size, mtime_ns, inode, summary: one flat tuple per file (a listing holds thousands)."""
 _MARKS: Final = {NoSession.EMPTY.value: NoSession.EMPTY,
                   NoSession.FOREIGN.value: NoSession.FOREIGN}
 # path, size, mtime_ns, inode, then nothing (not a session), "empty" (no
@@ -52,12 +57,9 @@ _SESSION_TYPES: Final[tuple[tuple[type, ...], ...]] = (
 )
 
 
-def _identity(stat: os.stat_result) -> _Identity:
-    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
-
-
-def _row(path: str, identity: _Identity, session: _Summary) -> list[Any]:
-    row: list[Any] = [path, *identity]
+def _row(path: str, entry: _Entry) -> list[Any]:
+    size, mtime_ns, inode, session = entry
+    row: list[Any] = [path, size, mtime_ns, inode]
     if isinstance(session, NoSession):
         row.append(session.value)
     elif isinstance(session, HarnessSession):
@@ -76,10 +78,16 @@ _SESSION_SHAPES: Final = frozenset(itertools.product(*_SESSION_TYPES))
 _IDENTITY: Final = (str, int, int, int)
 
 
-def _session(harness: HarnessId, path: str, fields: list[Any]) -> HarnessSession:
+def _session(harness: HarnessId, path: str, fields: list[Any],
+             shared: dict[str | None, str | None] | None = None) -> HarnessSession:
+    """The session of one row's fields; its ``cwd`` and ``model`` the equal strings
+    ``shared`` holds, when given (a store has few of either, and the decoder makes
+    one string per row)."""
     if tuple(map(type, fields)) not in _SESSION_SHAPES:
         raise ValueError("cache row: unexpected shape")
     native_id, updated, title, cwd, created, model, count, parent, hidden = fields
+    if shared is not None:
+        cwd, model = shared.setdefault(cwd, cwd), shared.setdefault(model, model)
     return HarnessSession(
         harness=harness, native_id=native_id, updated_at=datetime.fromtimestamp(updated, UTC),
         title=title, cwd=cwd,
@@ -97,7 +105,7 @@ class SummaryCache:
     def __init__(self, harness: HarnessId, path: Path | None) -> None:
         self._harness = harness
         self._path = path
-        self._entries: dict[str, tuple[_Identity, _Summary]] = {}
+        self._entries: dict[str, _Entry] = {}
         self._seen: set[str] = set()
         self._dirty = False
         self._reading = ""
@@ -125,20 +133,24 @@ class SummaryCache:
         :data:`MISS`."""
         self._seen.add(path)
         entry = self._entries.get(path)
-        if entry is None or entry[0] != _identity(stat):
+        if (entry is None or entry[1] != stat.st_mtime_ns or entry[0] != stat.st_size
+                or entry[2] != stat.st_ino):
             return MISS
-        return entry[1]
+        return entry[3]
 
     def store(self, path: str, stat: os.stat_result, session: _Summary) -> None:
         self._seen.add(path)
-        self._entries[path] = (_identity(stat), session)
+        self._entries[path] = (stat.st_size, stat.st_mtime_ns, stat.st_ino, session)
         self._dirty = True
 
     def refresh(self, path: str, session: HarnessSession) -> None:
-        """Replace a cached summary by an equivalent copy (placement changed), in memory."""
-        entry = self._entries.get(path)
+        """Replace a cached summary by an equivalent copy (placement changed), in memory,
+        kept under ``path`` itself: the walk's string, which the copy and the scan's
+        witness hold too. Assigning to the entry would keep its old key, an equal string
+        read from the disk copy: one more copy of every path in a listing from it."""
+        entry = self._entries.pop(path, None)
         if entry is not None:
-            self._entries[path] = (entry[0], session)
+            self._entries[path] = (*entry[:3], session)
 
     def forget_unseen(self) -> None:
         """Drop entries for files not looked up since the last call (deleted sessions)."""
@@ -152,12 +164,25 @@ class SummaryCache:
         """Write the disk copy if anything changed; a failure costs re-parsing, nothing more."""
         if self._path is None or not self._dirty:
             return
-        rows = [_row(path, identity, s) for path, (identity, s) in self._entries.items()]
-        document = {"version": _VERSION, "harness": self._harness, "reading": self._reading,
-                    "rows": rows}
         with contextlib.suppress(OSError):
-            write_json_atomic(self._path, document, fsync=False)  # rebuildable
+            write_text_atomic(self._path, self._document(), fsync=False)  # rebuildable
             self._dirty = False
+
+    def _document(self) -> Iterator[str]:
+        """The disk copy, in pieces of :data:`_ROWS_PER_PIECE` rows: the same text as
+        one ``json.dumps`` of the whole document, without that string, the encoder's
+        list of its parts and every row built at once (together five times the
+        file's size, the largest thing a cold listing held)."""
+        encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+        head = {"version": _VERSION, "harness": self._harness, "reading": self._reading}
+        yield encode(head)[:-1] + ',"rows":['
+        entries = iter(self._entries.items())
+        separator = ""
+        while piece := [_row(path, entry)
+                        for path, entry in itertools.islice(entries, _ROWS_PER_PIECE)]:
+            yield separator + encode(piece)[1:-1]  # the rows without their list's brackets
+            separator = ","
+        yield "]}"
 
     def _load(self, path: Path) -> None:
         data = read_json(path, max_bytes=_MAX_CACHE_FILE)
@@ -170,9 +195,12 @@ class SummaryCache:
             or not isinstance(data["rows"], list)
         ):
             return
-        entries: dict[str, tuple[_Identity, _Summary]] = {}
+        entries: dict[str, _Entry] = {}
+        shared: dict[str | None, str | None] = {}
+        rows = data["rows"]
         try:
-            for row in data["rows"]:
+            for index, row in enumerate(rows):
+                rows[index] = None  # each decoded row freed as its entry is made
                 if not isinstance(row, list) or len(row) < 4:
                     raise ValueError("cache row: too short")
                 path_text, size, mtime_ns, inode = row[:4]
@@ -184,8 +212,8 @@ class SummaryCache:
                 elif len(row) == 5 and isinstance(row[4], str) and row[4] in _MARKS:
                     session = _MARKS[row[4]]
                 else:
-                    session = _session(self._harness, path_text, row[4:])
-                entries[path_text] = ((size, mtime_ns, inode), session)
+                    session = _session(self._harness, path_text, row[4:], shared)
+                entries[path_text] = (size, mtime_ns, inode, session)
         except (ValueError, TypeError, OverflowError, OSError):
             return  # one bad row makes the whole file suspect: start afresh
         self._entries = entries

@@ -80,12 +80,23 @@ def scan_files(
     cached = [context.cache.lookup(candidate.path, candidate.stat) for candidate in chosen]
     misses = [candidate for candidate, found in zip(chosen, cached, strict=True) if found is MISS]
     read = _read_many(context, misses, summarize, head_bytes, tail_bytes)
-    for order, (candidate, found) in enumerate(zip(chosen, cached, strict=True)):
+    del misses
+    missed = 0  # the misses met so far: the next one's outcome is read[missed]
+    # Equal directories and models, one string each (a store has few of either).
+    shared: dict[str | None, str | None] = {}
+    for order, candidate in enumerate(chosen):
         key = candidate.path
-        session = found
+        # Taken out of `cached` and `read` as it is used: the summary is in the cache
+        # now, and a placed copy below replaces it there (the two lists would keep every
+        # replaced summary alive until the scan returns).
+        session = found = cached[order]
+        cached[order] = None
         if found is MISS:
-            outcome = read[key] if read is not None else _read_one(
-                context, candidate, summarize, head_bytes, tail_bytes)
+            if read is not None:
+                outcome, read[missed] = read[missed], None
+                missed += 1
+            else:
+                outcome = _read_one(context, candidate, summarize, head_bytes, tail_bytes)
             if isinstance(outcome, OSError):
                 # Not remembered: a file that cannot be read now (permissions,
                 # an I/O error) may be readable next time without changing.
@@ -106,7 +117,7 @@ def scan_files(
         if context.native_id is not None and session.native_id != context.native_id:
             continue
         if (session.harness, session.store_path, session.order) != (context.harness, key, order):
-            session = _placed(session, context.harness, key, order)
+            session = _placed(session, context.harness, key, order, shared)
             # Kept in memory so an unchanged store costs no copies on the next scan.
             context.cache.refresh(key, session)
         sessions.append(session)
@@ -125,13 +136,14 @@ assert not hasattr(HarnessSession, "__attrs_post_init__")
 
 
 def _placed(session: HarnessSession, harness: HarnessId, store_path: str,
-            order: int) -> HarnessSession:
+            order: int, shared: dict[str | None, str | None]) -> HarnessSession:
     """``evolve(session, harness=..., store_path=..., order=...)``, a sixth of its cost.
 
     Every session of a listing passes here once; ``evolve`` runs the field
     validators again over values they already passed, and these three fields
     have none, so the copy is made slot by slot (equal to evolve's, field for
-    field)."""
+    field). Its ``cwd`` and ``model`` are the equal strings ``shared`` holds
+    (each file's summary made its own: thousands of copies of a few values)."""
     copy = object.__new__(HarnessSession)
     put = object.__setattr__  # the class is frozen
     for name in _FIELDS:
@@ -139,6 +151,9 @@ def _placed(session: HarnessSession, harness: HarnessId, store_path: str,
     put(copy, "harness", harness)
     put(copy, "store_path", store_path)
     put(copy, "order", order)
+    cwd, model = session.cwd, session.model
+    put(copy, "cwd", shared.setdefault(cwd, cwd))
+    put(copy, "model", shared.setdefault(model, model))
     return copy
 
 
@@ -157,9 +172,9 @@ def _read_one(context: SessionsContext, candidate: Candidate, summarize: Summari
 
 
 def _read_many(context: SessionsContext, misses: list[Candidate], summarize: Summarize,
-               head_bytes: int, tail_bytes: int) -> dict[str, Outcome] | None:
-    """The misses' outcomes read on two cores (:mod:`clanker.sessions.pool`) when there
-    are enough of them on this machine; ``None``: read them one by one, in order."""
+               head_bytes: int, tail_bytes: int) -> list[Outcome] | None:
+    """The misses' outcomes, in order, read on two cores (:mod:`clanker.sessions.pool`)
+    when there are enough of them on this machine; ``None``: read them one by one."""
     from clanker.sessions import pool
 
     if len(misses) < pool.MIN_FILES:
@@ -169,9 +184,8 @@ def _read_many(context: SessionsContext, misses: list[Candidate], summarize: Sum
     if type(context.files) is not LocalFiles:
         return None
     jobs = [(candidate.path, candidate.stat) for candidate in misses]
-    outcomes = pool.summarize_files(summarize, jobs, head_bytes=head_bytes,
-                                    tail_bytes=tail_bytes, local_files=True)
-    return {candidate.path: outcome for candidate, outcome in zip(misses, outcomes, strict=True)}
+    return pool.summarize_files(summarize, jobs, head_bytes=head_bytes,
+                                tail_bytes=tail_bytes, local_files=True)
 
 
 def _summarize(sample: FileSample, summarize: Summarize) -> HarnessSession | NoSession | None:
