@@ -42,7 +42,6 @@ from clanker_omp.sessions import (
     OmpSessions,
     SessionRoot,
     agent_dir,
-    pi_places,
     profile_name,
     session_roots,
     sessions_dir,
@@ -54,6 +53,7 @@ from clanker_omp.summaries import (
     _summarize,
     encode_cwd,
     parent_from,
+    pi_places,
     project_dir_filter,
     summarize,
 )

@@ -6,22 +6,19 @@ Verified against omp 18.2.3 (docs/harnesses/omp.md, "Sessions"). Layout::
     <session dir>/<timestamp>_<uuid>.jsonl                    (explicit, flat)
 
 This module says where the store is (profiles, ``XDG_DATA_HOME``, the explicit
-dir) and where Pi's is, for the directories the two share; how the files become
-sessions is :mod:`clanker_omp.summaries`'s, imported with the first scan: knowing
-where the store is (all a listing over empty stores asks) reads nothing.
+dir); how the files become sessions, and which of them are Pi's where the two
+stores meet, is :mod:`clanker_omp.summaries`'s, imported with the first scan:
+knowing where the store is (all a listing over empty stores asks) reads nothing.
 """
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
-
-from attrs import frozen
 
 from clanker import piplaces
 from clanker.sessions.capability import home_directory
@@ -34,10 +31,8 @@ SessionRoot = piplaces.SessionRoot
 
 __all__ = [
     "OmpSessions",
-    "PiPlaces",
     "SessionRoot",
     "agent_dir",
-    "pi_places",
     "profile_name",
     "session_roots",
     "sessions_dir",
@@ -150,58 +145,6 @@ def session_roots(
     if explicit is not None and Path(explicit) != managed:
         roots.append(SessionRoot(Path(explicit), nested=False))
     return tuple(roots)
-
-
-# -- beside Pi -------------------------------------------------------------------------------
-#
-# A Pi user's PI_CODING_AGENT_DIR moves omp's store into Pi's, and both read
-# PI_CODING_AGENT_SESSION_DIR: the two harnesses may write into one directory. A file
-# belongs to one of them, by its own format: omp 18 opens every file with the title
-# slot, Pi never writes one. A file without a slot is Pi's where Pi reads it (a
-# directory Pi lists files from) and omp's elsewhere (older omp wrote no slot). Pi's
-# places follow Pi's verified rules (docs/harnesses/pi.md, "Where the store is"), which
-# clanker.piplaces holds; how a file is then read is clanker_omp.summaries.BesidePi.
-
-_PI_DEFAULT_AGENT_DIR: Final = ".pi/agent"
-
-
-@frozen
-class PiPlaces:
-    """The directories Pi lists session files from, resolved through links.
-
-    ``nested``: Pi's default root, whose ``--<cwd>--`` children hold its files;
-    ``flat``: the directories it reads directly (``$PI_CODING_AGENT_SESSION_DIR``,
-    ``sessionDir`` in its global settings).
-    """
-
-    nested: str | None
-    flat: frozenset[str]
-
-    def holds(self, directory: str, root: SessionRoot, real_root: str) -> bool:
-        """Whether Pi reads files in ``directory`` (of the walk of ``root``, which
-        resolves to ``real_root``): the walk follows no link below its root."""
-        if not root.nested:
-            return real_root in self.flat
-        name = directory.rpartition("/")[2]
-        real = real_root.rstrip("/") + "/" + name
-        return real in self.flat or (real_root == self.nested and piplaces.wrapped_dir_name(name))
-
-    def reading(self, real_roots: Iterable[str]) -> str:
-        """What a file's summary depends on beside the file, as text (kept with the cache)."""
-        return json.dumps([self.nested, sorted(self.flat), list(real_roots)])
-
-
-def pi_places(environ: Mapping[str, str], files: HostFiles) -> PiPlaces:
-    """Where Pi reads session files, from the same environment (one bounded read of
-    Pi's global ``settings.json``, as Pi's own listing makes)."""
-    agent = piplaces.agent_dir(environ, "PI_CODING_AGENT_DIR", _PI_DEFAULT_AGENT_DIR)
-    flat = {piplaces.tilde_path(environ.get("PI_CODING_AGENT_SESSION_DIR"), environ)}
-    if agent is not None:
-        flat.add(piplaces.settings_session_dir(agent, environ, files))
-    return PiPlaces(
-        nested=None if agent is None else files.realpath(_join(agent, "sessions")),
-        flat=frozenset(files.realpath(path) for path in flat if path is not None),
-    )
 
 
 # -- the capability -------------------------------------------------------------------------

@@ -11,6 +11,7 @@ header's cwd.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -35,7 +36,7 @@ from clanker.stores import (
     parse_timestamp,
     scan_files,
 )
-from clanker_omp.sessions import PiPlaces, SessionRoot, pi_places
+from clanker_omp.sessions import SessionRoot, _join
 
 HEAD_BYTES: Final = pistore.HEAD_BYTES
 TAIL_BYTES: Final = pistore.TAIL_BYTES
@@ -44,9 +45,11 @@ __all__ = [
     "HEAD_BYTES",
     "TAIL_BYTES",
     "BesidePi",
+    "PiPlaces",
     "ProjectDirs",
     "encode_cwd",
     "parent_from",
+    "pi_places",
     "project_dir_filter",
     "scan",
     "summarize",
@@ -59,10 +62,64 @@ _OMP: Final = HarnessId("omp")
 # header past HEAD_BYTES makes the file a counted skip) and the lines after one tool
 # result (omp caps every persisted string at 500 000 characters and moves images to a
 # blob store; its tools cut output at 50 KB).
+
 # A plain `timestamp` string among an opening's keys: within an opening (every token
 # matched whole) a `"timestamp"` after `{`, `,` or a space and before `:` is a key of
 # the entry itself.
 _ENTRY_TIME: Final = re.compile(rb'[{,]\s*"timestamp"\s*:\s*"([^"\\]*)"')
+
+
+# -- beside Pi -------------------------------------------------------------------------------
+#
+# A Pi user's PI_CODING_AGENT_DIR moves omp's store into Pi's, and both read
+# PI_CODING_AGENT_SESSION_DIR: the two harnesses may write into one directory. A file
+# belongs to one of them, by its own format: omp 18 opens every file with the title
+# slot, Pi never writes one. A file without a slot is Pi's where Pi reads it (a
+# directory Pi lists files from) and omp's elsewhere (older omp wrote no slot). Pi's
+# places follow Pi's verified rules (docs/harnesses/pi.md, "Where the store is"), which
+# clanker.piplaces holds. They are found only to scan, so they live with the reader:
+# knowing where omp's store is defines no class for them.
+
+_PI_DEFAULT_AGENT_DIR: Final = ".pi/agent"
+
+
+@frozen
+class PiPlaces:
+    """The directories Pi lists session files from, resolved through links.
+
+    ``nested``: Pi's default root, whose ``--<cwd>--`` children hold its files;
+    ``flat``: the directories it reads directly (``$PI_CODING_AGENT_SESSION_DIR``,
+    ``sessionDir`` in its global settings).
+    """
+
+    nested: str | None
+    flat: frozenset[str]
+
+    def holds(self, directory: str, root: SessionRoot, real_root: str) -> bool:
+        """Whether Pi reads files in ``directory`` (of the walk of ``root``, which
+        resolves to ``real_root``): the walk follows no link below its root."""
+        if not root.nested:
+            return real_root in self.flat
+        name = directory.rpartition("/")[2]
+        real = real_root.rstrip("/") + "/" + name
+        return real in self.flat or (real_root == self.nested and pistore.wrapped_dir_name(name))
+
+    def reading(self, real_roots: Iterable[str]) -> str:
+        """What a file's summary depends on beside the file, as text (kept with the cache)."""
+        return json.dumps([self.nested, sorted(self.flat), list(real_roots)])
+
+
+def pi_places(environ: Mapping[str, str], files: HostFiles) -> PiPlaces:
+    """Where Pi reads session files, from the same environment (one bounded read of
+    Pi's global ``settings.json``, as Pi's own listing makes)."""
+    agent = pistore.agent_dir(environ, "PI_CODING_AGENT_DIR", _PI_DEFAULT_AGENT_DIR)
+    flat = {pistore.tilde_path(environ.get("PI_CODING_AGENT_SESSION_DIR"), environ)}
+    if agent is not None:
+        flat.add(pistore.settings_session_dir(agent, environ, files))
+    return PiPlaces(
+        nested=None if agent is None else files.realpath(_join(agent, "sessions")),
+        flat=frozenset(files.realpath(path) for path in flat if path is not None),
+    )
 
 
 # -- project directories ---------------------------------------------------------------------
