@@ -52,7 +52,7 @@ class AgySessions(StoreDirectory):
         return agy_dir(environ)
 
     def scan(self, context: SessionsContext, directory: Path) -> SessionScan:
-        # The reader, imported with the first scan: an empty store never loads it.
+        # The reader, imported with the first scan: finding the store never loads it.
         from clanker_agy.summaries import scan
 
         return scan(context, directory)

@@ -76,7 +76,7 @@ class ClaudeSessions(StoreDirectory):
         return projects_dir(environ)
 
     def scan(self, context: SessionsContext, root: Path) -> SessionScan:
-        # The reader, imported with the first scan: an empty store never loads it.
+        # The reader, imported with the first scan: finding the store never loads it.
         from clanker_claude.summaries import scan
 
         return scan(context, root)

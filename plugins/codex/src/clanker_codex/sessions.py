@@ -110,7 +110,7 @@ class CodexSessions(StoreDirectory):
         return sessions_dir(environ)
 
     def scan(self, context: SessionsContext, root: Path) -> SessionScan:
-        # The reader, imported with the first scan: an empty store never loads it.
+        # The reader, imported with the first scan: finding the store never loads it.
         from clanker_codex.summaries import scan
 
         return scan(context, root)

@@ -148,8 +148,8 @@ class HermesSessions:
         found = None if db is None else context.files.stat(db)
         if db is None or found is None or not stat.S_ISREG(found.st_mode):
             return SessionScan()
-        # The reader, imported with the first database to read: an empty store never
-        # loads it.
+        # The reader, imported with the first database to read: finding the store
+        # never loads it.
         from clanker_hermes.summaries import scan
 
         return scan(db, context)

@@ -164,7 +164,7 @@ class OmpSessions(piplaces.SessionFiles):
         return session_roots(environ, files)
 
     def scan(self, context: SessionsContext, roots: tuple[SessionRoot, ...]) -> SessionScan:
-        # The reader, imported with the first scan: an empty store never loads it.
+        # The reader, imported with the first scan: finding the store never loads it.
         from clanker_omp.summaries import scan
 
         return scan(context, roots)

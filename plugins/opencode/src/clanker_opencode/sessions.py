@@ -240,7 +240,8 @@ class OpenCodeSessions:
     async def discover(self, context: SessionsContext) -> SessionScan:
         plan = await context.offload(lambda: _plan(context))
         if plan is not None and plan.recalled is not None:
-            from clanker_opencode.summaries import scan  # the reader, with the first answer
+            # The reader, imported with the first answer to hand back.
+            from clanker_opencode.summaries import scan
 
             return scan(context, plan.recalled)
         try:
@@ -258,7 +259,7 @@ class OpenCodeSessions:
             if states is not None:
                 key = {**plan.key, "database": database}
                 await context.offload(lambda: answers.keep(key, states, answer))
-        from clanker_opencode.summaries import scan
+        from clanker_opencode.summaries import scan  # loaded by _list, which read the answer
 
         return scan(context, answer)
 

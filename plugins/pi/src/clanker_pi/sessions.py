@@ -93,7 +93,7 @@ class PiSessions(piplaces.SessionFiles):
         return session_roots(environ, files)
 
     def scan(self, context: SessionsContext, roots: tuple[SessionRoot, ...]) -> SessionScan:
-        # The reader, imported with the first scan: an empty store never loads it.
+        # The reader, imported with the first scan: finding the store never loads it.
         from clanker_pi.summaries import scan
 
         return scan(context, roots)
