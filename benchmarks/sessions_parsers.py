@@ -27,9 +27,9 @@ from typing import Any
 from clanker.environment.files import FileSample, read_sample
 
 STORES = {
-    "codex": ("clanker_codex.sessions", "codex/sessions"),
-    "claude": ("clanker_claude.sessions", "claude/projects"),
-    "pi": ("clanker_pi.sessions", "pi/sessions"),
+    "codex": ("clanker_codex.summaries", "codex/sessions"),
+    "claude": ("clanker_claude.summaries", "claude/projects"),
+    "pi": ("clanker_pi.summaries", "pi/sessions"),
 }
 
 

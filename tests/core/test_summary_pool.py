@@ -24,7 +24,7 @@ from clanker.sessions import pool
 from clanker.sessions.types import HarnessSession
 from clanker.testing.sessions import session_service
 from clanker.testing.strategies import awkward_values, json_line_records
-from clanker_pi.sessions import summarize as pi_summarize
+from clanker_pi.summaries import summarize as pi_summarize
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 HARNESSES = ("codex", "claude", "pi")

@@ -15,32 +15,35 @@ place); what the two share lives here once:
   :func:`updated`, the last-activity rule both apply;
 * :func:`candidates`, the walk of the store's roots (``*.jsonl``, one level of
   project directories below a nested root, each file once);
-* Pi's directory rules as the format's own (:func:`agent_dir`,
-  :func:`settings_session_dir`, :func:`wrapped_dir_name`), with the names a plugin
-  declares (verified against Pi 0.73.1, as its harness page says): Oh My Pi reads them
-  too, to leave Pi's files to Pi where the two stores meet.
+* where the store is, offered here too: Pi's directory rules, :class:`SessionRoot`
+  and :class:`SessionFiles`, the capability's base, are :mod:`clanker.piplaces`'s,
+  so that knowing where a store is imports none of this reader.
 """
 
 from __future__ import annotations
 
-import json
-import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Final
 
 from attrs import frozen
 
-from clanker.environment import HostFiles
 from clanker.environment.files import FileSample
 from clanker.environment.lines import LineRegion, decode_object
 from clanker.environment.witness import Witness
-from clanker.sessions.capability import SessionScan, SessionsContext
+from clanker.piplaces import (
+    SessionFiles,
+    SessionRoot,
+    absolute,
+    agent_dir,
+    settings_session_dir,
+    tilde_path,
+    wrapped_dir_name,
+)
+from clanker.sessions.capability import SessionsContext
 from clanker.sessions.filestore import Candidate
 from clanker.sessions.types import bounded_text, clean_text
-from clanker.stores import home_directory
 
 __all__ = [
     "HEAD_BYTES",
@@ -75,84 +78,11 @@ HEAD_BYTES: Final = 64 * 1024
 # the lines after one. When a giant line fills it, the file's mtime stands in.
 TAIL_BYTES: Final = 128 * 1024
 TEXT_LIMIT: Final = 4096
-# settings.json is a small hand-edited object; anything larger is not read.
-_SETTINGS_BYTES: Final = 1024 * 1024
 _UUID: Final = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 NAMED_BY_ID: Final = re.compile(rf"_({_UUID})\.jsonl\Z")
 """Both name files ``<ISO timestamp>_<session id>.jsonl``; other names exist (a path
 given to ``--session``/``--resume`` creates exactly that file, a moved file keeps its)."""
 _STEM_ID: Final = re.compile(rf"(?:\A|_)({_UUID})\Z")
-
-
-@frozen
-class SessionRoot:
-    """A directory of session files: ``nested`` ones hold one directory per project."""
-
-    path: Path
-    nested: bool
-
-
-# -- where the store is ----------------------------------------------------------------------
-
-
-def absolute(value: str | None) -> str | None:
-    """``value`` normalized when it is an absolute path, else ``None``.
-
-    A relative value is relative to the directory the harness was started in,
-    which clanker cannot know: it is not guessed.
-    """
-    if not value or "\x00" in value or not value.startswith("/"):
-        return None
-    return posixpath.normpath(value)
-
-
-def tilde_path(value: str | None, environ: Mapping[str, str]) -> str | None:
-    """A directory setting as Pi reads one (``expandTildePath``): ``~`` and ``~/...``
-    expanded (``~user`` stays literal), absolute only."""
-    if value and (value == "~" or value.startswith("~/")):
-        home = home_directory(environ)
-        if home is None:
-            return None
-        value = home + value[1:]
-    return absolute(value)
-
-
-def agent_dir(environ: Mapping[str, str], variable: str, default: str) -> str | None:
-    """``$variable`` (``~`` expanded) if set and non-empty, else ``~/<default>``."""
-    configured = environ.get(variable)
-    if configured:
-        return tilde_path(configured, environ)
-    home = home_directory(environ)
-    return None if home is None else absolute(posixpath.join(home, default))
-
-
-def settings_session_dir(agent: str, environ: Mapping[str, str], files: HostFiles) -> str | None:
-    """``sessionDir`` from the global ``<agent>/settings.json``, if absolute after ``~``.
-
-    One bounded read of one small file. A missing, oversized or malformed file
-    is no setting, exactly as for Pi (which then uses its default).
-    """
-    data = files.read_small(posixpath.join(agent, "settings.json"), _SETTINGS_BYTES)
-    if data is None:
-        return None
-    try:
-        settings = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    value = settings.get("sessionDir") if isinstance(settings, dict) else None
-    if not isinstance(value, str) or not value:
-        return None
-    return tilde_path(value, environ)
-
-
-def wrapped_dir_name(name: str) -> bool:
-    """Whether ``name`` is a project directory name as Pi gives one: ``--<encoded cwd>--``.
-
-    Pi names every one so; a directory named otherwise in its default root is
-    not Pi's (Oh My Pi, sharing the directory through ``PI_CODING_AGENT_DIR``,
-    names those under the home ``-<path>``), and neither are the files in it.
-    """
-    return len(name) >= 4 and name.startswith("--") and name.endswith("--")
 
 
 # -- one file --------------------------------------------------------------------------------
@@ -397,24 +327,3 @@ def candidates(
             # session.
             found.setdefault((candidate.stat.st_dev, candidate.stat.st_ino), candidate)
     return list(found.values()), cut
-
-
-class SessionFiles:
-    """The sessions capability over a store of these files, less what each harness
-    declares: where its roots are (:meth:`roots`) and how it scans them (:meth:`scan`)."""
-
-    resumes_without_original_directory: bool
-
-    def roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[SessionRoot, ...]:
-        raise NotImplementedError
-
-    def scan(self, context: SessionsContext, roots: tuple[SessionRoot, ...]) -> SessionScan:
-        raise NotImplementedError
-
-    def store_roots(self, environ: Mapping[str, str], files: HostFiles) -> tuple[Path, ...]:
-        return tuple(root.path for root in self.roots(environ, files))
-
-    async def discover(self, context: SessionsContext) -> SessionScan:
-        # Walking and reading block: off the event loop.
-        return await context.offload(
-            lambda: self.scan(context, self.roots(context.environ, context.files)))

@@ -75,6 +75,7 @@ SURFACE: Final = frozenset({
     "clanker.launch.harness",
     "clanker.stores",
     "clanker.pistore",
+    "clanker.piplaces",
     "clanker.attention.extension_source",
     # Each capability's contract module: where its protocol is defined.
     *(row.module for row in CONTRACTS.values()),

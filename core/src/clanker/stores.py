@@ -21,8 +21,9 @@ cached and counted the same way:
   (``context.answers``, :mod:`clanker.sessions.answers`), proved by the files'
   states from :meth:`~clanker.sessions.capability.SessionsContext.settled_states`;
 * :func:`clean_text`, :func:`bounded_text`, :func:`parse_timestamp`,
-  :func:`home_directory`, :func:`require_columns` and :func:`read_regular_file`
-  are the small, strict readers every provider would otherwise write again.
+  :func:`require_columns` and :func:`read_regular_file` are the small, strict
+  readers every provider would otherwise write again, and :func:`home_directory`
+  (:mod:`clanker.sessions.capability`'s, where a store's place is found from).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from clanker.environment.files import (
 from clanker.environment.lines import LineRegion, decode_object
 from clanker.environment.witness import Witness
 from clanker.sessions.answers import Answer, FileState
+from clanker.sessions.capability import home_directory
 from clanker.sessions.filestore import MAX_ENTRIES, Candidate, scan_files
 from clanker.sessions.types import (
     EMPTY,
@@ -78,18 +80,6 @@ __all__ = [
     "require_columns",
     "scan_files",
 ]
-
-
-def home_directory(environ: Mapping[str, str]) -> str | None:
-    """The host's home directory: ``HOME`` when it is an absolute path, else ``None``.
-
-    The environment fills ``HOME`` in from the host's password database when
-    it is unset (as the harnesses themselves do), so this is the whole rule.
-    """
-    home = environ.get("HOME")
-    if not home or "\x00" in home or not home.startswith("/"):
-        return None
-    return home
 
 
 def require_columns(

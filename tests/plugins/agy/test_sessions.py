@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clanker_agy
-import clanker_agy.sessions as agy_sessions
+import clanker_agy.summaries as agy_summaries
 from clanker.descriptor import SessionOperation
 from clanker.environment.files import confined
 from clanker.environment.local import LocalFiles, host_environ
@@ -37,11 +37,10 @@ from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.testing import registered
 from clanker.testing.sessions import session_service as service
 from clanker.testing.sessions import sessions_context
-from clanker_agy.sessions import (
+from clanker_agy.sessions import AgySessions, agy_dir
+from clanker_agy.summaries import (
     REQUIRED_COLUMNS,
-    AgySessions,
     SummaryRow,
-    agy_dir,
     parse_time,
     summarize_row,
     workspace_path,
@@ -326,7 +325,7 @@ def test_the_bound_keeps_the_newest(home: dict[str, str]) -> None:
 
 def test_a_huge_index_is_read_newest_first_and_said_to_be_cut(
         home: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(agy_sessions, "_MAX_ROWS", 3)
+    monkeypatch.setattr(agy_summaries, "_MAX_ROWS", 3)
     found = scan(home)
     assert [s.native_id for s in found.sessions] == [r[0] for r in OFFERED[:2]]
     assert found.skipped == 0 and found.truncated  # the third newest is the sub-agent

@@ -20,7 +20,7 @@ from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract, ReplayDouble, install_replay_double
 from clanker.testing.commit import check_prompt_shows_the_change
 from clanker.testing.sessions import check_session_types
-from clanker_claude.sessions import HEAD_BYTES, TAIL_BYTES, parse, summarize
+from clanker_claude.summaries import HEAD_BYTES, TAIL_BYTES, parse, summarize
 from clanker_claude.usage import ClaudeUsage
 from tests.plugins.claude.test_attention import PRIVATE_TEXTS, RUN, near_payloads, states
 from tests.plugins.claude.test_claude import replayed

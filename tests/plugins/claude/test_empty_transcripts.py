@@ -25,7 +25,7 @@ from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.service import SessionService
 from clanker.stores import EMPTY
 from clanker.testing.sessions import sample_of_bytes
-from clanker_claude.sessions import HEAD_BYTES, TAIL_BYTES, holds_no_conversation, summarize
+from clanker_claude.summaries import HEAD_BYTES, TAIL_BYTES, holds_no_conversation, summarize
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "claude"
 CAPTURED = FIXTURES / "sessions" / "claude-config"

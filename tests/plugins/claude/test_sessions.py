@@ -40,16 +40,14 @@ from clanker.testing.sessions import (
 )
 from clanker.testing.sessions import session_service as service
 from clanker.testing.strategies import awkward_values, json_line_records
-from clanker_claude.sessions import (
+from clanker_claude.sessions import ClaudeSessions, config_dir, projects_dir
+from clanker_claude.summaries import (
     HEAD_BYTES,
     TAIL_BYTES,
-    ClaudeSessions,
     _strip_tag_blocks,
-    config_dir,
     encode_project,
     parse,
     project_dir_filter,
-    projects_dir,
     summarize,
 )
 

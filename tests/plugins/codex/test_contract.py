@@ -15,7 +15,7 @@ from clanker.execution import CommandResult, LocalTransport, SessionExecutor
 from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract, ReplayDouble, install_replay_double
-from clanker_codex.sessions import HEAD_BYTES, TAIL_BYTES, summarize
+from clanker_codex.summaries import HEAD_BYTES, TAIL_BYTES, summarize
 from clanker_codex.usage import CodexUsage
 from tests.plugins.codex.test_attention import payloads, states
 from tests.plugins.codex.test_codex import replayed_app_server

@@ -43,15 +43,17 @@ from clanker.testing.sessions import (
 from clanker.testing.sessions import session_service as service
 from clanker.testing.strategies import awkward_values
 from clanker_codex.sessions import (
-    HEAD_BYTES,
     INDEX_NAME,
-    TAIL_BYTES,
     CodexSessions,
-    IndexEntry,
     codex_home,
     index_path,
-    read_index,
     sessions_dir,
+)
+from clanker_codex.summaries import (
+    HEAD_BYTES,
+    TAIL_BYTES,
+    IndexEntry,
+    read_index,
     summarize,
 )
 

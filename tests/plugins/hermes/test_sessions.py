@@ -38,14 +38,8 @@ from clanker.testing import registered
 from clanker.testing.sessions import session_service as service
 from clanker.testing.sessions import sessions_context
 from clanker_hermes.models import gateway_interpreter
-from clanker_hermes.sessions import (
-    REQUIRED_COLUMNS,
-    HermesSessions,
-    SessionRow,
-    hermes_home,
-    state_db,
-    summarize_row,
-)
+from clanker_hermes.sessions import HermesSessions, hermes_home, state_db
+from clanker_hermes.summaries import REQUIRED_COLUMNS, SessionRow, summarize_row
 
 STORE = Path(__file__).resolve().parents[2] / "fixtures" / "hermes" / "sessions"
 DUMP = STORE / "hermes-home" / ".hermes" / "state.sql"

@@ -15,7 +15,7 @@ from clanker.sessions.types import HarnessSession
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
 from clanker.testing.message_stream import assistant_message, message_run
-from clanker_omp.sessions import HEAD_BYTES, TAIL_BYTES, summarize
+from clanker_omp.summaries import HEAD_BYTES, TAIL_BYTES, summarize
 from tests.plugins.omp.test_commit import ANSWER, COMMIT, EVENTS, EXIT_CODES, HEADER
 from tests.plugins.omp.test_omp import FORK_FILE, FORK_ID, SOURCE_ID, STORE_PATH, replayed_omp
 from tests.plugins.omp.test_sessions import (

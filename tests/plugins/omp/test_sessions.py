@@ -39,20 +39,22 @@ from clanker.testing.sessions import (
 from clanker.testing.sessions import session_service as service
 from clanker.testing.strategies import awkward_values, json_line_records
 from clanker_omp.sessions import (
+    OmpSessions,
+    SessionRoot,
+    agent_dir,
+    profile_name,
+    session_roots,
+    sessions_dir,
+)
+from clanker_omp.summaries import (
     HEAD_BYTES,
     TAIL_BYTES,
     BesidePi,
-    OmpSessions,
-    SessionRoot,
     _summarize,
-    agent_dir,
     encode_cwd,
     parent_from,
     pi_places,
-    profile_name,
     project_dir_filter,
-    session_roots,
-    sessions_dir,
     summarize,
 )
 

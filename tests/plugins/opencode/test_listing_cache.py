@@ -26,7 +26,8 @@ from clanker.registry import HarnessProvider, Registry
 from clanker.sessions.answers import AnswerCache, FileState, look, settled
 from clanker.sessions.service import SessionListing, SessionService
 from clanker.testing.doubles import write_script
-from clanker_opencode.sessions import PARTIAL_WITHOUT_WORKSPACE, parse_db_path, store_files
+from clanker_opencode.sessions import parse_db_path, store_files
+from clanker_opencode.summaries import PARTIAL_WITHOUT_WORKSPACE
 
 ROOT = Path(__file__).resolve().parents[3]
 STORE = ROOT / "tests" / "fixtures" / "opencode" / "sessions"

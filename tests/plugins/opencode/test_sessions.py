@@ -36,13 +36,10 @@ from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.testing import FailingExecutor, ScriptedExecutor
 from clanker.testing.doubles import EnvironmentDouble
 from clanker.testing.strategies import json_values, prefixes
-from clanker_opencode.sessions import (
-    LIST_ARGS,
-    MAX_ROWS,
+from clanker_opencode.sessions import LIST_ARGS, MAX_ROWS, OpenCodeSessions, list_request
+from clanker_opencode.summaries import (
     PARTIAL_WITHOUT_WORKSPACE,
-    OpenCodeSessions,
     is_default_title,
-    list_request,
     parse_session_list,
     summarize_row,
 )

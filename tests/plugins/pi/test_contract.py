@@ -13,7 +13,7 @@ from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.stores import FileSample
 from clanker.testing import HarnessProviderContract
 from clanker.testing.message_stream import assistant_message, message_run
-from clanker_pi.sessions import HEAD_BYTES, TAIL_BYTES, summarize
+from clanker_pi.summaries import HEAD_BYTES, TAIL_BYTES, summarize
 from tests.plugins.pi.test_commit import EVENTS, HEADER
 from tests.plugins.pi.test_pi import FORK_ID, SESSION_FILE, SESSION_ID, STORE_PATH, replayed_rpc
 from tests.plugins.pi.test_sessions import (

@@ -34,16 +34,18 @@ from clanker.testing.sessions import (
 from clanker.testing.sessions import session_service as service
 from clanker.testing.strategies import awkward_values, json_line_records
 from clanker_pi.sessions import (
-    HEAD_BYTES,
-    TAIL_BYTES,
     PiSessions,
     SessionRoot,
     agent_dir,
+    session_roots,
+    settings_session_dir,
+)
+from clanker_pi.summaries import (
+    HEAD_BYTES,
+    TAIL_BYTES,
     encode_cwd,
     parent_from,
     project_dir_filter,
-    session_roots,
-    settings_session_dir,
     summarize,
 )
 

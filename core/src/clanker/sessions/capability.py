@@ -2,8 +2,10 @@
 history, and what a discovery hands it (bounds, scope, the host's files and
 executor, its caches).
 
-A plugin imports its sessions types from here; the shared store readers it
-scans with are in :mod:`clanker.stores`.
+A plugin imports its sessions types from here, and what it needs to say where
+its store is (:class:`StoreDirectory`, :func:`home_directory`), which the
+listing over empty stores (:mod:`clanker.sessions.empty`) asks of every
+provider; the shared store readers it scans with are in :mod:`clanker.stores`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ __all__ = [
     "SessionsCapability",
     "SessionsContext",
     "StoreDirectory",
+    "home_directory",
     "resumable_id",
 ]
 
@@ -177,6 +180,18 @@ class SessionsCapability(Protocol):
         an unreadable store or a changed schema raises a typed error.
         """
         ...
+
+
+def home_directory(environ: Mapping[str, str]) -> str | None:
+    """The host's home directory: ``HOME`` when it is an absolute path, else ``None``.
+
+    The environment fills ``HOME`` in from the host's password database when
+    it is unset (as the harnesses themselves do), so this is the whole rule.
+    """
+    home = environ.get("HOME")
+    if not home or "\x00" in home or not home.startswith("/"):
+        return None
+    return home
 
 
 class StoreDirectory:

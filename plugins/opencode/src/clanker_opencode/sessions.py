@@ -19,50 +19,41 @@ nothing it depends on changed: the database's files (``opencode db path``
 names it; the database, ``-wal`` and ``-shm``), looked at after the listing
 since the listing itself writes to them; the binary (an upgrade is another
 answer); the variables that select the store; the directory it ran in.
+
+This module runs the commands and keeps their answers; how a listing's output
+becomes sessions is :mod:`clanker_opencode.summaries`'s, imported once there is
+output to read: a listing without OpenCode installed, and never used here, reads
+nothing.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from os import stat_result
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
-
-from attrs import evolve, frozen
+from typing import TYPE_CHECKING, Final
 
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import MAX_OUTPUT, MAX_TIMEOUT, CommandRequest, CommandResult
 from clanker.ids import HarnessId
-from clanker.sessions.capability import (
-    HarnessSession,
-    SessionScan,
-    SessionsContext,
-    resumable_id,
-)
-from clanker.stores import Answer, HostFiles, clean_text, home_directory
+from clanker.sessions.capability import SessionScan, home_directory
 
 if TYPE_CHECKING:
     import asyncio
 
-    from clanker_opencode.launch import OpenCodeLaunch
+    from clanker.sessions.capability import SessionsContext
+    from clanker.stores import Answer, HostFiles
 
 __all__ = [
     "DB_PATH_ARGS",
     "LIST_ARGS",
     "MAX_ROWS",
-    "PARTIAL_WITHOUT_WORKSPACE",
-    "Listing",
     "OpenCodeSessions",
     "db_path_request",
-    "is_default_title",
     "list_request",
     "parse_db_path",
-    "parse_session_list",
     "store_files",
-    "summarize_row",
 ]
 
 _OPENCODE: Final = HarnessId("opencode")
@@ -91,44 +82,6 @@ _DB_PATH_OUTPUT: Final = 16 * 1024
 # when `XDG_DATA_HOME` is unset), and every other OPENCODE_* one, to be safe: a change
 # of any is another answer. Only their digest is kept (a variable may hold a key).
 _STORE_VARIABLES: Final = ("HOME", "XDG_DATA_HOME")
-
-PARTIAL_WITHOUT_WORKSPACE: Final = (
-    "OpenCode lists only the project of the directory it runs in (one git repository, "
-    "or every directory outside git); list sessions in a workspace to see its OpenCode "
-    "sessions"
-)
-
-# OpenCode's own `isDefaultTitle`: the placeholder a session carries until a
-# model names it. It says nothing a person can use, so it is no title. A
-# fork's "<placeholder> (fork #1)" is not a placeholder to OpenCode either.
-_DEFAULT_TITLE: Final = re.compile(
-    r"(?:New session - |Child session - )\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z"
-)
-_FIELDS: Final = {
-    "id": str, "title": str, "updated": int, "created": int, "directory": str,
-}
-# Epoch milliseconds that datetime can hold (years 1970 to 9999).
-_MAX_MS: Final = 253_402_300_799_999
-
-
-def _launch() -> OpenCodeLaunch:
-    from clanker_opencode.launch import (
-        OpenCodeLaunch,  # here: listing an empty store never loads it
-    )
-
-    return OpenCodeLaunch()
-
-
-@frozen(kw_only=True)
-class Listing:
-    """One parsed listing: usable rows (CLI order) and rows clanker cannot offer."""
-
-    sessions: tuple[HarnessSession, ...]
-    skipped: int
-
-
-def _parse_failure(detail: str) -> HarnessCapabilityError:
-    return HarnessCapabilityError(ErrorKind.PARSE_FAILURE, detail, harness=_OPENCODE)
 
 
 def list_request(scopes: tuple[str, ...]) -> CommandRequest:
@@ -177,94 +130,20 @@ def store_files(database: str) -> tuple[str, ...]:
     return (database, f"{database}-wal", f"{database}-shm")
 
 
-def is_default_title(title: str) -> bool:
-    """Whether ``title`` is OpenCode's ``New session - <ISO>`` / ``Child session - <ISO>``."""
-    return _DEFAULT_TITLE.fullmatch(title) is not None
-
-
-def _when(value: int) -> datetime | None:
-    if not 0 <= value <= _MAX_MS:
-        return None
-    return datetime.fromtimestamp(value / 1000, UTC)
-
-
-def summarize_row(row: dict[str, Any]) -> HarnessSession | None:
-    """One well-formed row as a session; ``None`` when clanker cannot offer it.
-
-    - ``id`` must be an id OpenCode mints (``opencode import`` keeps foreign
-      ids, which clanker never passes to ``-s``);
-    - ``title``: ``None`` for OpenCode's placeholder, else one clean line;
-    - ``updated`` / ``created``: epoch milliseconds;
-    - ``directory``: the realpath of the directory the session was created
-      in, absolute; it is the cwd.
-
-    OpenCode's listing has no model, no message count and no parent: a fork is
-    a root session whose only trace of its parent is a title suffix, which is
-    not guessed from.
-    """
-    native_id = resumable_id(row["id"], _launch().validate_session_id)
-    if native_id is None:
-        return None
-    directory = row["directory"]
-    if not directory.startswith("/") or "\x00" in directory:
-        return None
-    updated, created = _when(row["updated"]), _when(row["created"])
-    if updated is None or created is None:
-        return None
-    title = None if is_default_title(row["title"]) else clean_text(row["title"])
-    return HarnessSession(harness=_OPENCODE, native_id=native_id, updated_at=updated,
-                          title=title, cwd=directory, created_at=created)
-
-
-def _checked(row: object) -> dict[str, Any]:
-    """The row if it has every field clanker reads, with OpenCode's types."""
-    if not isinstance(row, dict):
-        raise _parse_failure("a session is not a JSON object")
-    for name, kind in _FIELDS.items():
-        value = row.get(name)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise _parse_failure(f"a session's {name} is missing or not a {kind.__name__}")
-    return row
-
-
-def parse_session_list(stdout: str) -> Listing:
-    """Turn ``opencode session list --format json`` stdout into sessions.
-
-    OpenCode prints nothing at all (not ``[]``) when there is no session; else
-    one pretty-printed JSON array. More than 4096 rows is ``output-limit``;
-    anything that is not an array of objects with OpenCode's fields and types
-    is ``parse-failure`` (its format changed). Other keys are ignored: they
-    carry nothing clanker shows. A row that is well-formed but cannot be
-    offered (a foreign id, a relative directory, a time out of range) is a
-    counted skip.
-    """
-    if not stdout.strip():
-        return Listing(sessions=(), skipped=0)
-    try:
-        rows = json.loads(stdout)
-    except (ValueError, RecursionError) as exc:
-        raise _parse_failure("the session list is not JSON") from exc
-    if not isinstance(rows, list):
-        raise _parse_failure("the session list is not a JSON array")
-    if len(rows) > MAX_ROWS:
-        raise HarnessCapabilityError(ErrorKind.OUTPUT_LIMIT, f"more than {MAX_ROWS} sessions",
-                                     harness=_OPENCODE)
-    checked = [_checked(row) for row in rows]
-    found = [summarize_row(row) for row in checked]
-    sessions = [s for s in found if s is not None]
-    # OpenCode orders by time_updated alone; ids are minted in descending
-    # order, so among equal times the smaller id is the newer session.
-    sessions.sort(key=lambda s: (-s.updated_at.timestamp(), s.native_id))
-    return Listing(sessions=tuple(sessions), skipped=len(found) - len(sessions))
-
-
-@frozen(kw_only=True)
 class _Plan:
-    """What a listing depends on besides the database, and what is already known."""
+    """What a listing depends on besides the database, and what is already known.
 
-    key: dict[str, str]
-    database: str | None  # from an earlier answer under the same key (any directory)
-    recalled: Answer | None
+    A plain class, not an attrs one: it is defined by every start-up that asks where
+    the store is, and only a listing that can be kept makes one.
+    """
+
+    __slots__ = ("database", "key", "recalled")
+
+    def __init__(self, *, key: dict[str, str], database: str | None,
+                 recalled: Answer | None) -> None:
+        self.key = key
+        self.database = database  # from an earlier answer under the same key (any directory)
+        self.recalled = recalled
 
 
 def _identity(stat: stat_result) -> str:
@@ -337,22 +216,6 @@ def _never_used(environ: Mapping[str, str], files: HostFiles) -> bool:
     return files.stat(Path(base, "opencode"), follow=False) is None
 
 
-def _scan(context: SessionsContext, answer: Answer) -> SessionScan:
-    """The request's part of a whole listing: the newest ``limit`` sessions (the service
-    keeps those of the workspace), or the one re-found, in order."""
-    sessions = list(answer.sessions)
-    if context.native_id is not None:
-        # A re-find: the one session, wherever the bound would fall.
-        sessions = [s for s in sessions if s.native_id == context.native_id]
-    truncated = len(sessions) > context.limit
-    return SessionScan(
-        sessions=[evolve(s, order=order) for order, s in enumerate(sessions[: context.limit])],
-        skipped=answer.skipped,
-        truncated=truncated,
-        partial=None if context.scopes else PARTIAL_WITHOUT_WORKSPACE,
-    )
-
-
 async def _database(running: asyncio.Future[CommandResult]) -> str | None:
     try:
         return parse_db_path(await running)
@@ -377,7 +240,10 @@ class OpenCodeSessions:
     async def discover(self, context: SessionsContext) -> SessionScan:
         plan = await context.offload(lambda: _plan(context))
         if plan is not None and plan.recalled is not None:
-            return _scan(context, plan.recalled)
+            # The reader, imported with the first answer to hand back.
+            from clanker_opencode.summaries import scan
+
+            return scan(context, plan.recalled)
         try:
             answer, database = await self._list(context, plan)
         except HarnessCapabilityError as error:
@@ -393,7 +259,9 @@ class OpenCodeSessions:
             if states is not None:
                 key = {**plan.key, "database": database}
                 await context.offload(lambda: answers.keep(key, states, answer))
-        return _scan(context, answer)
+        from clanker_opencode.summaries import scan  # loaded by _list, which read the answer
+
+        return scan(context, answer)
 
     async def _list(self, context: SessionsContext, plan: _Plan | None
                     ) -> tuple[Answer, str | None]:
@@ -417,6 +285,11 @@ class OpenCodeSessions:
                 await asyncio.gather(naming, return_exceptions=True)
             raise
         result.require_success(_OPENCODE)  # stderr is OpenCode's, never shown
+        # The reader, imported once there is a listing to read: a listing without
+        # OpenCode installed (the listing over empty stores) never loads it.
+        from clanker.stores import Answer
+        from clanker_opencode.summaries import parse_session_list
+
         listing = parse_session_list(result.stdout)
         return Answer(sessions=listing.sessions, skipped=listing.skipped), database
 
