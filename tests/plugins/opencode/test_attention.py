@@ -267,7 +267,8 @@ def test_a_launch_without_credentials_is_an_operational_failure(tmp_path: Path) 
     private.mkdir()
     ctx = attachment_context(argv=("opencode",), env={"PATH": "/usr/bin"}, cwd=CWD,
                            private_dir=private)
-    with pytest.raises(ValueError, match="credentials"):
+    with pytest.raises(ValueError, match="lacks CLANKER_ATTENTION_SOCKET, "
+                                         "CLANKER_ATTENTION_TERMINAL, CLANKER_ATTENTION_TOKEN"):
         OpenCodeAttention().prepare(ctx)
 
 

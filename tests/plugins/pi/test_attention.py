@@ -343,7 +343,8 @@ def test_a_launch_without_a_grid_connection_is_an_operational_error(tmp_path: Pa
     private = tmp_path / "p"
     private.mkdir()
     ctx = attachment_context(argv=("pi",), env={}, cwd=CWD, private_dir=private)
-    with pytest.raises(ValueError, match="grid"):
+    with pytest.raises(ValueError, match="lacks CLANKER_ATTENTION_SOCKET, "
+                                         "CLANKER_ATTENTION_TERMINAL, CLANKER_ATTENTION_TOKEN"):
         PiAttention().prepare(ctx)
 
 

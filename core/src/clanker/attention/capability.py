@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["COMMAND_VARIABLE", "CREDENTIAL_VARIABLE", "TRANSPORT_VARIABLE", "AttachmentContext",
            "AttachmentPlan", "AttentionCapability", "Declined", "HostPlugin", "grid_route",
-           "hook_command", "private_file"]
+           "hook_command", "private_file", "require_grid_route"]
 
 
 def __getattr__(name: str) -> object:
@@ -67,14 +67,30 @@ def private_file(context: AttachmentContext, name: str, data: bytes) -> Path:
     return path
 
 
+_SOCKET_ROUTE: Final = (
+    "CLANKER_ATTENTION_SOCKET", "CLANKER_ATTENTION_TERMINAL", "CLANKER_ATTENTION_TOKEN")
+
+
+def _unset(env: Mapping[str, str]) -> list[str]:
+    names = (CREDENTIAL_VARIABLE,) if env.get(TRANSPORT_VARIABLE) == "tty" else _SOCKET_ROUTE
+    return [name for name in names if not env.get(name)]
+
+
 def grid_route(env: Mapping[str, str]) -> bool:
     """Whether a launch environment tells an in-process extension where to deliver: the
     grid's socket with the terminal's credential (a local launch), or the terminal
     transport with its credential file (a launch on an SSH host)."""
-    if env.get(TRANSPORT_VARIABLE) == "tty":
-        return bool(env.get(CREDENTIAL_VARIABLE))
-    return all(env.get(name) for name in (
-        "CLANKER_ATTENTION_SOCKET", "CLANKER_ATTENTION_TERMINAL", "CLANKER_ATTENTION_TOKEN"))
+    return not _unset(env)
+
+
+def require_grid_route(env: Mapping[str, str]) -> None:
+    """Raise :class:`ValueError` naming what the launch environment lacks when it has no
+    :func:`grid_route`: the attachment cannot be wired without it."""
+    unset = _unset(env)
+    if unset:
+        where = "" if env.get(TRANSPORT_VARIABLE) == "tty" else \
+            " (or, on a host, its terminal transport)"
+        raise ValueError(f"attention: the launch environment lacks {', '.join(unset)}{where}")
 
 
 @runtime_checkable

@@ -27,8 +27,8 @@ from clanker.attention.capability import (
     AttachmentContext,
     AttachmentPlan,
     Declined,
-    grid_route,
     private_file,
+    require_grid_route,
 )
 from clanker.attention.extension_source import combined
 
@@ -41,9 +41,6 @@ EXTENSION_FILE_NAME: Final = "clanker-attention.js"
 """Its name in the launch's private directory (omp names the extension after the file)."""
 
 _SUBCOMMAND: Final = "launch"
-_SOCKET_ROUTE: Final = (
-    "CLANKER_ATTENTION_SOCKET", "CLANKER_ATTENTION_TERMINAL", "CLANKER_ATTENTION_TOKEN",
-)
 _CONFLICTING_FLAGS: Final = ("--trusted-extension",)
 
 
@@ -73,10 +70,7 @@ class OmpAttention:
         if flag is not None:
             return Declined(reason=f"{flag} decides exactly which extensions omp runs; launch "
                                    "without it to see this agent's state")
-        if not grid_route(context.env):
-            missing = [name for name in _SOCKET_ROUTE if not context.env.get(name)]
-            raise ValueError("attention: the launch environment lacks " + ", ".join(missing)
-                             + " (or, on a host, its terminal transport)")
+        require_grid_route(context.env)
         # The one file omp loads, 0600 from its creation.
         target = private_file(context, EXTENSION_FILE_NAME, combined(EXTENSION))
         # Right after `launch` (omp's flags are all root flags of it), so the

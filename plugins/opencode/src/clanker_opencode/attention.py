@@ -33,8 +33,8 @@ from clanker.attention.capability import (
     AttachmentContext,
     AttachmentPlan,
     Declined,
-    grid_route,
     private_file,
+    require_grid_route,
 )
 from clanker.attention.extension_source import combined
 
@@ -78,8 +78,7 @@ class OpenCodeAttention:
         conflict = _conflict(context.env, context.user_flags)
         if conflict is not None:
             return Declined(reason=conflict)
-        if not grid_route(context.env):
-            raise ValueError("attention: the launch environment has no grid credentials")
+        require_grid_route(context.env)
         # The one file opencode loads.
         target = private_file(context, PLUGIN_FILE_NAME, combined(PLUGIN_SOURCE))
         return AttachmentPlan(env={CONFIG_VARIABLE: plugin_config(target)})

@@ -32,8 +32,8 @@ from clanker.attention.capability import (
     AttachmentContext,
     AttachmentPlan,
     Declined,
-    grid_route,
     private_file,
+    require_grid_route,
 )
 from clanker.attention.extension_source import combined
 
@@ -71,8 +71,7 @@ class PiAttention:
             # A subcommand, not an agent: nothing to observe.
             return Declined(reason=f"`pi {arguments[0]}` runs no agent, so there is no state "
                                    "to show")
-        if not grid_route(context.env):
-            raise ValueError("attention: the launch environment has no grid connection")
+        require_grid_route(context.env)
         # The one file pi loads, 0600 from its creation.
         target = private_file(context, EXTENSION_NAME, combined(EXTENSION))
         # First, so a subcommand word never follows an option of ours, and the
