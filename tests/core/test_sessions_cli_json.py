@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from clanker.cli import cli
+from clanker.cli.common import _BATCH
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.registry import Registry, override_registry
 from clanker.sessions.capability import SessionsContext
@@ -84,7 +85,8 @@ def test_skipped_files_do_not_make_a_listing_incomplete(home: Path, tmp_path: Pa
     assert (data["complete"], data["incomplete"]) == (True, [])
 
 
-@pytest.mark.parametrize("count", [0, 1, 511, 512, 513, 1100])
+# Around the batch's size, where a write ends and the next begins.
+@pytest.mark.parametrize("count", [0, 1, _BATCH - 1, _BATCH, _BATCH + 1, 2 * _BATCH + 7, 1100])
 def test_a_streamed_listing_is_the_same_json_one_item_a_line(
     count: int, capsys: pytest.CaptureFixture[str],
 ) -> None:
