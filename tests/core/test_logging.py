@@ -72,3 +72,24 @@ def test_the_cli_turns_what_asyncio_logs_into_one_line() -> None:
     """)
     assert done.returncode == 0, done.stderr
     assert done.stderr == "clanker: internal warning: Task exception was never retrieved\n"
+
+
+def test_a_command_that_may_run_a_loop_of_its_own_is_quieted_when_loaded() -> None:
+    # `launch` runs the library's loops (its `blocking`) outside `run_async`; `sessions`
+    # runs every loop through `run_async`, which quiets asyncio itself.
+    done = _python("""
+        import json, sys
+        import click
+        import clanker.cli
+
+        clanker.cli._Quiet.on = True
+        context = click.Context(clanker.cli.cli)
+        clanker.cli.cli.get_command(context, "sessions")
+        after_sessions = "logging" in sys.modules
+        clanker.cli.cli.get_command(context, "launch")
+        import logging
+        handlers = [type(h).__name__ for h in logging.getLogger("asyncio").handlers]
+        print(json.dumps({"after_sessions": after_sessions, "handlers": handlers}))
+    """)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"after_sessions": False, "handlers": ["OneLine"]}

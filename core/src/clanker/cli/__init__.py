@@ -50,6 +50,13 @@ _COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
 }
 
 
+# Commands that start an event loop only through `run_async` (which quiets asyncio
+# first): their fast paths (an empty listing, no grid, nothing installed) then import
+# no `logging`. Every other command is quieted when it is loaded, since the library
+# code it calls may run a loop of its own (a launch's `blocking`).
+_LOOPS_THROUGH_RUN_ASYNC: Final = frozenset({"harnesses", "sessions", "status"})
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands are imported only when invoked."""
 
@@ -61,7 +68,7 @@ class LazyGroup(click.Group):
             module_name, attribute, _ = _COMMANDS[cmd_name]
             command = getattr(importlib.import_module(module_name), attribute)
             assert isinstance(command, click.Command)
-            if "asyncio" in sys.modules:  # imported with the command: it may log from now on
+            if cmd_name not in _LOOPS_THROUGH_RUN_ASYNC or "asyncio" in sys.modules:
                 quiet_asyncio()
             return command
         return super().get_command(ctx, cmd_name)
@@ -119,9 +126,11 @@ def quiet_asyncio() -> None:
     Python's last-resort handler would print with its traceback; nothing for a
     library caller or under ``CLANKER_DEBUG``.
 
-    Called once a subcommand that imports asyncio is imported, and before a
-    command starts an event loop: it imports ``logging``, which a command that
-    runs no loop (``--version``, a listing of empty stores) need not pay for.
+    Called once a subcommand is loaded (for the few of
+    :data:`_LOOPS_THROUGH_RUN_ASYNC`, only when it imported asyncio) and before
+    :func:`~clanker.cli.common.run_async` starts a loop: it imports ``logging``,
+    which a command that runs no loop (``--version``, a listing of empty stores)
+    need not pay for.
     """
     if not _Quiet.on:
         return
