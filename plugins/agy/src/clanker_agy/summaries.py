@@ -73,7 +73,8 @@ _DRIVE: Final = re.compile(r"/[A-Za-z]:(?:/|\Z)")
 
 
 def _launch() -> AgyLaunch:
-    from clanker_agy.launch import AgyLaunch  # here: listing an empty store never loads it
+    # Here: only a row to summarize needs the launch capability's id check.
+    from clanker_agy.launch import AgyLaunch
 
     return AgyLaunch()
 

@@ -66,7 +66,8 @@ _MULTIMODAL: Final = "X'006A736F6E3A'"
 
 
 def _launch() -> HermesLaunch:
-    from clanker_hermes.launch import HermesLaunch  # here: listing an empty store never loads it
+    # Here: only a row to summarize needs the launch capability's id check.
+    from clanker_hermes.launch import HermesLaunch
 
     return HermesLaunch()
 

@@ -60,9 +60,8 @@ _MAX_MS: Final = 253_402_300_799_999
 
 
 def _launch() -> OpenCodeLaunch:
-    from clanker_opencode.launch import (
-        OpenCodeLaunch,  # here: listing an empty store never loads it
-    )
+    # Here: only a row to summarize needs the launch capability's id check.
+    from clanker_opencode.launch import OpenCodeLaunch
 
     return OpenCodeLaunch()
 
