@@ -610,28 +610,41 @@ class Broker:
         )
         return self._commit(terminal, entry, snap, envelope)
 
-    def _input_requested(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
+    def _live_waits(
+        self, entry: _Entry, envelope: Envelope
+    ) -> tuple[str, dict[str | None, datetime]] | Decision:
+        """The live turn and its outstanding waits when ``envelope`` is for that turn,
+        else why not (see :meth:`_live_turn`)."""
         refused = self._live_turn(entry, envelope)
         if refused is not None:
             return refused
         turn = envelope.turn_id
         assert turn is not None
-        waits = entry.waits_of(turn)
+        return turn, entry.waits_of(turn)
+
+    def _show_waits(self, terminal: str, entry: _Entry, envelope: Envelope, turn: str
+                    ) -> Decision:
+        """Commit the snapshot whose pending request is ``turn``'s newest outstanding wait."""
+        snap = attrs.evolve(entry.snapshot, pending_request=entry.shown_wait(turn))
+        return self._commit(terminal, entry, snap, envelope)
+
+    def _input_requested(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
+        live = self._live_waits(entry, envelope)
+        if isinstance(live, Decision):
+            return live
+        turn, waits = live
         if envelope.input_id not in waits:
             if len(waits) >= MAX_WAITS:
                 entry.waits_overflow = True  # past the bound nothing resolves until a boundary
             else:
                 waits[envelope.input_id] = self._clock()
-        snap = attrs.evolve(entry.snapshot, pending_request=entry.shown_wait(turn))
-        return self._commit(terminal, entry, snap, envelope)
+        return self._show_waits(terminal, entry, envelope, turn)
 
     def _input_resolved(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
-        refused = self._live_turn(entry, envelope)
-        if refused is not None:
-            return refused
-        turn = envelope.turn_id
-        assert turn is not None
-        waits = entry.waits_of(turn)
+        live = self._live_waits(entry, envelope)
+        if isinstance(live, Decision):
+            return live
+        turn, waits = live
         if not waits:
             if entry.last_resolved == (turn, envelope.input_id):  # delivered again
                 return self._commit(terminal, entry, entry.snapshot, envelope)
@@ -642,8 +655,7 @@ class Broker:
         waits.pop(envelope.input_id, None)
         waits.pop(None, None)
         entry.last_resolved = (turn, envelope.input_id)
-        snap = attrs.evolve(entry.snapshot, pending_request=entry.shown_wait(turn))
-        return self._commit(terminal, entry, snap, envelope)
+        return self._show_waits(terminal, entry, envelope, turn)
 
     def _session_continued(self, terminal: str, entry: _Entry, envelope: Envelope) -> Decision:
         old = envelope.continues_session_id
