@@ -4,7 +4,8 @@ Each example lays out the installed plugins' stores (each root absent, an empty
 directory, or a directory with something in it) and OpenCode's executable
 (absent, a file that cannot run, a script that fails) and each store variable
 (unset, absent, present, relative), then runs the real CLI
-twice: as it is, and with the no-scan answer refused, so the service scans. The
+twice: as it is, and with every answer without an event loop refused, so the
+service scans with its loop. The
 two outputs, JSON and text, stdout and stderr, must be the same bytes, and the
 no-scan answer must be given exactly when every chosen store is empty and no
 chosen provider's listing command is installed.
@@ -121,7 +122,7 @@ def test_the_answer_without_a_scan_is_the_scans(data: st.DataObject,
 
         event("answered without a scan" if answered is not None else "scanned")
         fast = _invoke(argv)
-        monkeypatch.setattr(Clanker, "empty_sessions", lambda self, **_: None)
+        monkeypatch.setattr(Clanker, "sessions_now", lambda self, **_: None)
         scanned = _invoke(argv)
     assert (fast.exit_code, fast.stdout, fast.stderr) == (
         scanned.exit_code, scanned.stdout, scanned.stderr)
@@ -193,7 +194,7 @@ def test_a_store_that_cannot_be_found_is_its_providers_own_answer(
     assert errors["opencode"].kind.value == "binary-unavailable"
     fast = _invoke(["sessions", "--all", "--json", "--harness", "codex", "--harness", "hermes",
                     "--harness", "opencode"])
-    monkeypatch.setattr(Clanker, "empty_sessions", lambda self, **_: None)
+    monkeypatch.setattr(Clanker, "sessions_now", lambda self, **_: None)
     scanned = _invoke(["sessions", "--all", "--json", "--harness", "codex", "--harness",
                        "hermes", "--harness", "opencode"])
     assert (fast.exit_code, fast.stdout, fast.stderr) == (

@@ -460,6 +460,35 @@ class Clanker:
                              cache_dir=environment.cache_dir(self.paths.cache),
                              locate=lambda command: environment.files.which(command, search))
 
+    def sessions_now(
+        self,
+        *,
+        workspace: str | os.PathLike[str] | None,
+        harnesses: Iterable[HarnessProvider | str] | None = None,
+        limit: int | None = None,
+    ) -> SessionListing | None:
+        """What :meth:`sessions` would answer, when this thread can list it without an
+        event loop, else ``None`` (then await :meth:`sessions`). Synchronous.
+
+        That is so on this machine when no grid runs (its index would answer) and
+        every chosen store is read from files alone: no harness command to run, no
+        git to find the workspace's worktrees (so ``workspace=None``, in practice), no
+        file to wait for. Over empty stores it is :meth:`empty_sessions`'s answer;
+        otherwise the same scans :meth:`sessions` runs, on this thread (a large
+        store still takes a second core, as there)."""
+        found = self.empty_sessions(workspace=workspace, harnesses=harnesses)
+        if found is not None:
+            return found
+        from clanker.descriptor import Transport
+        from clanker.sessions.capability import DEFAULT_STORE_LIMIT
+
+        if self.environment.transport is not Transport.LOCAL \
+                or (self._as_this_process and self._grid_may_run()):
+            return None
+        where = None if workspace is None else os.path.abspath(workspace)
+        return self._session_service().discover_now(
+            self._chosen(harnesses), workspace=where, limit=limit or DEFAULT_STORE_LIMIT)
+
     def _grid_may_run(self) -> bool:
         """``False`` only when nothing is where the grid's socket would be: then no
         grid runs and :meth:`_grid_sessions` would answer ``None``. A runtime

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from clanker.environment.files import Candidate, FileSample
-    from clanker.environment.witness import Witness
+    from clanker.environment.witness import FileStat, Witness
 
 __all__ = ["TRANSPORTS", "Environment", "HostContext", "HostFiles", "LocatesAtOnce"]
 
@@ -75,7 +75,7 @@ class HostFiles(Protocol):
         *,
         head_bytes: int,
         tail_bytes: int,
-        stat: os.stat_result | None = None,
+        stat: os.stat_result | FileStat | None = None,
     ) -> FileSample:
         """Return a bounded head and tail of a regular file; raise :class:`OSError`."""
         ...

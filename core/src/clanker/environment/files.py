@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from os import _ScandirIterator as ScandirIterator
 
 from clanker.environment.lines import LineRegion, decode_object
-from clanker.environment.witness import Witness
+from clanker.environment.witness import FileStat, Witness, file_stat
 
 __all__ = [
     "DEFAULT_HEAD_BYTES",
@@ -117,7 +117,7 @@ def read_sample(
     *,
     head_bytes: int = DEFAULT_HEAD_BYTES,
     tail_bytes: int = DEFAULT_TAIL_BYTES,
-    stat: os.stat_result | None = None,
+    stat: os.stat_result | FileStat | None = None,
 ) -> FileSample:
     """Read the head and tail of ``path`` (a regular file, not followed through a link).
 
@@ -132,7 +132,7 @@ def read_sample(
             opened = os.fstat(fd)
             if not S_ISREG(opened.st_mode):
                 raise OSError(errno.EINVAL, "not a regular file", str(path))
-            info = opened if stat is None else stat
+            info: os.stat_result | FileStat = opened if stat is None else stat
             head = os.pread(fd, head_bytes, 0)
             tail = b""
             if info.st_size > head_bytes:
@@ -171,10 +171,11 @@ MAX_ENTRIES: Final = 200_000
 
 @frozen
 class Candidate:
-    """A file found by a walk. The path stays a string: a scan makes thousands."""
+    """A file found by a walk. The path stays a string and the stat a
+    :class:`~clanker.environment.witness.FileStat`: a scan makes thousands."""
 
     path: str
-    stat: os.stat_result
+    stat: FileStat
 
 
 def _listing(
@@ -240,7 +241,7 @@ def find_files(
                     return found, True
                 if accept_file(entry.name) and entry.is_file(follow_symlinks=False):
                     try:
-                        stat = entry.stat(follow_symlinks=False)
+                        stat = file_stat(entry.stat(follow_symlinks=False))
                     except OSError:
                         continue  # vanished while we looked
                     found.append(Candidate(entry.path, stat))

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from clanker.environment.files import Candidate, FileSample
-    from clanker.environment.witness import Witness
+    from clanker.environment.witness import FileStat, Witness
     from clanker.execution import LocalTransport
 
 __all__ = ["LocalEnvironment", "LocalFiles", "ThisMachine", "host_environ", "which"]
@@ -72,7 +72,7 @@ class LocalFiles:
         *,
         head_bytes: int,
         tail_bytes: int,
-        stat: os.stat_result | None = None,
+        stat: os.stat_result | FileStat | None = None,
     ) -> FileSample:
         from pathlib import Path
 

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 from clanker.environment.files import Candidate, FileSample
 from clanker.environment.ssh_sqlite import HOST_PART, MAX_QUERY_BYTES, RemoteConnection
+from clanker.environment.witness import FileStat, seconds
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.execution import CommandExecutor, CommandRequest, CommandResult
 
@@ -367,18 +368,16 @@ class _Miss(Exception):
     """A call the fetched answers cannot answer (recorded for the next round)."""
 
 
-def _seconds(ns: int) -> float:
-    # As os.stat computes st_mtime (seconds + nanoseconds * 1e-9), so that a
-    # time read on a host is the very float it is read as locally.
-    seconds, rest = divmod(ns, 10**9)
-    return seconds + rest * 1e-9
+def _file_stat(row: list[int]) -> FileStat:
+    _, ino, dev, _, _, _, size, _, mtime, ctime = row
+    return FileStat(dev, ino, size, mtime, ctime)
 
 
 def _stat_result(row: list[int]) -> os.stat_result:
     mode, ino, dev, nlink, uid, gid, size, atime, mtime, ctime = row
     return os.stat_result((mode, ino, dev, nlink, uid, gid, size,
                            atime // 10**9, mtime // 10**9, ctime // 10**9,
-                           _seconds(atime), _seconds(mtime), _seconds(ctime),
+                           seconds(atime), seconds(mtime), seconds(ctime),
                            atime, mtime, ctime))
 
 
@@ -601,7 +600,7 @@ class RemoteFiles:
                     if kind == "d" and accept_dir(level, name):
                         frontier.append((path, level + 1))
                 elif kind == "f" and accept_file(name):
-                    found.append(Candidate(path, _stat_result(row[2])))
+                    found.append(Candidate(path, _file_stat(row[2])))
         return found, bool(answer["cut"]) and not frontier
 
     def _walked(self, top: str, depth: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -662,7 +661,7 @@ class RemoteFiles:
         *,
         head_bytes: int,
         tail_bytes: int,
-        stat: os.stat_result | None = None,
+        stat: os.stat_result | FileStat | None = None,
     ) -> FileSample:
         where = os.fspath(path)
         with self._lock:

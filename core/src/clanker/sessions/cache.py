@@ -19,16 +19,18 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from clanker._logging import get_logger
 from clanker.ids import HarnessId
 from clanker.sessions.types import HarnessSession, NoSession
 from clanker.storage import read_json, write_text_atomic
+
+if TYPE_CHECKING:
+    from clanker.environment.witness import FileStat
 
 __all__ = ["MISS", "SummaryCache"]
 
@@ -127,7 +129,7 @@ class SummaryCache:
                 self._dirty = True
             self._reading = reading
 
-    def lookup(self, path: str, stat: os.stat_result) -> _Summary | object:
+    def lookup(self, path: str, stat: FileStat) -> _Summary | object:
         """Return the cached summary (``None`` for a known non-session, a
         :class:`~clanker.sessions.types.NoSession` for a file that is neither) or
         :data:`MISS`."""
@@ -138,7 +140,7 @@ class SummaryCache:
             return MISS
         return entry[3]
 
-    def store(self, path: str, stat: os.stat_result, session: _Summary) -> None:
+    def store(self, path: str, stat: FileStat, session: _Summary) -> None:
         self._seen.add(path)
         self._entries[path] = (stat.st_size, stat.st_mtime_ns, stat.st_ino, session)
         self._dirty = True

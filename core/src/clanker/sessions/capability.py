@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_STORE_LIMIT",
     "AnswerCache",
     "HarnessSession",
+    "NeedsEventLoop",
     "SessionScan",
     "SessionsCapability",
     "SessionsContext",
@@ -44,6 +45,14 @@ __all__ = [
 _T = TypeVar("_T")
 
 DEFAULT_STORE_LIMIT: Final = 512
+
+
+class NeedsEventLoop(BaseException):
+    """Raised through a ``discover`` driven without an event loop (an
+    :attr:`SessionsContext.inline` one) where only a loop could go on: a command to
+    run, a file to wait for. Whoever drove it lists with the event loop instead. A
+    ``BaseException``, so that a provider's own ``except Exception`` cannot take it for
+    a failure of its store; a provider never raises or catches it."""
 
 
 @frozen(kw_only=True)
@@ -80,8 +89,10 @@ class SessionsContext:
     memo: ScanMemo | None = field(default=None, repr=False, eq=False)
     answers: AnswerCache | None = field(default=None, repr=False, eq=False)
     inline: bool = field(default=False, repr=False, eq=False)
-    """Run offloaded work at once on the caller's thread: the listing answered without
-    a scan (:mod:`clanker.sessions.empty`) drives ``discover`` without an event loop."""
+    """Run offloaded work at once on the caller's thread: ``discover`` is driven
+    without an event loop (:meth:`~clanker.sessions.service.SessionService.discover_now`,
+    :mod:`clanker.sessions.empty`), and whatever needs one raises
+    :class:`NeedsEventLoop`."""
     _canonical: dict[str, str] = field(factory=dict, init=False, repr=False, eq=False)
 
     async def offload(self, work: Callable[[], _T]) -> _T:
@@ -128,6 +139,8 @@ class SessionsContext:
         wait = settled(states)
         if not wait:
             return states
+        if self.inline:
+            raise NeedsEventLoop
         import asyncio
 
         await asyncio.sleep(wait / 1e9)

@@ -22,30 +22,25 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
-from clanker.errors import ErrorKind, HarnessCapabilityError
+from clanker.errors import HarnessCapabilityError
 from clanker.sessions.answers import AnswerCache, answers_path
 from clanker.sessions.cache import SummaryCache
-from clanker.sessions.capability import DEFAULT_STORE_LIMIT, SessionsContext
+from clanker.sessions.capability import DEFAULT_STORE_LIMIT, NeedsEventLoop, SessionsContext
+from clanker.sessions.inline import LookupOnly, finish
 from clanker.sessions.listing import ProviderScan, SessionListing
 from clanker.sessions.scope import canonical
 from clanker.sessions.types import SessionScan
 
 if TYPE_CHECKING:
     from clanker.environment import Environment
-    from clanker.execution import CommandExecutor, CommandRequest, CommandResult
+    from clanker.execution import CommandExecutor
     from clanker.registry import HarnessProvider
 
 __all__ = ["empty_listing"]
-
-
-class _Unprovable(BaseException):
-    """Raised through a provider's ``discover`` where only a real scan can answer. A
-    ``BaseException``, so that a provider's own ``except Exception`` cannot take it
-    for a failure of its store."""
 
 
 def empty_listing(
@@ -86,35 +81,6 @@ def empty_listing(
     return SessionListing(sessions=(), scans=tuple(scans))
 
 
-class _LookupOnly:
-    """An executor that runs nothing: a command that is not installed fails as the
-    real executor's does (``binary-unavailable``, the command as its detail); one that
-    is installed cannot be answered here.
-
-    ``run`` returns a plain awaitable rather than a coroutine: a provider that hands
-    it to the event loop it does not have (``ensure_future``) leaves no coroutine
-    behind that was never awaited."""
-
-    def __init__(self, locate: Callable[[str], str | None]) -> None:
-        self._locate = locate
-
-    def run(self, request: CommandRequest) -> Awaitable[CommandResult]:
-        if self._locate(request.command) is not None:
-            return _Raising(_Unprovable())
-        return _Raising(HarnessCapabilityError(ErrorKind.BINARY_UNAVAILABLE, request.command))
-
-
-class _Raising:
-    """Awaited, raises ``error``."""
-
-    def __init__(self, error: BaseException) -> None:
-        self._error = error
-
-    def __await__(self) -> Generator[Any, None, CommandResult]:
-        raise self._error
-        yield  # a generator: what `await` needs
-
-
 def _driven(provider: HarnessProvider, environment: Environment, workspace: str | None,
             cache_dir: Path | None, locate: Callable[[str], str | None]) -> SessionScan | None:
     """``provider``'s scan by its own ``discover``, when it finishes without an event
@@ -123,7 +89,7 @@ def _driven(provider: HarnessProvider, environment: Environment, workspace: str 
     assert capability is not None
     if locate(provider.descriptor.executable) is not None:
         return None  # its own command may well be what it lists through: only it can say
-    executor = cast("CommandExecutor", _LookupOnly(locate))
+    executor = cast("CommandExecutor", LookupOnly(locate))
     # The workspace's own spellings: its worktrees would need git, and neither answer
     # this accepts depends on them.
     scopes = () if workspace is None else tuple(dict.fromkeys(
@@ -135,8 +101,8 @@ def _driven(provider: HarnessProvider, environment: Environment, workspace: str 
         answers=AnswerCache(provider.id, answers_path(cache_dir, provider.id)),
     )
     try:
-        scan = _finished(capability.discover(context))
-    except _Unprovable:
+        scan = finish(capability.discover(context))
+    except NeedsEventLoop:
         return None
     except HarnessCapabilityError as exc:
         # Its own typed failure (a missing command, a setting it refuses): the scan's too.
@@ -147,16 +113,6 @@ def _driven(provider: HarnessProvider, environment: Environment, workspace: str 
             or scan.error is not None:
         return None
     return scan
-
-
-def _finished(coroutine: Coroutine[Any, Any, SessionScan]) -> SessionScan:
-    """The coroutine's result when it finishes without waiting on anything."""
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    coroutine.close()  # it waited on something only an event loop can give
-    raise _Unprovable
 
 
 def _nothing_under(root: str) -> bool:

@@ -34,6 +34,7 @@ from typing import IO, Any, Final
 
 from clanker._logging import get_logger
 from clanker.environment.files import FileSample, read_sample
+from clanker.environment.witness import FileStat
 from clanker.sessions.types import HarnessSession, NoSession
 
 __all__ = ["ANSWER_SECONDS", "CHUNK", "IDLE_SECONDS", "MIN_FILES", "Job", "Outcome",
@@ -58,7 +59,7 @@ holds, it waits at most this long for that piece (a piece takes milliseconds,
 the worker's start a fraction of a second). A worker that has not answered by
 then (stopped, swapped out, stuck) is ended, and its piece summarized here."""
 
-Job = tuple[str, os.stat_result]
+Job = tuple[str, FileStat]
 """One file to summarize: its path and the stat the walk took of it."""
 Outcome = HarnessSession | NoSession | None | OSError
 """A file's summary (:data:`~clanker.sessions.filestore.Summarize`'s answer), or the

@@ -7,11 +7,10 @@ and a scan with any failure is never taken for a complete one.
 
 from __future__ import annotations
 
-import asyncio
+import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 from attrs import evolve
 
@@ -21,11 +20,16 @@ from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.registry import HarnessProvider
 from clanker.sessions.answers import AnswerCache, answers_path
 from clanker.sessions.cache import SummaryCache
-from clanker.sessions.capability import DEFAULT_STORE_LIMIT, SessionsContext
+from clanker.sessions.capability import DEFAULT_STORE_LIMIT, NeedsEventLoop, SessionsContext
 from clanker.sessions.listing import ProviderScan, SessionListing, Shortfall, ShortfallReason
 from clanker.sessions.scope import in_scope, workspace_scopes
 from clanker.sessions.types import HarnessSession, SessionScan
 from clanker.sessions.witness import ScanMemo
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from clanker.execution import CommandExecutor
 
 __all__ = ["Homes", "ProviderScan", "SessionListing", "SessionService", "Shortfall",
            "ShortfallReason"]
@@ -36,6 +40,11 @@ log = get_logger(__name__)
 Homes: TypeAlias = Callable[[HarnessProvider], Sequence[tuple[str | None, Mapping[str, str]]]]
 """Where one provider's history is: ``(account, environment additions)`` for its own
 home (``None``, no additions) and each managed account's (its home variable)."""
+
+
+_Store: TypeAlias = tuple[HarnessProvider, str | None, Mapping[str, str]]
+"""One store: its provider, its account (``None``: the harness's own home) and the
+environment additions that reach it."""
 
 
 def _own_home(provider: HarnessProvider) -> Sequence[tuple[str | None, Mapping[str, str]]]:
@@ -71,9 +80,7 @@ class SessionService:
         self._caches: dict[str, SummaryCache] = {}
         self._memos: dict[str, ScanMemo] = {}
         self._answers: dict[str, AnswerCache] = {}
-        # One worker: scans are Python-bound and hold the interpreter lock;
-        # several threads only trade it back and forth.
-        self._scans = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clanker-sessions")
+        self._pool: ThreadPoolExecutor | None = None
 
     async def discover(
         self,
@@ -121,6 +128,11 @@ class SessionService:
             )
         return matches[0] if matches else None
 
+    def _stores(self, providers: Sequence[HarnessProvider]) -> list[_Store]:
+        """Every store of ``providers`` that can list sessions, in listing order."""
+        return [(p, account, env) for p in providers if p.sessions is not None
+                for account, env in self._homes(p)]
+
     async def _collect(
         self,
         providers: Sequence[HarnessProvider],
@@ -129,8 +141,9 @@ class SessionService:
         native_id: str | None,
         limit: int,
     ) -> SessionListing:
-        capable = [p for p in providers if p.sessions is not None]
-        stores = [(p, account, env) for p in capable for account, env in self._homes(p)]
+        import asyncio
+
+        stores = self._stores(providers)
         tasks = [asyncio.ensure_future(self._scan(p, account, env, scopes=scopes,
                                                   native_id=native_id, limit=limit))
                  for p, account, env in stores]
@@ -143,6 +156,53 @@ class SessionService:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+        return self._listing(stores, scans, scopes=scopes, native_id=native_id)
+
+    def discover_now(
+        self,
+        providers: Sequence[HarnessProvider],
+        *,
+        workspace: str | None,
+        limit: int = DEFAULT_STORE_LIMIT,
+    ) -> SessionListing | None:
+        """:meth:`discover`'s listing when it needs no event loop, else ``None``.
+
+        Every store is read on this thread, its offloaded work run at once
+        (:mod:`clanker.sessions.inline`); a store whose provider would run a command
+        (the workspace's worktrees are found with git) or wait for a file to settle
+        needs the loop, and then nothing is answered here: the caller lists with
+        :meth:`discover`, whose scans find what these ones read in the caches. A
+        provider failing in any other way than with its typed error or an unreadable
+        store is also left to :meth:`discover`, which reports it.
+        """
+        from clanker.sessions.inline import finish
+
+        scopes: tuple[str, ...] = ()
+        stores = self._stores(providers)
+        scans: list[SessionScan] = []
+        try:
+            if workspace:
+                scopes = finish(workspace_scopes(workspace, self._lookup_only()))
+            for provider, account, env in stores:
+                capability = provider.sessions
+                assert capability is not None
+                context = self._context(provider, account, env, scopes=scopes, native_id=None,
+                                        limit=limit, inline=True)
+                try:
+                    scans.append(finish(capability.discover(context)))
+                except (HarnessCapabilityError, OSError) as exc:
+                    scans.append(self._failed(provider, exc))
+        except NeedsEventLoop:
+            return None
+        except Exception as exc:  # discover reports it, as it always has
+            log.debug("sessions listed with the event loop: %s", type(exc).__name__)
+            return None
+        return self._listing(stores, scans, scopes=scopes, native_id=None)
+
+    def _listing(self, stores: Sequence[_Store], scans: Sequence[SessionScan], *,
+                 scopes: tuple[str, ...], native_id: str | None) -> SessionListing:
+        """The stores' scans as one listing: placed, matched to ``scopes``, newest first."""
+        capable = list(dict.fromkeys(provider for provider, _, _ in stores))
         rank = {p.id: index for index, p in enumerate(capable)}
         memo: dict[str, str] = {}
         resolve = self._canonical
@@ -187,35 +247,72 @@ class SessionService:
     ) -> SessionScan:
         capability = provider.sessions
         assert capability is not None
-        environment = self.environment
         try:
-            executor = environment.executor
-            if env:  # a managed account's home: the harness's own commands run under it too
-                from clanker.environment.bound import BoundExecutor
-
-                executor = BoundExecutor(executor, env)
-            context = SessionsContext(
-                harness=provider.id, executor=executor, files=environment.files,
-                environ={**environment.environ, **env} if env else environment.environ,
-                cache=self._cache(provider, account), scopes=scopes, native_id=native_id,
-                limit=limit, scan_executor=self._scans, memo=self._memo(provider, account),
-                answers=self._answer_cache(provider, account),
-            )
-            return await capability.discover(context)
-        except HarnessCapabilityError as exc:
-            return SessionScan(error=exc.with_harness(provider.id))
-        except OSError as exc:  # the store itself cannot be read (its files are skips)
-            return SessionScan(error=HarnessCapabilityError(
-                ErrorKind.NOT_CONFIGURED,
-                f"the history store cannot be read: {exc.strerror or type(exc).__name__}",
-                harness=provider.id, cause=exc,
-            ))
+            return await capability.discover(self._context(
+                provider, account, env, scopes=scopes, native_id=native_id, limit=limit))
+        except (HarnessCapabilityError, OSError) as exc:
+            return self._failed(provider, exc)
         except Exception as exc:  # one provider's bug must not hide the others' sessions
             log.warning("sessions provider %s failed: %s", provider.id, type(exc).__name__)
             return SessionScan(error=HarnessCapabilityError(
                 ErrorKind.PARSE_FAILURE, "the history could not be read", harness=provider.id,
                 cause=exc,
             ))
+
+    def _context(self, provider: HarnessProvider, account: str | None,
+                 env: Mapping[str, str], *, scopes: tuple[str, ...], native_id: str | None,
+                 limit: int, inline: bool = False) -> SessionsContext:
+        """What ``provider``'s scan of ``account``'s store is handed; ``inline``: for a
+        scan driven without an event loop (:meth:`discover_now`)."""
+        environment = self.environment
+        executor = self._lookup_only() if inline else environment.executor
+        if env:  # a managed account's home: the harness's own commands run under it too
+            from clanker.environment.bound import BoundExecutor
+
+            executor = BoundExecutor(executor, env)
+        return SessionsContext(
+            harness=provider.id, executor=executor, files=environment.files,
+            environ={**environment.environ, **env} if env else environment.environ,
+            cache=self._cache(provider, account), scopes=scopes, native_id=native_id,
+            limit=limit, scan_executor=None if inline else self._scans(),
+            memo=self._memo(provider, account),
+            answers=self._answer_cache(provider, account), inline=inline,
+        )
+
+    def _lookup_only(self) -> CommandExecutor:
+        """The executor of an inline scan (:class:`~clanker.sessions.inline.LookupOnly`):
+        commands are looked up on the environment's ``PATH``, as its executor would."""
+        from clanker.sessions.inline import LookupOnly
+
+        environment = self.environment
+        search = environment.environ.get("PATH", os.defpath)
+        return cast("CommandExecutor", LookupOnly(
+            lambda command: environment.files.which(command, search)))
+
+    def _scans(self) -> ThreadPoolExecutor:
+        """The thread the scans' offloaded work runs on, made with the first scan that
+        offloads (an inline listing has none, and so imports neither the pool nor the
+        logging it loads)."""
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            # One worker: scans are Python-bound and hold the interpreter lock;
+            # several threads only trade it back and forth.
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clanker-sessions")
+        return self._pool
+
+    @staticmethod
+    def _failed(provider: HarnessProvider, exc: HarnessCapabilityError | OSError
+                ) -> SessionScan:
+        """A scan that ended in ``provider``'s typed error, or in a store it could not read
+        (its files' errors are skips)."""
+        if isinstance(exc, HarnessCapabilityError):
+            return SessionScan(error=exc.with_harness(provider.id))
+        return SessionScan(error=HarnessCapabilityError(
+            ErrorKind.NOT_CONFIGURED,
+            f"the history store cannot be read: {exc.strerror or type(exc).__name__}",
+            harness=provider.id, cause=exc,
+        ))
 
     def store_environ(self, provider: HarnessProvider, account: str | None
                       ) -> Mapping[str, str]:
