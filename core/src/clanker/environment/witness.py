@@ -31,6 +31,7 @@ Two seconds covers the coarsest common timestamps (FAT's, some network file
 systems') as well as Linux's clock tick.
 """
 
+
 def seconds(ns: int) -> float:
     """A time in nanoseconds as ``os.stat`` makes its float (seconds + nanoseconds *
     1e-9): the very float ``st_mtime`` is, whoever computes it."""
@@ -71,8 +72,8 @@ class Witness:
         settle = SETTLE_NS if settle_ns is None else settle_ns
         self._settled_before = time.time_ns() - settle
         self._inputs: list[tuple[str, FileStat]] = []  # checked through links
-        # Chosen by a walk, never links: (path, dev, inode, size, mtime_ns, ctime_ns),
-        # one flat tuple per file (a listing records thousands).
+        # Chosen by a walk, never links: each file's path and the FileStat the walk
+        # kept (the same tuple the scan holds: a listing records thousands).
         self._files: list[tuple[str, FileStat]] = []
         self._absent: list[str] = []
         self.usable = True

@@ -202,8 +202,9 @@ class SessionService:
     def _listing(self, stores: Sequence[_Store], scans: Sequence[SessionScan], *,
                  scopes: tuple[str, ...], native_id: str | None) -> SessionListing:
         """The stores' scans as one listing: placed, matched to ``scopes``, newest first."""
-        capable = list(dict.fromkeys(provider for provider, _, _ in stores))
-        rank = {p.id: index for index, p in enumerate(capable)}
+        rank: dict[str, int] = {}  # each provider's place in the listing order
+        for provider, _, _ in stores:
+            rank.setdefault(provider.id, len(rank))
         memo: dict[str, str] = {}
         resolve = self._canonical
         filtering = bool(scopes) and native_id is None
