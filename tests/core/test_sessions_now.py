@@ -45,15 +45,22 @@ _SESSION_FILES = sorted(
     for store in _STORES for path in (FIXTURES / store).rglob("*.jsonl"))
 
 
-def _home(base: Path, data: st.DataObject, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _isolated(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home of its own under ``base`` (returned, not made), with no store variable
+    set and only ``base/bin`` on PATH: no harness, and no git."""
     home = base / "home"
-    home.mkdir()
     for name in _VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("PATH", str(base / "bin"))  # no harness, and no git
+    monkeypatch.setenv("PATH", str(base / "bin"))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(base / "run"))
     monkeypatch.setenv("CLANKER_HOME", str(base / "clanker"))
+    return home
+
+
+def _home(base: Path, data: st.DataObject, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = _isolated(base, monkeypatch)
+    home.mkdir()
     kept = data.draw(st.lists(st.sampled_from(_SESSION_FILES), unique=True,
                               min_size=data.draw(st.sampled_from([0, 1, 1, 1])), max_size=12),
                      label="files")
@@ -125,13 +132,7 @@ def test_the_listing_without_a_loop_is_the_loops(data: st.DataObject,
 
 
 def _one_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    for name in _VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
-    monkeypatch.setenv("CLANKER_HOME", str(tmp_path / "clanker"))
+    home = _isolated(tmp_path, monkeypatch)
     shutil.copytree(FIXTURES / "codex/sessions/codex-home", home / ".codex")
     (tmp_path / "bin").mkdir()
     return home
