@@ -3,9 +3,14 @@
 :func:`start_sshd` runs Debian's ``/usr/sbin/sshd -D -e`` with a generated
 configuration, host key, client key and ``known_hosts`` in a private
 temporary directory, on a free port of 127.0.0.1. The login is an
-unprivileged user: when the tests run as root, ``clanker-sshd`` (created with
-``useradd`` the first time, home ``/home/clanker-sshd``); otherwise the user
-running the tests, since an unprivileged sshd can only log in as itself.
+unprivileged user: when the tests run as root, :func:`sshd_user` (created
+with ``useradd`` the first time, home ``/home/<name>``): ``clanker-sshd``,
+and one user of its own for each pytest-xdist worker (``clanker-sshd-gw0``,
+...), so workers run their SSH tests side by side; otherwise the user running
+the tests, since an unprivileged sshd can only log in as itself. Each server
+starts from its user's home as ``useradd`` made it, so two runs on one machine
+must not share a user at once: a server holds its user's :func:`user_lock`
+(``flock``) while it runs, and another run's server for that user waits.
 
 The client side is an ``ssh_config`` file with one ``Host`` alias
 (:data:`ALIAS`) carrying the port, user, key and strict host key checking
@@ -25,6 +30,7 @@ tests that need it are skipped with the reason.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pwd
 import shutil
@@ -39,9 +45,23 @@ from pathlib import Path
 from attrs import frozen
 
 SSHD = "/usr/sbin/sshd"
-TEST_USER = "clanker-sshd"
 ALIAS = "clanker-test-host"
 REQUIRED_VARIABLE = "CLANKER_TEST_SSHD"
+# Set while this process holds its user's lock (not CLANKER_*: tests clear those
+# around each test).
+_HOLDING = "TESTS_SSHD_USER_HOLDER"
+
+
+def sshd_user() -> str:
+    """The dedicated login of this process's tests (as root): one per xdist worker."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return f"clanker-sshd-{worker}" if worker.isalnum() else "clanker-sshd"
+
+
+def user_lock(user: str) -> Path:
+    """What a server for ``user`` holds (``flock``) while it runs."""
+    return Path(f"/tmp/{user}.lock")
+
 
 # Asks for SIGKILL when the parent dies (PR_SET_PDEATHSIG is 1), makes sure the
 # parent did not die before that, then becomes sshd (the setting survives exec).
@@ -95,20 +115,21 @@ def _login_user() -> tuple[str, Path]:
     if os.geteuid() != 0:
         entry = pwd.getpwuid(os.getuid())
         return entry.pw_name, Path(entry.pw_dir)
+    user = sshd_user()
     try:
-        entry = pwd.getpwnam(TEST_USER)
+        entry = pwd.getpwnam(user)
     except KeyError:
         try:
-            _run("useradd", "--create-home", "--shell", "/bin/bash", TEST_USER)
+            _run("useradd", "--create-home", "--shell", "/bin/bash", user)
         except (OSError, subprocess.CalledProcessError) as exc:
-            raise SshdUnavailable(f"cannot create the test user {TEST_USER}: {exc}") from exc
-        entry = pwd.getpwnam(TEST_USER)
+            raise SshdUnavailable(f"cannot create the test user {user}: {exc}") from exc
+        entry = pwd.getpwnam(user)
     try:
         # useradd leaves the account locked ("!"), which sshd refuses even for a
         # key; "*" is no password at all, and unlocked.
-        _run("usermod", "--password", "*", TEST_USER)
+        _run("usermod", "--password", "*", user)
     except (OSError, subprocess.CalledProcessError) as exc:
-        raise SshdUnavailable(f"cannot unlock the test user {TEST_USER}: {exc}") from exc
+        raise SshdUnavailable(f"cannot unlock the test user {user}: {exc}") from exc
     home = Path(entry.pw_dir)
     _reset_home(home, entry.pw_uid, entry.pw_gid)
     return entry.pw_name, home
@@ -209,6 +230,24 @@ class _Log:
 
 
 @contextlib.contextmanager
+def _sole_user() -> Iterator[None]:
+    """This process's test user for it alone while the block runs (as root): a
+    server of another run resets the user's home when it starts, which would take
+    this one's files. A process this one starts (a test's own server) inherits the
+    hold."""
+    if os.geteuid() != 0 or os.environ.get(_HOLDING):
+        yield  # a user of its own, or this process's hold
+        return
+    with user_lock(sshd_user()).open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file is closed
+        os.environ[_HOLDING] = str(os.getpid())
+        try:
+            yield
+        finally:
+            os.environ.pop(_HOLDING, None)
+
+
+@contextlib.contextmanager
 def start_sshd() -> Iterator[tuple[Sshd, _Log]]:
     """Run a server for the duration of the block (raise :class:`SshdUnavailable`).
 
@@ -216,6 +255,12 @@ def start_sshd() -> Iterator[tuple[Sshd, _Log]]:
     is the starting thread's end), as a pytest fixture is."""
     if not os.access(SSHD, os.X_OK) or shutil.which("ssh") is None:
         raise SshdUnavailable(f"{SSHD} or ssh is not installed (Debian: openssh-server)")
+    with _sole_user(), _serve() as running:
+        yield running
+
+
+@contextlib.contextmanager
+def _serve() -> Iterator[tuple[Sshd, _Log]]:
     user, home = _login_user()
     directory = Path(tempfile.mkdtemp(prefix="ck-sshd-", dir="/tmp"))
     try:

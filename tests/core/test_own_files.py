@@ -77,6 +77,22 @@ def cleanup() -> Iterator[list[Callable[[], None]]]:
         step()
 
 
+def _bind(server: socket.socket, path: Path) -> None:
+    """Bind ``server`` at ``path``, which may be longer than a socket address holds
+    (107 bytes; a worker's ``tmp_path`` often is): then through the short name of
+    its directory's descriptor (Linux's ``/proc/self/fd``)."""
+    if len(os.fsencode(path)) < 100:
+        server.bind(str(path))
+        return
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("the path is too long for a Unix socket")
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        server.bind(f"/proc/self/fd/{directory}/{path.name}")
+    finally:
+        os.close(directory)
+
+
 def plant(path: Path, kind: str, *, bound: int, nested: str,
           cleanup: list[Callable[[], None]], decoy: str = DECOY) -> Path | None:
     """Put an odd ``kind`` of file at ``path``; return a link's target, if any.
@@ -90,11 +106,9 @@ def plant(path: Path, kind: str, *, bound: int, nested: str,
         os.mkfifo(path)
         cleanup.append(lambda: _release(path))
     elif kind == "socket":
-        if len(str(path)) > 100:
-            pytest.skip("the path is too long for a Unix socket")
         server = socket.socket(socket.AF_UNIX)
-        server.bind(str(path))
         cleanup.append(server.close)
+        _bind(server, path)
     elif kind == "self-link":
         path.symlink_to(path.name)
     elif kind == "link-elsewhere":

@@ -247,3 +247,30 @@ def test_a_harness_early_start_uses_an_overridden_registry(tmp_path: Path) -> No
         "    else:\n"
         "        raise AssertionError('opencode was found')\n")
     assert "clanker_opencode" not in loaded
+
+
+def test_the_script_leaves_its_objects_to_the_exit_and_the_cli_alone_does_not() -> None:
+    # clanker/__main__.py freezes the collector's objects as the process ends, so the
+    # shutdown does not walk them (benchmarks/RESULTS.md); clanker.cli.main, which a
+    # caller may run in a process that goes on, leaves the collector as it was.
+    probe = textwrap.dedent("""
+        import gc, sys
+        from clanker.__main__ import main as script
+        from clanker.cli import main as cli
+
+        def frozen_after(run):
+            try:
+                run()
+            except SystemExit:
+                pass
+            return gc.get_freeze_count()
+
+        sys.argv = ["clanker", "--version"]
+        print(frozen_after(lambda: cli(["--version"])), frozen_after(script), file=sys.stderr)
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, timeout=120)
+    by_cli, by_script = map(int, done.stderr.split())
+    assert by_cli == 0
+    assert by_script > 0
+    assert done.stdout.count("clanker") == 2  # both printed their version, whole

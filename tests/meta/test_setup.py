@@ -17,7 +17,8 @@ def setup_commands() -> list[str]:
 
 
 def test_readme_has_exactly_two_setup_commands_and_an_install_line() -> None:
-    assert setup_commands()[:2] == ["uv run clanker doctor", "uv run --group dev pytest"]
+    assert setup_commands()[:2] == ["uv run clanker doctor",
+                                  "uv run --group dev pytest -n auto"]
     [install] = setup_commands()[2:]
     assert install.startswith("uv tool install --from ./core clanker")
     bundled = sorted(p.name for p in (ROOT / "plugins").iterdir()

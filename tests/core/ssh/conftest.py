@@ -15,7 +15,9 @@ from clanker.execution.ssh import SshTransport
 from tests.sshd import REQUIRED_VARIABLE, Sshd, SshdUnavailable, start_sshd
 
 
-@pytest.fixture(scope="session")
+# One server for this package's tests (a worker's, under xdist), stopped after them:
+# it holds its test user (tests/sshd.py), which another run of the suite waits for.
+@pytest.fixture(scope="package")
 def sshd_server() -> Iterator[tuple[Sshd, object]]:
     try:
         with start_sshd() as running:

@@ -347,16 +347,28 @@ def test_two_listings_of_one_host_at_once_take_turns(sshd: Sshd, remote_home: Pa
 _OLD_CLAUDE = "7f580a28-e36b-442e-8a18-32ece3323a24"
 
 
-def _crowd(home: Path, user: str, count: int) -> Path:
-    """``count`` empty Claude transcripts, each newer than the fixture's, in a
-    project of their own: more files than one answer of the host lists, so a
-    walk of the store is cut to its newest files. Returns the project."""
+# The bound of one answer from the host, scaled down sixteen times for the crowded
+# stores below: 4,000 files are then as much too large for one answer (and as far
+# within a search's MAX_PARTS answers) as some 60,000 are for the real bound, for a
+# fifteenth of the files to make and to walk in every answer.
+_SMALL_ANSWER = 64 * 1024
+_CROWD = 4_000
+
+
+def _crowd(home: Path, user: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Empty Claude transcripts, each newer than the fixture's, in a project of
+    their own: more files than one answer of the host lists (under
+    :data:`_SMALL_ANSWER`), so a walk of the store is cut to its newest files.
+    Returns the project."""
+    from clanker.environment import ssh_scan
+
+    monkeypatch.setattr(ssh_scan, "_MAX_ANSWER", _SMALL_ANSWER)
     project = home / ".claude" / "projects" / "-home-dev-src-crowd"
     project.mkdir()
     old = home / ".claude" / "projects" / "-home-dev-src-app" / f"{_OLD_CLAUDE}.jsonl"
     start = 1_700_000_000
     os.utime(old, (start - 1000, start - 1000))
-    for index in range(count):
+    for index in range(_CROWD):
         path = project / f"{index:08x}-4444-4444-8444-444444444444.jsonl"
         path.touch()
         os.utime(path, ns=((start + index) * 10**9 + index, (start + index) * 10**9 + index))
@@ -390,12 +402,12 @@ async def _remote_find(sshd: Sshd, native_id: str, *, complete: bool = True
 
 
 def test_an_old_session_in_a_store_too_large_for_one_answer_is_re_found(
-    sshd: Sshd, remote_home: Path
+    sshd: Sshd, remote_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Some sixty thousand newer files: a listing's walk keeps the newest of them;
+    # More newer files than one answer carries: a listing's walk keeps the newest;
     # a search goes on over the older ones, in further answers, and finds the
     # oldest transcript as a local search of the same store does.
-    _crowd(remote_home, sshd.user, 60_000)
+    _crowd(remote_home, sshd.user, monkeypatch)
     local = asyncio.run(SessionService(
         environment=LocalEnvironment({"HOME": str(remote_home), "PATH": os.defpath}),
         cache_dir=None).find(next(p for p in Clanker().harnesses() if p.id == "claude"),
@@ -411,10 +423,12 @@ def test_an_old_session_in_a_store_too_large_for_one_answer_is_re_found(
     assert executions <= 1 + rounds + 1  # the login environment, the rounds, a listing
 
 
-def test_a_find_in_a_cut_store_never_says_not_found(sshd: Sshd, remote_home: Path) -> None:
+def test_a_find_in_a_cut_store_never_says_not_found(
+    sshd: Sshd, remote_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # In a listing's kind of rounds the walk stays cut: the find says the store was
     # too large to search completely (typed), never that the session is not there.
-    _crowd(remote_home, sshd.user, 60_000)
+    _crowd(remote_home, sshd.user, monkeypatch)
     found, _, _ = asyncio.run(_remote_find(sshd, _OLD_CLAUDE, complete=False))
     assert isinstance(found, HarnessCapabilityError), found
     assert found.kind is ErrorKind.OUTPUT_LIMIT and "too large" in str(found)
@@ -428,7 +442,7 @@ def test_a_store_too_large_to_search_completely_says_so_typed(
     from clanker.environment import ssh_scan
 
     monkeypatch.setattr(ssh_scan, "MAX_PARTS", 1)
-    _crowd(remote_home, sshd.user, 60_000)
+    _crowd(remote_home, sshd.user, monkeypatch)
     found, rounds, _ = asyncio.run(_remote_find(sshd, _OLD_CLAUDE))
     assert isinstance(found, HarnessCapabilityError), found
     assert found.kind is ErrorKind.OUTPUT_LIMIT and "too large" in str(found)

@@ -1,5 +1,6 @@
 """The test sshd (``tests/sshd.py``) dies with the process that started it, even
-one killed with SIGKILL, so a killed test run leaves no server behind."""
+one killed with SIGKILL, so a killed test run leaves no server behind; and two runs
+on one machine never use one test user at once."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sshd import REQUIRED_VARIABLE
+from tests.sshd import REQUIRED_VARIABLE, Sshd, user_lock
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -79,3 +80,18 @@ def test_the_sshd_of_a_killed_test_process_is_gone() -> None:
                 os.kill(int(str(server["pid"])), signal.SIGKILL)
         if "directory" in server:
             shutil.rmtree(str(server["directory"]), ignore_errors=True)
+
+
+def test_another_run_waits_for_the_test_user(sshd: Sshd) -> None:
+    # A server resets its user's home when it starts: while this one runs, a process
+    # outside this run cannot take that user's lock.
+    if os.geteuid() != 0:
+        pytest.skip("only the dedicated test user (root) is shared between runs")
+    take = ("import fcntl, sys\n"
+            f"held = open({str(user_lock(sshd.user))!r}, 'a')\n"
+            "try:\n"
+            "    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+            "except BlockingIOError:\n"
+            "    sys.exit(3)\n")
+    done = subprocess.run([sys.executable, "-c", take], timeout=60, check=False)
+    assert done.returncode == 3, "the test user's lock was free while a server ran"

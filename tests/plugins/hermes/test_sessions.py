@@ -402,9 +402,8 @@ def test_a_failed_first_run_is_an_empty_store(tmp_path: Path) -> None:
     assert scan({"HOME": str(tmp_path)}) == SessionScan()
 
 
-@pytest.mark.parametrize(("table", "column"), [
-    *((table, column) for table, columns in REQUIRED_COLUMNS.items() for column in columns),
-])
+@pytest.mark.parametrize(("table", "column"), sorted(
+    (table, column) for table, columns in REQUIRED_COLUMNS.items() for column in columns))
 def test_a_missing_column_is_storage_changed(tmp_path: Path, table: str, column: str) -> None:
     connection = sqlite3.connect(build(tmp_path / ".hermes" / "state.db", SCHEMA))
     connection.executescript("DROP TRIGGER messages_fts_insert; DROP TRIGGER messages_fts_update;"
