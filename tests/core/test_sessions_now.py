@@ -157,6 +157,31 @@ def test_an_installed_listing_command_needs_the_loop(tmp_path: Path,
     assert Clanker().sessions_now(workspace=None, harnesses=["codex"]) is not None
 
 
+def test_an_installed_listing_command_leaves_nothing_behind_for_the_loop(
+        tmp_path: Path) -> None:
+    # The listing without a loop gives way to the loop's as soon as OpenCode is found;
+    # it must not have started anything on a loop of its own on the way (asyncio makes
+    # one for a task started with none running, and reports the task destroyed unrun).
+    home = tmp_path / "home"
+    shutil.copytree(FIXTURES / "codex/sessions/codex-home", home / ".codex")
+    (tmp_path / "bin").mkdir()
+    _install(tmp_path, "opencode", "exit 3")
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("CLANKER_", "OPENCODE_", "HERMES_", "PI_", "CODEX_", "CLAUDE_",
+                                  "XDG_"))}
+    env.update(HOME=str(home), PATH=str(tmp_path / "bin"), CLANKER_HOME=str(tmp_path / "c"),
+               XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    probe = ("import gc, sys\n"
+             "from clanker.cli import main\n"
+             "try:\n    main(['sessions', '--all'])\nexcept SystemExit:\n    pass\n"
+             "gc.collect()\n")  # whatever was left unrun is reported by now
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=env, check=True, timeout=120)
+    assert done.stderr.splitlines() == [
+        "clanker: opencode: the harness command failed (exit status 3)"]
+    assert "codex:" in done.stdout  # the Codex fixture's sessions are listed
+
+
 def test_the_workspaces_worktrees_need_the_loop_once_git_is_there(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _one_store(tmp_path, monkeypatch)

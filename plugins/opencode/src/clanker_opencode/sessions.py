@@ -268,7 +268,9 @@ class OpenCodeSessions:
         """Run the listing (and ``opencode db path`` beside it when the database is not
         known yet); its answer, and the database to prove it by (``None``: not kept)."""
         naming = None
-        if plan is not None and plan.database is None:
+        # An inline context has no loop to run `db path` on (asyncio would make one, and
+        # leave the command on it unrun), and its executor runs no command anyway.
+        if plan is not None and plan.database is None and not context.inline:
             import asyncio  # here: a listing without OpenCode installed does not load it
 
             naming = asyncio.ensure_future(context.executor.run(db_path_request()))
