@@ -157,6 +157,17 @@ def test_an_installed_listing_command_needs_the_loop(tmp_path: Path,
     assert Clanker().sessions_now(workspace=None, harnesses=["codex"]) is not None
 
 
+def _process_env(tmp_path: Path, home: Path) -> dict[str, str]:
+    """This process's environment for a CLI run of its own: ``home`` its home, the
+    harnesses' and clanker's variables gone, ``tmp_path/bin`` all of its ``PATH``."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("CLANKER_", "OPENCODE_", "HERMES_", "PI_", "CODEX_", "CLAUDE_",
+                                  "XDG_"))}
+    env.update(HOME=str(home), PATH=str(tmp_path / "bin"), CLANKER_HOME=str(tmp_path / "c"),
+               XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    return env
+
+
 def test_an_installed_listing_command_leaves_nothing_behind_for_the_loop(
         tmp_path: Path) -> None:
     # The listing without a loop gives way to the loop's as soon as OpenCode is found;
@@ -166,11 +177,7 @@ def test_an_installed_listing_command_leaves_nothing_behind_for_the_loop(
     shutil.copytree(FIXTURES / "codex/sessions/codex-home", home / ".codex")
     (tmp_path / "bin").mkdir()
     _install(tmp_path, "opencode", "exit 3")
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("CLANKER_", "OPENCODE_", "HERMES_", "PI_", "CODEX_", "CLAUDE_",
-                                  "XDG_"))}
-    env.update(HOME=str(home), PATH=str(tmp_path / "bin"), CLANKER_HOME=str(tmp_path / "c"),
-               XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    env = _process_env(tmp_path, home)
     probe = ("import gc, sys\n"
              "from clanker.cli import main\n"
              "try:\n    main(['sessions', '--all'])\nexcept SystemExit:\n    pass\n"
@@ -211,11 +218,7 @@ def test_a_cli_listing_of_file_stores_starts_no_event_loop(tmp_path: Path) -> No
     # The whole point: asyncio, and the ssl it imports, are some 7 MB of a listing.
     home = tmp_path / "home"
     shutil.copytree(FIXTURES / "claude/sessions/claude-config", home / ".claude")
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("CLANKER_", "OPENCODE_", "HERMES_", "PI_", "CODEX_", "CLAUDE_",
-                                  "XDG_"))}
-    env.update(HOME=str(home), PATH=str(tmp_path / "bin"), CLANKER_HOME=str(tmp_path / "c"),
-               XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    env = _process_env(tmp_path, home)
     probe = ("import json, sys\n"
              "sys.argv = ['clanker', 'sessions', '--json', '--all']\n"
              "from clanker.cli import main\n"
