@@ -92,7 +92,9 @@ class SessionsContext:
     """Run offloaded work at once on the caller's thread: ``discover`` is driven
     without an event loop (:meth:`~clanker.sessions.service.SessionService.discover_now`,
     :mod:`clanker.sessions.empty`), and whatever needs one raises
-    :class:`NeedsEventLoop`."""
+    :class:`NeedsEventLoop`. A provider starts no task in such a context
+    (``asyncio.ensure_future`` would make a loop of its own and leave the task on it
+    unrun): it awaits one command at a time."""
     _canonical: dict[str, str] = field(factory=dict, init=False, repr=False, eq=False)
 
     async def offload(self, work: Callable[[], _T]) -> _T:

@@ -37,9 +37,8 @@ def finish(coroutine: Coroutine[Any, Any, _T]) -> _T:
 
 
 class _Raising:
-    """Awaited, raises ``error``: a plain awaitable rather than a coroutine, so that a
-    provider that hands it to the event loop it does not have (``ensure_future``)
-    leaves no coroutine behind that was never awaited."""
+    """Awaited, raises ``error``: a plain awaitable rather than a coroutine, so that one
+    a provider asked for but never awaited leaves no coroutine behind unawaited."""
 
     def __init__(self, error: BaseException) -> None:
         self._error = error
