@@ -2,7 +2,9 @@
 
 ``Lines.entries`` skips lines undecoded; whatever it skips, a plain ``json.loads`` of
 every line must agree that the line could not matter (generated files, torn and long
-lines, escapes, spaced and compact JSON).
+lines, escapes, spaced and compact JSON, blank lines, entries after blanks or a byte
+order mark, UTF-16 lines: each way it finds lines, by byte search where no byte is
+NUL and line by line otherwise).
 """
 
 from __future__ import annotations
@@ -56,8 +58,20 @@ _LINE = st.builds(
     st.sampled_from(["compact", "spaced", "escaped"]),
     st.one_of(st.none(), st.integers(1, 60)),
 )
-FILES = st.lists(st.one_of(_LINE, st.sampled_from([b"not json", b"", b"[1]", b"\xef\xbb\xbf{}"])),
-                 max_size=12).map(lambda lines: b"\n".join(lines) + b"\n")
+_ODD = st.sampled_from([b"not json", b"", b"   ", b"[1]", b"\xef\xbb\xbf{}", b"\xff\xfe{}"])
+# An entry as json.loads still reads it: after blanks or a UTF-8 mark; in UTF-16 (NULs).
+_DRESSED = st.tuples(_LINE, st.sampled_from([b" ", b"\t", b"\xef\xbb\xbf"])).map(
+    lambda pair: pair[1] + pair[0])
+_WIDE = st.builds(_entry, st.sampled_from(KINDS), st.sampled_from(ROLES), st.text(max_size=5),
+                  st.just("w")).map(lambda entry: json.dumps(entry).encode("utf-16"))
+FILES = st.one_of(
+    # No NUL byte anywhere: lines are found by byte search.
+    st.lists(st.one_of(_LINE, _DRESSED, _ODD), max_size=12).map(
+        lambda lines: b"\n".join(lines) + b"\n"),
+    # A NUL somewhere (a UTF-16 line): every line is judged by itself.
+    st.lists(st.one_of(_LINE, _DRESSED, _ODD, _WIDE), max_size=12).map(
+        lambda lines: b"\n".join(lines) + b"\n"),
+)
 
 
 def _matters(entry: dict[str, Any], want: Want) -> bool:
@@ -81,7 +95,7 @@ def _naive(data: bytes) -> list[dict[str, Any] | None]:
     return found
 
 
-@settings(max_examples=150)
+@settings(max_examples=300)
 @given(FILES)
 def test_the_lines_passed_over_are_those_a_full_parse_finds_of_no_use(data: bytes) -> None:
     head, _ = head_and_tail(sample_of_bytes(data, head_bytes=1 << 20))
@@ -90,11 +104,13 @@ def test_the_lines_passed_over_are_those_a_full_parse_finds_of_no_use(data: byte
     assert len(lines.spans) == len(naive)
     assert lines.every_entry(0) == [entry for entry in naive if entry is not None]
     for want in WANTS:
-        kept = list(lines.entries(range(len(lines.spans)), want))
-        assert [e for e in naive if e is not None and _matters(e, want)] == [
-            e for e in kept if _matters(e, want)
-        ]
-        assert all(entry in naive for entry in kept)
+        for skip in (0, 1, 3):
+            wanted = [e for e in naive[skip:] if e is not None and _matters(e, want)]
+            kept = list(lines.entries(want, skip=skip))
+            assert [e for e in kept if _matters(e, want)] == wanted
+            assert all(entry in naive[skip:] for entry in kept)
+            newest = list(lines.entries(want, skip=skip, newest_first=True))
+            assert [e for e in newest if _matters(e, want)] == wanted[::-1]
 
 
 def test_a_count_takes_each_message_id_once() -> None:

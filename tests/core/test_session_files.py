@@ -16,8 +16,14 @@ from clanker.environment.files import confined, read_sample
 from clanker.environment.sqlite import open_readonly, require_columns
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.ids import HarnessId
-from clanker.sessions.filestore import _placed, find_files
-from clanker.sessions.types import HarnessSession, bounded_text, clean_text, parse_timestamp
+from clanker.sessions.filestore import find_files
+from clanker.sessions.types import (
+    HarnessSession,
+    bounded_text,
+    clean_text,
+    parse_timestamp,
+    placed,
+)
 
 _files = settings(max_examples=80, deadline=None,
                   suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -339,11 +345,47 @@ def test_a_placed_session_is_the_one_evolve_makes(session: HarnessSession, order
                                                   store_path: str) -> None:
     harness = HarnessId("codex")
     shared: dict[str | None, str | None] = {}
-    placed = _placed(session, harness, store_path, order, shared)
+    copy = placed(session, harness, store_path, order, shared)
     expected = evolve(session, harness=harness, store_path=store_path, order=order)
-    assert placed == expected
+    assert copy == expected
     # Placed again, with the strings the first one left in `shared`: the same session.
-    assert _placed(session, harness, store_path, order, shared) == expected
-    assert hash(placed) == hash(expected)
-    assert repr(placed) == repr(expected)
-    assert type(placed) is HarnessSession
+    assert placed(session, harness, store_path, order, shared) == expected
+    assert hash(copy) == hash(expected)
+    assert repr(copy) == repr(expected)
+    assert type(copy) is HarnessSession
+
+
+def test_a_file_whose_name_is_not_text_is_a_skip_and_the_rest_is_kept(tmp_path: Path) -> None:
+    """A name of bytes no UTF-8 decodes (the walk spells it with surrogates) is a
+    counted skip: its session could not be printed or kept, and the store's other
+    sessions are listed and kept on disk as usual."""
+    import asyncio
+
+    from clanker.environment.local import LocalEnvironment
+    from clanker.registry import Registry
+    from clanker.sessions.service import SessionService
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures/pi/sessions/pi-agent/sessions"
+    source = min(fixtures.rglob("*.jsonl"))
+    project = tmp_path / "pi/sessions" / source.parent.name
+    project.mkdir(parents=True)
+    (project / "good.jsonl").write_bytes(source.read_bytes())
+    os.makedirs(os.fsencode(project), exist_ok=True)
+    with open(os.fsencode(project) + b"/bad\xff.jsonl", "wb") as handle:
+        handle.write(source.read_bytes())
+    provider = Registry.from_entry_points({"CLANKER_LOAD_PLUGINS": "pi"}).providers[
+        HarnessId("pi")]
+    environ = {"HOME": str(tmp_path), "PI_CODING_AGENT_DIR": str(tmp_path / "pi"),
+               "PATH": os.environ.get("PATH", "")}
+
+    def listing() -> tuple[list[str | None], int]:
+        service = SessionService(environment=LocalEnvironment(environ),
+                                 cache_dir=tmp_path / "cache")
+        found = asyncio.run(service.discover([provider], workspace=None))
+        (scan,) = found.scans
+        assert scan.scan.error is None
+        return [s.store_path for s in found.sessions], scan.scan.skipped
+
+    assert listing() == ([str(project / "good.jsonl")], 1)
+    assert (tmp_path / "cache/sessions/pi.json").is_file()  # the rest was kept
+    assert listing() == ([str(project / "good.jsonl")], 1)  # and read back from there

@@ -16,9 +16,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from attrs import evolve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clanker.ids import HarnessId
 from clanker.registry import Registry
 from clanker.sessions import pool
 from clanker.sessions.types import HarnessSession
@@ -30,10 +32,21 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 HARNESSES = ("codex", "claude", "pi")
 
 
+PI = HarnessId("pi")
+
+
+def _here(jobs: list[pool.Job]) -> list[pool.Outcome]:
+    """Each job summarized in this process and placed as a scan places it (``evolve``)."""
+    outcomes = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+    return [evolve(found, harness=PI, store_path=path, order=order)
+            if isinstance(found, HarnessSession) else found
+            for found, (path, _, order) in zip(outcomes, jobs, strict=True)]
+
+
 def _pi_jobs() -> list[pool.Job]:
     files = sorted((FIXTURES / "pi/sessions/pi-agent/sessions").rglob("*.jsonl"))
     assert files
-    return [(str(path), path.stat()) for path in files]
+    return [(str(path), path.stat(), order) for order, path in enumerate(files)]
 
 
 @pytest.fixture
@@ -46,14 +59,14 @@ def through_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_worker_answers_what_this_process_answers() -> None:
     jobs = _pi_jobs()
     gone = jobs[0][0] + ".gone"
-    jobs.append((gone, jobs[0][1]))  # removed after the walk: its error, not a summary
-    here = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+    jobs.append((gone, jobs[0][1], len(jobs)))  # removed after the walk: its error, not a summary
+    here = _here(jobs)
     process = pool._WORKER.start()
     assert process is not None
     assert process.stdin is not None
     assert process.stdout is not None
     try:
-        pool._send(process.stdin, (pi_summarize, jobs, 64 * 1024, 128 * 1024))
+        pool._send(process.stdin, (pi_summarize, jobs, PI, 64 * 1024, 128 * 1024))
         there = pool._receive(process.stdout)
     finally:
         pool._WORKER.rest()  # done with it, as a scan would be
@@ -68,8 +81,8 @@ def test_the_worker_answers_what_this_process_answers() -> None:
 @pytest.mark.usefixtures("through_the_pool")
 def test_both_sides_together_keep_the_order_of_the_files() -> None:
     jobs = _pi_jobs() * 5
-    alone = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
-    assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+    alone = _here(jobs)
+    assert pool.summarize_files(pi_summarize, jobs, PI, head_bytes=64 * 1024,
                                 tail_bytes=128 * 1024, local_files=True) == alone
 
 
@@ -81,9 +94,8 @@ def test_a_closure_is_summarized_here() -> None:
         return pi_summarize(sample)
 
     assert not pool._sendable(summarize)
-    assert pool.summarize_files(summarize, jobs, head_bytes=64 * 1024, tail_bytes=128 * 1024,
-                                local_files=True) == [
-        pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+    assert pool.summarize_files(summarize, jobs, PI, head_bytes=64 * 1024, tail_bytes=128 * 1024,
+                                local_files=True) == _here(jobs)
 
 
 def _listing(tree: Path) -> list[tuple[object, ...]]:
@@ -119,8 +131,8 @@ def test_an_idle_worker_stops_and_the_next_scan_starts_another(
 ) -> None:
     monkeypatch.setattr(pool, "IDLE_SECONDS", 0.01)
     jobs = _pi_jobs()
-    alone = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
-    assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+    alone = _here(jobs)
+    assert pool.summarize_files(pi_summarize, jobs, PI, head_bytes=64 * 1024,
                                 tail_bytes=128 * 1024, local_files=True) == alone
     stopped = threading.Event()
     # Waits for the stop however slow the machine; never a bound on how long it takes.
@@ -130,7 +142,7 @@ def test_an_idle_worker_stops_and_the_next_scan_starts_another(
             break
         stopped.wait(0.01)
     assert stopped.is_set()
-    assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+    assert pool.summarize_files(pi_summarize, jobs, PI, head_bytes=64 * 1024,
                                 tail_bytes=128 * 1024, local_files=True) == alone
     assert not pool._WORKER._failed
     monkeypatch.setattr(pool, "IDLE_SECONDS", 30.0)
@@ -160,30 +172,30 @@ def test_any_file_the_worker_summarizes_comes_back_as_this_process_makes_it(
         for number, data in enumerate(contents):
             path = Path(folder) / f"{number}.jsonl"
             path.write_bytes(data)
-            jobs.append((str(path), path.stat()))
-        alone = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+            jobs.append((str(path), path.stat(), number))
+        alone = _here(jobs)
         # Straight to the worker: every file goes through it, whichever side is faster.
         process = pool._WORKER.start()
         assert process is not None
         assert process.stdin is not None
         assert process.stdout is not None
         try:
-            pool._send(process.stdin, (pi_summarize, jobs, 64 * 1024, 128 * 1024))
+            pool._send(process.stdin, (pi_summarize, jobs, PI, 64 * 1024, 128 * 1024))
             assert pool._receive(process.stdout) == alone
         finally:
             pool._WORKER.rest()
-        assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+        assert pool.summarize_files(pi_summarize, jobs, PI, head_bytes=64 * 1024,
                                     tail_bytes=128 * 1024, local_files=True) == alone
 
 
 @pytest.mark.usefixtures("through_the_pool")
 def test_two_scans_at_once_share_the_worker_without_mixing_their_answers() -> None:
     jobs = _pi_jobs() * 8
-    alone = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+    alone = _here(jobs)
     answers: list[list[pool.Outcome]] = []
 
     def scan() -> None:
-        answers.append(pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+        answers.append(pool.summarize_files(pi_summarize, jobs, PI, head_bytes=64 * 1024,
                                             tail_bytes=128 * 1024, local_files=True))
 
     threads = [threading.Thread(target=scan) for _ in range(3)]
@@ -211,7 +223,7 @@ def test_a_stopped_worker_does_not_hold_the_scan(monkeypatch: pytest.MonkeyPatch
     worker = pool._Worker()  # this test's own: the one the others share stays usable
     monkeypatch.setattr(pool, "_WORKER", worker)
     jobs = _pi_jobs() * 4
-    alone = [pool.summarize_one(pi_summarize, job, 64 * 1024, 128 * 1024) for job in jobs]
+    alone = _here(jobs)
     process = worker.start()
     assert process is not None
     try:
@@ -224,12 +236,12 @@ def test_a_stopped_worker_does_not_hold_the_scan(monkeypatch: pytest.MonkeyPatch
                 break
             seen.wait(0.01)
         assert seen.is_set()
-        assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+        assert pool.summarize_files(pi_summarize, jobs, PI, head_bytes=64 * 1024,
                                     tail_bytes=128 * 1024, local_files=True) == alone
         assert process.returncode == -signal.SIGKILL  # ended, and reaped
         assert worker._failed and worker._process is None
         # From now on this process summarizes alone, with the same answers.
-        assert pool.summarize_files(pi_summarize, jobs, head_bytes=64 * 1024,
+        assert pool.summarize_files(pi_summarize, jobs, PI, head_bytes=64 * 1024,
                                     tail_bytes=128 * 1024, local_files=True) == alone
     finally:
         if process.returncode is None:

@@ -30,7 +30,7 @@ from typing import Any, Final
 from attrs import frozen
 
 from clanker.environment.files import FileSample
-from clanker.environment.lines import LineRegion, decode_object
+from clanker.environment.lines import LineRegion, Span, decode_object
 from clanker.environment.witness import Witness
 from clanker.piplaces import (
     SessionFiles,
@@ -100,6 +100,10 @@ _STEM_ID: Final = re.compile(rf"(?:\A|_)({_UUID})\Z")
 #   lines with JSON.stringify (``type`` first, no key twice): only a line that repeats a
 #   key of its opening could be judged by the wrong one.
 #
+# In a region without a NUL byte (a UTF-16 or UTF-32 line has them), a line that matters
+# spells a token in its bytes or holds a ``\u00`` escape, whatever it starts with: such
+# lines are found by byte search, and only they are judged as above (``Lines.entries``).
+#
 # A file read whole is decoded line by line all the same: its count takes every message,
 # and a line that does not parse (cut, or glued to the next one after a crash) must not
 # count.
@@ -134,14 +138,20 @@ _OPENING: Final = re.compile(
 class Want:
     """Which lines can matter to one use.
 
-    ``tokens``: a short line spelling none of these cannot. ``kinds``: a long line
-    whose opening names another entry type cannot; nor can one naming a message
-    role outside ``roles`` (``None``: every role counts).
+    ``tokens``: a line spelling none of these cannot (each is the quoted name of an
+    entry type or a message role the use reads, which every line that matters
+    spells). ``kinds``: a long line whose opening names another entry type cannot;
+    nor can one naming a message role outside ``roles`` (``None``: every role
+    counts).
     """
 
     tokens: tuple[bytes, ...]
     kinds: frozenset[bytes]
     roles: frozenset[bytes] | None = None
+
+
+# The only way JSON spells a token's letter other than as itself begins so.
+_ESCAPE: Final = b"\\u00"
 
 
 class Lines:
@@ -150,7 +160,21 @@ class Lines:
     def __init__(self, region: LineRegion) -> None:
         self.region = region
         self.buf = region.buf
-        self.spans = region.spans()
+        self._spans: list[Span] | None = None
+        self._searchable: bool | None = None  # no NUL byte: see entries()
+
+    @property
+    def spans(self) -> list[Span]:
+        """Every line's span, oldest first (found on first use: most reads need few)."""
+        if self._spans is None:
+            self._spans = self.region.spans()
+        return self._spans
+
+    def first(self) -> dict[str, Any] | None:
+        """The first line's entry (``None``: no line, or not an object), without
+        looking past it."""
+        span = self.region.first() if self._spans is None else next(iter(self._spans), None)
+        return None if span is None else self.region.object_at(span)
 
     def entry(self, index: int) -> dict[str, Any] | None:
         return self.region.object_at(self.spans[index])
@@ -163,16 +187,21 @@ class Lines:
 
     def opening(self, index: int) -> re.Match[bytes] | None:
         """How a long line opens; ``None`` for a short one or an opening not read."""
-        start, end = self.spans[index]
+        return self._opening(self.spans[index])
+
+    def _opening(self, span: Span) -> re.Match[bytes] | None:
+        start, end = span
         if end - start < _LONG_LINE:
             return None
         return _OPENING.match(self.buf, start, min(end, start + _OPENING_BYTES))
 
     def may_matter(self, index: int, want: Want) -> bool:
-        span = self.spans[index]
+        return self._may_matter(self.spans[index], want)
+
+    def _may_matter(self, span: Span, want: Want) -> bool:
         start, end = span
         if end - start >= _LONG_LINE:
-            opening = self.opening(index)
+            opening = self._opening(span)
             if opening is None:
                 return True
             kind, role = opening.group(1, 2)
@@ -181,9 +210,37 @@ class Lines:
             return kind != b"message" or want.roles is None or role is None or role in want.roles
         return self.region.may_hold(span, want.tokens)
 
-    def entries(self, indices: Iterable[int], want: Want) -> Iterator[dict[str, Any]]:
-        """The entries among ``indices`` that can matter to ``want``, in that order."""
-        for index in indices:
+    def entries(self, want: Want, *, skip: int = 0,
+                newest_first: bool = False) -> Iterator[dict[str, Any]]:
+        """The entries that can matter to ``want`` from line ``skip`` on, oldest or
+        newest first.
+
+        In a region without a NUL byte, only the lines that spell a token, or hold
+        the ``\\u00`` that could spell one, are looked at: they are found by byte
+        search (:meth:`LineRegion.spans_with`). Such a line is UTF-8 to json.loads
+        (a UTF-16 or UTF-32 object line holds NULs), so the token is in its bytes,
+        whatever it starts with. Otherwise every line is judged (:meth:`may_matter`).
+        Both pass over only lines that cannot matter, and keep the order."""
+        region = self.region
+        if self._searchable is None:
+            self._searchable = region.buf.find(b"\x00", region.lo, region.hi) < 0
+        if self._searchable:
+            start = region.lo
+            for _ in range(skip):  # past as many lines as spans counts (blank ones are not)
+                line = LineRegion(region.buf, start, region.hi).first()
+                start = region.hi if line is None else line[1] + 1
+            for span in region.spans_with((*want.tokens, _ESCAPE), newest_first=newest_first):
+                if span[0] < start:
+                    if newest_first:
+                        return
+                    continue
+                if self._may_matter(span, want):
+                    entry = region.object_at(span)
+                    if entry is not None:
+                        yield entry
+            return
+        indices = range(skip, len(self.spans))
+        for index in reversed(indices) if newest_first else indices:
             if self.may_matter(index, want):
                 entry = self.entry(index)
                 if entry is not None:

@@ -35,6 +35,7 @@ __all__ = [
     "read_json",
     "read_own_file",
     "read_regular_file",
+    "write_bytes_atomic",
     "write_json_atomic",
     "write_text_atomic",
 ]
@@ -83,12 +84,17 @@ def write_text_atomic(path: Path, pieces: Iterable[str], *, fsync: bool = True) 
     """Replace ``path`` with the concatenation of ``pieces``, as :func:`write_json_atomic`
     does (same modes, same ``fsync``), writing each piece as it comes: a large
     document made in pieces is never one string in memory."""
+    write_bytes_atomic(path, (piece.encode("utf-8") for piece in pieces), fsync=fsync)
+
+
+def write_bytes_atomic(path: Path, pieces: Iterable[bytes], *, fsync: bool = True) -> None:
+    """:func:`write_text_atomic` for pieces already encoded."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     import tempfile  # on first write: `sessions` over unchanged stores writes nothing
 
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "wb") as handle:
             for piece in pieces:
                 handle.write(piece)
             handle.flush()

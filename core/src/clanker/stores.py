@@ -14,6 +14,8 @@ cached and counted the same way:
 * :class:`LineRegion` finds the complete lines of a sample's head or tail
   that hold a byte marker, oldest or newest first, and decodes each at most
   once (:func:`head_and_tail`, :func:`decode_object`): a cut line is never one;
+  :func:`find`, :func:`rfind` and :func:`count` are its byte searches (``bytes``'
+  methods of those names, SIMD-fast), for a reader's own searches in a sample;
 * :class:`Witness` records what a scan read, for
   :meth:`~clanker.sessions.capability.SessionsContext.remember`;
 * :class:`Answer` and :class:`FileState` are what a provider that lists
@@ -38,7 +40,7 @@ from clanker.environment.files import (
     FileSample,
     head_and_tail,
 )
-from clanker.environment.lines import LineRegion, decode_object
+from clanker.environment.lines import LineRegion, count, decode_object, find, rfind
 from clanker.environment.witness import Witness
 from clanker.sessions.answers import Answer, FileState
 from clanker.sessions.capability import home_directory
@@ -72,12 +74,15 @@ __all__ = [
     "Witness",
     "bounded_text",
     "clean_text",
+    "count",
     "decode_object",
+    "find",
     "head_and_tail",
     "home_directory",
     "parse_timestamp",
     "read_regular_file",
     "require_columns",
+    "rfind",
     "scan_files",
 ]
 

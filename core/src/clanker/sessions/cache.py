@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from clanker._logging import get_logger
 from clanker.ids import HarnessId
 from clanker.sessions.types import HarnessSession, NoSession
-from clanker.storage import read_json, write_text_atomic
+from clanker.storage import read_json, write_bytes_atomic
 
 if TYPE_CHECKING:
     from clanker.environment.witness import FileStat
@@ -166,25 +165,29 @@ class SummaryCache:
         """Write the disk copy if anything changed; a failure costs re-parsing, nothing more."""
         if self._path is None or not self._dirty:
             return
-        with contextlib.suppress(OSError):
-            write_text_atomic(self._path, self._document(), fsync=False)  # rebuildable
+        # ValueError: a string no UTF-8 holds (none is kept: scan_files skips such paths).
+        with contextlib.suppress(OSError, ValueError):
+            write_bytes_atomic(self._path, self._document(), fsync=False)  # rebuildable
             self._dirty = False
 
-    def _document(self) -> Iterator[str]:
-        """The disk copy, in pieces of :data:`_ROWS_PER_PIECE` rows: the same text as
-        one ``json.dumps`` of the whole document, without that string, the encoder's
-        list of its parts and every row built at once (together five times the
-        file's size, the largest thing a cold listing held)."""
-        encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+    def _document(self) -> Iterator[bytes]:
+        """The disk copy, in pieces of :data:`_ROWS_PER_PIECE` rows: the text of one
+        compact ``json.dumps`` of the whole document, without that string and every row
+        built at once (together five times the file's size, the largest thing a cold
+        listing held). msgspec's encoder writes it in a tenth of the standard library's
+        time (0.6-0.8 ms against 6.3-7.3 ms for 3,334 rows): the scanning thread writes
+        it between two stores, while the summary worker has nothing to do."""
+        from msgspec.json import encode  # on first save: unchanged stores write nothing
+
         head = {"version": _VERSION, "harness": self._harness, "reading": self._reading}
-        yield encode(head)[:-1] + ',"rows":['
+        yield encode(head)[:-1] + b',"rows":['
         entries = iter(self._entries.items())
-        separator = ""
+        separator = b""
         while piece := [_row(path, entry)
                         for path, entry in itertools.islice(entries, _ROWS_PER_PIECE)]:
             yield separator + encode(piece)[1:-1]  # the rows without their list's brackets
-            separator = ","
-        yield "]}"
+            separator = b","
+        yield b"]}"
 
     def _load(self, path: Path) -> None:
         data = read_json(path, max_bytes=_MAX_CACHE_FILE)

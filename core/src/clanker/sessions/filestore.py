@@ -10,9 +10,7 @@ linked directory nor a linked file), so discovery cannot leave the store.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Final, cast
-
-from attrs import fields
+from typing import TYPE_CHECKING, cast
 
 from clanker._logging import get_logger
 from clanker.environment.files import (
@@ -24,10 +22,9 @@ from clanker.environment.files import (
     find_files,
 )
 from clanker.environment.witness import Witness
-from clanker.ids import HarnessId
 from clanker.sessions.cache import MISS
 from clanker.sessions.capability import SessionsContext
-from clanker.sessions.types import HarnessSession, NoSession, SessionScan
+from clanker.sessions.types import HarnessSession, NoSession, SessionScan, placed
 
 if TYPE_CHECKING:
     # The pool (threads, subprocess) is loaded by the first scan: importing a
@@ -59,7 +56,8 @@ def scan_files(
     """Summarize the newest ``context.limit`` candidates, reusing cached summaries.
 
     A file that cannot be read or is not a session is a counted skip, and so
-    is each directory the walk could not list (``witness.unreadable``); a file
+    are a file whose path is not UTF-8 text and each directory the walk could not
+    list (``witness.unreadable``); a file
     that holds no conversation yet (:data:`~clanker.sessions.types.EMPTY`) is
     not: it is left out without a word, and so is another harness's file
     (:data:`~clanker.sessions.types.FOREIGN`). The
@@ -76,10 +74,12 @@ def scan_files(
     # Directories the walk could not list count as skips too: their sessions are missing.
     unlisted = 0 if witness is None else witness.unreadable
     skipped = unlisted
-    chosen = ordered[: context.limit]
+    chosen = [candidate for candidate in ordered[: context.limit] if _named(candidate.path)]
+    # A name of bytes no UTF-8 decodes cannot be listed, kept in the cache or printed.
+    skipped += min(len(ordered), context.limit) - len(chosen)
     cached = [context.cache.lookup(candidate.path, candidate.stat) for candidate in chosen]
-    misses = [candidate for candidate, found in zip(chosen, cached, strict=True) if found is MISS]
-    read = _read_many(context, misses, summarize, head_bytes, tail_bytes)
+    misses = [order for order, found in enumerate(cached) if found is MISS]
+    read = _read_many(context, chosen, misses, summarize, head_bytes, tail_bytes)
     del misses
     missed = 0  # the misses met so far: the next one's outcome is read[missed]
     # Equal directories and models, one string each (a store has few of either).
@@ -117,7 +117,7 @@ def scan_files(
         if context.native_id is not None and session.native_id != context.native_id:
             continue
         if (session.harness, session.store_path, session.order) != (context.harness, key, order):
-            session = _placed(session, context.harness, key, order, shared)
+            session = placed(session, context.harness, key, order, shared)
             # Kept in memory so an unchanged store costs no copies on the next scan.
             context.cache.refresh(key, session)
         sessions.append(session)
@@ -128,33 +128,15 @@ def scan_files(
     return SessionScan(sessions=sessions, skipped=skipped, truncated=truncated)
 
 
-_FIELDS: Final = tuple(f.name for f in fields(HarnessSession))
-# A slot copy is the constructor's result only while no field converts and nothing runs
-# after __init__: a change to HarnessSession that breaks either fails here, at import.
-assert not any(f.converter for f in fields(HarnessSession))
-assert not hasattr(HarnessSession, "__attrs_post_init__")
-
-
-def _placed(session: HarnessSession, harness: HarnessId, store_path: str,
-            order: int, shared: dict[str | None, str | None]) -> HarnessSession:
-    """``evolve(session, harness=..., store_path=..., order=...)``, a sixth of its cost.
-
-    Every session of a listing passes here once; ``evolve`` runs the field
-    validators again over values they already passed, and these three fields
-    have none, so the copy is made slot by slot (equal to evolve's, field for
-    field). Its ``cwd`` and ``model`` are the equal strings ``shared`` holds
-    (each file's summary made its own: thousands of copies of a few values)."""
-    copy = object.__new__(HarnessSession)
-    put = object.__setattr__  # the class is frozen
-    for name in _FIELDS:
-        put(copy, name, getattr(session, name))
-    put(copy, "harness", harness)
-    put(copy, "store_path", store_path)
-    put(copy, "order", order)
-    cwd, model = session.cwd, session.model
-    put(copy, "cwd", shared.setdefault(cwd, cwd))
-    put(copy, "model", shared.setdefault(model, model))
-    return copy
+def _named(path: str) -> bool:
+    """Whether ``path`` is text: a walk spells a name of other bytes with surrogates."""
+    if path.isascii():
+        return True
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _read_one(context: SessionsContext, candidate: Candidate, summarize: Summarize,
@@ -171,10 +153,11 @@ def _read_one(context: SessionsContext, candidate: Candidate, summarize: Summari
     return _summarize(sample, summarize)
 
 
-def _read_many(context: SessionsContext, misses: list[Candidate], summarize: Summarize,
-               head_bytes: int, tail_bytes: int) -> list[Outcome] | None:
-    """The misses' outcomes, in order, read on two cores (:mod:`clanker.sessions.pool`)
-    when there are enough of them on this machine; ``None``: read them one by one."""
+def _read_many(context: SessionsContext, chosen: list[Candidate], misses: list[int],
+               summarize: Summarize, head_bytes: int, tail_bytes: int) -> list[Outcome] | None:
+    """The outcomes of the misses (their places in ``chosen``), in order, read on two
+    cores (:mod:`clanker.sessions.pool`) when there are enough of them on this machine,
+    each session already placed; ``None``: read them one by one."""
     from clanker.sessions import pool
 
     if len(misses) < pool.MIN_FILES:
@@ -183,8 +166,8 @@ def _read_many(context: SessionsContext, misses: list[Candidate], summarize: Sum
 
     if type(context.files) is not LocalFiles:
         return None
-    jobs = [(candidate.path, candidate.stat) for candidate in misses]
-    return pool.summarize_files(summarize, jobs, head_bytes=head_bytes,
+    jobs = [(chosen[order].path, chosen[order].stat, order) for order in misses]
+    return pool.summarize_files(summarize, jobs, context.harness, head_bytes=head_bytes,
                                 tail_bytes=tail_bytes, local_files=True)
 
 

@@ -1,7 +1,7 @@
 """Summarizing many session files on a second core.
 
 A listing of every file of a large store is bound by the interpreter: reading
-a head and a tail and summarizing them costs ~0.3-0.5 ms a file, all of it
+a head and a tail and summarizing them costs ~0.1 ms a file, nearly all of it
 holding the interpreter lock. When more than one processor is ours and a scan
 has at least :data:`MIN_FILES` files to summarize on this machine, one worker
 process (started on first use, stopped after :data:`IDLE_SECONDS` unused) takes
@@ -9,7 +9,7 @@ chunks of them from the front while the scanning thread takes them from the back
 neither waits for the other: what the worker has not taken when the thread
 reaches it, the thread does itself.
 
-The worker is a plain interpreter (``python -P -c``, this process's
+The worker is a plain interpreter (``python -I -S -c``, this process's
 ``sys.path``) speaking length-prefixed pickles over its stdin and stdout: it
 never imports the caller's main module, so a script without a ``__main__``
 guard is not run twice (multiprocessing's ``spawn`` would run it). Only a
@@ -17,7 +17,8 @@ provider's plain summarizing function goes to it (named by its module, as
 pickle names it); a closure stays in this process, and so does everything when
 the worker cannot start or breaks. A file's summary depends on its bytes alone,
 read the same way in either process, so the answer is the one a single process
-gives.
+gives; each side places the sessions it made (:func:`_chunk`), so the scanning
+thread has no copies left to make once both are done.
 """
 
 from __future__ import annotations
@@ -25,17 +26,20 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from clanker._logging import get_logger
 from clanker.environment.files import FileSample, read_sample
 from clanker.environment.witness import FileStat
-from clanker.sessions.types import HarnessSession, NoSession
+from clanker.ids import HarnessId
+from clanker.sessions.types import HarnessSession, NoSession, placed
+
+if TYPE_CHECKING:
+    import subprocess  # the worker itself never starts one
 
 __all__ = ["ANSWER_SECONDS", "CHUNK", "IDLE_SECONDS", "MIN_FILES", "Job", "Outcome",
            "summarize_files"]
@@ -59,8 +63,9 @@ holds, it waits at most this long for that piece (a piece takes milliseconds,
 the worker's start a fraction of a second). A worker that has not answered by
 then (stopped, swapped out, stuck) is ended, and its piece summarized here."""
 
-Job = tuple[str, FileStat]
-"""One file to summarize: its path and the stat the walk took of it."""
+Job = tuple[str, FileStat, int]
+"""One file to summarize: its path, the stat the walk took of it, and its place in the
+scan (its session's ``order``)."""
 Outcome = HarnessSession | NoSession | None | OSError
 """A file's summary (:data:`~clanker.sessions.filestore.Summarize`'s answer), or the
 error that kept it from being read."""
@@ -87,9 +92,11 @@ class _Worker:
                 self._idle.cancel()
                 self._idle = None
             if self._process is None and not self._failed:
+                import subprocess
+
                 try:
                     process = subprocess.Popen(
-                        [sys.executable, "-P", "-c", _SERVE], stdin=subprocess.PIPE,
+                        [sys.executable, "-I", "-S", "-c", _SERVE], stdin=subprocess.PIPE,
                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
                     assert process.stdin is not None
                     _send(process.stdin, list(sys.path))
@@ -154,21 +161,28 @@ class _Worker:
                 self._retired.add(process.pid)
         if process is None:
             return
-        assert process.stdin is not None
-        assert process.stdout is not None
+        # It holds nothing but what it reads: ended at once. Closing its input and
+        # waiting for a clean exit cost its interpreter's teardown, ~15 ms at the end
+        # of every process that listed a large store.
         with contextlib.suppress(OSError):
-            process.stdin.close()  # end of input: the worker returns
-        try:
-            process.wait(timeout=2)
-        except subprocess.TimeoutExpired:
             process.kill()
-            process.wait()
-        process.stdout.close()
+        process.wait()
+        self.close(process)
 
 
 _WORKER: Final = _Worker()
-_SERVE: Final = "from clanker.sessions.pool import serve; serve()"
 _LENGTH: Final = 8  # bytes of little-endian length before each pickle
+# The worker runs without `site` (-S: in a virtual environment, its .pth files were a
+# quarter of a bare interpreter's start) and isolated (-I): this process's sys.path
+# comes first, as the first message, and only then is clanker importable.
+_SERVE: Final = (
+    "import pickle, sys\n"
+    f"size = sys.stdin.buffer.read({_LENGTH})\n"
+    f"if len(size) == {_LENGTH}:\n"
+    "    sys.path[:] = pickle.loads(sys.stdin.buffer.read(int.from_bytes(size, 'little')))\n"
+    "    from clanker.sessions.pool import serve\n"
+    "    serve()\n"
+)
 
 
 def _send(stream: IO[bytes], value: object) -> None:
@@ -194,26 +208,22 @@ def _receive(stream: IO[bytes]) -> Any:
 
 
 def serve() -> None:
-    """The worker's loop: ``sys.path``, then (summarize, jobs, head, tail) requests, each
-    answered with its outcomes, until its input ends."""
+    """The worker's loop, once it has ``sys.path``: (summarize, jobs, harness, head,
+    tail) requests, each answered with its outcomes, until its input ends."""
     requests = sys.stdin.buffer
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed by an import goes to stderr, not into the answers
-    try:
-        sys.path[:] = _receive(requests)
-    except EOFError:
-        return
     while True:
         try:
-            summarize, jobs, head_bytes, tail_bytes = _receive(requests)
+            summarize, jobs, harness, head_bytes, tail_bytes = _receive(requests)
         except EOFError:
             return
-        _send(answers, _chunk(summarize, jobs, head_bytes, tail_bytes))
+        _send(answers, _chunk(summarize, jobs, harness, head_bytes, tail_bytes))
 
 
 def summarize_one(summarize: Summarize, job: Job, head_bytes: int, tail_bytes: int) -> Outcome:
     """Read one file's sample and summarize it; a file that cannot be read is its error."""
-    path, stat = job
+    path, stat, _ = job
     try:
         sample = read_sample(Path(path), head_bytes=head_bytes, tail_bytes=tail_bytes,
                              stat=stat)
@@ -230,9 +240,19 @@ def summarize_one(summarize: Summarize, job: Job, head_bytes: int, tail_bytes: i
         return None
 
 
-def _chunk(summarize: Summarize, jobs: Sequence[Job], head_bytes: int,
+def _chunk(summarize: Summarize, jobs: Sequence[Job], harness: HarnessId, head_bytes: int,
            tail_bytes: int) -> list[Outcome]:
-    return [summarize_one(summarize, job, head_bytes, tail_bytes) for job in jobs]
+    """The jobs' outcomes, each session placed (:func:`~clanker.sessions.types.placed`)
+    as the scan lists it: the copy is made by whichever side summarized the file, in
+    parallel, rather than by the scanning thread once both are done."""
+    outcomes: list[Outcome] = []
+    shared: dict[str | None, str | None] = {}
+    for job in jobs:
+        outcome = summarize_one(summarize, job, head_bytes, tail_bytes)
+        if isinstance(outcome, HarnessSession):
+            outcome = placed(outcome, harness, job[0], job[2], shared)
+        outcomes.append(outcome)
+    return outcomes
 
 
 def _processors() -> int:
@@ -252,17 +272,18 @@ def _sendable(summarize: Summarize) -> bool:
     return True
 
 
-def summarize_files(summarize: Summarize, jobs: Sequence[Job], *, head_bytes: int,
-                    tail_bytes: int, local_files: bool) -> list[Outcome]:
-    """Each job's :data:`Outcome`, in order; a worker process takes part of them when
-    there are at least :data:`MIN_FILES`, the files are this machine's
-    (``local_files``), more than one processor is ours and ``summarize`` can be sent."""
+def summarize_files(summarize: Summarize, jobs: Sequence[Job], harness: HarnessId, *,
+                    head_bytes: int, tail_bytes: int, local_files: bool) -> list[Outcome]:
+    """Each job's :data:`Outcome`, in order, a session placed as ``harness``'s; a worker
+    process takes part of them when there are at least :data:`MIN_FILES`, the files are
+    this machine's (``local_files``), more than one processor is ours and ``summarize``
+    can be sent."""
     process = None
     if (len(jobs) >= MIN_FILES and local_files and _processors() > 1
             and _sendable(summarize)):
         process = _WORKER.start()
     if process is None:
-        return _chunk(summarize, jobs, head_bytes, tail_bytes)
+        return _chunk(summarize, jobs, harness, head_bytes, tail_bytes)
     pieces = [jobs[start:start + CHUNK] for start in range(0, len(jobs), CHUNK)]
     done: list[list[Outcome] | None] = [None] * len(pieces)
     lock = threading.Lock()
@@ -279,7 +300,8 @@ def summarize_files(summarize: Summarize, jobs: Sequence[Job], *, head_bytes: in
                 ends[0] += 1
             try:
                 with _WORKER.exchange:
-                    _send(process.stdin, (summarize, pieces[index], head_bytes, tail_bytes))
+                    _send(process.stdin,
+                          (summarize, pieces[index], harness, head_bytes, tail_bytes))
                     answer = _receive(process.stdout)
             except Exception as exc:  # a broken pipe or answer: this thread redoes it
                 log.debug("summary worker failed: %s", type(exc).__name__)
@@ -297,7 +319,7 @@ def summarize_files(summarize: Summarize, jobs: Sequence[Job], *, head_bytes: in
                     break
                 ends[1] -= 1
                 index = ends[1]
-            done[index] = _chunk(summarize, pieces[index], head_bytes, tail_bytes)
+            done[index] = _chunk(summarize, pieces[index], harness, head_bytes, tail_bytes)
     finally:
         with lock:
             ends[0] = ends[1]  # on an error here, the worker takes nothing more
@@ -312,5 +334,5 @@ def summarize_files(summarize: Summarize, jobs: Sequence[Job], *, head_bytes: in
     for index, piece in enumerate(pieces):
         found = done[index]
         results.extend(found if found is not None
-                       else _chunk(summarize, piece, head_bytes, tail_bytes))
+                       else _chunk(summarize, piece, harness, head_bytes, tail_bytes))
     return results

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from attrs import field, frozen, validators
+from attrs import field, fields, frozen, validators
 
 from clanker.errors import HarnessCapabilityError
 from clanker.ids import HarnessId
@@ -165,6 +165,35 @@ class HarnessSession:
     def key(self) -> str:
         """``harness:id``, the form the CLI accepts back."""
         return f"{self.harness}:{self.native_id}"
+
+
+_FIELDS: Final = tuple(f.name for f in fields(HarnessSession))
+# A slot copy is the constructor's result only while no field converts and nothing runs
+# after __init__: a change to HarnessSession that breaks either fails here, at import.
+assert not any(f.converter for f in fields(HarnessSession))
+assert not hasattr(HarnessSession, "__attrs_post_init__")
+
+
+def placed(session: HarnessSession, harness: HarnessId, store_path: str, order: int,
+           shared: dict[str | None, str | None]) -> HarnessSession:
+    """``evolve(session, harness=..., store_path=..., order=...)``, a sixth of its cost.
+
+    Every session of a listing passes here once; ``evolve`` runs the field
+    validators again over values they already passed, and these three fields
+    have none, so the copy is made slot by slot (equal to evolve's, field for
+    field). Its ``cwd`` and ``model`` are the equal strings ``shared`` holds
+    (each file's summary made its own: thousands of copies of a few values)."""
+    copy = object.__new__(HarnessSession)
+    put = object.__setattr__  # the class is frozen
+    for name in _FIELDS:
+        put(copy, name, getattr(session, name))
+    put(copy, "harness", harness)
+    put(copy, "store_path", store_path)
+    put(copy, "order", order)
+    cwd, model = session.cwd, session.model
+    put(copy, "cwd", shared.setdefault(cwd, cwd))
+    put(copy, "model", shared.setdefault(model, model))
+    return copy
 
 
 @frozen(kw_only=True, repr=False)

@@ -36,9 +36,12 @@ from clanker.stores import (
     Witness,
     bounded_text,
     clean_text,
+    count,
     decode_object,
+    find,
     head_and_tail,
     parse_timestamp,
+    rfind,
     scan_files,
 )
 
@@ -187,7 +190,7 @@ def _string_after(buf: bytes, start: int, hi: int) -> str | None:
 def _first_string(region: LineRegion, key: str) -> str | None:
     """Claude's ``UG``: the value of the first ``"key":"`` in the region."""
     needle = f'"{key}":"'.encode()
-    pos = region.buf.find(needle, region.lo, region.hi)
+    pos = find(region.buf, needle, region.lo, region.hi)
     return None if pos < 0 else _string_after(region.buf, pos + len(needle), region.hi)
 
 
@@ -196,7 +199,7 @@ def _last_string(region: LineRegion, key: str) -> str | None:
     needle = f'"{key}":"'.encode()
     hi = region.hi
     while True:
-        pos = region.buf.rfind(needle, region.lo, hi)
+        pos = rfind(region.buf, needle, region.lo, hi)
         if pos < 0:
             return None
         value = _string_after(region.buf, pos + len(needle), region.hi)
@@ -223,7 +226,7 @@ def _metadata_lines(region: LineRegion) -> dict[bytes, bytes]:
                     end = buf.find(b"\n", start, region.hi)
                     found[kind] = buf[start:region.hi if end < 0 else end]
                     break
-        following = buf.find(_NEXT_META_LINE, start, region.hi)
+        following = find(buf, _NEXT_META_LINE, start, region.hi)
         if following < 0:
             break
         start = following + 1
@@ -264,7 +267,7 @@ def _first_prompt(region: LineRegion) -> str | None:
     fallback = None
     buf = region.buf
     for span in region.spans_with(b'"type":"user"'):
-        if buf.find(b'"tool_result"', *span) >= 0 or buf.find(b'"isMeta":true', *span) >= 0:
+        if find(buf, b'"tool_result"', *span) >= 0 or find(buf, b'"isMeta":true', *span) >= 0:
             continue
         for raw in _user_texts(region.object_at(span)):
             text = raw[:_TITLE_SCAN].replace("\n", " ").strip()
@@ -348,7 +351,7 @@ def _latest_cwd(region: LineRegion) -> tuple[str, object] | None:
     buf = region.buf
     for span in region.spans_with(_CWD_KEYS, newest_first=True):
         # The line's last cwd key is the one the search stopped at.
-        pos = max(buf.rfind(key, *span) for key in _CWD_KEYS)
+        pos = max(rfind(buf, key, *span) for key in _CWD_KEYS)
         fast = _RECORD_CWD.match(buf, pos, span[1])
         if fast is not None:
             cwd = _string_after(buf, pos + len(b'"cwd":"'), span[1])
@@ -392,11 +395,11 @@ def _updated(regions: Sequence[LineRegion], mtime: datetime) -> datetime:
     for region in regions:
         for span in region.spans_with(needle, newest_first=True):
             later = False
-            pos = region.buf.find(needle, span[0], span[1])
+            pos = find(region.buf, needle, span[0], span[1])
             while pos >= 0 and not later:
                 when = parse_timestamp(_string_after(region.buf, pos + len(needle), span[1]))
                 later = when is not None and when > mtime
-                pos = region.buf.find(needle, pos + 1, span[1])
+                pos = find(region.buf, needle, pos + 1, span[1])
             if not later:
                 return mtime
             record = region.object_at(span)
@@ -410,8 +413,8 @@ def _model(regions: Sequence[LineRegion]) -> str | None:
     """The newest assistant record's model; ``<synthetic>`` marks local errors, not a model."""
     for region in regions:
         for start, end in region.spans_with(b'"type":"assistant"', newest_first=True):
-            named = region.buf.count(b'"model":"', start, end)
-            if named <= region.buf.count(b'"model":"<synthetic>"', start, end):
+            named = count(region.buf, b'"model":"', start, end)
+            if named <= count(region.buf, b'"model":"<synthetic>"', start, end):
                 continue  # nothing but local errors here: not worth decoding
             record = region.object_at((start, end))
             message = None if record is None else record.get("message")
@@ -432,7 +435,7 @@ def _parent(region: LineRegion, native_id: str) -> str | None:
     ``--fork-session`` copies record no parent at all.
     """
     for span in region.spans_with(b'"parentUuid":'):
-        if region.buf.find(b'"forkedFrom":{', span[0], span[1]) < 0:
+        if find(region.buf, b'"forkedFrom":{', span[0], span[1]) < 0:
             return None
         record = region.object_at(span)
         forked = None if record is None else record.get("forkedFrom")

@@ -257,6 +257,14 @@ def _newest(pick: Callable[[dict[str, Any]], str | None],
     return None
 
 
+def _older(head: pistore.Lines | None, want: pistore.Want,
+           start: int) -> Iterable[dict[str, Any]]:
+    """The entries of the head from line ``start`` (past the slot and the header) that can
+    matter to ``want``, newest first; none when ``head`` is ``None`` (read whole already,
+    as the tail)."""
+    return () if head is None else head.entries(want, skip=start, newest_first=True)
+
+
 def parent_from(value: object) -> str | None:
     """The parent's id from ``parentSession``: an id (``--fork``) or a path (``/branch``)."""
     return pistore.parent_from(value, bare_id=True)
@@ -350,29 +358,29 @@ def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSess
         return None
     native_id, cwd = place
     created = parse_timestamp(header.get("timestamp"))
-    body = range(start, len(head.spans))
+    older: pistore.Lines | None = None  # the head's older lines, unless read already
     if sample.whole:
         entries = head.every_entry(start)
         newest_first = entries[::-1]
         stamps = [t for t in map(_activity, entries) if t is not None]
         prompts: Iterable[dict[str, Any]] = entries
-        older = range(0)  # the head is the tail
         count: int | None = pistore.count_messages(entries)
     else:
         # Nothing read past the head (the file shrank): the head is the tail too; its
         # slot and header are no activity and name no model.
         tail = head if tail_region is head_region else pistore.Lines(tail_region)
+        body = range(start, len(head.spans))
         newest_first, stamps = _recent(tail, body if tail is head else range(len(tail.spans)))
-        prompts = head.entries(body, _PROMPTS)
-        older = body[::-1]
+        prompts = head.entries(_PROMPTS, skip=start)
+        older = head
         count = None  # a count of part is no count
 
     title = clean_text((header if slot is None else slot).get("title"))
     if title is None:
         title = next((t for t in map(pistore.user_text, prompts) if t is not None), None)
     model = (
-        _newest(_default_model, newest_first, head.entries(older, _MODEL_CHANGES))
-        or _newest(_assistant_model, newest_first, head.entries(older, _ASSISTANTS))
+        _newest(_default_model, newest_first, _older(older, _MODEL_CHANGES, start))
+        or _newest(_assistant_model, newest_first, _older(older, _ASSISTANTS, start))
         or pistore.provider_model(header.get("provider"), header.get("modelId"))
     )
     return HarnessSession(

@@ -148,6 +148,12 @@ def _times(entries: Iterable[dict[str, Any]]) -> list[datetime]:
     return stamps
 
 
+def _older(head: pistore.Lines | None, want: pistore.Want) -> Iterable[dict[str, Any]]:
+    """The entries of the head past its header that can matter to ``want``, newest first;
+    none when ``head`` is ``None`` (read whole already, as the tail)."""
+    return () if head is None else head.entries(want, skip=1, newest_first=True)
+
+
 def _omp_format(head: pistore.Lines, first: dict[str, Any] | None) -> bool:
     """Oh My Pi's layout: a title slot (or a line caught mid-rewrite), then the header."""
     if len(head.spans) < 2 or (first is not None and first.get("type") != "title"):
@@ -180,7 +186,7 @@ def summarize(sample: FileSample) -> HarnessSession | NoSession | None:
     """
     head_region, tail_region = head_and_tail(sample)
     head = pistore.Lines(head_region)
-    header = head.entry(0) if head.spans else None
+    header = head.first()
     if header is None or header.get("type") != "session":
         return FOREIGN if _omp_format(head, header) else None
     place = pistore.header_place(header)
@@ -190,32 +196,30 @@ def summarize(sample: FileSample) -> HarnessSession | NoSession | None:
     created = parse_timestamp(header.get("timestamp"))
     # Line 1 is the header; later `session` lines are re-appended duplicates, and
     # no field reads one.
-    body = range(1, len(head.spans))
+    older: pistore.Lines | None = None  # the head's older lines, unless read already
     if sample.whole:
         # Every line is decoded: the count takes every message, and a line that does
         # not parse (cut, or glued to the next one after a crash) must not count.
         entries = head.every_entry(1)
         newest_first = entries[::-1]
         prompts: Iterable[dict[str, Any]] = entries
-        older = range(0)  # the head is the tail
     else:
         if tail_region is not head_region:
-            tail = pistore.Lines(tail_region)
-            recent = range(len(tail.spans))
+            recent = pistore.Lines(tail_region).entries(_RECENT, newest_first=True)
         else:  # nothing read past the head (the file shrank): the head is the tail too
-            tail, recent = head, body
-        newest_first = list(tail.entries(recent, _RECENT))[::-1]
-        prompts = head.entries(body, _PROMPTS)
-        older = body[::-1]
+            recent = head.entries(_RECENT, skip=1, newest_first=True)
+        newest_first = list(recent)
+        prompts = head.entries(_PROMPTS, skip=1)
+        older = head
 
     named, title = _named(newest_first)
     if not named:
-        named, title = _named(head.entries(older, _NAMES))
+        named, title = _named(_older(older, _NAMES))
     if title is None:
         title = next((t for t in map(pistore.user_text, prompts) if t is not None), None)
     model = (
         next((m for m in map(_model, newest_first) if m is not None), None)
-        or next((m for m in map(_model, head.entries(older, _MODELS)) if m is not None), None)
+        or next((m for m in map(_model, _older(older, _MODELS)) if m is not None), None)
         or _model({"type": "model_change", "provider": header.get("provider"),
                    "modelId": header.get("modelId")})
     )
