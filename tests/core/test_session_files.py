@@ -12,7 +12,7 @@ from attrs import evolve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clanker.environment.files import confined, read_sample
+from clanker.environment.files import FileSample, confined, read_sample
 from clanker.environment.sqlite import open_readonly, require_columns
 from clanker.errors import ErrorKind, HarnessCapabilityError
 from clanker.ids import HarnessId
@@ -389,3 +389,43 @@ def test_a_file_whose_name_is_not_text_is_a_skip_and_the_rest_is_kept(tmp_path: 
     assert listing() == ([str(project / "good.jsonl")], 1)
     assert (tmp_path / "cache/sessions/pi.json").is_file()  # the rest was kept
     assert listing() == ([str(project / "good.jsonl")], 1)  # and read back from there
+
+
+def test_a_file_a_sniff_decides_is_never_read_whole(tmp_path: Path) -> None:
+    """scan_files shows a sniff each file's first bytes: a file it decides is never read
+    whole (the summarizer never sees it), the others are summarized as without one, and
+    the scan is the one made without a sniff."""
+    from clanker.sessions.filestore import SNIFF_BYTES, scan_files
+    from clanker.sessions.types import FOREIGN, NoSession
+    from clanker.testing.sessions import sessions_context
+
+    theirs = b'{"owner":"other"}\n'
+    for number in range(6):
+        body = theirs if number % 2 else b'{"owner":"mine"}\n'
+        (tmp_path / f"s{number}.jsonl").write_bytes(body + b"x" * (4 * SNIFF_BYTES) + b"\n")
+    summarized: list[str] = []
+    shown: list[int] = []
+
+    def summarize(sample: FileSample) -> HarnessSession | None:
+        summarized.append(sample.path.name)
+        if sample.head.startswith(theirs):
+            return None  # never asked: the sniff decided it
+        return HarnessSession(harness=HarnessId("fake-agent"), native_id=sample.path.stem,
+                              updated_at=sample.mtime)
+
+    def sniff(sample: FileSample) -> NoSession | None:
+        shown.append(len(sample.head) + len(sample.tail))
+        return FOREIGN if sample.head.startswith(theirs) else None
+
+    candidates, _ = find_files(tmp_path, depth=0, accept_file=lambda name: True)
+    sniffed = scan_files(sessions_context("fake-agent", {}), candidates, summarize,
+                         sniff=sniff)
+    assert sorted(summarized) == ["s0.jsonl", "s2.jsonl", "s4.jsonl"]
+    assert len(shown) == 6 and max(shown) <= SNIFF_BYTES
+    assert sorted(s.native_id for s in sniffed.sessions) == ["s0", "s2", "s4"]
+    summarized.clear()
+
+    def reference(sample: FileSample) -> HarnessSession | NoSession | None:
+        return FOREIGN if sample.head.startswith(theirs) else summarize(sample)
+
+    assert scan_files(sessions_context("fake-agent", {}), candidates, reference) == sniffed

@@ -66,7 +66,7 @@ def test_the_worker_answers_what_this_process_answers() -> None:
     assert process.stdin is not None
     assert process.stdout is not None
     try:
-        pool._send(process.stdin, (pi_summarize, jobs, PI, 64 * 1024, 128 * 1024))
+        pool._send(process.stdin, (pi_summarize, jobs, PI, 64 * 1024, 128 * 1024, None))
         there = pool._receive(process.stdout)
     finally:
         pool._WORKER.rest()  # done with it, as a scan would be
@@ -93,7 +93,7 @@ def test_a_closure_is_summarized_here() -> None:
     def summarize(sample):  # type: ignore[no-untyped-def]
         return pi_summarize(sample)
 
-    assert not pool._sendable(summarize)
+    assert not pool._sendable(summarize, None)
     assert pool.summarize_files(summarize, jobs, PI, head_bytes=64 * 1024, tail_bytes=128 * 1024,
                                 local_files=True) == _here(jobs)
 
@@ -180,7 +180,7 @@ def test_any_file_the_worker_summarizes_comes_back_as_this_process_makes_it(
         assert process.stdin is not None
         assert process.stdout is not None
         try:
-            pool._send(process.stdin, (pi_summarize, jobs, PI, 64 * 1024, 128 * 1024))
+            pool._send(process.stdin, (pi_summarize, jobs, PI, 64 * 1024, 128 * 1024, None))
             assert pool._receive(process.stdout) == alone
         finally:
             pool._WORKER.rest()

@@ -11,6 +11,8 @@ cached and counted the same way:
   session: a counted skip), :data:`EMPTY` (a session file the harness wrote
   no conversation into yet: neither listed nor a skip) or :data:`FOREIGN`
   (another harness's session, in a directory the two share: not listed, no skip);
+  a provider that can tell such a file from its first :data:`SNIFF_BYTES` passes
+  ``scan_files`` a :data:`Sniff`, so that file costs no whole sample;
 * :class:`LineRegion` finds the complete lines of a sample's head or tail
   that hold a byte marker, oldest or newest first, and decodes each at most
   once (:func:`head_and_tail`, :func:`decode_object`): a cut line is never one;
@@ -44,7 +46,7 @@ from clanker.environment.lines import LineRegion, count, decode_object, find, rf
 from clanker.environment.witness import Witness
 from clanker.sessions.answers import Answer, FileState
 from clanker.sessions.capability import home_directory
-from clanker.sessions.filestore import MAX_ENTRIES, Candidate, scan_files
+from clanker.sessions.filestore import MAX_ENTRIES, SNIFF_BYTES, Candidate, Sniff, scan_files
 from clanker.sessions.types import (
     EMPTY,
     FOREIGN,
@@ -64,6 +66,7 @@ __all__ = [
     "EMPTY",
     "FOREIGN",
     "MAX_ENTRIES",
+    "SNIFF_BYTES",
     "Answer",
     "Candidate",
     "FileSample",
@@ -71,6 +74,7 @@ __all__ = [
     "HostFiles",
     "LineRegion",
     "NoSession",
+    "Sniff",
     "Witness",
     "bounded_text",
     "clean_text",

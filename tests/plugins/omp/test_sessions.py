@@ -30,6 +30,7 @@ from clanker.registry import Registry
 from clanker.sessions import pool
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsContext
+from clanker.sessions.filestore import SNIFF_BYTES
 from clanker.sessions.selection import resolve_selection
 from clanker.sessions.types import FOREIGN, parse_timestamp
 from clanker.testing import registered
@@ -779,10 +780,18 @@ def test_beside_pi_the_summary_worker_answers_what_this_process_does(
     roots = session_roots(environ, files)
     summarizer = BesidePi(pi_places(environ, files),
                           {str(root.path): (root, files.realpath(root.path)) for root in roots})
-    assert pool._sendable(summarizer)
+    assert pool._sendable(summarizer, summarizer.sniff)
     sample = read_sample(next((agent / "sessions").rglob("*.jsonl")), head_bytes=HEAD_BYTES,
                          tail_bytes=TAIL_BYTES)
     assert pickle.loads(pickle.dumps(summarizer))(sample) == summarizer(sample)
+    # What the sniff decides from a file's first bytes is what its whole sample says.
+    decided = 0
+    for path in [*agent.rglob("*.jsonl"), *flat.rglob("*.jsonl")]:
+        whole = read_sample(path, head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES)
+        first = summarizer.sniff(read_sample(path, head_bytes=SNIFF_BYTES, tail_bytes=0))
+        assert first is None or first == summarizer(whole), path
+        decided += first is not None
+    assert decided  # Pi's own files, where Pi reads
 
     def listed() -> list[object]:
         listing = asyncio.run(service(environ).discover([PROVIDER], workspace=None,
@@ -795,3 +804,9 @@ def test_beside_pi_the_summary_worker_answers_what_this_process_does(
     monkeypatch.setattr(pool, "CHUNK", 1)
     assert listed() == alone
     assert len(alone) > 3
+    # And with every file read whole (no sniff): the same listing. A method patched in
+    # so cannot be sent (pickle names it by a name the class lacks): this process alone.
+    monkeypatch.setattr(BesidePi, "sniff", lambda self, sample: None)
+    assert not pool._sendable(summarizer, summarizer.sniff)
+    assert listed() == alone
+    assert not pool._WORKER._failed

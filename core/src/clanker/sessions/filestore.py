@@ -10,7 +10,7 @@ linked directory nor a linked file), so discovery cannot leave the store.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Final, cast
 
 from clanker._logging import get_logger
 from clanker.environment.files import (
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     # provider's module to ask where its store is needs none of it.
     from clanker.sessions.pool import Outcome
 
-__all__ = ["MAX_ENTRIES", "Candidate", "Summarize", "find_files", "scan_files"]
+__all__ = ["MAX_ENTRIES", "SNIFF_BYTES", "Candidate", "Sniff", "Summarize", "find_files",
+           "scan_files"]
 
 log = get_logger(__name__)
 
@@ -40,6 +41,14 @@ Summarize = Callable[[FileSample], HarnessSession | NoSession | None]
 :data:`~clanker.sessions.types.EMPTY` when the harness wrote no conversation into it
 yet, or :data:`~clanker.sessions.types.FOREIGN` when it is another harness's (in a
 directory the two share): neither listed, nor a skip, nor found by id."""
+Sniff = Callable[[FileSample], NoSession | None]
+"""Decide a file from its first :data:`SNIFF_BYTES` alone when they are enough: a
+:class:`~clanker.sessions.types.NoSession` (another harness's file, say) is its
+outcome; ``None`` reads the whole sample for the summarizer. Said of a sample of
+those bytes only (no tail)."""
+
+SNIFF_BYTES: Final = 4096
+"""What a :data:`Sniff` is shown of a file: a header line and then some."""
 
 
 def scan_files(
@@ -52,6 +61,7 @@ def scan_files(
     tail_bytes: int = DEFAULT_TAIL_BYTES,
     witness: Witness | None = None,
     reading: str = "",
+    sniff: Sniff | None = None,
 ) -> SessionScan:
     """Summarize the newest ``context.limit`` candidates, reusing cached summaries.
 
@@ -65,7 +75,11 @@ def scan_files(
     ``witness`` unable to vouch for this scan: the next one tries it again.
     ``reading`` names whatever besides a file's bytes its summary depends on
     (for ``summarize`` closing over where other harnesses read): a summary kept
-    under another reading is not reused.
+    under another reading is not reused. ``sniff`` decides files from their first
+    bytes where it can (:data:`Sniff`), so a file another harness owns costs no
+    whole sample; on this machine only (a host's samples come in rounds, and a
+    second read would be a second round), and always with the answer ``summarize``
+    would give.
     """
     context.cache.bind(reading)
     ordered = sorted(candidates, key=lambda c: (-c.stat.st_mtime_ns, c.path))
@@ -79,7 +93,9 @@ def scan_files(
     skipped += min(len(ordered), context.limit) - len(chosen)
     cached = [context.cache.lookup(candidate.path, candidate.stat) for candidate in chosen]
     misses = [order for order, found in enumerate(cached) if found is MISS]
-    read = _read_many(context, chosen, misses, summarize, head_bytes, tail_bytes)
+    if sniff is not None and not _local(context):
+        sniff = None
+    read = _read_many(context, chosen, misses, summarize, head_bytes, tail_bytes, sniff)
     del misses
     missed = 0  # the misses met so far: the next one's outcome is read[missed]
     # Equal directories and models, one string each (a store has few of either).
@@ -96,7 +112,8 @@ def scan_files(
                 outcome, read[missed] = read[missed], None
                 missed += 1
             else:
-                outcome = _read_one(context, candidate, summarize, head_bytes, tail_bytes)
+                outcome = _read_one(context, candidate, summarize, head_bytes, tail_bytes,
+                                    sniff)
             if isinstance(outcome, OSError):
                 # Not remembered: a file that cannot be read now (permissions,
                 # an I/O error) may be readable next time without changing.
@@ -139,10 +156,22 @@ def _named(path: str) -> bool:
     return True
 
 
+def _local(context: SessionsContext) -> bool:
+    """Whether the context's files are this machine's."""
+    from clanker.environment.local import LocalFiles
+
+    return type(context.files) is LocalFiles
+
+
 def _read_one(context: SessionsContext, candidate: Candidate, summarize: Summarize,
-              head_bytes: int, tail_bytes: int) -> Outcome:
+              head_bytes: int, tail_bytes: int, sniff: Sniff | None) -> Outcome:
     """One file's summary through the context's host files, or why it cannot be read."""
     try:
+        if sniff is not None:
+            decided = sniff(context.files.sample(candidate.path, head_bytes=SNIFF_BYTES,
+                                                 tail_bytes=0, stat=candidate.stat))
+            if decided is not None:
+                return decided
         sample = context.files.sample(candidate.path, head_bytes=head_bytes,
                                       tail_bytes=tail_bytes, stat=candidate.stat)
     except OSError as exc:
@@ -154,21 +183,18 @@ def _read_one(context: SessionsContext, candidate: Candidate, summarize: Summari
 
 
 def _read_many(context: SessionsContext, chosen: list[Candidate], misses: list[int],
-               summarize: Summarize, head_bytes: int, tail_bytes: int) -> list[Outcome] | None:
+               summarize: Summarize, head_bytes: int, tail_bytes: int,
+               sniff: Sniff | None) -> list[Outcome] | None:
     """The outcomes of the misses (their places in ``chosen``), in order, read on two
     cores (:mod:`clanker.sessions.pool`) when there are enough of them on this machine,
     each session already placed; ``None``: read them one by one."""
     from clanker.sessions import pool
 
-    if len(misses) < pool.MIN_FILES:
-        return None
-    from clanker.environment.local import LocalFiles
-
-    if type(context.files) is not LocalFiles:
+    if len(misses) < pool.MIN_FILES or not _local(context):
         return None
     jobs = [(chosen[order].path, chosen[order].stat, order) for order in misses]
     return pool.summarize_files(summarize, jobs, context.harness, head_bytes=head_bytes,
-                                tail_bytes=tail_bytes, local_files=True)
+                                tail_bytes=tail_bytes, local_files=True, sniff=sniff)
 
 
 def _summarize(sample: FileSample, summarize: Summarize) -> HarnessSession | NoSession | None:

@@ -36,6 +36,7 @@ from clanker._logging import get_logger
 from clanker.environment.files import FileSample, read_sample
 from clanker.environment.witness import FileStat
 from clanker.ids import HarnessId
+from clanker.sessions.filestore import SNIFF_BYTES, Sniff
 from clanker.sessions.types import HarnessSession, NoSession, placed
 
 if TYPE_CHECKING:
@@ -209,22 +210,29 @@ def _receive(stream: IO[bytes]) -> Any:
 
 def serve() -> None:
     """The worker's loop, once it has ``sys.path``: (summarize, jobs, harness, head,
-    tail) requests, each answered with its outcomes, until its input ends."""
+    tail, sniff) requests, each answered with its outcomes, until its input ends."""
     requests = sys.stdin.buffer
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed by an import goes to stderr, not into the answers
     while True:
         try:
-            summarize, jobs, harness, head_bytes, tail_bytes = _receive(requests)
+            summarize, jobs, harness, head_bytes, tail_bytes, sniff = _receive(requests)
         except EOFError:
             return
-        _send(answers, _chunk(summarize, jobs, harness, head_bytes, tail_bytes))
+        _send(answers, _chunk(summarize, jobs, harness, head_bytes, tail_bytes, sniff))
 
 
-def summarize_one(summarize: Summarize, job: Job, head_bytes: int, tail_bytes: int) -> Outcome:
-    """Read one file's sample and summarize it; a file that cannot be read is its error."""
+def summarize_one(summarize: Summarize, job: Job, head_bytes: int, tail_bytes: int,
+                  sniff: Sniff | None = None) -> Outcome:
+    """Read one file's sample and summarize it (unless ``sniff`` decides it from its first
+    bytes); a file that cannot be read is its error."""
     path, stat, _ = job
     try:
+        if sniff is not None:
+            decided = sniff(read_sample(Path(path), head_bytes=SNIFF_BYTES, tail_bytes=0,
+                                        stat=stat))
+            if decided is not None:
+                return decided
         sample = read_sample(Path(path), head_bytes=head_bytes, tail_bytes=tail_bytes,
                              stat=stat)
     except OSError as exc:
@@ -241,14 +249,14 @@ def summarize_one(summarize: Summarize, job: Job, head_bytes: int, tail_bytes: i
 
 
 def _chunk(summarize: Summarize, jobs: Sequence[Job], harness: HarnessId, head_bytes: int,
-           tail_bytes: int) -> list[Outcome]:
+           tail_bytes: int, sniff: Sniff | None = None) -> list[Outcome]:
     """The jobs' outcomes, each session placed (:func:`~clanker.sessions.types.placed`)
     as the scan lists it: the copy is made by whichever side summarized the file, in
     parallel, rather than by the scanning thread once both are done."""
     outcomes: list[Outcome] = []
     shared: dict[str | None, str | None] = {}
     for job in jobs:
-        outcome = summarize_one(summarize, job, head_bytes, tail_bytes)
+        outcome = summarize_one(summarize, job, head_bytes, tail_bytes, sniff)
         if isinstance(outcome, HarnessSession):
             outcome = placed(outcome, harness, job[0], job[2], shared)
         outcomes.append(outcome)
@@ -262,28 +270,33 @@ def _processors() -> int:
         return os.cpu_count() or 1
 
 
-def _sendable(summarize: Summarize) -> bool:
+def _sendable(summarize: Summarize, sniff: Sniff | None) -> bool:
+    """Whether the worker can be handed these: pickled, and found again by what pickle
+    names them by (a method is named by its object and name, and a method patched in
+    under another name would not be found: the worker would break on it)."""
     import pickle
 
     try:
-        pickle.dumps(summarize)
-    except (pickle.PicklingError, AttributeError, TypeError):
+        pickle.loads(pickle.dumps((summarize, sniff)))  # noqa: S301 (made right here)
+    except (pickle.PickleError, AttributeError, TypeError, ImportError):
         return False
     return True
 
 
 def summarize_files(summarize: Summarize, jobs: Sequence[Job], harness: HarnessId, *,
-                    head_bytes: int, tail_bytes: int, local_files: bool) -> list[Outcome]:
-    """Each job's :data:`Outcome`, in order, a session placed as ``harness``'s; a worker
-    process takes part of them when there are at least :data:`MIN_FILES`, the files are
-    this machine's (``local_files``), more than one processor is ours and ``summarize``
-    can be sent."""
+                    head_bytes: int, tail_bytes: int, local_files: bool,
+                    sniff: Sniff | None = None) -> list[Outcome]:
+    """Each job's :data:`Outcome`, in order, a session placed as ``harness``'s (a file
+    ``sniff`` decides from its first bytes is not summarized); a worker process takes
+    part of them when there are at least :data:`MIN_FILES`, the files are this
+    machine's (``local_files``), more than one processor is ours and ``summarize`` (and
+    ``sniff``) can be sent."""
     process = None
     if (len(jobs) >= MIN_FILES and local_files and _processors() > 1
-            and _sendable(summarize)):
+            and _sendable(summarize, sniff)):
         process = _WORKER.start()
     if process is None:
-        return _chunk(summarize, jobs, harness, head_bytes, tail_bytes)
+        return _chunk(summarize, jobs, harness, head_bytes, tail_bytes, sniff)
     pieces = [jobs[start:start + CHUNK] for start in range(0, len(jobs), CHUNK)]
     done: list[list[Outcome] | None] = [None] * len(pieces)
     lock = threading.Lock()
@@ -301,7 +314,8 @@ def summarize_files(summarize: Summarize, jobs: Sequence[Job], harness: HarnessI
             try:
                 with _WORKER.exchange:
                     _send(process.stdin,
-                          (summarize, pieces[index], harness, head_bytes, tail_bytes))
+                          (summarize, pieces[index], harness, head_bytes, tail_bytes,
+                           sniff))
                     answer = _receive(process.stdout)
             except Exception as exc:  # a broken pipe or answer: this thread redoes it
                 log.debug("summary worker failed: %s", type(exc).__name__)
@@ -319,7 +333,8 @@ def summarize_files(summarize: Summarize, jobs: Sequence[Job], harness: HarnessI
                     break
                 ends[1] -= 1
                 index = ends[1]
-            done[index] = _chunk(summarize, pieces[index], harness, head_bytes, tail_bytes)
+            done[index] = _chunk(summarize, pieces[index], harness, head_bytes, tail_bytes,
+                                 sniff)
     finally:
         with lock:
             ends[0] = ends[1]  # on an error here, the worker takes nothing more
@@ -334,5 +349,5 @@ def summarize_files(summarize: Summarize, jobs: Sequence[Job], harness: HarnessI
     for index, piece in enumerate(pieces):
         found = done[index]
         results.extend(found if found is not None
-                       else _chunk(summarize, piece, harness, head_bytes, tail_bytes))
+                       else _chunk(summarize, piece, harness, head_bytes, tail_bytes, sniff))
     return results

@@ -27,6 +27,7 @@ from clanker.stores import (
     FOREIGN,
     FileSample,
     HostFiles,
+    LineRegion,
     NoSession,
     Witness,
     bounded_text,
@@ -337,17 +338,21 @@ def summarize(sample: FileSample) -> HarnessSession | None:
     return found
 
 
+def _opens_with_header(head: LineRegion) -> bool:
+    """Whether the first line is a header, decided from that line alone (most files where
+    Pi reads are Pi's): a header there is _header's "no slot" (its first line is the
+    first of head.spans)."""
+    first = head.first()
+    opening = None if first is None else head.object_at(first)
+    return opening is not None and opening.get("type") == "session"
+
+
 def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSession | None:
     """:func:`summarize`, for a file in a directory Pi reads when ``pi_reads``: one
     without a title slot is then Pi's (:data:`~clanker.stores.FOREIGN`)."""
     head_region, tail_region = head_and_tail(sample)
-    if pi_reads:
-        # Decided from line 1 alone (most files where Pi reads are Pi's): a header
-        # there is _header's "no slot" (its first line is the first of head.spans).
-        first = head_region.first()
-        opening = None if first is None else head_region.object_at(first)
-        if opening is not None and opening.get("type") == "session":
-            return FOREIGN  # Pi's format, where Pi reads: Pi lists it
+    if pi_reads and _opens_with_header(head_region):
+        return FOREIGN  # Pi's format, where Pi reads: Pi lists it
     head = pistore.Lines(head_region)
     found = _header(head)
     if found is None:
@@ -429,6 +434,14 @@ class BesidePi:
     def __call__(self, sample: FileSample) -> HarnessSession | NoSession | None:
         return _summarize(sample, pi_reads=self.pi_reads(str(sample.path)))
 
+    def sniff(self, sample: FileSample) -> NoSession | None:
+        """:data:`~clanker.stores.FOREIGN` for a Pi-format file where Pi reads, told from
+        its first bytes (:data:`~clanker.stores.Sniff`): its whole sample is never read.
+        ``None`` when its first line is not in them, or the file may be omp's."""
+        if self.pi_reads(str(sample.path)) and _opens_with_header(head_and_tail(sample)[0]):
+            return FOREIGN
+        return None
+
 
 def scan(context: SessionsContext, roots: tuple[SessionRoot, ...]) -> SessionScan:
     """The sessions of the files below ``roots``, within ``context``'s bounds."""
@@ -451,6 +464,6 @@ def scan(context: SessionsContext, roots: tuple[SessionRoot, ...]) -> SessionSca
         found, cut = pistore.candidates(context, roots, accept_dir, witness)
         return scan_files(context, found, summarize_here, cut=cut,
                           head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES, witness=witness,
-                          reading=places.reading(real_roots))
+                          reading=places.reading(real_roots), sniff=summarize_here.sniff)
 
     return context.remember((roots, accept_dir, places, real_roots), read)
