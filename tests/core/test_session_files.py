@@ -395,7 +395,8 @@ def test_a_file_a_sniff_decides_is_never_read_whole(tmp_path: Path) -> None:
     """scan_files shows a sniff each file's first bytes: a file it decides is never read
     whole (the summarizer never sees it), the others are summarized as without one, and
     the scan is the one made without a sniff."""
-    from clanker.sessions.filestore import SNIFF_BYTES, scan_files
+    from clanker.sessions.filestore import scan_files
+    from clanker.sessions.sniffing import SNIFF_BYTES
     from clanker.sessions.types import FOREIGN, NoSession
     from clanker.testing.sessions import sessions_context
 

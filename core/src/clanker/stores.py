@@ -46,7 +46,8 @@ from clanker.environment.lines import LineRegion, count, decode_object, find, rf
 from clanker.environment.witness import Witness
 from clanker.sessions.answers import Answer, FileState
 from clanker.sessions.capability import home_directory
-from clanker.sessions.filestore import MAX_ENTRIES, SNIFF_BYTES, Candidate, Sniff, scan_files
+from clanker.sessions.filestore import MAX_ENTRIES, Candidate, scan_files
+from clanker.sessions.sniffing import SNIFF_BYTES, Sniff
 from clanker.sessions.types import (
     EMPTY,
     FOREIGN,

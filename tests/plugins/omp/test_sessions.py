@@ -30,8 +30,8 @@ from clanker.registry import Registry
 from clanker.sessions import pool
 from clanker.sessions.cache import SummaryCache
 from clanker.sessions.capability import SessionsContext
-from clanker.sessions.filestore import SNIFF_BYTES
 from clanker.sessions.selection import resolve_selection
+from clanker.sessions.sniffing import SNIFF_BYTES
 from clanker.sessions.types import FOREIGN, parse_timestamp
 from clanker.testing import registered
 from clanker.testing.sessions import (

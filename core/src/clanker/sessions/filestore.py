@@ -10,7 +10,7 @@ linked directory nor a linked file), so discovery cannot leave the store.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, cast
 
 from clanker._logging import get_logger
 from clanker.environment.files import (
@@ -24,6 +24,7 @@ from clanker.environment.files import (
 from clanker.environment.witness import Witness
 from clanker.sessions.cache import MISS
 from clanker.sessions.capability import SessionsContext
+from clanker.sessions.sniffing import SNIFF_BYTES, Sniff
 from clanker.sessions.types import HarnessSession, NoSession, SessionScan, placed
 
 if TYPE_CHECKING:
@@ -31,8 +32,7 @@ if TYPE_CHECKING:
     # provider's module to ask where its store is needs none of it.
     from clanker.sessions.pool import Outcome
 
-__all__ = ["MAX_ENTRIES", "SNIFF_BYTES", "Candidate", "Sniff", "Summarize", "find_files",
-           "scan_files"]
+__all__ = ["MAX_ENTRIES", "Candidate", "Summarize", "find_files", "scan_files"]
 
 log = get_logger(__name__)
 
@@ -41,14 +41,6 @@ Summarize = Callable[[FileSample], HarnessSession | NoSession | None]
 :data:`~clanker.sessions.types.EMPTY` when the harness wrote no conversation into it
 yet, or :data:`~clanker.sessions.types.FOREIGN` when it is another harness's (in a
 directory the two share): neither listed, nor a skip, nor found by id."""
-Sniff = Callable[[FileSample], NoSession | None]
-"""Decide a file from its first :data:`SNIFF_BYTES` alone when they are enough: a
-:class:`~clanker.sessions.types.NoSession` (another harness's file, say) is its
-outcome; ``None`` reads the whole sample for the summarizer. Said of a sample of
-those bytes only (no tail)."""
-
-SNIFF_BYTES: Final = 4096
-"""What a :data:`Sniff` is shown of a file: a header line and then some."""
 
 
 def scan_files(
@@ -76,10 +68,9 @@ def scan_files(
     ``reading`` names whatever besides a file's bytes its summary depends on
     (for ``summarize`` closing over where other harnesses read): a summary kept
     under another reading is not reused. ``sniff`` decides files from their first
-    bytes where it can (:data:`Sniff`), so a file another harness owns costs no
-    whole sample; on this machine only (a host's samples come in rounds, and a
-    second read would be a second round), and always with the answer ``summarize``
-    would give.
+    bytes where it can (:mod:`clanker.sessions.sniffing`), so that a file another
+    harness owns costs no whole sample; on this machine only (a host's samples come
+    in rounds, and a second read would be a second round).
     """
     context.cache.bind(reading)
     ordered = sorted(candidates, key=lambda c: (-c.stat.st_mtime_ns, c.path))

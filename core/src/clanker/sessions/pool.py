@@ -36,7 +36,7 @@ from clanker._logging import get_logger
 from clanker.environment.files import FileSample, read_sample
 from clanker.environment.witness import FileStat
 from clanker.ids import HarnessId
-from clanker.sessions.filestore import SNIFF_BYTES, Sniff
+from clanker.sessions.sniffing import SNIFF_BYTES, Sniff
 from clanker.sessions.types import HarnessSession, NoSession, placed
 
 if TYPE_CHECKING:
