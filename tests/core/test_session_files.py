@@ -404,6 +404,8 @@ def test_a_file_a_sniff_decides_is_never_read_whole(tmp_path: Path) -> None:
     for number in range(6):
         body = theirs if number % 2 else b'{"owner":"mine"}\n'
         (tmp_path / f"s{number}.jsonl").write_bytes(body + b"x" * (4 * SNIFF_BYTES) + b"\n")
+    # Shorter than what a sniff is shown: its first read is its sample, read once.
+    (tmp_path / "s6.jsonl").write_bytes(b'{"owner":"mine"}\n{"short":true}\n')
     summarized: list[str] = []
     shown: list[int] = []
 
@@ -411,6 +413,7 @@ def test_a_file_a_sniff_decides_is_never_read_whole(tmp_path: Path) -> None:
         summarized.append(sample.path.name)
         if sample.head.startswith(theirs):
             return None  # never asked: the sniff decided it
+        assert sample.head.endswith(b"\n") and (sample.whole or sample.tail)
         return HarnessSession(harness=HarnessId("fake-agent"), native_id=sample.path.stem,
                               updated_at=sample.mtime)
 
@@ -421,9 +424,9 @@ def test_a_file_a_sniff_decides_is_never_read_whole(tmp_path: Path) -> None:
     candidates, _ = find_files(tmp_path, depth=0, accept_file=lambda name: True)
     sniffed = scan_files(sessions_context("fake-agent", {}), candidates, summarize,
                          sniff=sniff)
-    assert sorted(summarized) == ["s0.jsonl", "s2.jsonl", "s4.jsonl"]
-    assert len(shown) == 6 and max(shown) <= SNIFF_BYTES
-    assert sorted(s.native_id for s in sniffed.sessions) == ["s0", "s2", "s4"]
+    assert sorted(summarized) == ["s0.jsonl", "s2.jsonl", "s4.jsonl", "s6.jsonl"]
+    assert len(shown) == 7 and max(shown) <= SNIFF_BYTES
+    assert sorted(s.native_id for s in sniffed.sessions) == ["s0", "s2", "s4", "s6"]
     summarized.clear()
 
     def reference(sample: FileSample) -> HarnessSession | NoSession | None:

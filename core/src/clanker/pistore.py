@@ -60,6 +60,7 @@ __all__ = [
     "count_messages",
     "header_place",
     "message",
+    "older_entries",
     "parent_from",
     "provider_model",
     "settings_session_dir",
@@ -245,6 +246,13 @@ class Lines:
                 entry = self.entry(index)
                 if entry is not None:
                     yield entry
+
+
+def older_entries(head: Lines | None, want: Want, skip: int) -> Iterable[dict[str, Any]]:
+    """The head's entries from line ``skip`` (past the header) that can matter to
+    ``want``, newest first: the ones older than the tail's. None when ``head`` is
+    ``None``: a file read whole was read as its tail already."""
+    return () if head is None else head.entries(want, skip=skip, newest_first=True)
 
 
 def header_place(header: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -24,7 +24,7 @@ from clanker.environment.files import (
 from clanker.environment.witness import Witness
 from clanker.sessions.cache import MISS
 from clanker.sessions.capability import SessionsContext
-from clanker.sessions.sniffing import SNIFF_BYTES, Sniff
+from clanker.sessions.sniffing import Sniff, sniffed_or_sample
 from clanker.sessions.types import HarnessSession, NoSession, SessionScan, placed
 
 if TYPE_CHECKING:
@@ -157,20 +157,18 @@ def _local(context: SessionsContext) -> bool:
 def _read_one(context: SessionsContext, candidate: Candidate, summarize: Summarize,
               head_bytes: int, tail_bytes: int, sniff: Sniff | None) -> Outcome:
     """One file's summary through the context's host files, or why it cannot be read."""
+    def read(head: int, tail: int) -> FileSample:
+        return context.files.sample(candidate.path, head_bytes=head, tail_bytes=tail,
+                                    stat=candidate.stat)
+
     try:
-        if sniff is not None:
-            decided = sniff(context.files.sample(candidate.path, head_bytes=SNIFF_BYTES,
-                                                 tail_bytes=0, stat=candidate.stat))
-            if decided is not None:
-                return decided
-        sample = context.files.sample(candidate.path, head_bytes=head_bytes,
-                                      tail_bytes=tail_bytes, stat=candidate.stat)
+        sample = sniffed_or_sample(read, sniff, head_bytes, tail_bytes)
     except OSError as exc:
         return exc
     except (ValueError, OverflowError) as exc:  # a time no datetime can hold
         log.debug("skipping %s: %s", candidate.path, type(exc).__name__)
         return None
-    return _summarize(sample, summarize)
+    return sample if isinstance(sample, NoSession) else _summarize(sample, summarize)
 
 
 def _read_many(context: SessionsContext, chosen: list[Candidate], misses: list[int],

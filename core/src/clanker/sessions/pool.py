@@ -36,7 +36,7 @@ from clanker._logging import get_logger
 from clanker.environment.files import FileSample, read_sample
 from clanker.environment.witness import FileStat
 from clanker.ids import HarnessId
-from clanker.sessions.sniffing import SNIFF_BYTES, Sniff
+from clanker.sessions.sniffing import Sniff, sniffed_or_sample
 from clanker.sessions.types import HarnessSession, NoSession, placed
 
 if TYPE_CHECKING:
@@ -227,19 +227,19 @@ def summarize_one(summarize: Summarize, job: Job, head_bytes: int, tail_bytes: i
     """Read one file's sample and summarize it (unless ``sniff`` decides it from its first
     bytes); a file that cannot be read is its error."""
     path, stat, _ = job
+
+    def read(head: int, tail: int) -> FileSample:
+        return read_sample(Path(path), head_bytes=head, tail_bytes=tail, stat=stat)
+
     try:
-        if sniff is not None:
-            decided = sniff(read_sample(Path(path), head_bytes=SNIFF_BYTES, tail_bytes=0,
-                                        stat=stat))
-            if decided is not None:
-                return decided
-        sample = read_sample(Path(path), head_bytes=head_bytes, tail_bytes=tail_bytes,
-                             stat=stat)
+        sample = sniffed_or_sample(read, sniff, head_bytes, tail_bytes)
     except OSError as exc:
         return exc
     except (ValueError, OverflowError) as exc:  # a time no datetime can hold
         log.debug("skipping %s: %s", path, type(exc).__name__)
         return None
+    if isinstance(sample, NoSession):
+        return sample  # the sniff's answer
     try:
         return summarize(sample)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:

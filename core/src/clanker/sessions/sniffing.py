@@ -14,7 +14,7 @@ from typing import Final
 from clanker.environment.files import FileSample
 from clanker.sessions.types import NoSession
 
-__all__ = ["SNIFF_BYTES", "Sniff"]
+__all__ = ["SNIFF_BYTES", "Sniff", "sniffed_or_sample"]
 
 Sniff = Callable[[FileSample], NoSession | None]
 """Decide a file from a sample of its first :data:`SNIFF_BYTES` alone (no tail) when
@@ -24,3 +24,18 @@ decide otherwise than the summarizer would from the whole sample."""
 
 SNIFF_BYTES: Final = 4096
 """What a :data:`Sniff` is shown of a file: a header line and then some."""
+
+
+def sniffed_or_sample(read: Callable[[int, int], FileSample], sniff: Sniff | None,
+                      head_bytes: int, tail_bytes: int) -> NoSession | FileSample:
+    """What ``sniff`` decides from the first bytes ``read(head, tail)`` gives, else the
+    file's sample of ``head_bytes`` and ``tail_bytes`` for its summarizer. A file the
+    first read took whole (and the sample's head would too) is not read again."""
+    if sniff is not None:
+        first = read(SNIFF_BYTES, 0)
+        decided = sniff(first)
+        if decided is not None:
+            return decided
+        if first.whole and first.size <= head_bytes:
+            return first  # the sample a second read would make
+    return read(head_bytes, tail_bytes)

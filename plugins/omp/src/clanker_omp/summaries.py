@@ -258,14 +258,6 @@ def _newest(pick: Callable[[dict[str, Any]], str | None],
     return None
 
 
-def _older(head: pistore.Lines | None, want: pistore.Want,
-           start: int) -> Iterable[dict[str, Any]]:
-    """The entries of the head from line ``start`` (past the slot and the header) that can
-    matter to ``want``, newest first; none when ``head`` is ``None`` (read whole already,
-    as the tail)."""
-    return () if head is None else head.entries(want, skip=start, newest_first=True)
-
-
 def parent_from(value: object) -> str | None:
     """The parent's id from ``parentSession``: an id (``--fork``) or a path (``/branch``)."""
     return pistore.parent_from(value, bare_id=True)
@@ -384,8 +376,8 @@ def _summarize(sample: FileSample, *, pi_reads: bool) -> HarnessSession | NoSess
     if title is None:
         title = next((t for t in map(pistore.user_text, prompts) if t is not None), None)
     model = (
-        _newest(_default_model, newest_first, _older(older, _MODEL_CHANGES, start))
-        or _newest(_assistant_model, newest_first, _older(older, _ASSISTANTS, start))
+        _newest(_default_model, newest_first, pistore.older_entries(older, _MODEL_CHANGES, start))
+        or _newest(_assistant_model, newest_first, pistore.older_entries(older, _ASSISTANTS, start))
         or pistore.provider_model(header.get("provider"), header.get("modelId"))
     )
     return HarnessSession(

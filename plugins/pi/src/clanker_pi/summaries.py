@@ -148,12 +148,6 @@ def _times(entries: Iterable[dict[str, Any]]) -> list[datetime]:
     return stamps
 
 
-def _older(head: pistore.Lines | None, want: pistore.Want) -> Iterable[dict[str, Any]]:
-    """The entries of the head past its header that can matter to ``want``, newest first;
-    none when ``head`` is ``None`` (read whole already, as the tail)."""
-    return () if head is None else head.entries(want, skip=1, newest_first=True)
-
-
 def _omp_format(head: pistore.Lines, first: dict[str, Any] | None) -> bool:
     """Oh My Pi's layout: a title slot (or a line caught mid-rewrite), then the header."""
     if len(head.spans) < 2 or (first is not None and first.get("type") != "title"):
@@ -214,12 +208,13 @@ def summarize(sample: FileSample) -> HarnessSession | NoSession | None:
 
     named, title = _named(newest_first)
     if not named:
-        named, title = _named(_older(older, _NAMES))
+        named, title = _named(pistore.older_entries(older, _NAMES, 1))
     if title is None:
         title = next((t for t in map(pistore.user_text, prompts) if t is not None), None)
     model = (
         next((m for m in map(_model, newest_first) if m is not None), None)
-        or next((m for m in map(_model, _older(older, _MODELS)) if m is not None), None)
+        or next((m for m in map(_model, pistore.older_entries(older, _MODELS, 1))
+                 if m is not None), None)
         or _model({"type": "model_change", "provider": header.get("provider"),
                    "modelId": header.get("modelId")})
     )
